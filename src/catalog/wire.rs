@@ -1,0 +1,261 @@
+//! The on-disk shape of `catalog/*.toml`: one file per component family.
+//!
+//! These types mirror the TOML exactly (`deny_unknown_fields` everywhere) and do no
+//! validation beyond what serde does; [`super::model`] turns them into a validated,
+//! indexed [`super::Catalog`]. Every entry carries a `source` a reader can open.
+//!
+//! A file declares its family with a top-level `family = "..."` key, so a site overlay
+//! may name its files as it likes.
+
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+/// A whole catalog file. Exactly one family table list is expected, matching `family`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileWire {
+    /// Which family this file holds: `driver`, `cuda`, `gpu`, `python`, `os`, `cudnn`,
+    /// `nccl`, `torch`, `vllm`, `deepspeed`.
+    pub(crate) family: String,
+    /// Free text describing the file (ignored by the solver).
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub(crate) description: Option<String>,
+
+    // driver.toml
+    #[serde(default)]
+    pub(crate) branch: Vec<Spanned<DriverBranchWire>>,
+
+    // cuda.toml
+    #[serde(default)]
+    pub(crate) minor_compat: Vec<Spanned<MinorCompatWire>>,
+    #[serde(default)]
+    pub(crate) forward_compat: Vec<Spanned<ForwardCompatWire>>,
+    #[serde(default)]
+    pub(crate) targets: Vec<Spanned<TargetsWire>>,
+
+    // gpus.toml
+    #[serde(default)]
+    pub(crate) gpu: Vec<Spanned<GpuWire>>,
+
+    // os.toml
+    #[serde(default)]
+    pub(crate) os: Vec<Spanned<OsWire>>,
+
+    // torch.toml
+    #[serde(default)]
+    pub(crate) wheel: Vec<Spanned<TorchWheelWire>>,
+
+    // python, cuda, cudnn, nccl, torch, vllm, deepspeed
+    #[serde(default)]
+    pub(crate) release: Vec<Spanned<ReleaseWire>>,
+}
+
+/// `[[branch]]` in `driver.toml`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DriverBranchWire {
+    /// `R535`.
+    pub(crate) branch: String,
+    /// `ltsb`, `pb` or `nfb`.
+    #[serde(rename = "type")]
+    pub(crate) kind: String,
+    /// `supported` or `eol` as of the catalog's date.
+    pub(crate) status: String,
+    /// End of life, free text (`2026-06`).
+    #[serde(default)]
+    pub(crate) eol: Option<String>,
+    /// Released Linux x86_64 versions known to the catalog.
+    pub(crate) versions: Vec<String>,
+    pub(crate) source: String,
+    #[serde(default)]
+    pub(crate) note: Option<String>,
+}
+
+/// `[[minor_compat]]` in `cuda.toml`: the minor-version-compatibility floor of a CUDA major.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct MinorCompatWire {
+    pub(crate) major: u32,
+    pub(crate) driver_min: String,
+    pub(crate) source: String,
+    #[serde(default)]
+    pub(crate) note: Option<String>,
+}
+
+/// `[[forward_compat]]` in `cuda.toml`: which base driver branches a `cuda-compat-X-Y`
+/// package supports.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ForwardCompatWire {
+    /// `13.0`.
+    pub(crate) cuda: String,
+    /// `cuda-compat-13-0`.
+    pub(crate) package: String,
+    /// Base branches the package is supported on: `["R535", "R570"]`.
+    pub(crate) bases: Vec<String>,
+    pub(crate) source: String,
+    #[serde(default)]
+    pub(crate) note: Option<String>,
+}
+
+/// `[[targets]]` in `cuda.toml`: the GPU targets nvcc accepts for a range of releases.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TargetsWire {
+    /// A requirement over CUDA versions: `">=12.0, <12.8"`.
+    pub(crate) cuda: String,
+    /// Targets without prefix: `["50", "90", "90a", "100f"]`.
+    pub(crate) sm: Vec<String>,
+    pub(crate) source: String,
+    #[serde(default)]
+    pub(crate) note: Option<String>,
+}
+
+/// `[[gpu]]` in `gpus.toml`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GpuWire {
+    /// `h100`.
+    pub(crate) id: String,
+    /// Marketing name: `NVIDIA H100 SXM5 80GB`.
+    pub(crate) name: String,
+    #[serde(default)]
+    pub(crate) aliases: Vec<String>,
+    /// Compute capability `9.0`.
+    pub(crate) cc: String,
+    /// Architecture family: `hopper`.
+    pub(crate) arch: String,
+    pub(crate) datacenter: bool,
+    #[serde(default)]
+    pub(crate) nvswitch: bool,
+    #[serde(default)]
+    pub(crate) memory_gib: Option<u32>,
+    /// The `nvidia.com/gpu.product` label GPU Feature Discovery sets, where known.
+    #[serde(default)]
+    pub(crate) gfd_product: Option<String>,
+    /// Names `nvidia-smi --query-gpu=name` prints, for `probe`.
+    #[serde(default)]
+    pub(crate) smi_names: Vec<String>,
+    /// Lowest driver known to support the product, where sourced.
+    #[serde(default)]
+    pub(crate) min_driver: Option<String>,
+    /// Last driver branch supporting the architecture (legacy GPUs): `R580`.
+    #[serde(default)]
+    pub(crate) last_driver_branch: Option<String>,
+    pub(crate) source: String,
+    #[serde(default)]
+    pub(crate) note: Option<String>,
+}
+
+/// `[[os]]` in `os.toml`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OsWire {
+    /// `ubuntu22.04`.
+    pub(crate) id: String,
+    /// CUDA releases with `nvidia/cuda` images / packages: a requirement `">=11.8, <13.1"`.
+    pub(crate) cuda: String,
+    pub(crate) source: String,
+    #[serde(default)]
+    pub(crate) note: Option<String>,
+}
+
+/// `[[release]]`, shared by the version-list families. Fields a family does not use are
+/// rejected by the model with the family named.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ReleaseWire {
+    /// The exact catalog string: `12.4.1`, `9.1.0.70`, `2.21.5`, `0.6.3.post1`.
+    pub(crate) version: String,
+    pub(crate) source: String,
+    #[serde(default)]
+    pub(crate) note: Option<String>,
+
+    // cuda
+    /// Full-feature minimum Linux driver (release notes, Table 3).
+    #[serde(default)]
+    pub(crate) driver_min: Option<String>,
+
+    // python
+    #[serde(default)]
+    pub(crate) eol: Option<String>,
+
+    // cudnn, nccl
+    /// CUDA majors this release ships builds for: `[11, 12]`.
+    #[serde(default)]
+    pub(crate) cuda_majors: Vec<u32>,
+    /// Lowest compute capability supported (`7.5` from cuDNN 9.11).
+    #[serde(default)]
+    pub(crate) min_cc: Option<String>,
+
+    // torch
+    /// Python range of the wheels actually published: `">=3.9, <3.13"`.
+    #[serde(default)]
+    pub(crate) python: Option<String>,
+    /// torch: the variant the PyPI wheel is (`cu124`).
+    #[serde(default)]
+    pub(crate) pypi_variant: Option<String>,
+
+    // vllm, deepspeed
+    /// vllm: exact torch pin (`2.4.0`); deepspeed: a requirement (`>=2.0`).
+    #[serde(default)]
+    pub(crate) torch: Option<String>,
+    /// vllm: CUDA of its PyPI wheel (`12.1`).
+    #[serde(default)]
+    pub(crate) cuda: Option<String>,
+    /// deepspeed: CUDA minors nvcc and torch may differ within (`["12.0", "12.1"]`).
+    #[serde(default)]
+    pub(crate) cuda_mismatch_ok: Vec<String>,
+    /// Known files with hashes.
+    #[serde(default)]
+    pub(crate) files: Vec<FileRefWire>,
+}
+
+/// `[[wheel]]` in `torch.toml`: one CUDA variant of one or more torch releases.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TorchWheelWire {
+    /// The torch releases this variant entry covers: `["2.5.0", "2.5.1"]`.
+    pub(crate) torch: Vec<String>,
+    /// `cu124`.
+    pub(crate) variant: String,
+    /// CUDA runtime bundled in the wheel: `12.4` (from the build scripts: 12.4.1).
+    pub(crate) cuda: String,
+    pub(crate) index_url: String,
+    /// `TORCH_CUDA_ARCH_LIST` of the build: `["5.0", "8.0", "9.0", "12.0+PTX"]`.
+    pub(crate) arch_list: Vec<String>,
+    /// Exact cuDNN pin of the wheel, when known.
+    #[serde(default)]
+    pub(crate) cudnn: Option<String>,
+    /// Exact NCCL pin of the wheel, when known.
+    #[serde(default)]
+    pub(crate) nccl: Option<String>,
+    #[serde(default)]
+    pub(crate) cusparselt: Option<String>,
+    /// Narrower Python range for this variant, when it differs from the release's.
+    #[serde(default)]
+    pub(crate) python: Option<String>,
+    #[serde(default)]
+    pub(crate) files: Vec<FileRefWire>,
+    pub(crate) source: String,
+    #[serde(default)]
+    pub(crate) note: Option<String>,
+}
+
+/// A concrete downloadable file with its hash.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileRefWire {
+    /// Which release this file belongs to, when the entry covers several (`2.5.1`).
+    #[serde(default)]
+    pub(crate) version: Option<String>,
+    /// Python minor of the wheel tag: `3.11`.
+    #[serde(default)]
+    pub(crate) python: Option<String>,
+    /// Where it is served from (`https://pypi.org/simple`).
+    #[serde(default)]
+    pub(crate) index: Option<String>,
+    pub(crate) filename: String,
+    pub(crate) sha256: String,
+}

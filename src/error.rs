@@ -1,0 +1,246 @@
+//! Errors. Each stage reports [`Diagnostic`]s (what was wrong, where, and how to fix it);
+//! the solver reports an [`crate::solve::Explanation`]. Text is produced by `Display` only;
+//! the library never prints.
+
+use std::fmt;
+
+/// A place in an input file: `gpustack.toml:4:9`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Location {
+    /// The file as the user named it (never made absolute).
+    pub file: String,
+    /// 1-based line, 0 when unknown.
+    pub line: usize,
+    /// 1-based column, 0 when unknown.
+    pub col: usize,
+}
+
+impl Location {
+    /// A location in `file` at a byte offset of `text`.
+    pub fn at_offset(file: &str, text: &str, offset: usize) -> Location {
+        let offset = offset.min(text.len());
+        let before = &text.as_bytes()[..offset];
+        let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+        let line_start = before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |p| p + 1);
+        let col = String::from_utf8_lossy(&before[line_start..])
+            .chars()
+            .count()
+            + 1;
+        Location {
+            file: file.to_string(),
+            line,
+            col,
+        }
+    }
+
+    /// A whole-file location.
+    pub fn file(file: &str) -> Location {
+        Location {
+            file: file.to_string(),
+            line: 0,
+            col: 0,
+        }
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.line, self.col) {
+            (0, _) => write!(f, "{}", self.file),
+            (l, 0) => write!(f, "{}:{l}", self.file),
+            (l, c) => write!(f, "{}:{l}:{c}", self.file),
+        }
+    }
+}
+
+/// What kind of input a diagnostic is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// `gpustack.toml`.
+    Spec,
+    /// `catalog/*.toml` or an overlay.
+    Catalog,
+    /// `gpustack.lock`.
+    Lock,
+    /// Command-line arguments, output paths and other files.
+    Usage,
+    /// Reading or writing files.
+    Io,
+}
+
+/// One problem with the user's input: exit code 2.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// Which input.
+    pub stage: Stage,
+    /// Where, when known.
+    pub location: Option<Location>,
+    /// What was wrong, lowercase, no trailing period.
+    pub message: String,
+    /// The offending source line, shown under the location.
+    pub snippet: Option<String>,
+    /// One actionable fix each.
+    pub hints: Vec<String>,
+}
+
+impl Diagnostic {
+    /// A diagnostic with no location.
+    pub fn new(stage: Stage, message: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            stage,
+            location: None,
+            message: message.into(),
+            snippet: None,
+            hints: Vec::new(),
+        }
+    }
+
+    /// Sets the location.
+    pub fn at(mut self, location: Location) -> Diagnostic {
+        self.location = Some(location);
+        self
+    }
+
+    /// Sets the location from a byte offset in `text`, with the line as snippet.
+    pub fn at_offset(mut self, file: &str, text: &str, offset: usize) -> Diagnostic {
+        let loc = Location::at_offset(file, text, offset);
+        self.snippet = text
+            .lines()
+            .nth(loc.line.saturating_sub(1))
+            .map(|l| l.to_string());
+        self.location = Some(loc);
+        self
+    }
+
+    /// Adds a hint.
+    pub fn hint(mut self, hint: impl Into<String>) -> Diagnostic {
+        self.hints.push(hint.into());
+        self
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "error: {}", self.message)?;
+        if let Some(loc) = &self.location {
+            write!(f, "\n  --> {loc}")?;
+            if let Some(snippet) = &self.snippet {
+                let n = loc.line.to_string();
+                let pad = " ".repeat(n.len());
+                write!(f, "\n {pad} |\n {n} | {snippet}")?;
+                if loc.col > 0 {
+                    write!(f, "\n {pad} | {}^", " ".repeat(loc.col - 1))?;
+                }
+            }
+        }
+        for h in &self.hints {
+            write!(f, "\n\nhint: {h}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Every error the library returns.
+#[derive(Debug)]
+pub enum Error {
+    /// Invalid input: one or more diagnostics (exit code 2).
+    Invalid(Vec<Diagnostic>),
+    /// The request has no solution (exit code 1).
+    NoSolution(Box<crate::solve::Explanation>),
+}
+
+impl Error {
+    /// The process exit code the CLI uses for this error.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Invalid(_) => 2,
+            Error::NoSolution(_) => 1,
+        }
+    }
+}
+
+impl From<Diagnostic> for Error {
+    fn from(d: Diagnostic) -> Error {
+        Error::Invalid(vec![d])
+    }
+}
+
+impl From<Vec<Diagnostic>> for Error {
+    fn from(d: Vec<Diagnostic>) -> Error {
+        Error::Invalid(d)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Invalid(ds) => {
+                for (i, d) in ds.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str("\n\n")?;
+                    }
+                    write!(f, "{d}")?;
+                }
+                Ok(())
+            }
+            Error::NoSolution(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Turns a TOML parse error into a diagnostic at its span.
+pub(crate) fn toml_diagnostic(
+    stage: Stage,
+    file: &str,
+    text: &str,
+    e: &toml::de::Error,
+) -> Diagnostic {
+    let msg = e.message().trim().trim_end_matches('.').to_string();
+    let msg = if msg.is_empty() {
+        "invalid TOML".to_string()
+    } else {
+        msg
+    };
+    let mut d = Diagnostic::new(stage, msg);
+    if let Some(span) = e.span() {
+        d = d.at_offset(file, text, span.start);
+    } else {
+        d = d.at(Location::file(file));
+    }
+    d
+}
+
+/// Closest candidate by edit distance, for "did you mean" hints.
+pub(crate) fn did_you_mean<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let mut best: Option<(usize, &str)> = None;
+    for c in candidates {
+        let d = levenshtein(&word.to_ascii_lowercase(), &c.to_ascii_lowercase());
+        if d <= 2.max(word.len() / 3) && best.is_none_or(|(bd, _)| d < bd) {
+            best = Some((d, c));
+        }
+    }
+    best.map(|(_, c)| c)
+}
+
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}

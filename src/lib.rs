@@ -1,0 +1,63 @@
+//! # gpustack
+//!
+//! One lock for the GPU stack. gpustack resolves the driver, CUDA, cuDNN, NCCL, Python,
+//! PyTorch (wheel variant), vLLM and DeepSpeed versions for the GPUs you run, from a
+//! catalog of sourced compatibility facts, and writes a deterministic lockfile that every
+//! generator renders from.
+//!
+//! ```text
+//! catalog/*.toml ─load─▶ Catalog ─┐
+//! gpustack.toml ──parse─▶ Spec ───┼─solve─▶ Resolution ─▶ Lock ─write─▶ gpustack.lock
+//!                                 │                               └─plan─▶ targets (later)
+//! ```
+//!
+//! Each stage is pure: only [`Catalog::load`], [`emit`] and the CLI touch the filesystem,
+//! and only the CLI prints.
+//!
+//! ```
+//! use gpustack::{Catalog, Component, Lock, Spec};
+//!
+//! let catalog = Catalog::stock()?;
+//! let spec = Spec::parse("gpustack.toml", r#"
+//! [stack]
+//! name = "demo"
+//! [hardware]
+//! gpus = ["h100"]
+//! driver = "550.54.15"
+//! [components]
+//! cuda = "12.4"
+//! torch = ">=2.4, <2.6"
+//! "#, &catalog)?;
+//! let resolution = gpustack::solve(&catalog, &spec)?;
+//! let lock = Lock::from_resolution(&catalog, &resolution);
+//! assert_eq!(lock.component(Component::Cuda).unwrap().version.to_string(), "12.4.1");
+//! let text = lock.to_toml();
+//! assert_eq!(Lock::parse("gpustack.lock", &text)?, lock);
+//! # Ok::<(), gpustack::Error>(())
+//! ```
+#![deny(missing_docs)]
+
+pub mod arch;
+pub mod catalog;
+pub mod emit;
+pub mod error;
+pub mod lock;
+pub mod solve;
+pub mod spec;
+pub mod version;
+
+pub use arch::{Cc, Target};
+pub use catalog::Catalog;
+pub use error::{Diagnostic, Error, Location, Stage};
+pub use lock::Lock;
+pub use solve::{solve, Explanation, Resolution};
+pub use spec::{Component, Layer, Spec};
+pub use version::{Version, VersionReq};
+
+/// Reads, parses and solves a spec, and builds its lock: the `gpustack lock` pipeline
+/// without the write.
+pub fn lock_spec(catalog: &Catalog, spec_path: &str, spec_text: &str) -> Result<Lock, Error> {
+    let spec = Spec::parse(spec_path, spec_text, catalog)?;
+    let resolution = solve(catalog, &spec)?;
+    Ok(Lock::from_resolution(catalog, &resolution))
+}

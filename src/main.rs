@@ -1,0 +1,315 @@
+//! The `gpustack` command line. The only place that prints or exits.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use gpustack::error::{Diagnostic, Stage};
+use gpustack::{Catalog, Component, Error, Lock};
+
+mod show;
+
+#[derive(Parser)]
+#[command(
+    name = "gpustack",
+    version,
+    about = "One lock for the GPU stack: driver, CUDA, cuDNN, NCCL, PyTorch, vLLM, DeepSpeed",
+    long_about = "gpustack resolves a GPU software stack from a catalog of sourced compatibility facts \
+and writes a deterministic lockfile that every generator renders from.\n\n\
+Exit codes: 0 ok, 1 no compatible stack, 2 invalid input or usage.",
+    after_help = "Examples:\n  gpustack init --gpu h100 --driver 550.54.15\n  gpustack lock\n  gpustack why torch\n  gpustack catalog show torch"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Resolve gpustack.toml into gpustack.lock
+    #[command(
+        after_help = "Examples:\n  gpustack lock\n  gpustack lock --spec fixtures/specs/a100-pytorch.toml --out -\n  gpustack lock --catalog site-catalog/\n  gpustack lock --check   # exit 1 when gpustack.lock is not what `lock` would write"
+    )]
+    Lock {
+        /// The spec to read
+        #[arg(long, default_value = "gpustack.toml", value_name = "PATH")]
+        spec: PathBuf,
+        /// Where to write the lock (`-` for standard output)
+        #[arg(long, default_value = "gpustack.lock", value_name = "PATH|-")]
+        out: String,
+        /// A catalog overlay directory (repeatable; later ones win)
+        #[arg(long = "catalog", value_name = "DIR")]
+        catalogs: Vec<PathBuf>,
+        /// Do not write; exit 1 if the existing lock differs from the resolved one
+        #[arg(long)]
+        check: bool,
+    },
+    /// Explain why a component has its locked version
+    #[command(
+        after_help = "Examples:\n  gpustack why torch\n  gpustack why driver --lock lockfiles/h100-train.lock"
+    )]
+    Why {
+        /// driver, cuda, cudnn, nccl, python, torch, vllm or deepspeed
+        component: String,
+        /// The lock to read
+        #[arg(long, default_value = "gpustack.lock", value_name = "PATH")]
+        lock: PathBuf,
+    },
+    /// Show what the catalog holds
+    #[command(
+        after_help = "Examples:\n  gpustack catalog list\n  gpustack catalog show torch\n  gpustack catalog show gpu --catalog site-catalog/"
+    )]
+    Catalog {
+        #[command(subcommand)]
+        what: CatalogCommand,
+    },
+    /// Write a commented starter gpustack.toml (never overwrites)
+    #[command(
+        after_help = "Examples:\n  gpustack init\n  gpustack init --gpu a100 --driver 535.104.05\n  gpustack init --path stacks/serve.toml --gpu l40s"
+    )]
+    Init {
+        /// GPU id or alias from the catalog
+        #[arg(long, default_value = "h100", value_name = "ID")]
+        gpu: String,
+        /// The installed driver version (omit to let gpustack pick one)
+        #[arg(long, value_name = "VERSION")]
+        driver: Option<String>,
+        /// Where to write the spec
+        #[arg(long, default_value = "gpustack.toml", value_name = "PATH")]
+        path: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum CatalogCommand {
+    /// One line per family: how many entries, newest versions
+    List {
+        /// A catalog overlay directory (repeatable)
+        #[arg(long = "catalog", value_name = "DIR")]
+        catalogs: Vec<PathBuf>,
+    },
+    /// Every entry of one family with its source
+    Show {
+        /// driver, cuda, gpu, os, python, cudnn, nccl, torch, vllm or deepspeed
+        family: String,
+        /// A catalog overlay directory (repeatable)
+        #[arg(long = "catalog", value_name = "DIR")]
+        catalogs: Vec<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "{e}");
+            ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
+        }
+    }
+}
+
+fn load_catalog(dirs: &[PathBuf]) -> Result<Catalog, Error> {
+    let refs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+    Catalog::load(&refs)
+}
+
+fn read_text(path: &Path, stage: Stage, what: &str, hint: &str) -> Result<String, Error> {
+    let shown = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| {
+        let msg = match e.kind() {
+            std::io::ErrorKind::NotFound => format!("{what} `{shown}` not found"),
+            _ => format!("cannot read {what} `{shown}`: {e}"),
+        };
+        Diagnostic::new(stage, msg).hint(hint)
+    })?;
+    String::from_utf8(bytes).map_err(|e| {
+        Diagnostic::new(
+            stage,
+            format!(
+                "{what} `{shown}` is not UTF-8 (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ),
+        )
+        .into()
+    })
+}
+
+fn run(cli: Cli) -> Result<u8, Error> {
+    match cli.command {
+        Command::Lock {
+            spec,
+            out,
+            catalogs,
+            check,
+        } => {
+            let catalog = load_catalog(&catalogs)?;
+            let spec_shown = spec.display().to_string();
+            let text = read_text(
+                &spec,
+                Stage::Spec,
+                "spec",
+                "create one with `gpustack init`, or pass `--spec PATH`",
+            )?;
+            let lock = gpustack::lock_spec(&catalog, &spec_shown, &text)?;
+            let rendered = lock.to_toml();
+            if out == "-" {
+                if check {
+                    return Err(Diagnostic::new(
+                        Stage::Usage,
+                        "`--check` compares against a lock file; it cannot be used with `--out -`",
+                    )
+                    .into());
+                }
+                print!("{rendered}");
+                return Ok(0);
+            }
+            let out_path = PathBuf::from(&out);
+            if check {
+                let existing = std::fs::read_to_string(&out_path).unwrap_or_default();
+                if existing == rendered {
+                    eprintln!("{out} is up to date");
+                    return Ok(0);
+                }
+                eprintln!("error: {out} is stale: `gpustack lock` would change it\n\nhint: run `gpustack lock` and commit the result");
+                return Ok(1);
+            }
+            gpustack::emit::write_atomic(&out_path, rendered.as_bytes())?;
+            let summary: Vec<String> = lock
+                .components
+                .iter()
+                .map(|c| format!("{} {}", c.name, c.version))
+                .collect();
+            eprintln!(
+                "locked `{}` into {out}: {}",
+                lock.request.name,
+                summary.join(", ")
+            );
+            Ok(0)
+        }
+        Command::Why { component, lock } => {
+            let c = Component::from_name(&component).ok_or_else(|| {
+                Diagnostic::new(Stage::Usage, format!("unknown component `{component}`")).hint(
+                    format!(
+                        "components are: {}",
+                        Component::ALL.map(Component::name).join(", ")
+                    ),
+                )
+            })?;
+            let shown = lock.display().to_string();
+            let text = read_text(
+                &lock,
+                Stage::Lock,
+                "lock",
+                "create it with `gpustack lock`, or pass `--lock PATH`",
+            )?;
+            let lock = Lock::parse(&shown, &text)?;
+            let Some(lc) = lock.component(c) else {
+                return Err(Diagnostic::new(
+                    Stage::Usage,
+                    format!(
+                        "`{component}` is not part of the locked stack `{}`",
+                        lock.request.name
+                    ),
+                )
+                .hint(format!(
+                    "the lock holds: {}",
+                    lock.components
+                        .iter()
+                        .map(|c| c.name.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+                .into());
+            };
+            print!("{}", show::why(&lock, lc));
+            Ok(0)
+        }
+        Command::Catalog { what } => match what {
+            CatalogCommand::List { catalogs } => {
+                let catalog = load_catalog(&catalogs)?;
+                print!("{}", show::list(&catalog));
+                Ok(0)
+            }
+            CatalogCommand::Show { family, catalogs } => {
+                let catalog = load_catalog(&catalogs)?;
+                match show::family(&catalog, &family) {
+                    Some(t) => {
+                        print!("{t}");
+                        Ok(0)
+                    }
+                    None => Err(Diagnostic::new(
+                        Stage::Usage,
+                        format!("unknown catalog family `{family}`"),
+                    )
+                    .hint(format!("families are: {}", show::FAMILIES.join(", ")))
+                    .into()),
+                }
+            }
+        },
+        Command::Init { gpu, driver, path } => {
+            let catalog = Catalog::stock()?;
+            let g = catalog.gpu(&gpu).ok_or_else(|| {
+                Diagnostic::new(Stage::Usage, format!("unknown GPU `{gpu}`")).hint(format!(
+                    "GPU ids are: {}",
+                    catalog
+                        .gpus
+                        .iter()
+                        .map(|g| g.id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })?;
+            if let Some(d) = &driver {
+                let ok = gpustack::Version::parse(d).is_ok_and(|v| {
+                    v.parts().len() >= 2 && v.parts().len() <= 3 && v.local().is_none()
+                });
+                if !ok {
+                    return Err(Diagnostic::new(
+                        Stage::Usage,
+                        format!("invalid driver version `{d}`"),
+                    )
+                    .hint("write the version `nvidia-smi` prints, like `550.54.15`")
+                    .into());
+                }
+            }
+            if path.exists() {
+                return Err(Diagnostic::new(
+                    Stage::Usage,
+                    format!(
+                        "`{}` already exists; `init` never overwrites",
+                        path.display()
+                    ),
+                )
+                .hint("edit it, or pass `--path` to write somewhere else")
+                .into());
+            }
+            let text = show::starter(g, driver.as_deref());
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .map_err(|e| {
+                    Diagnostic::new(
+                        Stage::Io,
+                        format!("cannot create `{}`: {e}", path.display()),
+                    )
+                })?;
+            f.write_all(text.as_bytes()).map_err(|e| {
+                Diagnostic::new(Stage::Io, format!("cannot write `{}`: {e}", path.display()))
+            })?;
+            eprintln!("wrote {}; next: `gpustack lock`", path.display());
+            Ok(0)
+        }
+    }
+}

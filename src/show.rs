@@ -1,0 +1,395 @@
+//! Text the CLI prints: catalog listings, `why`, the `init` starter spec.
+
+use std::fmt::Write as _;
+
+use gpustack::catalog::{Catalog, Gpu, Origin};
+use gpustack::lock::{Field, LockedComponent};
+use gpustack::Lock;
+
+pub(crate) const FAMILIES: [&str; 10] = [
+    "driver",
+    "cuda",
+    "gpu",
+    "os",
+    "python",
+    "cudnn",
+    "nccl",
+    "torch",
+    "vllm",
+    "deepspeed",
+];
+
+fn newest<T>(items: &[T], f: impl Fn(&T) -> String) -> String {
+    let v: Vec<String> = items.iter().take(3).map(f).collect();
+    if items.len() > 3 {
+        format!("{}, …", v.join(", "))
+    } else {
+        v.join(", ")
+    }
+}
+
+pub(crate) fn list(c: &Catalog) -> String {
+    let mut o = String::new();
+    let rows: Vec<(&str, usize, String)> = vec![
+        (
+            "driver",
+            c.drivers.len(),
+            format!(
+                "{} branches; newest {}",
+                c.branches.len(),
+                newest(&c.drivers, |d| d.version.to_string())
+            ),
+        ),
+        (
+            "cuda",
+            c.cuda.len(),
+            format!("newest {}", newest(&c.cuda, |r| r.version.to_string())),
+        ),
+        (
+            "gpu",
+            c.gpus.len(),
+            c.gpus
+                .iter()
+                .map(|g| g.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+        (
+            "os",
+            c.os.len(),
+            c.os.iter()
+                .map(|g| g.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+        (
+            "python",
+            c.python.len(),
+            newest(&c.python, |r| r.version.to_string()),
+        ),
+        (
+            "cudnn",
+            c.cudnn.len(),
+            format!("newest {}", newest(&c.cudnn, |r| r.version.to_string())),
+        ),
+        (
+            "nccl",
+            c.nccl.len(),
+            format!("newest {}", newest(&c.nccl, |r| r.version.to_string())),
+        ),
+        (
+            "torch",
+            c.torch.len(),
+            format!(
+                "{} releases; newest {}",
+                c.torch_releases.len(),
+                newest(&c.torch, |r| r.full.to_string())
+            ),
+        ),
+        (
+            "vllm",
+            c.vllm.len(),
+            format!("newest {}", newest(&c.vllm, |r| r.version.to_string())),
+        ),
+        (
+            "deepspeed",
+            c.deepspeed.len(),
+            format!("newest {}", newest(&c.deepspeed, |r| r.version.to_string())),
+        ),
+    ];
+    for (name, n, detail) in rows {
+        let _ = writeln!(o, "{name:<10} {n:>4}  {detail}");
+    }
+    o
+}
+
+fn src(o: &mut String, origin: &Origin) {
+    let _ = writeln!(o, "    {} — {}", origin.location(), origin.source);
+}
+
+pub(crate) fn family(c: &Catalog, fam: &str) -> Option<String> {
+    let mut o = String::new();
+    match fam {
+        "driver" => {
+            for (i, b) in c.branches.iter().enumerate() {
+                let vs: Vec<String> = c
+                    .drivers
+                    .iter()
+                    .filter(|d| d.branch == i)
+                    .map(|d| d.version.to_string())
+                    .collect();
+                let _ = writeln!(
+                    o,
+                    "R{} {} {}{}: {}",
+                    b.number,
+                    b.kind.as_str(),
+                    if b.supported { "supported" } else { "eol" },
+                    b.eol
+                        .as_ref()
+                        .map(|e| format!(" (eol {e})"))
+                        .unwrap_or_default(),
+                    vs.join(", ")
+                );
+                src(&mut o, &b.origin);
+            }
+        }
+        "cuda" => {
+            for m in &c.minor_compat {
+                let _ = writeln!(
+                    o,
+                    "CUDA {}.x minor-version compatibility: driver ≥ {}",
+                    m.major, m.driver_min
+                );
+                src(&mut o, &m.origin);
+            }
+            for f in &c.forward_compat {
+                let _ = writeln!(
+                    o,
+                    "{}: base branches {}",
+                    f.package,
+                    f.bases
+                        .iter()
+                        .map(|b| format!("R{b}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                src(&mut o, &f.origin);
+            }
+            for t in &c.targets {
+                let _ = writeln!(
+                    o,
+                    "nvcc targets for CUDA `{}`: {}",
+                    t.cuda,
+                    t.sm.iter().map(|s| s.short()).collect::<Vec<_>>().join(" ")
+                );
+                src(&mut o, &t.origin);
+            }
+            for r in &c.cuda {
+                let _ = writeln!(
+                    o,
+                    "CUDA {}: driver ≥ {}",
+                    r.version,
+                    r.driver_min
+                        .as_ref()
+                        .map_or_else(|| "unpublished".to_string(), ToString::to_string)
+                );
+                src(&mut o, &r.origin);
+            }
+        }
+        "gpu" => {
+            for g in &c.gpus {
+                let _ = writeln!(
+                    o,
+                    "{} ({}): cc {}, {}{}{}{}{}",
+                    g.id,
+                    g.name,
+                    g.cc,
+                    g.arch,
+                    if g.datacenter { ", data center" } else { "" },
+                    if g.nvswitch { ", NVSwitch" } else { "" },
+                    g.memory_gib
+                        .map(|m| format!(", {m} GiB"))
+                        .unwrap_or_default(),
+                    if g.aliases.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", aliases {}", g.aliases.join(" "))
+                    }
+                );
+                src(&mut o, &g.origin);
+            }
+        }
+        "os" => {
+            for x in &c.os {
+                let _ = writeln!(o, "{}: CUDA `{}`", x.id, x.cuda);
+                src(&mut o, &x.origin);
+            }
+        }
+        "python" => {
+            for r in &c.python {
+                let _ = writeln!(
+                    o,
+                    "Python {}{}",
+                    r.version,
+                    r.eol
+                        .as_ref()
+                        .map(|e| format!(" (eol {e})"))
+                        .unwrap_or_default()
+                );
+                src(&mut o, &r.origin);
+            }
+        }
+        "cudnn" | "nccl" => {
+            for r in if fam == "cudnn" { &c.cudnn } else { &c.nccl } {
+                let _ = writeln!(
+                    o,
+                    "{} {}: CUDA {}{}",
+                    fam,
+                    r.version,
+                    r.cuda_majors
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    r.min_cc.map(|m| format!(", cc ≥ {m}")).unwrap_or_default()
+                );
+                src(&mut o, &r.origin);
+            }
+        }
+        "torch" => {
+            for b in &c.torch {
+                let _ = writeln!(
+                    o,
+                    "torch {}{}: CUDA {}, Python `{}`, archs {}{}{}",
+                    b.full,
+                    if b.pypi_default {
+                        " (PyPI default)"
+                    } else {
+                        ""
+                    },
+                    b.cuda,
+                    b.python,
+                    b.arch_list
+                        .iter()
+                        .map(|t| t.torch_form())
+                        .collect::<Vec<_>>()
+                        .join(";"),
+                    b.cudnn
+                        .as_ref()
+                        .map(|v| format!(", cuDNN {v}"))
+                        .unwrap_or_default(),
+                    b.nccl
+                        .as_ref()
+                        .map(|v| format!(", NCCL {v}"))
+                        .unwrap_or_default()
+                );
+                src(&mut o, &b.origin);
+            }
+        }
+        "vllm" => {
+            for r in &c.vllm {
+                let _ = writeln!(
+                    o,
+                    "vllm {}: torch =={}, CUDA {} wheel, Python `{}`{}",
+                    r.version,
+                    r.torch,
+                    r.cuda,
+                    r.python,
+                    r.min_cc.map(|m| format!(", cc ≥ {m}")).unwrap_or_default()
+                );
+                src(&mut o, &r.origin);
+            }
+        }
+        "deepspeed" => {
+            for r in &c.deepspeed {
+                let _ = writeln!(
+                    o,
+                    "deepspeed {}: torch `{}`, Python `{}`, nvcc/torch CUDA mismatches allowed: {}",
+                    r.version,
+                    r.torch
+                        .as_ref()
+                        .map_or_else(|| "*".to_string(), ToString::to_string),
+                    r.python
+                        .as_ref()
+                        .map_or_else(|| "*".to_string(), ToString::to_string),
+                    if r.cuda_mismatch_ok.is_empty() {
+                        "none".to_string()
+                    } else {
+                        r.cuda_mismatch_ok
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    }
+                );
+                src(&mut o, &r.origin);
+            }
+        }
+        _ => return None,
+    }
+    Some(o)
+}
+
+pub(crate) fn why(lock: &Lock, c: &LockedComponent) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "{} {} (layer {})", c.name, c.version, c.layer.name());
+    let _ = writeln!(o, "  requested: {}", c.requested);
+    let _ = writeln!(o, "  catalog:   {}", c.catalog);
+    let _ = writeln!(o, "  source:    {}", c.source);
+    for (k, v) in &c.fields {
+        let v = match v {
+            Field::Str(s) => s.clone(),
+            Field::List(l) => l.join(" "),
+        };
+        let _ = writeln!(o, "  {k}: {v}");
+    }
+    if !c.because.is_empty() {
+        let _ = writeln!(o, "  because:");
+        for b in &c.because {
+            let _ = writeln!(o, "    - {b}");
+        }
+    }
+    let _ = writeln!(
+        o,
+        "  hardware: {} on driver {} ({}), arch list {}",
+        lock.hardware
+            .gpus
+            .iter()
+            .map(|g| g.id.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        lock.hardware.driver,
+        if lock.hardware.driver_installed {
+            "installed"
+        } else {
+            "resolved"
+        },
+        lock.hardware
+            .arch_list
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    o
+}
+
+pub(crate) fn starter(g: &Gpu, driver: Option<&str>) -> String {
+    let driver_line = match driver {
+        Some(d) => format!(
+            "driver = \"{d}\"          # installed on the nodes (`nvidia-smi`); a host fact"
+        ),
+        None => {
+            "# driver = \"550.54.15\"     # the installed driver; omit it and gpustack picks one"
+                .to_string()
+        }
+    };
+    format!(
+        r#"# gpustack.toml — the one place your GPU stack is written down.
+# `gpustack lock` resolves it into gpustack.lock; every generator renders from the lock.
+# Requirements: "*", a bare version ("12.4" = 12.4 or any 12.4.x), or ==, !=, >=, >, <=, <
+# joined by commas (">=2.4, <2.6"). A torch local label pins a wheel variant: "==2.5.1+cu124".
+
+[stack]
+name = "my-stack"               # [a-z0-9][a-z0-9-]*
+# os = "ubuntu22.04"            # ubuntu20.04, ubuntu22.04, ubuntu24.04, rockylinux8, rockylinux9
+
+[hardware]
+gpus = ["{id}"]                 # {name}, compute capability {cc}
+# archs = ["sm_90"]             # extra targets to build for
+{driver_line}
+
+[components]                    # listed = part of the stack; omitted = absent
+cuda = "*"
+cudnn = "*"
+nccl = "*"
+torch = "*"
+# python = "3.11"
+# vllm = "*"
+# deepspeed = "*"
+"#,
+        id = g.id,
+        name = g.name,
+        cc = g.cc,
+    )
+}

@@ -1,0 +1,332 @@
+//! Conflict explanations in the user's words, and hints found by relaxing the request.
+//!
+//! The derivation comes from the solver's own bookkeeping: the component whose domain
+//! emptied, each of its candidates with the rule that removed it (grouped, best first), and
+//! for the neighbours those rules point at, what was left of them and why. Hints are not
+//! guessed: each is a change to the request that the solver has checked resolves.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use super::rules::{Cand, Ctx, Violation};
+use super::{solve_assignment, Problem, Removal};
+use crate::catalog::Origin;
+use crate::spec::{Component, Spec};
+use crate::version::{Version, VersionReq};
+
+/// Why no stack exists.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Explanation {
+    /// The stack's name.
+    pub stack: String,
+    /// The conflicts, most direct first.
+    pub causes: Vec<Cause>,
+    /// Changes to the request that resolve (each checked by the solver).
+    pub hints: Vec<String>,
+}
+
+/// One component that has no usable candidate, or a neighbour that explains why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cause {
+    /// The component.
+    pub component: Component,
+    /// What the user asked for it.
+    pub requested: String,
+    /// `true` for the component whose domain emptied; `false` for context.
+    pub primary: bool,
+    /// Groups of candidates ruled out by the same rule: (versions, the first violation).
+    pub groups: Vec<(Vec<String>, Violation)>,
+    /// Candidates still possible (context causes only).
+    pub remaining: Vec<String>,
+}
+
+pub(crate) fn explain(
+    ctx: &Ctx<'_>,
+    members: &BTreeMap<Component, String>,
+    p: &Problem<'_, '_>,
+) -> Explanation {
+    let mut causes = Vec::new();
+    if let Some(w) = p.wiped {
+        let removals = p.removed.get(&w).cloned().unwrap_or_default();
+        causes.push(cause(ctx, members, w, &removals, true, &[]));
+        let mut neighbours: Vec<Component> = removals.iter().filter_map(|r| r.against).collect();
+        neighbours.sort();
+        neighbours.dedup();
+        for y in neighbours {
+            let rem = p.removed.get(&y).cloned().unwrap_or_default();
+            let left: Vec<String> = p.domains[&y]
+                .iter()
+                .map(|k| ctx.version(y, *k).to_string())
+                .collect();
+            causes.push(cause(ctx, members, y, &rem, false, &left));
+        }
+    } else if let Some((_, c, v)) = &p.deepest {
+        causes.push(Cause {
+            component: *c,
+            requested: members.get(c).cloned().unwrap_or_default(),
+            primary: true,
+            groups: vec![(Vec::new(), v.clone())],
+            remaining: Vec::new(),
+        });
+    }
+    Explanation {
+        stack: ctx.spec.name.clone(),
+        causes,
+        hints: hints(ctx),
+    }
+}
+
+fn cause(
+    ctx: &Ctx<'_>,
+    members: &BTreeMap<Component, String>,
+    c: Component,
+    removals: &[Removal],
+    primary: bool,
+    left: &[String],
+) -> Cause {
+    let mut groups: Vec<(Vec<String>, Violation)> = Vec::new();
+    for r in removals {
+        let v = ctx.version(c, r.cand).to_string();
+        match groups
+            .iter_mut()
+            .find(|(_, g)| g.rule == r.violation.rule && same_shape(g, &r.violation))
+        {
+            Some((vs, _)) => vs.push(v),
+            None => groups.push((vec![v], r.violation.clone())),
+        }
+    }
+    Cause {
+        component: c,
+        requested: members.get(&c).cloned().unwrap_or_default(),
+        primary,
+        groups,
+        remaining: left.to_vec(),
+    }
+}
+
+/// Two violations group together when their messages differ only in version numbers.
+fn same_shape(a: &Violation, b: &Violation) -> bool {
+    fn shape(s: &str) -> String {
+        s.split(|c: char| c.is_whitespace())
+            .map(|w| {
+                if w.chars().any(|c| c.is_ascii_digit()) {
+                    "#"
+                } else {
+                    w
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+    a.facts.len() == b.facts.len() && shape(&a.message) == shape(&b.message)
+}
+
+fn summary(assign: &BTreeMap<Component, Version>, focus: &[Component]) -> String {
+    let mut parts: Vec<String> = focus
+        .iter()
+        .filter_map(|c| assign.get(c).map(|v| format!("{} {v}", c.display())))
+        .collect();
+    for c in [Component::Cuda, Component::Torch] {
+        if !focus.contains(&c) {
+            if let Some(v) = assign.get(&c) {
+                parts.push(format!("{} {v}", c.display()));
+            }
+        }
+    }
+    parts.join(", ")
+}
+
+fn hints(ctx: &Ctx<'_>) -> Vec<String> {
+    let spec = ctx.spec;
+    let cat = ctx.cat;
+    let mut out: Vec<String> = Vec::new();
+    let push = |out: &mut Vec<String>, h: String| {
+        if !out.contains(&h) && out.len() < 4 {
+            out.push(h);
+        }
+    };
+
+    // An installed driver: the smallest catalog driver that works instead.
+    if let Some(host) = &spec.driver {
+        let mut ups: Vec<&Version> = cat
+            .drivers
+            .iter()
+            .map(|d| &d.version)
+            .filter(|v| *v > host)
+            .collect();
+        ups.sort();
+        let mut lo = 0usize;
+        // Drivers are monotone enough to find the first working one by linear scan over
+        // branches' first versions; the catalog has a few dozen, so scan them all.
+        while lo < ups.len() {
+            let mut s = spec.clone();
+            s.driver = Some(ups[lo].clone());
+            if let Some(a) = solve_assignment(cat, &s) {
+                push(
+                    &mut out,
+                    format!(
+                        "upgrade the driver to ≥ {} (R{}); with it the stack resolves to {}",
+                        ups[lo],
+                        ups[lo].major(),
+                        summary(&a, &[])
+                    ),
+                );
+                break;
+            }
+            lo += 1;
+        }
+    }
+
+    // One requirement relaxed.
+    let listed: Vec<(Component, VersionReq)> = spec
+        .components
+        .iter()
+        .filter(|(_, r)| !r.is_any())
+        .map(|(c, r)| (*c, r.clone()))
+        .collect();
+    let mut single_found = false;
+    for (c, req) in &listed {
+        let mut s = spec.clone();
+        s.components.insert(*c, VersionReq::any());
+        if let Some(a) = solve_assignment(cat, &s) {
+            single_found = true;
+            let v = a.get(c).map(ToString::to_string).unwrap_or_default();
+            push(
+                &mut out,
+                format!(
+                    "relax `{} = \"{req}\"`: {} {v} works with the rest of your request ({})",
+                    c.name(),
+                    c.display(),
+                    summary(&a, &[*c])
+                ),
+            );
+        }
+    }
+    // Two requirements relaxed together.
+    if !single_found {
+        for (i, (c1, r1)) in listed.iter().enumerate() {
+            for (c2, r2) in listed.iter().skip(i + 1) {
+                let mut s = spec.clone();
+                s.components.insert(*c1, VersionReq::any());
+                s.components.insert(*c2, VersionReq::any());
+                if let Some(a) = solve_assignment(cat, &s) {
+                    push(
+                        &mut out,
+                        format!(
+                            "relax both `{} = \"{r1}\"` and `{} = \"{r2}\"`: {} resolves",
+                            c1.name(),
+                            c2.name(),
+                            summary(&a, &[*c1, *c2])
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    // Explicit archs that block.
+    for t in &spec.archs {
+        let mut s = spec.clone();
+        s.archs.retain(|x| x != t);
+        if (!s.archs.is_empty() || !s.gpus.is_empty()) && solve_assignment(cat, &s).is_some() {
+            push(&mut out, format!("remove `{t}` from `[hardware].archs`"));
+        }
+    }
+    // Optional components that block.
+    for c in [
+        Component::Deepspeed,
+        Component::Vllm,
+        Component::Cudnn,
+        Component::Nccl,
+    ] {
+        if spec.components.contains_key(&c) {
+            let mut s: Spec = spec.clone();
+            s.components.remove(&c);
+            if !s.components.is_empty() {
+                if let Some(a) = solve_assignment(cat, &s) {
+                    push(
+                        &mut out,
+                        format!(
+                            "remove `{}` from `[components]`: the rest resolves ({})",
+                            c.name(),
+                            summary(&a, &[])
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    out
+}
+
+impl fmt::Display for Explanation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "error: no compatible stack for `{}`", self.stack)?;
+        for c in &self.causes {
+            f.write_str("\n\n")?;
+            let n: usize = c.groups.iter().map(|(v, _)| v.len()).sum();
+            if c.primary && n == 0 {
+                write!(
+                    f,
+                    "  × {} ({}): no combination satisfies every rule; the search failed last on:",
+                    c.component.display(),
+                    c.requested
+                )?;
+            } else if c.primary {
+                write!(
+                    f,
+                    "  × {} ({}): none of the {n} candidate{} can be used",
+                    c.component.display(),
+                    c.requested,
+                    if n == 1 { "" } else { "s" }
+                )?;
+            } else {
+                let left = if c.remaining.is_empty() {
+                    "none".to_string()
+                } else {
+                    list(&c.remaining)
+                };
+                write!(
+                    f,
+                    "  because {} ({}) is limited to: {left}",
+                    c.component.display(),
+                    c.requested
+                )?;
+            }
+            for (versions, v) in &c.groups {
+                if versions.is_empty() {
+                    write!(f, "\n    - {}", v.message)?;
+                } else {
+                    write!(f, "\n    - {}: {}", list(versions), v.message)?;
+                }
+                write!(f, "\n      rule `{}`{}", v.rule.id(), facts(&v.facts))?;
+            }
+        }
+        for h in &self.hints {
+            write!(f, "\n\nhint: {h}")?;
+        }
+        if self.hints.is_empty() {
+            write!(f, "\n\nhint: no single change to the request resolves it; `gpustack catalog show COMPONENT` lists what the catalog holds")?;
+        }
+        Ok(())
+    }
+}
+
+fn list(vs: &[String]) -> String {
+    const MAX: usize = 4;
+    if vs.len() <= MAX {
+        vs.join(", ")
+    } else {
+        format!("{} and {} more", vs[..MAX].join(", "), vs.len() - MAX)
+    }
+}
+
+fn facts(fs: &[Origin]) -> String {
+    let mut out = String::new();
+    for o in fs {
+        out.push_str(&format!("\n        {} — {}", o.location(), o.source));
+    }
+    out
+}
+
+#[allow(dead_code)]
+fn _unused(_: Cand) {}

@@ -1,0 +1,616 @@
+//! The solver: a pure function from (catalog, spec) to a [`Resolution`] or an
+//! [`Explanation`].
+//!
+//! # Method
+//!
+//! The stack is a small constraint problem: one variable per component, each with a
+//! domain of catalog candidates, and the rules of [`rules`] between them (unary: the
+//! request and the hardware; pairwise: driver × CUDA, torch × vLLM, …; one ternary:
+//! DeepSpeed's nvcc-vs-torch CUDA check).
+//!
+//! 1. **Filter** each domain by the unary rules, remembering why each candidate went.
+//! 2. **Arc consistency** (AC-3) removes candidates that no candidate of a neighbour
+//!    accepts, again remembering why. An emptied domain is a conflict with a derivation.
+//! 3. **Depth-first search** in the priority order below, candidates best first, checking
+//!    every rule among assigned components and forward-checking the others. The first
+//!    complete assignment is the lexicographically best one; the search is exhaustive, so
+//!    if any stack exists it is found.
+//!
+//! # Preferences (documented order)
+//!
+//! Components are decided in this order, each taking its best remaining candidate:
+//! vLLM, DeepSpeed, torch, Python, CUDA, cuDNN, NCCL, driver. "Best" is the newest version,
+//! except:
+//! * torch: newest release; with an installed driver, variants it runs with full support
+//!   first; then the PyPI default variant; then the newest CUDA;
+//! * CUDA: with an installed driver, releases it fully supports first; then the release
+//!   whose major.minor matches torch's CUDA variant; then the newest;
+//! * driver (when not installed): supported production/LTS branches first, then newest.
+
+mod explain;
+pub mod rules;
+
+use std::collections::BTreeMap;
+
+use crate::arch::{Cc, Target};
+use crate::catalog::{Catalog, Origin};
+use crate::error::Error;
+use crate::spec::{Component, Spec};
+use crate::version::Version;
+
+pub use explain::{Cause, Explanation};
+use rules::{Cand, Ctx};
+pub use rules::{Compat, Rule, Violation};
+
+/// Decision order.
+pub(crate) const ORDER: [Component; 8] = [
+    Component::Vllm,
+    Component::Deepspeed,
+    Component::Torch,
+    Component::Python,
+    Component::Cuda,
+    Component::Cudnn,
+    Component::Nccl,
+    Component::Driver,
+];
+
+/// A resolved component.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pick {
+    /// Which component.
+    pub component: Component,
+    /// The exact catalog string (torch with its variant: `2.5.1+cu124`).
+    pub version: Version,
+    /// What the user asked: the requirement, `host` or `implied by torch`.
+    pub requested: String,
+    /// The catalog entry it comes from (`None` for a host driver the catalog lacks).
+    pub origin: Option<Origin>,
+    /// Rules and facts that bound this pick, in the user's words.
+    pub because: Vec<String>,
+}
+
+/// The result of solving: every component of the stack, with the facts used.
+#[derive(Clone, Debug)]
+pub struct Resolution {
+    /// The request.
+    pub spec: Spec,
+    /// The arch list (sorted): each GPU's `sm_XY` plus the listed archs.
+    pub arch_list: Vec<Target>,
+    /// The compute capabilities the stack runs on.
+    pub capabilities: Vec<Cc>,
+    /// The picks, in [`Component`] order.
+    pub picks: Vec<Pick>,
+    /// How the driver runs the CUDA toolkit, when both are in the stack.
+    pub cuda_compat: Option<Compat>,
+    /// How the driver runs torch's bundled CUDA runtime.
+    pub torch_compat: Option<Compat>,
+    /// Digest of the catalog entries this resolution used.
+    pub catalog_digest: String,
+    /// Facts used, for `catalog-digest` and provenance.
+    pub(crate) used: Vec<Origin>,
+    /// Indices chosen, for the lock writer.
+    pub(crate) chosen: BTreeMap<Component, Option<usize>>,
+}
+
+impl Resolution {
+    /// The pick of a component.
+    pub fn pick(&self, c: Component) -> Option<&Pick> {
+        self.picks.iter().find(|p| p.component == c)
+    }
+}
+
+/// The members of the stack: listed components plus those they imply.
+pub(crate) fn members(spec: &Spec) -> BTreeMap<Component, String> {
+    use Component as C;
+    let mut m: BTreeMap<Component, String> = spec
+        .components
+        .iter()
+        .map(|(c, r)| (*c, r.to_string()))
+        .collect();
+    let mut imply = |c: Component, by: Component, m: &mut BTreeMap<Component, String>| {
+        m.entry(c)
+            .or_insert_with(|| format!("implied by {}", by.name()));
+    };
+    for by in [C::Vllm, C::Deepspeed] {
+        if m.contains_key(&by) {
+            imply(C::Torch, by, &mut m);
+        }
+    }
+    for by in [C::Vllm, C::Deepspeed, C::Torch] {
+        if m.contains_key(&by) {
+            imply(C::Python, by, &mut m);
+            imply(C::Cuda, by, &mut m);
+        }
+    }
+    let driver_req = match (&spec.driver, m.get(&C::Driver)) {
+        (Some(h), Some(r)) => format!("host {h}, required {r}"),
+        (Some(h), None) => format!("host {h}"),
+        (None, Some(r)) => r.clone(),
+        (None, None) => "implied: every stack runs on a driver".to_string(),
+    };
+    m.insert(C::Driver, driver_req);
+    m
+}
+
+/// Solves `spec` against `catalog`.
+///
+/// ```
+/// use gpustack::{Catalog, Spec, solve};
+/// let catalog = Catalog::stock().unwrap();
+/// let spec = Spec::parse("gpustack.toml", r#"
+/// [stack]
+/// name = "demo"
+/// [hardware]
+/// gpus = ["a100"]
+/// [components]
+/// torch = "*"
+/// "#, &catalog).unwrap();
+/// let resolution = solve(&catalog, &spec).unwrap();
+/// assert!(resolution.pick(gpustack::Component::Torch).is_some());
+/// ```
+pub fn solve(catalog: &Catalog, spec: &Spec) -> Result<Resolution, Error> {
+    let ctx = Ctx::new(catalog, spec);
+    let members = members(spec);
+    let mut p = Problem::new(&ctx, &members);
+    match p.search() {
+        Some(assign) => Ok(p.resolution(&members, &assign)),
+        None => Err(Error::NoSolution(Box::new(explain::explain(
+            &ctx, &members, &p,
+        )))),
+    }
+}
+
+/// Only decides whether a spec is satisfiable (used for hints and tests).
+pub(crate) fn solve_assignment(
+    catalog: &Catalog,
+    spec: &Spec,
+) -> Option<BTreeMap<Component, Version>> {
+    let ctx = Ctx::new(catalog, spec);
+    let members = members(spec);
+    let mut p = Problem::new(&ctx, &members);
+    p.search().map(|a| {
+        a.iter()
+            .map(|(c, k)| (*c, ctx.version(*c, *k).clone()))
+            .collect()
+    })
+}
+
+/// Why a candidate was removed from its domain.
+#[derive(Clone, Debug)]
+pub(crate) struct Removal {
+    pub(crate) cand: Cand,
+    pub(crate) violation: Violation,
+    /// The neighbour whose every candidate rejects it, for AC removals.
+    pub(crate) against: Option<Component>,
+}
+
+pub(crate) struct Problem<'a, 'c> {
+    pub(crate) ctx: &'a Ctx<'c>,
+    /// Members in decision order.
+    pub(crate) order: Vec<Component>,
+    pub(crate) domains: BTreeMap<Component, Vec<Cand>>,
+    pub(crate) removed: BTreeMap<Component, Vec<Removal>>,
+    /// The component whose domain emptied first, if any.
+    pub(crate) wiped: Option<Component>,
+    /// The deepest failure the search met, for explanations of ternary conflicts.
+    pub(crate) deepest: Option<(usize, Component, Violation)>,
+    steps: u64,
+}
+
+impl<'a, 'c> Problem<'a, 'c> {
+    pub(crate) fn new(ctx: &'a Ctx<'c>, members: &BTreeMap<Component, String>) -> Problem<'a, 'c> {
+        let order: Vec<Component> = ORDER
+            .iter()
+            .copied()
+            .filter(|c| members.contains_key(c))
+            .collect();
+        let mut domains = BTreeMap::new();
+        let mut removed: BTreeMap<Component, Vec<Removal>> = BTreeMap::new();
+        let mut wiped = None;
+        for &c in &order {
+            let mut keep = Vec::new();
+            for k in ctx.candidates(c) {
+                match ctx.check_unary(c, k) {
+                    Ok(()) => keep.push(k),
+                    Err(v) => removed.entry(c).or_default().push(Removal {
+                        cand: k,
+                        violation: v,
+                        against: None,
+                    }),
+                }
+            }
+            if c == Component::Driver {
+                if let Some(h) = &ctx.host_driver {
+                    if let Err(v) = ctx.driver_fits_gpus(h) {
+                        keep.clear();
+                        removed.entry(c).or_default().push(Removal {
+                            cand: Cand::Host,
+                            violation: v,
+                            against: None,
+                        });
+                    }
+                }
+            }
+            if keep.is_empty() && wiped.is_none() {
+                wiped = Some(c);
+            }
+            domains.insert(c, keep);
+        }
+        let mut p = Problem {
+            ctx,
+            order,
+            domains,
+            removed,
+            wiped,
+            deepest: None,
+            steps: 0,
+        };
+        if p.wiped.is_none() {
+            p.arc_consistency();
+        }
+        p
+    }
+
+    fn pair(&self, ca: Component, a: Cand, cb: Component, b: Cand) -> Result<(), Violation> {
+        if ca < cb {
+            self.ctx.check_pair(ca, a, cb, b)
+        } else {
+            self.ctx.check_pair(cb, b, ca, a)
+        }
+    }
+
+    fn arc_consistency(&mut self) {
+        let comps = self.order.clone();
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for &x in &comps {
+                for &y in &comps {
+                    if x == y {
+                        continue;
+                    }
+                    let dy = self.domains[&y].clone();
+                    let dx = self.domains[&x].clone();
+                    let mut keep = Vec::with_capacity(dx.len());
+                    for a in dx {
+                        let mut first_err = None;
+                        let ok = dy.iter().any(|&b| match self.pair(x, a, y, b) {
+                            Ok(()) => true,
+                            Err(v) => {
+                                if first_err.is_none() {
+                                    first_err = Some(v);
+                                }
+                                false
+                            }
+                        });
+                        if ok {
+                            keep.push(a);
+                        } else {
+                            let violation = first_err.unwrap_or_else(|| Violation {
+                                rule: Rule::Request,
+                                message: format!("no {} is left to go with it", y.display()),
+                                facts: vec![],
+                            });
+                            self.removed.entry(x).or_default().push(Removal {
+                                cand: a,
+                                violation,
+                                against: Some(y),
+                            });
+                            changed = true;
+                        }
+                    }
+                    let empty = keep.is_empty();
+                    self.domains.insert(x, keep);
+                    if empty {
+                        self.wiped = Some(x);
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Depth-first search; returns the assignment in decision order.
+    pub(crate) fn search(&mut self) -> Option<Vec<(Component, Cand)>> {
+        if self.wiped.is_some() {
+            return None;
+        }
+        let mut assign: Vec<(Component, Cand)> = Vec::with_capacity(self.order.len());
+        if self.dfs(&mut assign) {
+            Some(assign)
+        } else {
+            None
+        }
+    }
+
+    fn ranked(&self, c: Component, assign: &[(Component, Cand)]) -> Vec<Cand> {
+        let mut d = self.domains[&c].clone();
+        if c == Component::Cuda {
+            let torch_cuda = assign
+                .iter()
+                .find(|(x, _)| *x == Component::Torch)
+                .and_then(|(_, k)| match k {
+                    Cand::Idx(i) => Some(self.ctx.cat.torch[*i].cuda.clone()),
+                    Cand::Host => None,
+                });
+            let host = self.ctx.host_driver.clone();
+            d.sort_by_key(|k| {
+                let Cand::Idx(i) = k else {
+                    return (true, true, 0usize);
+                };
+                let r = &self.ctx.cat.cuda[*i];
+                let full = host
+                    .as_ref()
+                    .is_none_or(|h| r.driver_min.as_ref().is_some_and(|m| h >= m));
+                let same = torch_cuda.as_ref().is_some_and(|t| {
+                    t.major() == r.version.major() && t.minor() == r.version.minor()
+                });
+                (!full, !same, *i)
+            });
+        }
+        d
+    }
+
+    fn dfs(&mut self, assign: &mut Vec<(Component, Cand)>) -> bool {
+        let depth = assign.len();
+        if depth == self.order.len() {
+            return true;
+        }
+        let c = self.order[depth];
+        'cand: for k in self.ranked(c, assign) {
+            self.steps += 1;
+            for &(x, a) in assign.iter() {
+                if let Err(v) = self.pair(x, a, c, k) {
+                    self.note_failure(depth, c, v);
+                    continue 'cand;
+                }
+            }
+            assign.push((c, k));
+            if let Err(v) = self.check_triple(assign) {
+                assign.pop();
+                self.note_failure(depth, c, v);
+                continue;
+            }
+            // Forward check: every later component keeps a candidate compatible with all
+            // assigned ones.
+            let mut dead = false;
+            for &y in &self.order[depth + 1..] {
+                let alive = self.domains[&y]
+                    .iter()
+                    .any(|&b| assign.iter().all(|&(x, a)| self.pair(x, a, y, b).is_ok()));
+                if !alive {
+                    dead = true;
+                    break;
+                }
+            }
+            if !dead && self.dfs(assign) {
+                return true;
+            }
+            assign.pop();
+        }
+        false
+    }
+
+    fn note_failure(&mut self, depth: usize, c: Component, v: Violation) {
+        if self.deepest.as_ref().is_none_or(|(d, _, _)| depth > *d) {
+            self.deepest = Some((depth, c, v));
+        }
+    }
+
+    fn check_triple(&self, assign: &[(Component, Cand)]) -> Result<(), Violation> {
+        let get = |c: Component| {
+            assign
+                .iter()
+                .find(|(x, _)| *x == c)
+                .and_then(|(_, k)| match k {
+                    Cand::Idx(i) => Some(*i),
+                    Cand::Host => None,
+                })
+        };
+        if let (Some(cu), Some(t), Some(ds)) = (
+            get(Component::Cuda),
+            get(Component::Torch),
+            get(Component::Deepspeed),
+        ) {
+            self.ctx.check_triple(cu, t, ds)?;
+        }
+        Ok(())
+    }
+
+    fn resolution(
+        &self,
+        members: &BTreeMap<Component, String>,
+        assign: &[(Component, Cand)],
+    ) -> Resolution {
+        let ctx = self.ctx;
+        let get = |c: Component| assign.iter().find(|(x, _)| *x == c).map(|(_, k)| *k);
+        let driver = get(Component::Driver).map(|k| ctx.version(Component::Driver, k).clone());
+        let mut used: Vec<Origin> = Vec::new();
+        let mut picks = Vec::new();
+        let mut chosen = BTreeMap::new();
+        let cuda_compat = match (&driver, get(Component::Cuda)) {
+            (Some(d), Some(Cand::Idx(i))) => {
+                let r = &ctx.cat.cuda[i];
+                Some(ctx.compat_for(d, &r.version, r.driver_min.as_ref(), false))
+            }
+            _ => None,
+        };
+        let torch_compat = match (&driver, get(Component::Torch)) {
+            (Some(d), Some(Cand::Idx(i))) => {
+                let t = &ctx.cat.torch[i];
+                Some(ctx.compat_for(
+                    d,
+                    &t.cuda,
+                    ctx.full_min_for_runtime(&t.cuda),
+                    ctx.needs_ptx(&t.arch_list),
+                ))
+            }
+            _ => None,
+        };
+        for c in Component::ALL {
+            let Some(k) = get(c) else { continue };
+            let origin = ctx.origin(c, k).cloned();
+            if let Some(o) = &origin {
+                used.push(o.clone());
+            }
+            if let (Component::Torch, Cand::Idx(i)) = (c, k) {
+                used.push(ctx.cat.torch[i].release_origin.clone());
+            }
+            chosen.insert(
+                c,
+                match k {
+                    Cand::Idx(i) => Some(i),
+                    Cand::Host => None,
+                },
+            );
+            let because = self.because(c, k, assign);
+            picks.push(Pick {
+                component: c,
+                version: ctx.version(c, k).clone(),
+                requested: members[&c].clone(),
+                origin,
+                because,
+            });
+        }
+        // Rule facts that every pick relied on.
+        if let Some(d) = &driver {
+            for p in &picks {
+                let cu = match p.component {
+                    Component::Cuda | Component::Torch | Component::Vllm => Some(&p.version),
+                    _ => None,
+                };
+                if let Some(v) = cu {
+                    let major = if p.component == Component::Torch {
+                        get(Component::Torch).and_then(|k| match k {
+                            Cand::Idx(i) => Some(ctx.cat.torch[i].cuda.major()),
+                            Cand::Host => None,
+                        })
+                    } else {
+                        Some(v.major())
+                    };
+                    if let Some(m) = major.and_then(|m| ctx.cat.minor_compat_for(m)) {
+                        used.push(m.origin.clone());
+                    }
+                }
+            }
+            let _ = d;
+        }
+        for cc in &ctx.targets {
+            let _ = cc;
+        }
+        if let Some(Cand::Idx(i)) = get(Component::Cuda) {
+            if let Some(ts) = ctx.cat.targets_for(&ctx.cat.cuda[i].version) {
+                used.push(ts.origin.clone());
+            }
+            if let Some(f) = ctx.cat.forward_compat_for(&ctx.cat.cuda[i].version) {
+                if matches!(cuda_compat, Some(Compat::Forward { .. })) {
+                    used.push(f.origin.clone());
+                }
+            }
+        }
+        for g in ctx.spec.gpus.iter().filter_map(|g| ctx.cat.gpu(g)) {
+            used.push(g.origin.clone());
+        }
+        if let Some(os) = &ctx.spec.os {
+            if let Some(o) = ctx.cat.os.iter().find(|x| &x.id == os) {
+                used.push(o.origin.clone());
+            }
+        }
+        let catalog_digest = crate::catalog::digest_of(&used);
+        Resolution {
+            spec: ctx.spec.clone(),
+            arch_list: ctx.targets.clone(),
+            capabilities: ctx.ccs.clone(),
+            picks,
+            cuda_compat,
+            torch_compat,
+            catalog_digest,
+            used,
+            chosen,
+        }
+    }
+
+    /// Why this pick: the neighbours' rules it satisfies, and why better candidates lost.
+    fn because(&self, c: Component, k: Cand, assign: &[(Component, Cand)]) -> Vec<String> {
+        let ctx = self.ctx;
+        let mut out = Vec::new();
+        if let Some(o) = ctx.origin(c, k) {
+            out.push(format!(
+                "catalog entry {} (source: {})",
+                o.location(),
+                o.source
+            ));
+        }
+        // Better-ranked candidates that lost, with the first reason.
+        let mut shown = 0;
+        let mut all: Vec<Cand> = ctx.candidates(c);
+        if c == Component::Cuda {
+            all = self.ranked(c, assign);
+            let rem: Vec<Cand> = self
+                .removed
+                .get(&c)
+                .map(|r| r.iter().map(|x| x.cand).collect())
+                .unwrap_or_default();
+            all.extend(rem);
+            all.sort_by_key(|x| match x {
+                Cand::Idx(i) => *i,
+                Cand::Host => 0,
+            });
+        }
+        for other in all {
+            if other == k || shown >= 3 {
+                if other == k {
+                    break;
+                }
+                continue;
+            }
+            if c == Component::Cuda && ctx.version(c, other) < ctx.version(c, k) {
+                continue;
+            }
+            let reason = self
+                .removed
+                .get(&c)
+                .and_then(|rs| rs.iter().find(|r| r.cand == other))
+                .map(|r| r.violation.clone())
+                .or_else(|| {
+                    assign
+                        .iter()
+                        .filter(|(x, _)| *x != c)
+                        .find_map(|&(x, a)| self.pair(x, a, c, other).err())
+                });
+            let v = ctx.version(c, other);
+            match reason {
+                Some(r) => out.push(format!("not {v}: {} [{}]", r.message, r.rule.id())),
+                None => out.push(format!(
+                    "not {v}: a higher-priority component's pick leaves no complete stack with it"
+                )),
+            }
+            shown += 1;
+        }
+        for &(x, a) in assign {
+            if x == c {
+                continue;
+            }
+            if let (Component::Torch, Component::Vllm) | (Component::Vllm, Component::Torch) =
+                (c, x)
+            {
+                let (t, v) = if c == Component::Torch {
+                    (k, a)
+                } else {
+                    (a, k)
+                };
+                if let (Cand::Idx(_), Cand::Idx(vi)) = (t, v) {
+                    let r = &ctx.cat.vllm[vi];
+                    out.push(format!(
+                        "vLLM {} pins torch =={} and ships a CUDA {} wheel [{}]",
+                        r.version,
+                        r.torch,
+                        r.cuda,
+                        Rule::VllmTorchPin.id()
+                    ));
+                }
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,837 @@
+//! The compatibility rules, each with an id and the catalog facts it uses.
+//!
+//! A rule looks at one, two or three chosen candidates and either accepts them or returns
+//! a [`Violation`] in the user's words, naming the facts (with their sources) that decide.
+
+use std::fmt;
+
+use crate::arch::{best_way, Cc, RunsVia, Target};
+use crate::catalog::{Catalog, Origin};
+use crate::spec::{Component, Spec};
+use crate::version::Version;
+
+/// Every rule the solver applies. The id (`Rule::id`) is stable and documented.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Rule {
+    /// The version must satisfy the user's requirement.
+    Request,
+    /// The installed driver is a host fact.
+    HostDriver,
+    /// Legacy GPUs stop at a driver branch (Volta: R580).
+    GpuLastBranch,
+    /// Some GPUs need a minimum driver.
+    GpuMinDriver,
+    /// nvcc must accept a target for every GPU.
+    NvccTargets,
+    /// The OS must have images for the CUDA release.
+    OsImages,
+    /// The driver must support the CUDA toolkit (full, minor-version or forward compatibility).
+    DriverCuda,
+    /// A torch wheel's arch list must run on every GPU.
+    TorchArchList,
+    /// The driver must run the CUDA runtime a wheel bundles.
+    WheelRuntimeDriver,
+    /// A torch wheel's CUDA must share the toolkit's major and not be newer.
+    TorchToolkit,
+    /// Wheels exist only for some Python versions.
+    WheelPython,
+    /// cuDNN comes from the torch wheel's pin.
+    TorchCudnnPin,
+    /// NCCL comes from the torch wheel's pin.
+    TorchNcclPin,
+    /// cuDNN/NCCL ship builds per CUDA major.
+    LibCudaMajor,
+    /// cuDNN/NCCL drop old GPUs.
+    LibMinCc,
+    /// vLLM pins torch exactly and its wheel's CUDA major.
+    VllmTorchPin,
+    /// vLLM needs a minimum compute capability.
+    VllmMinCc,
+    /// DeepSpeed's torch requirement.
+    DeepspeedTorch,
+    /// DeepSpeed builds its ops with nvcc, which must match torch's CUDA.
+    DeepspeedNvcc,
+}
+
+impl Rule {
+    /// The stable id used in messages, locks and the book.
+    pub fn id(self) -> &'static str {
+        match self {
+            Rule::Request => "request",
+            Rule::HostDriver => "host.driver",
+            Rule::GpuLastBranch => "gpu.last-driver-branch",
+            Rule::GpuMinDriver => "gpu.min-driver",
+            Rule::NvccTargets => "cuda.nvcc-targets",
+            Rule::OsImages => "os.cuda-images",
+            Rule::DriverCuda => "cuda.driver",
+            Rule::TorchArchList => "torch.arch-list",
+            Rule::WheelRuntimeDriver => "wheel.runtime-driver",
+            Rule::TorchToolkit => "torch.cuda-toolkit",
+            Rule::WheelPython => "wheel.python",
+            Rule::TorchCudnnPin => "torch.cudnn-pin",
+            Rule::TorchNcclPin => "torch.nccl-pin",
+            Rule::LibCudaMajor => "lib.cuda-major",
+            Rule::LibMinCc => "lib.min-cc",
+            Rule::VllmTorchPin => "vllm.torch-pin",
+            Rule::VllmMinCc => "vllm.min-cc",
+            Rule::DeepspeedTorch => "deepspeed.torch",
+            Rule::DeepspeedNvcc => "deepspeed.nvcc-matches-torch",
+        }
+    }
+}
+
+/// A broken rule, in the user's words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// Which rule.
+    pub rule: Rule,
+    /// What is wrong, lowercase, no trailing period.
+    pub message: String,
+    /// The catalog facts that decide it.
+    pub facts: Vec<Origin>,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// How a driver runs a CUDA release.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Compat {
+    /// The driver meets the release's full-feature minimum.
+    Full,
+    /// Minor-version compatibility: same major, driver ≥ the major's floor; no PTX JIT of
+    /// newer PTX, some new APIs unavailable.
+    MinorVersion,
+    /// Forward compatibility through the `cuda-compat` package (data center GPUs only).
+    Forward {
+        /// `cuda-compat-13-0`.
+        package: String,
+    },
+    /// No driver is in the stack (cannot happen in a resolved lock).
+    Unchecked,
+}
+
+impl Compat {
+    /// `full`, `minor-version`, `forward`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Compat::Full => "full",
+            Compat::MinorVersion => "minor-version",
+            Compat::Forward { .. } => "forward",
+            Compat::Unchecked => "unchecked",
+        }
+    }
+}
+
+/// A candidate for one component: an index into the catalog list of that family, or the
+/// host driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum Cand {
+    Host,
+    Idx(usize),
+}
+
+/// The rule context: catalog, spec and the derived hardware facts.
+pub(crate) struct Ctx<'c> {
+    pub(crate) cat: &'c Catalog,
+    pub(crate) spec: &'c Spec,
+    pub(crate) ccs: Vec<Cc>,
+    pub(crate) targets: Vec<Target>,
+    pub(crate) all_datacenter: bool,
+    pub(crate) host_driver: Option<Version>,
+}
+
+fn vlist(vs: &[&Version]) -> String {
+    vs.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl<'c> Ctx<'c> {
+    pub(crate) fn new(cat: &'c Catalog, spec: &'c Spec) -> Ctx<'c> {
+        let ccs = spec.capabilities(cat);
+        let targets = spec.arch_list(cat);
+        let gpus: Vec<_> = spec.gpus.iter().filter_map(|g| cat.gpu(g)).collect();
+        let all_datacenter = !gpus.is_empty() && gpus.iter().all(|g| g.datacenter);
+        Ctx {
+            cat,
+            spec,
+            ccs,
+            targets,
+            all_datacenter,
+            host_driver: spec.driver.clone(),
+        }
+    }
+
+    /// The version a candidate stands for, as written in the lock.
+    pub(crate) fn version(&self, c: Component, k: Cand) -> &Version {
+        let i = match k {
+            Cand::Host => {
+                return self
+                    .host_driver
+                    .as_ref()
+                    .expect("host candidate without host driver")
+            }
+            Cand::Idx(i) => i,
+        };
+        match c {
+            Component::Driver => &self.cat.drivers[i].version,
+            Component::Cuda => &self.cat.cuda[i].version,
+            Component::Cudnn => &self.cat.cudnn[i].version,
+            Component::Nccl => &self.cat.nccl[i].version,
+            Component::Python => &self.cat.python[i].version,
+            Component::Torch => &self.cat.torch[i].full,
+            Component::Vllm => &self.cat.vllm[i].version,
+            Component::Deepspeed => &self.cat.deepspeed[i].version,
+        }
+    }
+
+    /// The catalog entry behind a candidate.
+    pub(crate) fn origin(&self, c: Component, k: Cand) -> Option<&Origin> {
+        let Cand::Idx(i) = k else { return None };
+        Some(match c {
+            Component::Driver => &self.cat.branches[self.cat.drivers[i].branch].origin,
+            Component::Cuda => &self.cat.cuda[i].origin,
+            Component::Cudnn => &self.cat.cudnn[i].origin,
+            Component::Nccl => &self.cat.nccl[i].origin,
+            Component::Python => &self.cat.python[i].origin,
+            Component::Torch => &self.cat.torch[i].origin,
+            Component::Vllm => &self.cat.vllm[i].origin,
+            Component::Deepspeed => &self.cat.deepspeed[i].origin,
+        })
+    }
+
+    /// All candidates of a component, best first (before any filtering).
+    pub(crate) fn candidates(&self, c: Component) -> Vec<Cand> {
+        let n = match c {
+            Component::Driver => {
+                if self.host_driver.is_some() {
+                    return vec![Cand::Host];
+                }
+                let mut v: Vec<usize> = (0..self.cat.drivers.len()).collect();
+                // Prefer supported production/LTS branches, then newest.
+                v.sort_by_key(|&i| {
+                    let b = &self.cat.branches[self.cat.drivers[i].branch];
+                    (
+                        !(b.supported && b.kind != crate::catalog::BranchKind::Nfb),
+                        std::cmp::Reverse(self.cat.drivers[i].version.clone()),
+                    )
+                });
+                return v.into_iter().map(Cand::Idx).collect();
+            }
+            Component::Torch => {
+                let mut v: Vec<usize> = (0..self.cat.torch.len()).collect();
+                if let Some(h) = &self.host_driver {
+                    // Within a release, prefer variants the host driver runs in full.
+                    v.sort_by_key(|&i| {
+                        let b = &self.cat.torch[i];
+                        let full = self.full_min_for_runtime(&b.cuda).is_some_and(|m| h >= m);
+                        (
+                            std::cmp::Reverse(b.version.clone()),
+                            !full,
+                            !b.pypi_default,
+                            std::cmp::Reverse(b.cuda.clone()),
+                        )
+                    });
+                }
+                return v.into_iter().map(Cand::Idx).collect();
+            }
+            Component::Cuda => self.cat.cuda.len(),
+            Component::Cudnn => self.cat.cudnn.len(),
+            Component::Nccl => self.cat.nccl.len(),
+            Component::Python => self.cat.python.len(),
+            Component::Vllm => self.cat.vllm.len(),
+            Component::Deepspeed => self.cat.deepspeed.len(),
+        };
+        (0..n).map(Cand::Idx).collect()
+    }
+
+    /// The lowest full-feature driver minimum of any release of a CUDA major.minor.
+    pub(crate) fn full_min_for_runtime(&self, cuda: &Version) -> Option<&Version> {
+        self.cat
+            .cuda
+            .iter()
+            .filter(|r| r.version.major() == cuda.major() && r.version.minor() == cuda.minor())
+            .filter_map(|r| r.driver_min.as_ref())
+            .min()
+    }
+
+    fn cuda_release_origin(&self, cuda: &Version) -> Option<&Origin> {
+        self.cat
+            .cuda
+            .iter()
+            .find(|r| r.version.major() == cuda.major() && r.version.minor() == cuda.minor())
+            .map(|r| &r.origin)
+    }
+
+    /// Unary rules: the request, the host and the GPUs.
+    pub(crate) fn check_unary(&self, c: Component, k: Cand) -> Result<(), Violation> {
+        let v = self.version(c, k);
+        if let Some(req) = self.spec.components.get(&c) {
+            if !req.matches(v) {
+                return Err(Violation {
+                    rule: Rule::Request,
+                    message: format!(
+                        "{} {v} does not match your request `{} = \"{req}\"`",
+                        c.display(),
+                        c.name()
+                    ),
+                    facts: vec![],
+                });
+            }
+        }
+        let Cand::Idx(i) = k else { return Ok(()) };
+        let gpus = || self.spec.gpus.iter().filter_map(|g| self.cat.gpu(g));
+        match c {
+            Component::Driver => {
+                let d = &self.cat.drivers[i];
+                self.driver_fits_gpus(&d.version)?;
+            }
+            Component::Cuda => {
+                let r = &self.cat.cuda[i];
+                let Some(ts) = self.cat.targets_for(&r.version) else {
+                    return Err(Violation {
+                        rule: Rule::NvccTargets,
+                        message: format!(
+                            "the catalog does not know which GPU targets CUDA {} accepts",
+                            r.version
+                        ),
+                        facts: vec![r.origin.clone()],
+                    });
+                };
+                let missing: Vec<&Target> = self
+                    .targets
+                    .iter()
+                    .filter(|t| !ts.sm.iter().any(|s| s.cc == t.cc && s.suffix == t.suffix))
+                    .collect();
+                if !missing.is_empty() {
+                    let names = missing
+                        .iter()
+                        .map(|t| format!("`{t}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    let first = ts.sm.first().map(|t| t.to_string()).unwrap_or_default();
+                    let last = ts.sm.last().map(|t| t.to_string()).unwrap_or_default();
+                    return Err(Violation {
+                        rule: Rule::NvccTargets,
+                        message: format!(
+                            "nvcc of CUDA {} does not accept {names} (it accepts {first} … {last})",
+                            r.version
+                        ),
+                        facts: vec![ts.origin.clone()],
+                    });
+                }
+                if let Some(os_id) = &self.spec.os {
+                    if let Some(os) = self.cat.os.iter().find(|o| &o.id == os_id) {
+                        if !os.cuda.matches(&r.version) {
+                            return Err(Violation {
+                                rule: Rule::OsImages,
+                                message: format!("NVIDIA publishes CUDA {} for {os_id} only in `{}`; {} is not among them", r.version, os.cuda, r.version),
+                                facts: vec![os.origin.clone()],
+                            });
+                        }
+                    }
+                }
+            }
+            Component::Torch => {
+                let b = &self.cat.torch[i];
+                for cc in &self.ccs {
+                    if best_way(&b.arch_list, *cc).is_none() {
+                        let list = b
+                            .arch_list
+                            .iter()
+                            .map(Target::torch_form)
+                            .collect::<Vec<_>>()
+                            .join(";");
+                        return Err(Violation {
+                            rule: Rule::TorchArchList,
+                            message: format!("torch {} is built for `{list}`, which has no kernels for compute capability {cc}{}", b.full, self.gpu_names_for(*cc)),
+                            facts: vec![b.origin.clone()],
+                        });
+                    }
+                }
+            }
+            Component::Vllm => {
+                let r = &self.cat.vllm[i];
+                if let Some(min) = r.min_cc {
+                    if let Some(cc) = self.ccs.iter().find(|cc| **cc < min) {
+                        return Err(Violation {
+                            rule: Rule::VllmMinCc,
+                            message: format!(
+                                "vLLM {} needs compute capability ≥ {min}, but {cc}{} is older",
+                                r.version,
+                                self.gpu_names_for(*cc)
+                            ),
+                            facts: vec![r.origin.clone()],
+                        });
+                    }
+                }
+            }
+            Component::Cudnn | Component::Nccl => {
+                let r = if c == Component::Cudnn {
+                    &self.cat.cudnn[i]
+                } else {
+                    &self.cat.nccl[i]
+                };
+                if let Some(min) = r.min_cc {
+                    if let Some(cc) = self.ccs.iter().find(|cc| **cc < min) {
+                        return Err(Violation {
+                            rule: Rule::LibMinCc,
+                            message: format!(
+                                "{} {} supports compute capability ≥ {min} only, not {cc}{}",
+                                c.display(),
+                                r.version,
+                                self.gpu_names_for(*cc)
+                            ),
+                            facts: vec![r.origin.clone()],
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+        let _ = gpus;
+        Ok(())
+    }
+
+    fn gpu_names_for(&self, cc: Cc) -> String {
+        let names: Vec<&str> = self
+            .spec
+            .gpus
+            .iter()
+            .filter_map(|g| self.cat.gpu(g))
+            .filter(|g| g.cc == cc)
+            .map(|g| g.id.as_str())
+            .collect();
+        if names.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", names.join(", "))
+        }
+    }
+
+    /// GPU-specific driver floors and ceilings; also applied to the host driver.
+    pub(crate) fn driver_fits_gpus(&self, d: &Version) -> Result<(), Violation> {
+        for g in self.spec.gpus.iter().filter_map(|g| self.cat.gpu(g)) {
+            if let Some(last) = g.last_driver_branch {
+                if d.major() > last {
+                    return Err(Violation {
+                        rule: Rule::GpuLastBranch,
+                        message: format!("driver {d} is from branch R{}, but {} ({}) is supported only up to branch R{last}", d.major(), g.id, g.arch),
+                        facts: vec![g.origin.clone()],
+                    });
+                }
+            }
+            if let Some(min) = &g.min_driver {
+                if d < min {
+                    return Err(Violation {
+                        rule: Rule::GpuMinDriver,
+                        message: format!("{} needs driver ≥ {min}, and driver {d} is older", g.id),
+                        facts: vec![g.origin.clone()],
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// How a driver runs code built against CUDA `cuda` (major.minor or full release).
+    /// `needs_ptx_jit` excludes minor-version compatibility, which does not cover JIT of
+    /// newer PTX.
+    pub(crate) fn driver_runs(
+        &self,
+        driver: &Version,
+        cuda: &Version,
+        full_min: Option<&Version>,
+        needs_ptx_jit: bool,
+        rule: Rule,
+        what: &str,
+        fact: Option<&Origin>,
+    ) -> Result<Compat, Violation> {
+        if full_min.is_some_and(|m| driver >= m) {
+            return Ok(Compat::Full);
+        }
+        let mvc = self.cat.minor_compat_for(cuda.major());
+        let mut facts: Vec<Origin> = fact.into_iter().cloned().collect();
+        if let Some(m) = mvc {
+            facts.push(m.origin.clone());
+            if driver >= &m.driver_min && !needs_ptx_jit {
+                return Ok(Compat::MinorVersion);
+            }
+        }
+        let fc = self.cat.forward_compat_for(cuda);
+        if let Some(f) = fc {
+            facts.push(f.origin.clone());
+            if self.all_datacenter
+                && f.bases.contains(&driver.major())
+                && cuda.major() >= driver_cuda_major(self, driver)
+            {
+                return Ok(Compat::Forward {
+                    package: f.package.clone(),
+                });
+            }
+        }
+        let mut msg = match full_min {
+            Some(m) => format!("{what} needs driver ≥ {m}"),
+            None => format!("{what} has no published full-support driver minimum"),
+        };
+        match mvc {
+            Some(m) if needs_ptx_jit && driver >= &m.driver_min => msg.push_str(&format!("; driver {driver} would run it only through minor-version compatibility, which does not cover the PTX JIT this stack needs")),
+            Some(m) => msg.push_str(&format!(", or ≥ {} through CUDA {} minor-version compatibility; driver {driver} is older", m.driver_min, cuda.major())),
+            None => msg.push_str(&format!("; driver {driver} is older")),
+        }
+        if let Some(f) = fc {
+            if !self.all_datacenter {
+                msg.push_str(&format!(
+                    " (forward compatibility with `{}` is for data center GPUs only)",
+                    f.package
+                ));
+            } else if !f.bases.contains(&driver.major()) {
+                let bases = f
+                    .bases
+                    .iter()
+                    .map(|b| format!("R{b}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                msg.push_str(&format!(
+                    " (forward compatibility with `{}` supports base branches {} only, not R{})",
+                    f.package,
+                    if bases.is_empty() {
+                        "none".into()
+                    } else {
+                        bases
+                    },
+                    driver.major()
+                ));
+            }
+        }
+        Err(Violation {
+            rule,
+            message: msg,
+            facts,
+        })
+    }
+
+    /// Pairwise rules between `a` (component `ca`) and `b` (component `cb`), with `ca < cb`
+    /// in [`Component`] order.
+    pub(crate) fn check_pair(
+        &self,
+        ca: Component,
+        a: Cand,
+        cb: Component,
+        b: Cand,
+    ) -> Result<(), Violation> {
+        use Component as C;
+        let (Some(ia), ib) = (idx(a), idx(b)) else {
+            // `a` is the host driver.
+            return self.check_pair_driver(self.version(ca, a), ca, cb, b);
+        };
+        match (ca, cb) {
+            (C::Driver, _) => self.check_pair_driver(&self.cat.drivers[ia].version, ca, cb, b),
+            (C::Cuda, C::Cudnn) | (C::Cuda, C::Nccl) => {
+                let cu = &self.cat.cuda[ia];
+                let lib = if cb == C::Cudnn {
+                    &self.cat.cudnn[ib.unwrap_or(0)]
+                } else {
+                    &self.cat.nccl[ib.unwrap_or(0)]
+                };
+                if lib.cuda_majors.contains(&cu.version.major()) {
+                    Ok(())
+                } else {
+                    Err(Violation {
+                        rule: Rule::LibCudaMajor,
+                        message: format!(
+                            "{} {} ships builds for CUDA {} only, not CUDA {}",
+                            cb.display(),
+                            lib.version,
+                            lib.cuda_majors
+                                .iter()
+                                .map(ToString::to_string)
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                            cu.version.major()
+                        ),
+                        facts: vec![lib.origin.clone()],
+                    })
+                }
+            }
+            (C::Cuda, C::Torch) => {
+                let cu = &self.cat.cuda[ia];
+                let t = &self.cat.torch[ib.unwrap_or(0)];
+                let same_major = cu.version.major() == t.cuda.major();
+                let not_newer =
+                    (t.cuda.major(), t.cuda.minor()) <= (cu.version.major(), cu.version.minor());
+                if same_major && not_newer {
+                    Ok(())
+                } else {
+                    Err(Violation {
+                        rule: Rule::TorchToolkit,
+                        message: if same_major {
+                            format!("torch {} bundles the CUDA {} runtime, newer than the CUDA {} toolkit", t.full, t.cuda, cu.version)
+                        } else {
+                            format!(
+                                "torch {} is a CUDA {} build, but the toolkit is CUDA {}",
+                                t.full,
+                                t.cuda.major(),
+                                cu.version
+                            )
+                        },
+                        facts: vec![t.origin.clone()],
+                    })
+                }
+            }
+            (C::Cudnn, C::Torch) | (C::Nccl, C::Torch) => {
+                let lib = if ca == C::Cudnn {
+                    &self.cat.cudnn[ia]
+                } else {
+                    &self.cat.nccl[ia]
+                };
+                let t = &self.cat.torch[ib.unwrap_or(0)];
+                let pin = if ca == C::Cudnn { &t.cudnn } else { &t.nccl };
+                let rule = if ca == C::Cudnn {
+                    Rule::TorchCudnnPin
+                } else {
+                    Rule::TorchNcclPin
+                };
+                match pin {
+                    Some(p) if *p != lib.version => Err(Violation {
+                        rule,
+                        message: format!(
+                            "torch {} pins {} {p}, not {}",
+                            t.full,
+                            ca.display(),
+                            lib.version
+                        ),
+                        facts: vec![t.origin.clone()],
+                    }),
+                    Some(_) => Ok(()),
+                    None if lib.cuda_majors.contains(&t.cuda.major()) => Ok(()),
+                    None => Err(Violation {
+                        rule: Rule::LibCudaMajor,
+                        message: format!(
+                            "{} {} has no CUDA {} build for torch {}",
+                            ca.display(),
+                            lib.version,
+                            t.cuda.major(),
+                            t.full
+                        ),
+                        facts: vec![lib.origin.clone()],
+                    }),
+                }
+            }
+            (C::Python, C::Torch) => {
+                let py = &self.cat.python[ia].version;
+                let t = &self.cat.torch[ib.unwrap_or(0)];
+                if t.python.matches(py) {
+                    Ok(())
+                } else {
+                    Err(Violation {
+                        rule: Rule::WheelPython,
+                        message: format!(
+                            "torch {} publishes wheels for Python `{}` only, not {py}",
+                            t.full, t.python
+                        ),
+                        facts: vec![t.release_origin.clone()],
+                    })
+                }
+            }
+            (C::Python, C::Vllm) => {
+                let py = &self.cat.python[ia].version;
+                let r = &self.cat.vllm[ib.unwrap_or(0)];
+                if r.python.matches(py) {
+                    Ok(())
+                } else {
+                    Err(Violation {
+                        rule: Rule::WheelPython,
+                        message: format!(
+                            "vLLM {} supports Python `{}` only, not {py}",
+                            r.version, r.python
+                        ),
+                        facts: vec![r.origin.clone()],
+                    })
+                }
+            }
+            (C::Python, C::Deepspeed) => {
+                let py = &self.cat.python[ia].version;
+                let r = &self.cat.deepspeed[ib.unwrap_or(0)];
+                match &r.python {
+                    Some(req) if !req.matches(py) => Err(Violation {
+                        rule: Rule::WheelPython,
+                        message: format!(
+                            "DeepSpeed {} supports Python `{req}` only, not {py}",
+                            r.version
+                        ),
+                        facts: vec![r.origin.clone()],
+                    }),
+                    _ => Ok(()),
+                }
+            }
+            (C::Torch, C::Vllm) => {
+                let t = &self.cat.torch[ia];
+                let r = &self.cat.vllm[ib.unwrap_or(0)];
+                if t.version.cmp_release(&r.torch).is_ne() {
+                    Err(Violation {
+                        rule: Rule::VllmTorchPin,
+                        message: format!(
+                            "vLLM {} pins torch =={}, not {}",
+                            r.version, r.torch, t.version
+                        ),
+                        facts: vec![r.origin.clone()],
+                    })
+                } else if t.cuda.major() != r.cuda.major() {
+                    Err(Violation {
+                        rule: Rule::VllmTorchPin,
+                        message: format!("vLLM {}'s wheel is built with CUDA {}, so torch must be a CUDA {} build, not {}", r.version, r.cuda, r.cuda.major(), t.full),
+                        facts: vec![r.origin.clone()],
+                    })
+                } else {
+                    Ok(())
+                }
+            }
+            (C::Torch, C::Deepspeed) => {
+                let t = &self.cat.torch[ia];
+                let r = &self.cat.deepspeed[ib.unwrap_or(0)];
+                match &r.torch {
+                    Some(req) if !req.matches(&t.version) => Err(Violation {
+                        rule: Rule::DeepspeedTorch,
+                        message: format!(
+                            "DeepSpeed {} requires torch `{req}`, not {}",
+                            r.version, t.version
+                        ),
+                        facts: vec![r.origin.clone()],
+                    }),
+                    _ => Ok(()),
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn check_pair_driver(
+        &self,
+        d: &Version,
+        _ca: Component,
+        cb: Component,
+        b: Cand,
+    ) -> Result<(), Violation> {
+        let Cand::Idx(i) = b else { return Ok(()) };
+        match cb {
+            Component::Cuda => {
+                let r = &self.cat.cuda[i];
+                self.driver_runs(
+                    d,
+                    &r.version,
+                    r.driver_min.as_ref(),
+                    false,
+                    Rule::DriverCuda,
+                    &format!("CUDA {}", r.version),
+                    Some(&r.origin),
+                )
+                .map(|_| ())
+            }
+            Component::Torch => {
+                let t = &self.cat.torch[i];
+                let ptx = self.needs_ptx(&t.arch_list);
+                self.driver_runs(
+                    d,
+                    &t.cuda,
+                    self.full_min_for_runtime(&t.cuda),
+                    ptx,
+                    Rule::WheelRuntimeDriver,
+                    &format!("torch {} (CUDA {} runtime)", t.full, t.cuda),
+                    self.cuda_release_origin(&t.cuda),
+                )
+                .map(|_| ())
+            }
+            Component::Vllm => {
+                let r = &self.cat.vllm[i];
+                self.driver_runs(
+                    d,
+                    &r.cuda,
+                    self.full_min_for_runtime(&r.cuda),
+                    false,
+                    Rule::WheelRuntimeDriver,
+                    &format!("vLLM {} (CUDA {} wheel)", r.version, r.cuda),
+                    self.cuda_release_origin(&r.cuda),
+                )
+                .map(|_| ())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// `true` when some GPU runs this arch list only through PTX JIT.
+    pub(crate) fn needs_ptx(&self, arch_list: &[Target]) -> bool {
+        self.ccs
+            .iter()
+            .any(|cc| best_way(arch_list, *cc) == Some(RunsVia::PtxJit))
+    }
+
+    /// Rules over three components: DeepSpeed's nvcc-vs-torch CUDA check.
+    pub(crate) fn check_triple(
+        &self,
+        cuda: usize,
+        torch: usize,
+        ds: usize,
+    ) -> Result<(), Violation> {
+        let cu = &self.cat.cuda[cuda].version;
+        let t = &self.cat.torch[torch];
+        let r = &self.cat.deepspeed[ds];
+        if (cu.major(), cu.minor()) == (t.cuda.major(), t.cuda.minor()) {
+            return Ok(());
+        }
+        let in_list = |v: &Version| {
+            r.cuda_mismatch_ok
+                .iter()
+                .any(|m| m.major() == v.major() && m.minor() == v.minor())
+        };
+        if cu.major() == t.cuda.major() && in_list(cu) && in_list(&t.cuda) {
+            return Ok(());
+        }
+        Err(Violation {
+            rule: Rule::DeepspeedNvcc,
+            message: format!(
+                "DeepSpeed {} builds its ops with nvcc from CUDA {cu}, which must match torch {}'s CUDA {} (its allowed mismatches: {})",
+                r.version,
+                t.full,
+                t.cuda,
+                if r.cuda_mismatch_ok.is_empty() { "none".to_string() } else { vlist(&r.cuda_mismatch_ok.iter().collect::<Vec<_>>()) }
+            ),
+            facts: vec![r.origin.clone()],
+        })
+    }
+
+    /// The compatibility the lock relies on for the driver and a CUDA version.
+    pub(crate) fn compat_for(
+        &self,
+        driver: &Version,
+        cuda: &Version,
+        full_min: Option<&Version>,
+        ptx: bool,
+    ) -> Compat {
+        self.driver_runs(driver, cuda, full_min, ptx, Rule::DriverCuda, "", None)
+            .unwrap_or(Compat::Unchecked)
+    }
+}
+
+/// The newest CUDA major a driver runs natively (from the minor-compat floors).
+fn driver_cuda_major(ctx: &Ctx<'_>, driver: &Version) -> u64 {
+    ctx.cat
+        .minor_compat
+        .iter()
+        .filter(|m| driver >= &m.driver_min)
+        .map(|m| m.major)
+        .max()
+        .unwrap_or(0)
+}
+
+fn idx(c: Cand) -> Option<usize> {
+    match c {
+        Cand::Host => None,
+        Cand::Idx(i) => Some(i),
+    }
+}

@@ -1,0 +1,490 @@
+//! The user's request, `gpustack.toml`.
+//!
+//! ```toml
+//! [stack]
+//! name = "llm-train"            # required; [a-z0-9][a-z0-9-]*
+//! os = "ubuntu22.04"            # optional
+//! [hardware]
+//! gpus = ["h100"]               # catalog ids or aliases, case-insensitive
+//! archs = ["sm_90"]             # also "9.0", "90", "sm90", "sm_90a"
+//! driver = "550.54.15"          # installed on the nodes; omit it and gpustack picks one
+//! [components]                  # listed = part of the stack; omitted = absent
+//! cuda = "12.4"
+//! torch = ">=2.4, <2.6"
+//! ```
+//!
+//! Parsing is two steps: TOML into [`SpecWire`]-like private types (unknown keys and
+//! tables are errors with a hint), then validation against the catalog (GPU names) into a
+//! [`Spec`], which is exactly the request the lock records.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::arch::{Cc, Target};
+use crate::catalog::{valid_id, Catalog};
+use crate::error::{did_you_mean, toml_diagnostic, Diagnostic, Error, Location, Stage};
+use crate::version::{Version, VersionReq};
+
+/// A component of the stack. The set grows with the catalog's families.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Component {
+    /// The NVIDIA kernel driver.
+    Driver,
+    /// The CUDA toolkit (`nvidia/cuda` base image, `nvcc`).
+    Cuda,
+    /// cuDNN.
+    Cudnn,
+    /// NCCL.
+    Nccl,
+    /// CPython.
+    Python,
+    /// PyTorch, one CUDA wheel variant.
+    Torch,
+    /// vLLM.
+    Vllm,
+    /// DeepSpeed.
+    Deepspeed,
+}
+
+impl Component {
+    /// Every component, in lock order.
+    pub const ALL: [Component; 8] = [
+        Component::Driver,
+        Component::Cuda,
+        Component::Cudnn,
+        Component::Nccl,
+        Component::Python,
+        Component::Torch,
+        Component::Vllm,
+        Component::Deepspeed,
+    ];
+
+    /// The id used in specs and locks.
+    pub fn name(self) -> &'static str {
+        match self {
+            Component::Driver => "driver",
+            Component::Cuda => "cuda",
+            Component::Cudnn => "cudnn",
+            Component::Nccl => "nccl",
+            Component::Python => "python",
+            Component::Torch => "torch",
+            Component::Vllm => "vllm",
+            Component::Deepspeed => "deepspeed",
+        }
+    }
+
+    /// How users write it in prose.
+    pub fn display(self) -> &'static str {
+        match self {
+            Component::Driver => "driver",
+            Component::Cuda => "CUDA",
+            Component::Cudnn => "cuDNN",
+            Component::Nccl => "NCCL",
+            Component::Python => "Python",
+            Component::Torch => "torch",
+            Component::Vllm => "vLLM",
+            Component::Deepspeed => "DeepSpeed",
+        }
+    }
+
+    /// Parses a component id.
+    pub fn from_name(s: &str) -> Option<Component> {
+        Component::ALL.into_iter().find(|c| c.name() == s)
+    }
+
+    /// The image/VM layer the component belongs to.
+    pub fn layer(self) -> Layer {
+        match self {
+            Component::Driver | Component::Cuda | Component::Cudnn | Component::Nccl => Layer::Base,
+            Component::Python | Component::Torch => Layer::Framework,
+            Component::Vllm => Layer::Inference,
+            Component::Deepspeed => Layer::Training,
+        }
+    }
+}
+
+impl fmt::Display for Component {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A layer of the images and VM templates. Each layer's closure hash covers its own pins
+/// and the hashes of the layers below.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Layer {
+    /// Driver, CUDA, cuDNN, NCCL, the arch list.
+    Base,
+    /// Python and torch.
+    Framework,
+    /// vLLM.
+    Inference,
+    /// DeepSpeed.
+    Training,
+}
+
+impl Layer {
+    /// Every layer, bottom first.
+    pub const ALL: [Layer; 4] = [
+        Layer::Base,
+        Layer::Framework,
+        Layer::Inference,
+        Layer::Training,
+    ];
+
+    /// `base`, `framework`, `inference`, `training`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Layer::Base => "base",
+            Layer::Framework => "framework",
+            Layer::Inference => "inference",
+            Layer::Training => "training",
+        }
+    }
+
+    /// The layer directly below, if any.
+    pub fn parent(self) -> Option<Layer> {
+        match self {
+            Layer::Base => None,
+            Layer::Framework => Some(Layer::Base),
+            Layer::Inference | Layer::Training => Some(Layer::Framework),
+        }
+    }
+
+    /// Parses a layer name.
+    pub fn from_name(s: &str) -> Option<Layer> {
+        Layer::ALL.into_iter().find(|l| l.name() == s)
+    }
+}
+
+/// The validated request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Spec {
+    /// `[stack].name`.
+    pub name: String,
+    /// `[stack].os`.
+    pub os: Option<String>,
+    /// Canonical GPU ids, in the order given, deduplicated.
+    pub gpus: Vec<String>,
+    /// Extra targets from `[hardware].archs`, normalized (`sm_90a`), deduplicated.
+    pub archs: Vec<Target>,
+    /// The installed driver, a host fact.
+    pub driver: Option<Version>,
+    /// Listed components and their requirements.
+    pub components: BTreeMap<Component, VersionReq>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpecWire {
+    stack: Option<Spanned<StackWire>>,
+    #[serde(default)]
+    hardware: Option<Spanned<HardwareWire>>,
+    #[serde(default)]
+    components: Option<BTreeMap<Spanned<String>, Spanned<toml::Value>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StackWire {
+    name: Option<Spanned<String>>,
+    os: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HardwareWire {
+    #[serde(default)]
+    gpus: Vec<Spanned<String>>,
+    #[serde(default)]
+    archs: Vec<Spanned<String>>,
+    driver: Option<Spanned<String>>,
+}
+
+const TOP_TABLES: &[&str] = &["stack", "hardware", "components"];
+/// Tables later versions of gpustack read; named in hints so users know they exist.
+const FUTURE_TABLES: &[&str] = &[
+    "cluster", "image", "train", "serve", "packer", "k8s", "slurm", "storage",
+];
+
+impl Spec {
+    /// Parses and validates `text` (read from `file`, used in messages only).
+    pub fn parse(file: &str, text: &str, catalog: &Catalog) -> Result<Spec, Error> {
+        if text.len() > 1 << 20 {
+            return Err(
+                Diagnostic::new(Stage::Spec, "the spec is larger than 1 MiB")
+                    .at(Location::file(file))
+                    .hint("a gpustack.toml is a few dozen lines; is this the right file?")
+                    .into(),
+            );
+        }
+        let wire: SpecWire = toml::from_str(text).map_err(|e| {
+            let mut d = toml_diagnostic(Stage::Spec, file, text, &e);
+            if let Some(name) = unknown_name(&d.message) {
+                if let Some(s) = did_you_mean(&name, TOP_TABLES.iter().chain(["name", "os", "gpus", "archs", "driver"].iter()).copied()) {
+                    d = d.hint(format!("did you mean `{s}`?"));
+                } else if FUTURE_TABLES.contains(&name.as_str()) {
+                    d = d.hint(format!("`[{name}]` is read by the generators of a later gpustack; this version knows only [stack], [hardware] and [components]"));
+                } else {
+                    d = d.hint("the spec has the tables [stack], [hardware] and [components]; see the spec reference in the book");
+                }
+            }
+            d
+        })?;
+        let mut diags = Vec::new();
+        let at = |span: std::ops::Range<usize>| (file, text, span.start);
+
+        let Some(stack) = wire.stack else {
+            return Err(Diagnostic::new(Stage::Spec, "missing the `[stack]` table")
+                .at(Location { file: file.to_string(), line: 1, col: 1 })
+                .hint("start the spec with:\n\n    [stack]\n    name = \"my-stack\"\n\n`gpustack init` writes a commented starter spec")
+                .into());
+        };
+        let stack_span = stack.span();
+        let stack = stack.into_inner();
+        let name = match stack.name {
+            None => {
+                diags.push(
+                    Diagnostic::new(Stage::Spec, "`[stack]` needs a `name`")
+                        .at_offset(file, text, stack_span.start)
+                        .hint("add `name = \"my-stack\"` (lowercase letters, digits and `-`)"),
+                );
+                String::new()
+            }
+            Some(n) => {
+                let (f, t, o) = at(n.span());
+                if !valid_id(n.get_ref()) {
+                    diags.push(
+                        Diagnostic::new(Stage::Spec, format!("invalid stack name `{}`: expected [a-z0-9][a-z0-9-]*, at most 63 characters", n.get_ref().escape_debug()))
+                            .at_offset(f, t, o)
+                            .hint(format!("try `{}`", suggest_name(n.get_ref()))),
+                    );
+                }
+                n.into_inner()
+            }
+        };
+        let os = match stack.os {
+            None => None,
+            Some(o) => {
+                let id = o.get_ref().to_ascii_lowercase();
+                if catalog.os.iter().any(|x| x.id == id) {
+                    Some(id)
+                } else {
+                    let (f, t, off) = at(o.span());
+                    let ids: Vec<&str> = catalog.os.iter().map(|x| x.id.as_str()).collect();
+                    let mut d = Diagnostic::new(
+                        Stage::Spec,
+                        format!("unknown os `{}`", o.get_ref().escape_debug()),
+                    )
+                    .at_offset(f, t, off);
+                    if let Some(s) = did_you_mean(&id, ids.iter().copied()) {
+                        d = d.hint(format!("did you mean `{s}`?"));
+                    }
+                    diags.push(d.hint(format!("the catalog knows: {}", ids.join(", "))));
+                    None
+                }
+            }
+        };
+
+        let mut gpus = Vec::new();
+        let mut archs = Vec::new();
+        let mut driver = None;
+        if let Some(hw) = wire.hardware {
+            let hw_span = hw.span();
+            let hw = hw.into_inner();
+            for g in &hw.gpus {
+                match catalog.gpu(g.get_ref()) {
+                    Some(found) => {
+                        if !gpus.contains(&found.id) {
+                            gpus.push(found.id.clone());
+                        }
+                    }
+                    None => {
+                        let (f, t, o) = at(g.span());
+                        let mut d = Diagnostic::new(
+                            Stage::Spec,
+                            format!("unknown GPU `{}`", g.get_ref().escape_debug()),
+                        )
+                        .at_offset(f, t, o);
+                        let names = catalog.gpus.iter().flat_map(|x| {
+                            std::iter::once(x.id.as_str())
+                                .chain(x.aliases.iter().map(String::as_str))
+                        });
+                        if let Some(s) = did_you_mean(&g.get_ref().to_ascii_lowercase(), names) {
+                            d = d.hint(format!("did you mean `{s}`?"));
+                        }
+                        d = d.hint("`gpustack catalog show gpu` lists the GPU ids; or give the compute capability with `archs = [\"sm_90\"]`");
+                        diags.push(d);
+                    }
+                }
+            }
+            for a in &hw.archs {
+                match Target::parse(a.get_ref()) {
+                    Ok(t) if t.ptx => {
+                        let (f, tx, o) = at(a.span());
+                        diags.push(Diagnostic::new(Stage::Spec, format!("`{}` is a PTX target; `archs` lists the GPUs the stack must run on", a.get_ref())).at_offset(f, tx, o).hint(format!("write `sm_{}`", t.short())));
+                    }
+                    Ok(t) => {
+                        if !archs.contains(&t) {
+                            archs.push(t);
+                        }
+                    }
+                    Err(e) => {
+                        let (f, t, o) = at(a.span());
+                        diags.push(Diagnostic::new(Stage::Spec, e).at_offset(f, t, o));
+                    }
+                }
+            }
+            if let Some(d) = hw.driver {
+                let (f, t, o) = at(d.span());
+                match Version::parse(d.get_ref()) {
+                    Ok(v)
+                        if v.parts().len() >= 2 && v.local().is_none() && v.parts().len() <= 3 =>
+                    {
+                        driver = Some(v)
+                    }
+                    _ => diags.push(
+                        Diagnostic::new(
+                            Stage::Spec,
+                            format!("invalid driver version `{}`", d.get_ref().escape_debug()),
+                        )
+                        .at_offset(f, t, o)
+                        .hint(
+                            "write the version `nvidia-smi` prints, like `550.54.15` or `570.26`",
+                        ),
+                    ),
+                }
+            }
+            if hw.gpus.is_empty() && hw.archs.is_empty() {
+                diags.push(
+                    Diagnostic::new(Stage::Spec, "`[hardware]` names no GPU")
+                        .at_offset(file, text, hw_span.start)
+                        .hint("add `gpus = [\"h100\"]` or `archs = [\"sm_90\"]`"),
+                );
+            }
+        } else {
+            diags.push(
+                Diagnostic::new(Stage::Spec, "missing the `[hardware]` table")
+                    .at(Location { file: file.to_string(), line: 1, col: 1 })
+                    .hint("add:\n\n    [hardware]\n    gpus = [\"h100\"]\n\nthe GPUs decide which CUDA builds and wheels can run"),
+            );
+        }
+
+        let mut components = BTreeMap::new();
+        match wire.components {
+            None => diags.push(
+                Diagnostic::new(Stage::Spec, "missing the `[components]` table")
+                    .at(Location { file: file.to_string(), line: 1, col: 1 })
+                    .hint("list what the stack contains, e.g.\n\n    [components]\n    cuda = \"*\"\n    torch = \"*\""),
+            ),
+            Some(map) => {
+                for (k, v) in map {
+                    let (f, t, o) = at(k.span());
+                    let Some(c) = Component::from_name(k.get_ref()) else {
+                        let mut d = Diagnostic::new(Stage::Spec, format!("unknown component `{}`", k.get_ref().escape_debug())).at_offset(f, t, o);
+                        if let Some(s) = did_you_mean(k.get_ref(), Component::ALL.iter().map(|c| c.name())) {
+                            d = d.hint(format!("did you mean `{s}`?"));
+                        }
+                        diags.push(d.hint(format!("components are: {}", Component::ALL.map(Component::name).join(", "))));
+                        continue;
+                    };
+                    let (f, t, o) = at(v.span());
+                    let Some(s) = v.get_ref().as_str() else {
+                        diags.push(
+                            Diagnostic::new(Stage::Spec, format!("the requirement for `{}` must be a string", c.name()))
+                                .at_offset(f, t, o)
+                                .hint(format!("quote it: `{} = \"{}\"`", c.name(), v.get_ref().to_string().trim_matches('"'))),
+                        );
+                        continue;
+                    };
+                    match VersionReq::parse(s) {
+                        Ok(r) => {
+                            if r.pinned_local().is_some() && c != Component::Torch {
+                                diags.push(Diagnostic::new(Stage::Spec, format!("a local label (`+{}`) only selects torch wheel variants", r.pinned_local().unwrap_or_default())).at_offset(f, t, o));
+                            }
+                            components.insert(c, r);
+                        }
+                        Err(e) => diags.push(
+                            Diagnostic::new(Stage::Spec, format!("invalid requirement for `{}`: {}", c.name(), e.reason))
+                                .at_offset(f, t, o)
+                                .hint("use `*`, a bare version (`12.4`), or `==`, `!=`, `>=`, `>`, `<=`, `<` joined by commas (`>=2.4, <2.6`)"),
+                        ),
+                    }
+                }
+                if components.is_empty() && diags.is_empty() {
+                    diags.push(
+                        Diagnostic::new(Stage::Spec, "`[components]` is empty")
+                            .at(Location { file: file.to_string(), line: 1, col: 1 })
+                            .hint("list at least one component, e.g. `torch = \"*\"`"),
+                    );
+                }
+            }
+        }
+        if driver.is_some() && components.contains_key(&Component::Driver) {
+            // Both is allowed: the host driver must then satisfy the requirement.
+        }
+        if !diags.is_empty() {
+            return Err(Error::Invalid(diags));
+        }
+        Ok(Spec {
+            name,
+            os,
+            gpus,
+            archs,
+            driver,
+            components,
+        })
+    }
+
+    /// The compute capabilities the stack must run on: each GPU's and each arch's.
+    pub fn capabilities(&self, catalog: &Catalog) -> Vec<Cc> {
+        let mut v: Vec<Cc> = self
+            .gpus
+            .iter()
+            .filter_map(|g| catalog.gpu(g))
+            .map(|g| g.cc)
+            .chain(self.archs.iter().map(|a| a.cc))
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// The targets the stack is built for: each GPU's `sm_XY` plus the listed archs, sorted.
+    pub fn arch_list(&self, catalog: &Catalog) -> Vec<Target> {
+        let mut v: Vec<Target> = self
+            .gpus
+            .iter()
+            .filter_map(|g| catalog.gpu(g))
+            .map(|g| Target::sass(g.cc))
+            .chain(self.archs.iter().copied())
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+}
+
+fn unknown_name(message: &str) -> Option<String> {
+    let rest = message.split("unknown field `").nth(1)?;
+    Some(rest.split('`').next()?.to_string())
+}
+
+fn suggest_name(s: &str) -> String {
+    let mut out: String = s
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect::<String>()
+        .trim_matches('-')
+        .to_string();
+    out.truncate(63);
+    if out.is_empty() {
+        "my-stack".into()
+    } else {
+        out
+    }
+}
