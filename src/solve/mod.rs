@@ -107,7 +107,7 @@ pub(crate) fn members(spec: &Spec) -> BTreeMap<Component, String> {
         .iter()
         .map(|(c, r)| (*c, r.to_string()))
         .collect();
-    let mut imply = |c: Component, by: Component, m: &mut BTreeMap<Component, String>| {
+    let imply = |c: Component, by: Component, m: &mut BTreeMap<Component, String>| {
         m.entry(c)
             .or_insert_with(|| format!("implied by {}", by.name()));
     };
@@ -173,6 +173,23 @@ pub(crate) fn solve_assignment(
             .map(|(c, k)| (*c, ctx.version(*c, *k).clone()))
             .collect()
     })
+}
+
+/// Orders CUDA candidates: with an installed driver, fully supported releases first; then
+/// the release matching torch's CUDA major.minor; then newest (catalog order).
+pub(crate) fn sort_cuda(ctx: &Ctx<'_>, d: &mut [Cand], assign: &[(Component, Cand)]) {
+    let torch_cuda = assign.iter().find(|(x, _)| *x == Component::Torch).and_then(|(_, k)| match k {
+        Cand::Idx(i) => Some(ctx.cat.torch[*i].cuda.clone()),
+        Cand::Host => None,
+    });
+    let host = ctx.host_driver.clone();
+    d.sort_by_key(|k| {
+        let Cand::Idx(i) = k else { return (true, true, 0usize) };
+        let r = &ctx.cat.cuda[*i];
+        let full = host.as_ref().is_none_or(|h| r.driver_min.as_ref().is_some_and(|m| h >= m));
+        let same = torch_cuda.as_ref().is_some_and(|t| t.major() == r.version.major() && t.minor() == r.version.minor());
+        (!full, !same, *i)
+    });
 }
 
 /// Why a candidate was removed from its domain.
@@ -326,27 +343,7 @@ impl<'a, 'c> Problem<'a, 'c> {
     fn ranked(&self, c: Component, assign: &[(Component, Cand)]) -> Vec<Cand> {
         let mut d = self.domains[&c].clone();
         if c == Component::Cuda {
-            let torch_cuda = assign
-                .iter()
-                .find(|(x, _)| *x == Component::Torch)
-                .and_then(|(_, k)| match k {
-                    Cand::Idx(i) => Some(self.ctx.cat.torch[*i].cuda.clone()),
-                    Cand::Host => None,
-                });
-            let host = self.ctx.host_driver.clone();
-            d.sort_by_key(|k| {
-                let Cand::Idx(i) = k else {
-                    return (true, true, 0usize);
-                };
-                let r = &self.ctx.cat.cuda[*i];
-                let full = host
-                    .as_ref()
-                    .is_none_or(|h| r.driver_min.as_ref().is_some_and(|m| h >= m));
-                let same = torch_cuda.as_ref().is_some_and(|t| {
-                    t.major() == r.version.major() && t.minor() == r.version.minor()
-                });
-                (!full, !same, *i)
-            });
+            sort_cuda(self.ctx, &mut d, assign);
         }
         d
     }
@@ -614,3 +611,5 @@ impl<'a, 'c> Problem<'a, 'c> {
         out
     }
 }
+#[cfg(test)]
+mod proptests;
