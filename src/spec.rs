@@ -334,7 +334,7 @@ impl Spec {
                     }
                     Err(e) => {
                         let (f, t, o) = at(a.span());
-                        diags.push(Diagnostic::new(Stage::Spec, e).at_offset(f, t, o));
+                        diags.push(Diagnostic::new(Stage::Spec, e).at_offset(f, t, o).hint("`archs` takes compute capabilities of the GPUs to build for, like `sm_90`, `sm_90a` or `8.6`"));
                     }
                 }
             }
@@ -403,7 +403,11 @@ impl Spec {
                     match VersionReq::parse(s) {
                         Ok(r) => {
                             if r.pinned_local().is_some() && c != Component::Torch {
-                                diags.push(Diagnostic::new(Stage::Spec, format!("a local label (`+{}`) only selects torch wheel variants", r.pinned_local().unwrap_or_default())).at_offset(f, t, o));
+                                diags.push(
+                                    Diagnostic::new(Stage::Spec, format!("a local label (`+{}`) only selects torch wheel variants", r.pinned_local().unwrap_or_default()))
+                                        .at_offset(f, t, o)
+                                        .hint(format!("drop the `+…` part from the `{}` requirement", c.name())),
+                                );
                             }
                             components.insert(c, r);
                         }

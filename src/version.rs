@@ -133,7 +133,7 @@ impl Version {
         }
         let rest = &main[i..];
         let phase = parse_phase(rest).ok_or_else(|| {
-            err("expected `.postN`, `.devN`, `aN`, `bN`, `rcN` or `-N` after the numbers")
+            err("expected numbers separated by dots, like `12.4.1`, optionally followed by `.postN`, `.devN`, `aN`, `bN`, `rcN` or `-N`")
         })?;
         Ok(Version {
             text: text.into(),

@@ -15,7 +15,11 @@ use common::*;
 fn example_specs_lock_to_the_committed_lockfiles() {
     let root = root();
     let specs = sorted_files(&root.join("fixtures/specs"), "toml");
-    assert!(specs.len() >= 12, "expected the example specs, found {}", specs.len());
+    assert!(
+        specs.len() >= 12,
+        "expected the example specs, found {}",
+        specs.len()
+    );
     let mut failures = Vec::new();
     for spec in &specs {
         let name = spec.file_stem().unwrap().to_str().unwrap();
@@ -36,14 +40,21 @@ fn example_specs_lock_to_the_committed_lockfiles() {
 fn conflicts_are_explained() {
     let root = root();
     let cases = sorted_files(&root.join("fixtures/conflicts"), "toml");
-    assert!(cases.len() >= 15, "expected at least 15 conflict scenarios, found {}", cases.len());
+    assert!(
+        cases.len() >= 15,
+        "expected at least 15 conflict scenarios, found {}",
+        cases.len()
+    );
     let mut failures = Vec::new();
     for case in &cases {
         let name = case.file_stem().unwrap().to_str().unwrap();
         let rel = format!("fixtures/conflicts/{name}.toml");
         let out = run_in(&root, &["lock", "--spec", &rel, "--out", "-"]);
         if out.code != 1 {
-            failures.push(format!("{rel}: expected exit 1, got {}\n{}{}", out.code, out.stdout, out.stderr));
+            failures.push(format!(
+                "{rel}: expected exit 1, got {}\n{}{}",
+                out.code, out.stdout, out.stderr
+            ));
             continue;
         }
         if !out.stdout.is_empty() {
@@ -51,10 +62,16 @@ fn conflicts_are_explained() {
         }
         for needle in ["error: no compatible stack", "rule `", "hint: "] {
             if !out.stderr.contains(needle) {
-                failures.push(format!("{rel}: explanation lacks `{needle}`:\n{}", out.stderr));
+                failures.push(format!(
+                    "{rel}: explanation lacks `{needle}`:\n{}",
+                    out.stderr
+                ));
             }
         }
-        if let Some(f) = check_snapshot(&root.join(format!("fixtures/conflicts/{name}.snap")), &out.stderr) {
+        if let Some(f) = check_snapshot(
+            &root.join(format!("fixtures/conflicts/{name}.snap")),
+            &out.stderr,
+        ) {
             failures.push(f);
         }
     }
@@ -65,9 +82,17 @@ fn conflicts_are_explained() {
 fn bad_input_is_rejected_with_exit_2_and_nothing_written() {
     let root = root();
     let base = root.join("fixtures/bad-input");
-    let mut cases: Vec<_> = std::fs::read_dir(&base).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    let mut cases: Vec<_> = std::fs::read_dir(&base)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
     cases.sort();
-    assert!(cases.len() >= 15, "expected at least 15 bad-input cases, found {}", cases.len());
+    assert!(
+        cases.len() >= 15,
+        "expected at least 15 bad-input cases, found {}",
+        cases.len()
+    );
     let mut failures = Vec::new();
     for case in &cases {
         let name = case.file_name().unwrap().to_str().unwrap().to_string();
@@ -80,13 +105,21 @@ fn bad_input_is_rejected_with_exit_2_and_nothing_written() {
         let out = run_in(&work, &args);
         let after = tree(&work);
         if out.code != 2 {
-            failures.push(format!("{name}: expected exit 2, got {}\n{}", out.code, out.stderr));
+            failures.push(format!(
+                "{name}: expected exit 2, got {}\n{}",
+                out.code, out.stderr
+            ));
         }
         if before != after {
-            failures.push(format!("{name}: files changed although the input was rejected"));
+            failures.push(format!(
+                "{name}: files changed although the input was rejected"
+            ));
         }
         if !out.stderr.starts_with("error: ") {
-            failures.push(format!("{name}: message does not start with `error: `:\n{}", out.stderr));
+            failures.push(format!(
+                "{name}: message does not start with `error: `:\n{}",
+                out.stderr
+            ));
         }
         let text = format!("exit: {}\n{}", out.code, out.stderr);
         if let Some(f) = check_snapshot(&case.join("expected.snap"), &text) {
@@ -101,15 +134,29 @@ fn bad_input_is_rejected_with_exit_2_and_nothing_written() {
 fn lock_writes_the_file_atomically_and_check_detects_staleness() {
     let root = root();
     let dir = tempdir("write");
-    std::fs::copy(root.join("fixtures/specs/l40s-torch.toml"), dir.join("gpustack.toml")).unwrap();
+    std::fs::copy(
+        root.join("fixtures/specs/l40s-torch.toml"),
+        dir.join("gpustack.toml"),
+    )
+    .unwrap();
     let out = run_in(&dir, &["lock"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let written = std::fs::read_to_string(dir.join("gpustack.lock")).unwrap();
     assert!(written.starts_with("# This file is @generated by gpustack."));
-    let names: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    assert!(names.iter().all(|n| !n.contains("gpustack-tmp")), "temporary file left behind: {names:?}");
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().all(|n| !n.contains("gpustack-tmp")),
+        "temporary file left behind: {names:?}"
+    );
     assert_eq!(run_in(&dir, &["lock", "--check"]).code, 0);
-    std::fs::write(dir.join("gpustack.lock"), written.replace("version = 1", "version = 1\n# edited")).unwrap();
+    std::fs::write(
+        dir.join("gpustack.lock"),
+        written.replace("version = 1", "version = 1\n# edited"),
+    )
+    .unwrap();
     assert_eq!(run_in(&dir, &["lock", "--check"]).code, 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -119,7 +166,13 @@ fn lock_is_identical_across_directories_and_environments() {
     let root = root();
     let spec = std::fs::read(root.join("fixtures/specs/h100-ib-train-serve.toml")).unwrap();
     let mut outputs = Vec::new();
-    for (i, (tz, lc, home)) in [("UTC", "C", "/tmp"), ("Asia/Kolkata", "de_DE.UTF-8", "/nonexistent")].iter().enumerate() {
+    for (i, (tz, lc, home)) in [
+        ("UTC", "C", "/tmp"),
+        ("Asia/Kolkata", "de_DE.UTF-8", "/nonexistent"),
+    ]
+    .iter()
+    .enumerate()
+    {
         let dir = tempdir(&format!("env{i}"));
         std::fs::write(dir.join("gpustack.toml"), &spec).unwrap();
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpustack"))
@@ -141,14 +194,38 @@ fn lock_is_identical_across_directories_and_environments() {
 #[test]
 fn why_explains_a_locked_component() {
     let root = root();
-    let out = run_in(&root, &["why", "torch", "--lock", "lockfiles/vllm-rtx4090-driver550.lock"]);
+    let out = run_in(
+        &root,
+        &[
+            "why",
+            "torch",
+            "--lock",
+            "lockfiles/vllm-rtx4090-driver550.lock",
+        ],
+    );
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.starts_with("torch "), "{}", out.stdout);
-    assert!(out.stdout.contains("requested: implied by vllm"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("requested: implied by vllm"),
+        "{}",
+        out.stdout
+    );
     assert!(out.stdout.contains("vllm.torch-pin"), "{}", out.stdout);
-    let out = run_in(&root, &["why", "deepspeed", "--lock", "lockfiles/vllm-rtx4090-driver550.lock"]);
+    let out = run_in(
+        &root,
+        &[
+            "why",
+            "deepspeed",
+            "--lock",
+            "lockfiles/vllm-rtx4090-driver550.lock",
+        ],
+    );
     assert_eq!(out.code, 2);
-    assert!(out.stderr.contains("not part of the locked stack"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("not part of the locked stack"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
@@ -156,12 +233,31 @@ fn catalog_list_and_show() {
     let root = root();
     let out = run_in(&root, &["catalog", "list"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    for fam in ["driver", "cuda", "gpu", "os", "python", "cudnn", "nccl", "torch", "vllm", "deepspeed"] {
-        assert!(out.stdout.lines().any(|l| l.starts_with(fam)), "no `{fam}` line in:\n{}", out.stdout);
+    for fam in [
+        "driver",
+        "cuda",
+        "gpu",
+        "os",
+        "python",
+        "cudnn",
+        "nccl",
+        "torch",
+        "vllm",
+        "deepspeed",
+    ] {
+        assert!(
+            out.stdout.lines().any(|l| l.starts_with(fam)),
+            "no `{fam}` line in:\n{}",
+            out.stdout
+        );
     }
     let out = run_in(&root, &["catalog", "show", "torch"]);
     assert_eq!(out.code, 0);
-    assert!(out.stdout.contains("torch 2.5.1+cu124"), "{}", &out.stdout[..out.stdout.len().min(2000)]);
+    assert!(
+        out.stdout.contains("torch 2.5.1+cu124"),
+        "{}",
+        &out.stdout[..out.stdout.len().min(2000)]
+    );
     assert!(out.stdout.contains("catalog/torch.toml:"));
     // Works from any directory: the stock catalog is embedded.
     let dir = tempdir("anywhere");
@@ -180,7 +276,11 @@ fn catalog_overlay_adds_and_overrides() {
     .unwrap();
     let out = run_in(&dir, &["catalog", "show", "nccl", "--catalog", "site"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    assert!(out.stdout.starts_with("nccl 2.99.1: CUDA 12"), "{}", out.stdout);
+    assert!(
+        out.stdout.starts_with("nccl 2.99.1: CUDA 12"),
+        "{}",
+        out.stdout
+    );
     assert!(out.stdout.contains("site/nccl.toml:3"));
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -202,9 +302,19 @@ fn init_writes_a_spec_that_locks_and_never_overwrites() {
 #[test]
 fn help_has_examples_for_every_command() {
     let root = root();
-    for cmd in [&["--help"][..], &["lock", "--help"], &["why", "--help"], &["catalog", "--help"], &["init", "--help"]] {
+    for cmd in [
+        &["--help"][..],
+        &["lock", "--help"],
+        &["why", "--help"],
+        &["catalog", "--help"],
+        &["init", "--help"],
+    ] {
         let out = run_in(&root, cmd);
         assert_eq!(out.code, 0);
-        assert!(out.stdout.contains("Examples:"), "{cmd:?} has no examples:\n{}", out.stdout);
+        assert!(
+            out.stdout.contains("Examples:"),
+            "{cmd:?} has no examples:\n{}",
+            out.stdout
+        );
     }
 }

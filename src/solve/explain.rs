@@ -8,11 +8,11 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::rules::{Cand, Ctx, Violation};
+use super::rules::{Cand, Compat, Ctx, Rule, Violation};
 use super::{solve_assignment, Problem, Removal};
 use crate::catalog::Origin;
 use crate::spec::{Component, Spec};
-use crate::version::{Version, VersionReq};
+use crate::version::{Clause, Version, VersionReq};
 
 /// Why no stack exists.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,6 +38,10 @@ pub struct Cause {
     pub groups: Vec<(Vec<String>, Violation)>,
     /// Candidates still possible (context causes only).
     pub remaining: Vec<String>,
+    /// How many candidates only your request ruled out.
+    pub outside_request: usize,
+    /// When the request matches nothing: the catalog versions nearest to it.
+    pub nearest: Vec<String>,
 }
 
 pub(crate) fn explain(
@@ -67,6 +71,8 @@ pub(crate) fn explain(
             primary: true,
             groups: vec![(Vec::new(), v.clone())],
             remaining: Vec::new(),
+            outside_request: 0,
+            nearest: Vec::new(),
         });
     }
     Explanation {
@@ -85,7 +91,12 @@ fn cause(
     left: &[String],
 ) -> Cause {
     let mut groups: Vec<(Vec<String>, Violation)> = Vec::new();
+    let mut outside_request = 0;
     for r in removals {
+        if r.violation.rule == Rule::Request {
+            outside_request += 1;
+            continue;
+        }
         let v = ctx.version(c, r.cand).to_string();
         match groups
             .iter_mut()
@@ -95,13 +106,74 @@ fn cause(
             None => groups.push((vec![v], r.violation.clone())),
         }
     }
+    let nearest = if groups.is_empty() && outside_request > 0 {
+        nearest(ctx, c)
+    } else {
+        Vec::new()
+    };
     Cause {
         component: c,
         requested: members.get(&c).cloned().unwrap_or_default(),
         primary,
         groups,
         remaining: left.to_vec(),
+        outside_request,
+        nearest,
     }
+}
+
+/// The catalog versions around what the request names (for torch with a variant: the
+/// variants of that release).
+fn nearest(ctx: &Ctx<'_>, c: Component) -> Vec<String> {
+    let Some(req) = ctx.spec.components.get(&c) else {
+        return Vec::new();
+    };
+    let Some(anchor) = req.clauses().iter().find_map(|cl| match cl {
+        Clause::Any => None,
+        Clause::Prefix(v)
+        | Clause::Eq(v)
+        | Clause::Ne(v)
+        | Clause::Ge(v)
+        | Clause::Gt(v)
+        | Clause::Le(v)
+        | Clause::Lt(v) => Some(v.clone()),
+    }) else {
+        return Vec::new();
+    };
+    let mut all: Vec<Version> = ctx
+        .candidates(c)
+        .into_iter()
+        .map(|k| ctx.version(c, k).clone())
+        .collect();
+    if c == Component::Torch && anchor.local().is_some() {
+        let base = anchor.without_local();
+        let same: Vec<String> = all
+            .iter()
+            .filter(|v| v.without_local().cmp_release(&base).is_eq())
+            .map(ToString::to_string)
+            .collect();
+        if !same.is_empty() {
+            return same;
+        }
+    }
+    all.sort();
+    all.dedup_by(|a, b| a.without_local().cmp_release(&b.without_local()).is_eq());
+    let pos = all
+        .iter()
+        .position(|v| v.cmp_release(&anchor).is_gt())
+        .unwrap_or(all.len());
+    let lo = pos.saturating_sub(2);
+    let hi = (pos + 2).min(all.len());
+    all[lo..hi]
+        .iter()
+        .map(|v| {
+            if c == Component::Torch {
+                v.without_local().to_string()
+            } else {
+                v.to_string()
+            }
+        })
+        .collect()
 }
 
 /// Two violations group together when their messages differ only in version numbers.
@@ -146,7 +218,8 @@ fn hints(ctx: &Ctx<'_>) -> Vec<String> {
         }
     };
 
-    // An installed driver: the smallest catalog driver that works instead.
+    // An installed driver: the smallest catalog driver that works instead, and the
+    // smallest that runs the result with full (not minor-version) compatibility.
     if let Some(host) = &spec.driver {
         let mut ups: Vec<&Version> = cat
             .drivers
@@ -155,25 +228,49 @@ fn hints(ctx: &Ctx<'_>) -> Vec<String> {
             .filter(|v| *v > host)
             .collect();
         ups.sort();
-        let mut lo = 0usize;
-        // Drivers are monotone enough to find the first working one by linear scan over
-        // branches' first versions; the catalog has a few dozen, so scan them all.
-        while lo < ups.len() {
+        let mut first: Option<&Version> = None;
+        for up in ups {
             let mut s = spec.clone();
-            s.driver = Some(ups[lo].clone());
-            if let Some(a) = solve_assignment(cat, &s) {
+            s.driver = Some(up.clone());
+            let Some(r) = super::solve_quiet(cat, &s) else {
+                continue;
+            };
+            let full = r.cuda_compat.as_ref().is_none_or(|c| *c == Compat::Full)
+                && r.torch_compat.as_ref().is_none_or(|c| *c == Compat::Full);
+            let picks: BTreeMap<Component, Version> = r
+                .picks
+                .iter()
+                .map(|p| (p.component, p.version.clone()))
+                .collect();
+            if first.is_none() {
+                let how = match r.cuda_compat.as_ref().or(r.torch_compat.as_ref()) {
+                    Some(Compat::MinorVersion) => " through minor-version compatibility",
+                    Some(Compat::Forward { .. }) => " through forward compatibility (cuda-compat)",
+                    _ => "",
+                };
                 push(
                     &mut out,
                     format!(
-                        "upgrade the driver to ≥ {} (R{}); with it the stack resolves to {}",
-                        ups[lo],
-                        ups[lo].major(),
-                        summary(&a, &[])
+                        "upgrade the driver to ≥ {up} (R{}); with it the stack resolves{how} to {}",
+                        up.major(),
+                        summary(&picks, &[])
+                    ),
+                );
+                first = Some(up);
+                if full {
+                    break;
+                }
+            } else if full {
+                push(
+                    &mut out,
+                    format!(
+                        "for full driver support instead: ≥ {up} (R{}), with {}",
+                        up.major(),
+                        summary(&picks, &[])
                     ),
                 );
                 break;
             }
-            lo += 1;
         }
     }
 
@@ -264,7 +361,24 @@ impl fmt::Display for Explanation {
         for c in &self.causes {
             f.write_str("\n\n")?;
             let n: usize = c.groups.iter().map(|(v, _)| v.len()).sum();
-            if c.primary && n == 0 {
+            let req = requested_text(c);
+            if c.primary && n == 0 && c.outside_request > 0 {
+                write!(
+                    f,
+                    "  × {}: no {} in the catalog matches {req}",
+                    c.component.display(),
+                    c.component.display()
+                )?;
+                if !c.nearest.is_empty() {
+                    write!(
+                        f,
+                        "\n    - the catalog has, nearest to it: {}",
+                        c.nearest.join(", ")
+                    )?;
+                }
+                write!(f, "\n      rule `request`: a version must be in the catalog (`gpustack catalog show {}`) to be locked", catalog_family(c.component))?;
+                continue;
+            } else if c.primary && n == 0 {
                 write!(
                     f,
                     "  × {} ({}): no combination satisfies every rule; the search failed last on:",
@@ -274,9 +388,8 @@ impl fmt::Display for Explanation {
             } else if c.primary {
                 write!(
                     f,
-                    "  × {} ({}): none of the {n} candidate{} can be used",
+                    "  × {}: none of the {n} version{} allowed by {req} can be used",
                     c.component.display(),
-                    c.requested,
                     if n == 1 { "" } else { "s" }
                 )?;
             } else {
@@ -287,9 +400,8 @@ impl fmt::Display for Explanation {
                 };
                 write!(
                     f,
-                    "  because {} ({}) is limited to: {left}",
-                    c.component.display(),
-                    c.requested
+                    "  because {} is limited to {left} by {req}",
+                    c.component.display()
                 )?;
             }
             for (versions, v) in &c.groups {
@@ -330,3 +442,21 @@ fn facts(fs: &[Origin]) -> String {
 
 #[allow(dead_code)]
 fn _unused(_: Cand) {}
+
+fn requested_text(c: &Cause) -> String {
+    if c.requested.starts_with("host") {
+        format!("the installed driver ({})", c.requested)
+    } else if c.requested.starts_with("implied") {
+        format!("the stack ({})", c.requested)
+    } else {
+        format!(
+            "your request `{} = \"{}\"`",
+            c.component.name(),
+            c.requested
+        )
+    }
+}
+
+fn catalog_family(c: Component) -> &'static str {
+    c.name()
+}

@@ -160,6 +160,14 @@ pub fn solve(catalog: &Catalog, spec: &Spec) -> Result<Resolution, Error> {
     }
 }
 
+/// Solves without explaining failures (hints use it; explaining would recurse).
+pub(crate) fn solve_quiet(catalog: &Catalog, spec: &Spec) -> Option<Resolution> {
+    let ctx = Ctx::new(catalog, spec);
+    let members = members(spec);
+    let mut p = Problem::new(&ctx, &members);
+    p.search().map(|assign| p.resolution(&members, &assign))
+}
+
 /// Only decides whether a spec is satisfiable (used for hints and tests).
 pub(crate) fn solve_assignment(
     catalog: &Catalog,
@@ -178,16 +186,25 @@ pub(crate) fn solve_assignment(
 /// Orders CUDA candidates: with an installed driver, fully supported releases first; then
 /// the release matching torch's CUDA major.minor; then newest (catalog order).
 pub(crate) fn sort_cuda(ctx: &Ctx<'_>, d: &mut [Cand], assign: &[(Component, Cand)]) {
-    let torch_cuda = assign.iter().find(|(x, _)| *x == Component::Torch).and_then(|(_, k)| match k {
-        Cand::Idx(i) => Some(ctx.cat.torch[*i].cuda.clone()),
-        Cand::Host => None,
-    });
+    let torch_cuda = assign
+        .iter()
+        .find(|(x, _)| *x == Component::Torch)
+        .and_then(|(_, k)| match k {
+            Cand::Idx(i) => Some(ctx.cat.torch[*i].cuda.clone()),
+            Cand::Host => None,
+        });
     let host = ctx.host_driver.clone();
     d.sort_by_key(|k| {
-        let Cand::Idx(i) = k else { return (true, true, 0usize) };
+        let Cand::Idx(i) = k else {
+            return (true, true, 0usize);
+        };
         let r = &ctx.cat.cuda[*i];
-        let full = host.as_ref().is_none_or(|h| r.driver_min.as_ref().is_some_and(|m| h >= m));
-        let same = torch_cuda.as_ref().is_some_and(|t| t.major() == r.version.major() && t.minor() == r.version.minor());
+        let full = host
+            .as_ref()
+            .is_none_or(|h| r.driver_min.as_ref().is_some_and(|m| h >= m));
+        let same = torch_cuda
+            .as_ref()
+            .is_some_and(|t| t.major() == r.version.major() && t.minor() == r.version.minor());
         (!full, !same, *i)
     });
 }

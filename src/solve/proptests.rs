@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::rules::{Cand, Ctx};
-use super::{members, sort_cuda, solve, ORDER};
+use super::{members, solve, sort_cuda, ORDER};
 use crate::catalog::Catalog;
 use crate::spec::{Component, Spec};
 use crate::version::{Version, VersionReq};
@@ -40,8 +40,17 @@ impl Rng {
     }
 }
 
-const DRIVERS: [&str; 6] = ["470.82.01", "525.60.13", "535.104.05", "550.54.15", "570.124.06", "580.65.06"];
-const CUDAS: [&str; 7] = ["11.8.0", "12.1.1", "12.4.0", "12.4.1", "12.8.0", "12.8.1", "13.0.0"];
+const DRIVERS: [&str; 6] = [
+    "470.82.01",
+    "525.60.13",
+    "535.104.05",
+    "550.54.15",
+    "570.124.06",
+    "580.65.06",
+];
+const CUDAS: [&str; 7] = [
+    "11.8.0", "12.1.1", "12.4.0", "12.4.1", "12.8.0", "12.8.1", "13.0.0",
+];
 const CCS: [&str; 5] = ["7.0", "7.5", "8.0", "9.0", "12.0"];
 const PYTHONS: [&str; 3] = ["3.10", "3.11", "3.12"];
 
@@ -49,24 +58,47 @@ const PYTHONS: [&str; 3] = ["3.10", "3.11", "3.12"];
 pub(crate) fn random_catalog(rng: &mut Rng) -> Vec<(String, String)> {
     let mut files = Vec::new();
     let mut d = String::from("family = \"driver\"\n");
-    for (branch, kind) in [("470", "ltsb"), ("525", "pb"), ("535", "ltsb"), ("550", "pb"), ("570", "pb"), ("580", "ltsb")] {
-        let vs: Vec<&&str> = DRIVERS.iter().filter(|v| v.starts_with(branch)).filter(|_| rng.chance(80)).collect();
+    for (branch, kind) in [
+        ("470", "ltsb"),
+        ("525", "pb"),
+        ("535", "ltsb"),
+        ("550", "pb"),
+        ("570", "pb"),
+        ("580", "ltsb"),
+    ] {
+        let vs: Vec<&&str> = DRIVERS
+            .iter()
+            .filter(|v| v.starts_with(branch))
+            .filter(|_| rng.chance(80))
+            .collect();
         if vs.is_empty() {
             continue;
         }
         let status = if rng.chance(50) { "supported" } else { "eol" };
-        let list = vs.iter().map(|v| format!("\"{v}\"")).collect::<Vec<_>>().join(", ");
+        let list = vs
+            .iter()
+            .map(|v| format!("\"{v}\""))
+            .collect::<Vec<_>>()
+            .join(", ");
         d.push_str(&format!("\n[[branch]]\nbranch = \"R{branch}\"\ntype = \"{kind}\"\nstatus = \"{status}\"\nversions = [{list}]\nsource = \"test\"\n"));
     }
     files.push(("driver.toml".to_string(), d));
 
     let mut c = String::from("family = \"cuda\"\n");
     for (major, floor) in [(11, "450.80.02"), (12, "525.60.13"), (13, "580.65.06")] {
-        c.push_str(&format!("\n[[minor_compat]]\nmajor = {major}\ndriver_min = \"{floor}\"\nsource = \"test\"\n"));
+        c.push_str(&format!(
+            "\n[[minor_compat]]\nmajor = {major}\ndriver_min = \"{floor}\"\nsource = \"test\"\n"
+        ));
     }
-    for (cuda, pkg) in [("12.4", "cuda-compat-12-4"), ("12.8", "cuda-compat-12-8"), ("13.0", "cuda-compat-13-0")] {
+    for (cuda, pkg) in [
+        ("12.4", "cuda-compat-12-4"),
+        ("12.8", "cuda-compat-12-8"),
+        ("13.0", "cuda-compat-13-0"),
+    ] {
         if rng.chance(60) {
-            let bases = rng.subset(&["\"R535\"", "\"R550\"", "\"R570\""], 50).join(", ");
+            let bases = rng
+                .subset(&["\"R535\"", "\"R550\"", "\"R570\""], 50)
+                .join(", ");
             c.push_str(&format!("\n[[forward_compat]]\ncuda = \"{cuda}\"\npackage = \"{pkg}\"\nbases = [{bases}]\nsource = \"test\"\n"));
         }
     }
@@ -75,8 +107,14 @@ pub(crate) fn random_catalog(rng: &mut Rng) -> Vec<(String, String)> {
     c.push_str("\n[[targets]]\ncuda = \">=13\"\nsm = [\"75\", \"80\", \"90\", \"90a\", \"120\"]\nsource = \"test\"\n");
     for v in CUDAS {
         if rng.chance(70) {
-            let min = if rng.chance(85) { format!("driver_min = \"{}\"\n", rng.pick(&DRIVERS)) } else { String::new() };
-            c.push_str(&format!("\n[[release]]\nversion = \"{v}\"\n{min}source = \"test\"\n"));
+            let min = if rng.chance(85) {
+                format!("driver_min = \"{}\"\n", rng.pick(&DRIVERS))
+            } else {
+                String::new()
+            };
+            c.push_str(&format!(
+                "\n[[release]]\nversion = \"{v}\"\n{min}source = \"test\"\n"
+            ));
         }
     }
     files.push(("cuda.toml".to_string(), c));
@@ -84,20 +122,33 @@ pub(crate) fn random_catalog(rng: &mut Rng) -> Vec<(String, String)> {
     let mut g = String::from("family = \"gpu\"\n");
     for (i, cc) in CCS.iter().enumerate() {
         let dc = rng.chance(60);
-        let last = if *cc == "7.0" && rng.chance(70) { "last_driver_branch = \"R550\"\n" } else { "" };
+        let last = if *cc == "7.0" && rng.chance(70) {
+            "last_driver_branch = \"R550\"\n"
+        } else {
+            ""
+        };
         g.push_str(&format!("\n[[gpu]]\nid = \"g{i}\"\nname = \"GPU {i}\"\ncc = \"{cc}\"\narch = \"a{i}\"\ndatacenter = {dc}\n{last}source = \"test\"\n"));
     }
     files.push(("gpus.toml".to_string(), g));
 
     let mut p = String::from("family = \"python\"\n");
     for v in PYTHONS {
-        p.push_str(&format!("\n[[release]]\nversion = \"{v}\"\nsource = \"test\"\n"));
+        p.push_str(&format!(
+            "\n[[release]]\nversion = \"{v}\"\nsource = \"test\"\n"
+        ));
     }
     files.push(("python.toml".to_string(), p));
-    files.push(("os.toml".to_string(), "family = \"os\"\n\n[[os]]\nid = \"ubuntu22.04\"\ncuda = \"<13\"\nsource = \"test\"\n".to_string()));
+    files.push((
+        "os.toml".to_string(),
+        "family = \"os\"\n\n[[os]]\nid = \"ubuntu22.04\"\ncuda = \"<13\"\nsource = \"test\"\n"
+            .to_string(),
+    ));
 
     let mut libs = BTreeMap::new();
-    for (fam, vs) in [("cudnn", ["8.9.2.26", "9.1.0.70", "9.8.0.87"]), ("nccl", ["2.18.1", "2.21.5", "2.26.2"])] {
+    for (fam, vs) in [
+        ("cudnn", ["8.9.2.26", "9.1.0.70", "9.8.0.87"]),
+        ("nccl", ["2.18.1", "2.21.5", "2.26.2"]),
+    ] {
         let mut t = format!("family = \"{fam}\"\n");
         let mut kept = Vec::new();
         for v in vs {
@@ -105,8 +156,15 @@ pub(crate) fn random_catalog(rng: &mut Rng) -> Vec<(String, String)> {
             if majors.is_empty() {
                 continue;
             }
-            let min = if rng.chance(20) { "min_cc = \"7.5\"\n" } else { "" };
-            t.push_str(&format!("\n[[release]]\nversion = \"{v}\"\ncuda_majors = [{}]\n{min}source = \"test\"\n", majors.join(", ")));
+            let min = if rng.chance(20) {
+                "min_cc = \"7.5\"\n"
+            } else {
+                ""
+            };
+            t.push_str(&format!(
+                "\n[[release]]\nversion = \"{v}\"\ncuda_majors = [{}]\n{min}source = \"test\"\n",
+                majors.join(", ")
+            ));
             kept.push(v);
         }
         libs.insert(fam, kept);
@@ -119,14 +177,32 @@ pub(crate) fn random_catalog(rng: &mut Rng) -> Vec<(String, String)> {
         if !rng.chance(80) {
             continue;
         }
-        let variants: Vec<(&str, &str)> = [("cu118", "11.8"), ("cu124", "12.4"), ("cu128", "12.8"), ("cu130", "13.0")].into_iter().filter(|_| rng.chance(55)).collect();
+        let variants: Vec<(&str, &str)> = [
+            ("cu118", "11.8"),
+            ("cu124", "12.4"),
+            ("cu128", "12.8"),
+            ("cu130", "13.0"),
+        ]
+        .into_iter()
+        .filter(|_| rng.chance(55))
+        .collect();
         if variants.is_empty() {
             continue;
         }
         let py = rng.pick(&["\">=3.10, <3.13\"", "\">=3.11\"", "\"<3.12\""]);
         t.push_str(&format!("\n[[release]]\nversion = \"{v}\"\npython = {py}\npypi_variant = \"{}\"\nsource = \"test\"\n", variants[0].0));
         for (var, cu) in &variants {
-            let archs = rng.subset(&["\"7.0\"", "\"7.5\"", "\"8.0\"", "\"9.0\"", "\"12.0\"", "\"9.0+PTX\""], 60);
+            let archs = rng.subset(
+                &[
+                    "\"7.0\"",
+                    "\"7.5\"",
+                    "\"8.0\"",
+                    "\"9.0\"",
+                    "\"12.0\"",
+                    "\"9.0+PTX\"",
+                ],
+                60,
+            );
             let mut pins = String::new();
             for fam in ["cudnn", "nccl"] {
                 if rng.chance(50) && !libs[fam].is_empty() {
@@ -155,8 +231,16 @@ pub(crate) fn random_catalog(rng: &mut Rng) -> Vec<(String, String)> {
         }
         for v in ["0.12.0", "0.16.4"] {
             if rng.chance(70) {
-                let ok = rng.pick(&["[]", "[\"12.0\", \"12.1\"]", "[\"12.1\", \"12.4\", \"12.8\"]"]);
-                let torch = if rng.chance(50) { "torch = \">=2.5\"\n" } else { "" };
+                let ok = rng.pick(&[
+                    "[]",
+                    "[\"12.0\", \"12.1\"]",
+                    "[\"12.1\", \"12.4\", \"12.8\"]",
+                ]);
+                let torch = if rng.chance(50) {
+                    "torch = \">=2.5\"\n"
+                } else {
+                    ""
+                };
                 ds.push_str(&format!("\n[[release]]\nversion = \"{v}\"\n{torch}cuda_mismatch_ok = {ok}\nsource = \"test\"\n"));
             }
         }
@@ -168,11 +252,20 @@ pub(crate) fn random_catalog(rng: &mut Rng) -> Vec<(String, String)> {
 
 /// A random spec over the small catalog.
 pub(crate) fn random_spec(rng: &mut Rng, cat: &Catalog) -> Spec {
-    let mut gpus: Vec<String> = cat.gpus.iter().map(|g| g.id.clone()).filter(|_| rng.chance(35)).collect();
+    let mut gpus: Vec<String> = cat
+        .gpus
+        .iter()
+        .map(|g| g.id.clone())
+        .filter(|_| rng.chance(35))
+        .collect();
     if gpus.is_empty() {
         gpus.push(rng.pick(&cat.gpus).id.clone());
     }
-    let driver = if rng.chance(50) { Some(Version::parse(*rng.pick::<&str>(&DRIVERS[..])).unwrap()) } else { None };
+    let driver = if rng.chance(50) {
+        Some(Version::parse(*rng.pick::<&str>(&DRIVERS[..])).unwrap())
+    } else {
+        None
+    };
     let mut components = BTreeMap::new();
     for c in Component::ALL {
         if c == Component::Driver && !rng.chance(20) {
@@ -186,7 +279,9 @@ pub(crate) fn random_spec(rng: &mut Rng, cat: &Catalog) -> Spec {
         } else {
             let options: Vec<String> = match c {
                 Component::Driver => vec!["550".into(), ">=535".into(), "<560".into()],
-                Component::Cuda => vec!["12".into(), "12.4".into(), ">=12.8".into(), "<12.8".into()],
+                Component::Cuda => {
+                    vec!["12".into(), "12.4".into(), ">=12.8".into(), "<12.8".into()]
+                }
                 Component::Torch => vec!["==2.5.1+cu124".into(), ">=2.5".into(), "<2.7".into()],
                 Component::Python => vec!["3.11".into(), ">=3.11".into()],
                 _ => vec![">=0".into(), "<2.20".into()],
@@ -198,22 +293,47 @@ pub(crate) fn random_spec(rng: &mut Rng, cat: &Catalog) -> Spec {
     if components.keys().all(|c| *c == Component::Driver) {
         components.insert(Component::Cuda, VersionReq::any());
     }
-    let os = if rng.chance(20) { Some("ubuntu22.04".to_string()) } else { None };
-    Spec { name: "prop".into(), os, gpus, archs: vec![], driver, components }
+    let os = if rng.chance(20) {
+        Some("ubuntu22.04".to_string())
+    } else {
+        None
+    };
+    Spec {
+        name: "prop".into(),
+        os,
+        gpus,
+        archs: vec![],
+        driver,
+        components,
+    }
 }
 
 /// Brute force: every combination, every rule, best by the documented order.
 pub(crate) fn oracle(cat: &Catalog, spec: &Spec) -> Option<BTreeMap<Component, Version>> {
     let ctx = Ctx::new(cat, spec);
     let m = members(spec);
-    let order: Vec<Component> = ORDER.iter().copied().filter(|c| m.contains_key(c)).collect();
+    let order: Vec<Component> = ORDER
+        .iter()
+        .copied()
+        .filter(|c| m.contains_key(c))
+        .collect();
     let mut best: Option<(Vec<usize>, Vec<(Component, Cand)>)> = None;
     let mut assign: Vec<(Component, Cand)> = Vec::new();
     enumerate(&ctx, &order, &mut assign, &mut Vec::new(), &mut best);
-    best.map(|(_, a)| a.iter().map(|(c, k)| (*c, ctx.version(*c, *k).clone())).collect())
+    best.map(|(_, a)| {
+        a.iter()
+            .map(|(c, k)| (*c, ctx.version(*c, *k).clone()))
+            .collect()
+    })
 }
 
-fn enumerate(ctx: &Ctx<'_>, order: &[Component], assign: &mut Vec<(Component, Cand)>, ranks: &mut Vec<usize>, best: &mut Option<(Vec<usize>, Vec<(Component, Cand)>)>) {
+fn enumerate(
+    ctx: &Ctx<'_>,
+    order: &[Component],
+    assign: &mut Vec<(Component, Cand)>,
+    ranks: &mut Vec<usize>,
+    best: &mut Option<(Vec<usize>, Vec<(Component, Cand)>)>,
+) {
     if assign.len() == order.len() {
         if valid(ctx, assign) && best.as_ref().is_none_or(|(r, _)| &ranks[..] < &r[..]) {
             *best = Some((ranks.clone(), assign.clone()));
@@ -250,14 +370,30 @@ pub(crate) fn valid(ctx: &Ctx<'_>, assign: &[(Component, Cand)]) -> bool {
     }
     for (i, &(ca, a)) in assign.iter().enumerate() {
         for &(cb, b) in &assign[i + 1..] {
-            let r = if ca < cb { ctx.check_pair(ca, a, cb, b) } else { ctx.check_pair(cb, b, ca, a) };
+            let r = if ca < cb {
+                ctx.check_pair(ca, a, cb, b)
+            } else {
+                ctx.check_pair(cb, b, ca, a)
+            };
             if r.is_err() {
                 return false;
             }
         }
     }
-    let get = |c: Component| assign.iter().find(|(x, _)| *x == c).and_then(|(_, k)| if let Cand::Idx(i) = k { Some(*i) } else { None });
-    if let (Some(cu), Some(t), Some(ds)) = (get(Component::Cuda), get(Component::Torch), get(Component::Deepspeed)) {
+    let get = |c: Component| {
+        assign.iter().find(|(x, _)| *x == c).and_then(|(_, k)| {
+            if let Cand::Idx(i) = k {
+                Some(*i)
+            } else {
+                None
+            }
+        })
+    };
+    if let (Some(cu), Some(t), Some(ds)) = (
+        get(Component::Cuda),
+        get(Component::Torch),
+        get(Component::Deepspeed),
+    ) {
         if ctx.check_triple(cu, t, ds).is_err() {
             return false;
         }
@@ -267,14 +403,22 @@ pub(crate) fn valid(ctx: &Ctx<'_>, assign: &[(Component, Cand)]) -> bool {
 
 fn solver(cat: &Catalog, spec: &Spec) -> Option<BTreeMap<Component, Version>> {
     match solve(cat, spec) {
-        Ok(r) => Some(r.picks.iter().map(|p| (p.component, p.version.clone())).collect()),
+        Ok(r) => Some(
+            r.picks
+                .iter()
+                .map(|p| (p.component, p.version.clone()))
+                .collect(),
+        ),
         Err(Error::NoSolution(_)) => None,
         Err(e) => panic!("unexpected error {e}"),
     }
 }
 
 fn cases() -> u64 {
-    std::env::var("GPUSTACK_PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(600)
+    std::env::var("GPUSTACK_PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(600)
 }
 
 #[test]
@@ -291,8 +435,15 @@ fn solver_agrees_with_brute_force() {
             let spec = random_spec(&mut rng, &cat);
             let want = oracle(&cat, &spec);
             let got = solver(&cat, &spec);
-            assert_eq!(got, want, "seed {seed}: solver and oracle disagree on {spec:#?}");
-            if got.is_some() { sat += 1 } else { unsat += 1 }
+            assert_eq!(
+                got, want,
+                "seed {seed}: solver and oracle disagree on {spec:#?}"
+            );
+            if got.is_some() {
+                sat += 1
+            } else {
+                unsat += 1
+            }
         }
     }
     // The generator must exercise both outcomes, or the test proves little.
@@ -309,8 +460,12 @@ fn catalog_order_does_not_change_the_lock() {
         reversed.reverse();
         let cat2 = Catalog::from_layers(&[reversed]).unwrap();
         let spec = random_spec(&mut rng, &cat);
-        let a = solve(&cat, &spec).ok().map(|r| crate::Lock::from_resolution(&cat, &r).to_toml());
-        let b = solve(&cat2, &spec).ok().map(|r| crate::Lock::from_resolution(&cat2, &r).to_toml());
+        let a = solve(&cat, &spec)
+            .ok()
+            .map(|r| crate::Lock::from_resolution(&cat, &r).to_toml());
+        let b = solve(&cat2, &spec)
+            .ok()
+            .map(|r| crate::Lock::from_resolution(&cat2, &r).to_toml());
         assert_eq!(a, b, "seed {seed}");
     }
 }
@@ -327,12 +482,18 @@ fn relaxing_a_requirement_never_breaks_a_solution() {
         for c in spec.components.keys() {
             let mut relaxed = spec.clone();
             relaxed.components.insert(*c, VersionReq::any());
-            assert!(solver(&cat, &relaxed).is_some(), "seed {seed}: relaxing {c} broke {spec:#?}");
+            assert!(
+                solver(&cat, &relaxed).is_some(),
+                "seed {seed}: relaxing {c} broke {spec:#?}"
+            );
         }
         if spec.driver.is_some() {
             let mut relaxed = spec.clone();
             relaxed.driver = None;
-            assert!(solver(&cat, &relaxed).is_some(), "seed {seed}: dropping the host driver broke it");
+            assert!(
+                solver(&cat, &relaxed).is_some(),
+                "seed {seed}: dropping the host driver broke it"
+            );
         }
     }
 }

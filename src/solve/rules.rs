@@ -481,6 +481,7 @@ impl<'c> Ctx<'c> {
         };
         match mvc {
             Some(m) if needs_ptx_jit && driver >= &m.driver_min => msg.push_str(&format!("; driver {driver} would run it only through minor-version compatibility, which does not cover the PTX JIT this stack needs")),
+            Some(m) if full_min == Some(&m.driver_min) => msg.push_str(&format!(" (also the CUDA {} minor-version-compatibility floor); driver {driver} is older", cuda.major())),
             Some(m) => msg.push_str(&format!(", or ≥ {} through CUDA {} minor-version compatibility; driver {driver} is older", m.driver_min, cuda.major())),
             None => msg.push_str(&format!("; driver {driver} is older")),
         }

@@ -55,7 +55,12 @@ pub fn diff(expected: &str, actual: &str) -> String {
     for i in 0..e.len().max(a.len()) {
         let (x, y) = (e.get(i), a.get(i));
         if x != y {
-            out.push_str(&format!("line {}:\n  - {}\n  + {}\n", i + 1, x.unwrap_or(&"<none>"), y.unwrap_or(&"<none>")));
+            out.push_str(&format!(
+                "line {}:\n  - {}\n  + {}\n",
+                i + 1,
+                x.unwrap_or(&"<none>"),
+                y.unwrap_or(&"<none>")
+            ));
             if out.len() > 3000 {
                 break;
             }
@@ -70,7 +75,10 @@ pub fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     for e in walkdir::WalkDir::new(dir).sort_by_file_name() {
         let e = e.unwrap();
         if e.file_type().is_file() {
-            out.insert(e.path().strip_prefix(dir).unwrap().to_path_buf(), std::fs::read(e.path()).unwrap());
+            out.insert(
+                e.path().strip_prefix(dir).unwrap().to_path_buf(),
+                std::fs::read(e.path()).unwrap(),
+            );
         }
     }
     out
