@@ -15,6 +15,7 @@ mod wire;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 use toml::Spanned;
@@ -66,23 +67,54 @@ const FAMILIES: &[&str] = &[
     "vllm",
 ];
 
-/// Where a fact comes from: the catalog file and line, and the upstream source.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Origin {
+/// Where a fact comes from: the catalog file and line, and the upstream source. Cheap to
+/// clone (shared).
+#[derive(Clone)]
+pub struct Origin(Arc<OriginInner>);
+
+/// The data behind an [`Origin`].
+pub struct OriginInner {
     /// `catalog/cuda.toml` for the stock catalog; the overlay path as given otherwise.
     pub file: String,
     /// 1-based line of the entry.
     pub line: usize,
     /// The upstream source a reader can open.
     pub source: String,
-    /// Canonical text of the entry, for the catalog digest.
-    pub(crate) canonical: String,
+    /// Produces the canonical text of the entry, for the catalog digest (computed only for
+    /// the entries a lock uses).
+    canonical: Box<dyn Fn() -> String + Send + Sync>,
+}
+
+impl std::ops::Deref for Origin {
+    type Target = OriginInner;
+    fn deref(&self) -> &OriginInner {
+        &self.0
+    }
+}
+
+impl PartialEq for Origin {
+    fn eq(&self, other: &Origin) -> bool {
+        self.file == other.file && self.line == other.line && self.source == other.source
+    }
+}
+
+impl Eq for Origin {}
+
+impl std::fmt::Debug for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Origin({}:{})", self.file, self.line)
+    }
 }
 
 impl Origin {
     /// `catalog/cuda.toml:42`.
     pub fn location(&self) -> String {
         format!("{}:{}", self.file, self.line)
+    }
+
+    /// The canonical text of the entry.
+    pub(crate) fn canonical(&self) -> String {
+        (self.0.canonical)()
     }
 }
 
@@ -528,27 +560,47 @@ fn read_overlay(dir: &Path, diags: &mut Vec<Diagnostic>) -> Vec<(String, String)
     out
 }
 
-fn origin(
-    path: &str,
-    text: &str,
-    span: std::ops::Range<usize>,
-    source: &str,
-    canonical: String,
-) -> Origin {
-    let loc = Location::at_offset(path, text, span.start);
-    Origin {
-        file: path.to_string(),
-        line: loc.line,
-        source: source.to_string(),
-        canonical,
+/// Byte offsets of line starts, for `file:line` of every entry in one pass.
+struct LineIndex(Vec<usize>);
+
+impl LineIndex {
+    fn new(text: &str) -> LineIndex {
+        LineIndex(
+            std::iter::once(0)
+                .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+                .collect(),
+        )
+    }
+    fn line(&self, offset: usize) -> usize {
+        self.0.partition_point(|&s| s <= offset)
     }
 }
 
-fn canon<T: serde::Serialize>(family: &str, v: &T) -> String {
-    format!("[{family}]\n{}", toml::to_string(v).unwrap_or_default())
+type Canonical = Box<dyn Fn() -> String + Send + Sync>;
+
+fn origin(
+    path: &str,
+    lines: &LineIndex,
+    span: std::ops::Range<usize>,
+    source: &str,
+    canonical: Canonical,
+) -> Origin {
+    Origin(Arc::new(OriginInner {
+        file: path.to_string(),
+        line: lines.line(span.start),
+        source: source.to_string(),
+        canonical,
+    }))
+}
+
+fn canon<T: serde::Serialize + Clone + Send + Sync + 'static>(family: &str, v: &T) -> Canonical {
+    let family = family.to_string();
+    let v = v.clone();
+    Box::new(move || format!("[{family}]\n{}", toml::to_string(&v).unwrap_or_default()))
 }
 
 fn parse_file(path: &str, text: &str, out: &mut Layers, diags: &mut Vec<Diagnostic>) {
+    let lines = LineIndex::new(text);
     let file: FileWire = match toml::from_str(text) {
         Ok(f) => f,
         Err(e) => {
@@ -643,7 +695,7 @@ fn parse_file(path: &str, text: &str, out: &mut Layers, diags: &mut Vec<Diagnost
         let span = b.span();
         let o = origin(
             path,
-            text,
+            &lines,
             span.clone(),
             &b.get_ref().source,
             canon("branch", b.get_ref()),
@@ -661,7 +713,7 @@ fn parse_file(path: &str, text: &str, out: &mut Layers, diags: &mut Vec<Diagnost
                 let v = e.into_inner();
                 let o = origin(
                     path,
-                    text,
+                    &lines,
                     span.clone(),
                     &v.source,
                     canon(stringify!($field), &v),
@@ -682,7 +734,7 @@ fn parse_file(path: &str, text: &str, out: &mut Layers, diags: &mut Vec<Diagnost
     for w in file.wheel {
         let span = w.span();
         let v = w.into_inner();
-        let o = origin(path, text, span.clone(), &v.source, canon("wheel", &v));
+        let o = origin(path, &lines, span.clone(), &v.source, canon("wheel", &v));
         for t in &v.torch {
             let key = format!("{t}+{}", v.variant);
             if out.wheel.contains_key(&key) {
@@ -696,7 +748,7 @@ fn parse_file(path: &str, text: &str, out: &mut Layers, diags: &mut Vec<Diagnost
     for r in file.release {
         let span = r.span();
         let v = r.into_inner();
-        let o = origin(path, text, span.clone(), &v.source, canon(fam, &v));
+        let o = origin(path, &lines, span.clone(), &v.source, canon(fam, &v));
         check_release_fields(fam, &v, path, text, &span, diags);
         let key = (fam.to_string(), v.version.clone());
         if out.release.contains_key(&key) {
@@ -1305,7 +1357,7 @@ pub(crate) fn valid_id(s: &str) -> bool {
 
 /// sha256 over the canonical text of the given origins, sorted: `sha256:…`.
 pub(crate) fn digest_of<'a>(origins: impl IntoIterator<Item = &'a Origin>) -> String {
-    let mut texts: Vec<&str> = origins.into_iter().map(|o| o.canonical.as_str()).collect();
+    let mut texts: Vec<String> = origins.into_iter().map(Origin::canonical).collect();
     texts.sort_unstable();
     texts.dedup();
     let mut h = Sha256::new();

@@ -87,6 +87,7 @@ pub struct Resolution {
     /// Digest of the catalog entries this resolution used.
     pub catalog_digest: String,
     /// Facts used, for `catalog-digest` and provenance.
+    #[allow(dead_code)]
     pub(crate) used: Vec<Origin>,
     /// Indices chosen, for the lock writer.
     pub(crate) chosen: BTreeMap<Component, Option<usize>>,
@@ -149,23 +150,31 @@ pub(crate) fn members(spec: &Spec) -> BTreeMap<Component, String> {
 /// assert!(resolution.pick(gpustack::Component::Torch).is_some());
 /// ```
 pub fn solve(catalog: &Catalog, spec: &Spec) -> Result<Resolution, Error> {
-    let ctx = Ctx::new(catalog, spec);
     let members = members(spec);
-    let mut p = Problem::new(&ctx, &members);
-    match p.search() {
-        Some(assign) => Ok(p.resolution(&members, &assign)),
-        None => Err(Error::NoSolution(Box::new(explain::explain(
-            &ctx, &members, &p,
-        )))),
+    let found = {
+        let quiet = Ctx::quiet(catalog, spec);
+        Problem::new(&quiet, &members).search()
+    };
+    let ctx = Ctx::new(catalog, spec);
+    match found {
+        Some(assign) => Ok(resolution(&ctx, &members, &assign)),
+        None => {
+            // Search again with messages on, to explain.
+            let mut p = Problem::new(&ctx, &members);
+            let _ = p.search();
+            Err(Error::NoSolution(Box::new(explain::explain(
+                &ctx, &members, &p,
+            ))))
+        }
     }
 }
 
 /// Solves without explaining failures (hints use it; explaining would recurse).
 pub(crate) fn solve_quiet(catalog: &Catalog, spec: &Spec) -> Option<Resolution> {
-    let ctx = Ctx::new(catalog, spec);
     let members = members(spec);
-    let mut p = Problem::new(&ctx, &members);
-    p.search().map(|assign| p.resolution(&members, &assign))
+    let quiet = Ctx::quiet(catalog, spec);
+    let assign = Problem::new(&quiet, &members).search()?;
+    Some(resolution(&Ctx::new(catalog, spec), &members, &assign))
 }
 
 /// Only decides whether a spec is satisfiable (used for hints and tests).
@@ -173,7 +182,7 @@ pub(crate) fn solve_assignment(
     catalog: &Catalog,
     spec: &Spec,
 ) -> Option<BTreeMap<Component, Version>> {
-    let ctx = Ctx::new(catalog, spec);
+    let ctx = Ctx::quiet(catalog, spec);
     let members = members(spec);
     let mut p = Problem::new(&ctx, &members);
     p.search().map(|a| {
@@ -430,203 +439,285 @@ impl<'a, 'c> Problem<'a, 'c> {
         }
         Ok(())
     }
+}
+#[cfg(test)]
+mod proptests;
 
-    fn resolution(
-        &self,
-        members: &BTreeMap<Component, String>,
-        assign: &[(Component, Cand)],
-    ) -> Resolution {
-        let ctx = self.ctx;
-        let get = |c: Component| assign.iter().find(|(x, _)| *x == c).map(|(_, k)| *k);
-        let driver = get(Component::Driver).map(|k| ctx.version(Component::Driver, k).clone());
-        let mut used: Vec<Origin> = Vec::new();
-        let mut picks = Vec::new();
-        let mut chosen = BTreeMap::new();
-        let cuda_compat = match (&driver, get(Component::Cuda)) {
-            (Some(d), Some(Cand::Idx(i))) => {
-                let r = &ctx.cat.cuda[i];
-                Some(ctx.compat_for(d, &r.version, r.driver_min.as_ref(), false))
+fn resolution(
+    ctx: &Ctx<'_>,
+    members: &BTreeMap<Component, String>,
+    assign: &[(Component, Cand)],
+) -> Resolution {
+    let get = |c: Component| assign.iter().find(|(x, _)| *x == c).map(|(_, k)| *k);
+    let driver = get(Component::Driver).map(|k| ctx.version(Component::Driver, k).clone());
+    let mut used: Vec<Origin> = Vec::new();
+    let mut picks = Vec::new();
+    let mut chosen = BTreeMap::new();
+    let cuda_compat = match (&driver, get(Component::Cuda)) {
+        (Some(d), Some(Cand::Idx(i))) => {
+            let r = &ctx.cat.cuda[i];
+            Some(ctx.compat_for(d, &r.version, r.driver_min.as_ref(), false))
+        }
+        _ => None,
+    };
+    let torch_compat = match (&driver, get(Component::Torch)) {
+        (Some(d), Some(Cand::Idx(i))) => {
+            let t = &ctx.cat.torch[i];
+            Some(ctx.compat_for(
+                d,
+                &t.cuda,
+                ctx.full_min_for_runtime(&t.cuda),
+                ctx.needs_ptx(&t.arch_list),
+            ))
+        }
+        _ => None,
+    };
+    for c in Component::ALL {
+        let Some(k) = get(c) else { continue };
+        let origin = ctx.origin(c, k).cloned();
+        if let Some(o) = &origin {
+            used.push(o.clone());
+        }
+        if let (Component::Torch, Cand::Idx(i)) = (c, k) {
+            used.push(ctx.cat.torch[i].release_origin.clone());
+        }
+        chosen.insert(
+            c,
+            match k {
+                Cand::Idx(i) => Some(i),
+                Cand::Host => None,
+            },
+        );
+        let because = because(ctx, c, k, assign);
+        picks.push(Pick {
+            component: c,
+            version: ctx.version(c, k).clone(),
+            requested: members[&c].clone(),
+            origin,
+            because,
+        });
+    }
+    // Rule facts that every pick relied on.
+    if let Some(d) = &driver {
+        for p in &picks {
+            let cu = match p.component {
+                Component::Cuda | Component::Torch | Component::Vllm => Some(&p.version),
+                _ => None,
+            };
+            if let Some(v) = cu {
+                let major = if p.component == Component::Torch {
+                    get(Component::Torch).and_then(|k| match k {
+                        Cand::Idx(i) => Some(ctx.cat.torch[i].cuda.major()),
+                        Cand::Host => None,
+                    })
+                } else {
+                    Some(v.major())
+                };
+                if let Some(m) = major.and_then(|m| ctx.cat.minor_compat_for(m)) {
+                    used.push(m.origin.clone());
+                }
             }
-            _ => None,
-        };
-        let torch_compat = match (&driver, get(Component::Torch)) {
-            (Some(d), Some(Cand::Idx(i))) => {
-                let t = &ctx.cat.torch[i];
-                Some(ctx.compat_for(
+        }
+        let _ = d;
+    }
+    for cc in &ctx.targets {
+        let _ = cc;
+    }
+    if let Some(Cand::Idx(i)) = get(Component::Cuda) {
+        if let Some(ts) = ctx.cat.targets_for(&ctx.cat.cuda[i].version) {
+            used.push(ts.origin.clone());
+        }
+        if let Some(f) = ctx.cat.forward_compat_for(&ctx.cat.cuda[i].version) {
+            if matches!(cuda_compat, Some(Compat::Forward { .. })) {
+                used.push(f.origin.clone());
+            }
+        }
+    }
+    for g in ctx.spec.gpus.iter().filter_map(|g| ctx.cat.gpu(g)) {
+        used.push(g.origin.clone());
+    }
+    if let Some(os) = &ctx.spec.os {
+        if let Some(o) = ctx.cat.os.iter().find(|x| &x.id == os) {
+            used.push(o.origin.clone());
+        }
+    }
+    let catalog_digest = crate::catalog::digest_of(&used);
+    Resolution {
+        spec: ctx.spec.clone(),
+        arch_list: ctx.targets.clone(),
+        capabilities: ctx.ccs.clone(),
+        picks,
+        cuda_compat,
+        torch_compat,
+        catalog_digest,
+        used,
+        chosen,
+    }
+}
+
+/// Why this pick: how it fits its neighbours, and why better-ranked candidates lost.
+fn because(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)]) -> Vec<String> {
+    let mut out = Vec::new();
+    let get = |x: Component| assign.iter().find(|(y, _)| *y == x).map(|(_, k)| *k);
+    let idx = |k: Option<Cand>| match k {
+        Some(Cand::Idx(i)) => Some(i),
+        _ => None,
+    };
+    let driver = get(Component::Driver).map(|d| ctx.version(Component::Driver, d).clone());
+    // How it fits.
+    match (c, idx(Some(k))) {
+        (Component::Cuda, Some(i)) => {
+            let r = &ctx.cat.cuda[i];
+            if let Some(d) = &driver {
+                let mode = ctx.compat_for(d, &r.version, r.driver_min.as_ref(), false);
+                out.push(format!(
+                    "driver {d} runs CUDA {} with {} compatibility [{}]",
+                    r.version,
+                    mode.as_str(),
+                    Rule::DriverCuda.id()
+                ));
+            }
+            if let Some(t) = idx(get(Component::Torch)) {
+                let t = &ctx.cat.torch[t];
+                out.push(format!("torch {} bundles the CUDA {} runtime: same major as the toolkit, not newer [{}]", t.full, t.cuda, Rule::TorchToolkit.id()));
+            }
+            if let Some(ts) = ctx.cat.targets_for(&r.version) {
+                let names: Vec<String> = ctx.targets.iter().map(ToString::to_string).collect();
+                out.push(format!(
+                    "nvcc accepts {} ({}) [{}]",
+                    names.join(", "),
+                    ts.origin.location(),
+                    Rule::NvccTargets.id()
+                ));
+            }
+        }
+        (Component::Torch, Some(i)) => {
+            let t = &ctx.cat.torch[i];
+            let list: Vec<String> = t.arch_list.iter().map(|a| a.torch_form()).collect();
+            out.push(format!(
+                "its arch list {} runs on compute capability {} [{}]",
+                list.join(";"),
+                ctx.ccs
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                Rule::TorchArchList.id()
+            ));
+            if let Some(d) = &driver {
+                let mode = ctx.compat_for(
                     d,
                     &t.cuda,
                     ctx.full_min_for_runtime(&t.cuda),
                     ctx.needs_ptx(&t.arch_list),
-                ))
+                );
+                out.push(format!(
+                    "driver {d} runs its CUDA {} runtime with {} compatibility [{}]",
+                    t.cuda,
+                    mode.as_str(),
+                    Rule::WheelRuntimeDriver.id()
+                ));
             }
-            _ => None,
-        };
-        for c in Component::ALL {
-            let Some(k) = get(c) else { continue };
-            let origin = ctx.origin(c, k).cloned();
-            if let Some(o) = &origin {
-                used.push(o.clone());
-            }
-            if let (Component::Torch, Cand::Idx(i)) = (c, k) {
-                used.push(ctx.cat.torch[i].release_origin.clone());
-            }
-            chosen.insert(
-                c,
-                match k {
-                    Cand::Idx(i) => Some(i),
-                    Cand::Host => None,
-                },
-            );
-            let because = self.because(c, k, assign);
-            picks.push(Pick {
-                component: c,
-                version: ctx.version(c, k).clone(),
-                requested: members[&c].clone(),
-                origin,
-                because,
-            });
-        }
-        // Rule facts that every pick relied on.
-        if let Some(d) = &driver {
-            for p in &picks {
-                let cu = match p.component {
-                    Component::Cuda | Component::Torch | Component::Vllm => Some(&p.version),
-                    _ => None,
-                };
-                if let Some(v) = cu {
-                    let major = if p.component == Component::Torch {
-                        get(Component::Torch).and_then(|k| match k {
-                            Cand::Idx(i) => Some(ctx.cat.torch[i].cuda.major()),
-                            Cand::Host => None,
-                        })
-                    } else {
-                        Some(v.major())
-                    };
-                    if let Some(m) = major.and_then(|m| ctx.cat.minor_compat_for(m)) {
-                        used.push(m.origin.clone());
-                    }
-                }
-            }
-            let _ = d;
-        }
-        for cc in &ctx.targets {
-            let _ = cc;
-        }
-        if let Some(Cand::Idx(i)) = get(Component::Cuda) {
-            if let Some(ts) = ctx.cat.targets_for(&ctx.cat.cuda[i].version) {
-                used.push(ts.origin.clone());
-            }
-            if let Some(f) = ctx.cat.forward_compat_for(&ctx.cat.cuda[i].version) {
-                if matches!(cuda_compat, Some(Compat::Forward { .. })) {
-                    used.push(f.origin.clone());
-                }
+            if let Some(v) = idx(get(Component::Vllm)) {
+                let r = &ctx.cat.vllm[v];
+                out.push(format!(
+                    "vLLM {} pins torch =={} and ships a CUDA {} wheel [{}]",
+                    r.version,
+                    r.torch,
+                    r.cuda,
+                    Rule::VllmTorchPin.id()
+                ));
             }
         }
-        for g in ctx.spec.gpus.iter().filter_map(|g| ctx.cat.gpu(g)) {
-            used.push(g.origin.clone());
-        }
-        if let Some(os) = &ctx.spec.os {
-            if let Some(o) = ctx.cat.os.iter().find(|x| &x.id == os) {
-                used.push(o.origin.clone());
-            }
-        }
-        let catalog_digest = crate::catalog::digest_of(&used);
-        Resolution {
-            spec: ctx.spec.clone(),
-            arch_list: ctx.targets.clone(),
-            capabilities: ctx.ccs.clone(),
-            picks,
-            cuda_compat,
-            torch_compat,
-            catalog_digest,
-            used,
-            chosen,
-        }
-    }
-
-    /// Why this pick: the neighbours' rules it satisfies, and why better candidates lost.
-    fn because(&self, c: Component, k: Cand, assign: &[(Component, Cand)]) -> Vec<String> {
-        let ctx = self.ctx;
-        let mut out = Vec::new();
-        if let Some(o) = ctx.origin(c, k) {
-            out.push(format!(
-                "catalog entry {} (source: {})",
-                o.location(),
-                o.source
-            ));
-        }
-        // Better-ranked candidates that lost, with the first reason.
-        let mut shown = 0;
-        let mut all: Vec<Cand> = ctx.candidates(c);
-        if c == Component::Cuda {
-            all = self.ranked(c, assign);
-            let rem: Vec<Cand> = self
-                .removed
-                .get(&c)
-                .map(|r| r.iter().map(|x| x.cand).collect())
-                .unwrap_or_default();
-            all.extend(rem);
-            all.sort_by_key(|x| match x {
-                Cand::Idx(i) => *i,
-                Cand::Host => 0,
-            });
-        }
-        for other in all {
-            if other == k || shown >= 3 {
-                if other == k {
-                    break;
-                }
-                continue;
-            }
-            if c == Component::Cuda && ctx.version(c, other) < ctx.version(c, k) {
-                continue;
-            }
-            let reason = self
-                .removed
-                .get(&c)
-                .and_then(|rs| rs.iter().find(|r| r.cand == other))
-                .map(|r| r.violation.clone())
-                .or_else(|| {
-                    assign
-                        .iter()
-                        .filter(|(x, _)| *x != c)
-                        .find_map(|&(x, a)| self.pair(x, a, c, other).err())
-                });
-            let v = ctx.version(c, other);
-            match reason {
-                Some(r) => out.push(format!("not {v}: {} [{}]", r.message, r.rule.id())),
-                None => out.push(format!(
-                    "not {v}: a higher-priority component's pick leaves no complete stack with it"
-                )),
-            }
-            shown += 1;
-        }
-        for &(x, a) in assign {
-            if x == c {
-                continue;
-            }
-            if let (Component::Torch, Component::Vllm) | (Component::Vllm, Component::Torch) =
-                (c, x)
-            {
-                let (t, v) = if c == Component::Torch {
-                    (k, a)
+        (Component::Cudnn | Component::Nccl, Some(_)) => {
+            if let Some(t) = idx(get(Component::Torch)) {
+                let t = &ctx.cat.torch[t];
+                let pin = if c == Component::Cudnn {
+                    &t.cudnn
                 } else {
-                    (a, k)
+                    &t.nccl
                 };
-                if let (Cand::Idx(_), Cand::Idx(vi)) = (t, v) {
-                    let r = &ctx.cat.vllm[vi];
-                    out.push(format!(
-                        "vLLM {} pins torch =={} and ships a CUDA {} wheel [{}]",
-                        r.version,
-                        r.torch,
-                        r.cuda,
-                        Rule::VllmTorchPin.id()
-                    ));
+                let rule = if c == Component::Cudnn {
+                    Rule::TorchCudnnPin
+                } else {
+                    Rule::TorchNcclPin
+                };
+                match pin {
+                    Some(p) => out.push(format!("torch {} pins {} {p} [{}]", t.full, c.display(), rule.id())),
+                    None => out.push(format!("torch {} has no known {} pin in the catalog, so the newest build for CUDA {} is used", t.full, c.display(), t.cuda.major())),
                 }
             }
         }
-        out
+        (Component::Driver, _) => {
+            if ctx.host_driver.is_some() {
+                out.push(
+                    "the installed driver is a host fact: gpustack checks it, never changes it"
+                        .to_string(),
+                );
+            } else if let Some(b) = ctx.cat.branch_of(ctx.version(c, k)) {
+                out.push(format!("newest driver of a supported production/LTS branch that runs the stack (R{} {}, {})", b.number, b.kind.as_str(), if b.supported { "supported" } else { "end of life" }));
+            }
+        }
+        _ => {}
     }
+    // Better-ranked candidates that lost, grouped by reason.
+    let mut ranked = ctx.candidates(c);
+    if c == Component::Cuda {
+        sort_cuda(ctx, &mut ranked, assign);
+    }
+    let mut groups: Vec<(Vec<String>, String)> = Vec::new();
+    for other in ranked {
+        if other == k {
+            break;
+        }
+        let reason = ctx.check_unary(c, other).err().or_else(|| {
+            // Only picks decided before this one, and the installed driver, can explain
+            // why it lost; later picks would be circular.
+            let pos = |x: Component| ORDER.iter().position(|y| *y == x).unwrap_or(usize::MAX);
+            let earlier = |x: Component| {
+                x != c && (pos(x) < pos(c) || (x == Component::Driver && ctx.host_driver.is_some()))
+            };
+            assign
+                .iter()
+                .filter(|(x, _)| earlier(*x))
+                .find_map(|&(x, a)| {
+                    if x < c {
+                        ctx.check_pair(x, a, c, other).err()
+                    } else {
+                        ctx.check_pair(c, other, x, a).err()
+                    }
+                })
+        });
+        let text = match reason {
+            Some(r) => format!("{} [{}]", r.message, r.rule.id()),
+            None => "no complete stack with it satisfies the rest of the request".to_string(),
+        };
+        let v = ctx.version(c, other).to_string();
+        match groups.iter_mut().find(|(_, t)| shape(t) == shape(&text)) {
+            Some((vs, _)) => vs.push(v),
+            None => groups.push((vec![v], text)),
+        }
+    }
+    for (vs, text) in groups.into_iter().take(4) {
+        let head = if vs.len() > 3 {
+            format!("{} and {} more", vs[..3].join(", "), vs.len() - 3)
+        } else {
+            vs.join(", ")
+        };
+        out.push(format!("not {head}: {text}"));
+    }
+    out
 }
-#[cfg(test)]
-mod proptests;
+
+fn shape(s: &str) -> String {
+    s.split(' ')
+        .map(|w| {
+            if w.chars().any(|c| c.is_ascii_digit()) {
+                "#"
+            } else {
+                w
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}

@@ -142,6 +142,9 @@ pub(crate) struct Ctx<'c> {
     pub(crate) targets: Vec<Target>,
     pub(crate) all_datacenter: bool,
     pub(crate) host_driver: Option<Version>,
+    /// Build violation messages and fact lists. Off during search (the hot path), on when
+    /// explaining or recording `because`.
+    pub(crate) verbose: bool,
 }
 
 fn vlist(vs: &[&Version]) -> String {
@@ -164,6 +167,15 @@ impl<'c> Ctx<'c> {
             targets,
             all_datacenter,
             host_driver: spec.driver.clone(),
+            verbose: true,
+        }
+    }
+
+    /// A context that builds no violation messages: for the search's hot path.
+    pub(crate) fn quiet(cat: &'c Catalog, spec: &'c Spec) -> Ctx<'c> {
+        Ctx {
+            verbose: false,
+            ..Ctx::new(cat, spec)
         }
     }
 
@@ -275,11 +287,15 @@ impl<'c> Ctx<'c> {
             if !req.matches(v) {
                 return Err(Violation {
                     rule: Rule::Request,
-                    message: format!(
-                        "{} {v} does not match your request `{} = \"{req}\"`",
-                        c.display(),
-                        c.name()
-                    ),
+                    message: if self.verbose {
+                        format!(
+                            "{} {v} does not match your request `{} = \"{req}\"`",
+                            c.display(),
+                            c.name()
+                        )
+                    } else {
+                        String::new()
+                    },
                     facts: vec![],
                 });
             }
@@ -296,11 +312,19 @@ impl<'c> Ctx<'c> {
                 let Some(ts) = self.cat.targets_for(&r.version) else {
                     return Err(Violation {
                         rule: Rule::NvccTargets,
-                        message: format!(
-                            "the catalog does not know which GPU targets CUDA {} accepts",
-                            r.version
-                        ),
-                        facts: vec![r.origin.clone()],
+                        message: if self.verbose {
+                            format!(
+                                "the catalog does not know which GPU targets CUDA {} accepts",
+                                r.version
+                            )
+                        } else {
+                            String::new()
+                        },
+                        facts: if self.verbose {
+                            vec![r.origin.clone()]
+                        } else {
+                            Vec::new()
+                        },
                     });
                 };
                 let missing: Vec<&Target> = self
@@ -318,11 +342,19 @@ impl<'c> Ctx<'c> {
                     let last = ts.sm.last().map(|t| t.to_string()).unwrap_or_default();
                     return Err(Violation {
                         rule: Rule::NvccTargets,
-                        message: format!(
+                        message: if self.verbose {
+                            format!(
                             "nvcc of CUDA {} does not accept {names} (it accepts {first} … {last})",
                             r.version
-                        ),
-                        facts: vec![ts.origin.clone()],
+                        )
+                        } else {
+                            String::new()
+                        },
+                        facts: if self.verbose {
+                            vec![ts.origin.clone()]
+                        } else {
+                            Vec::new()
+                        },
                     });
                 }
                 if let Some(os_id) = &self.spec.os {
@@ -330,8 +362,16 @@ impl<'c> Ctx<'c> {
                         if !os.cuda.matches(&r.version) {
                             return Err(Violation {
                                 rule: Rule::OsImages,
-                                message: format!("NVIDIA publishes CUDA {} for {os_id} only in `{}`; {} is not among them", r.version, os.cuda, r.version),
-                                facts: vec![os.origin.clone()],
+                                message: if self.verbose {
+                                    format!("NVIDIA publishes CUDA {} for {os_id} only in `{}`; {} is not among them", r.version, os.cuda, r.version)
+                                } else {
+                                    String::new()
+                                },
+                                facts: if self.verbose {
+                                    vec![os.origin.clone()]
+                                } else {
+                                    Vec::new()
+                                },
                             });
                         }
                     }
@@ -349,8 +389,16 @@ impl<'c> Ctx<'c> {
                             .join(";");
                         return Err(Violation {
                             rule: Rule::TorchArchList,
-                            message: format!("torch {} is built for `{list}`, which has no kernels for compute capability {cc}{}", b.full, self.gpu_names_for(*cc)),
-                            facts: vec![b.origin.clone()],
+                            message: if self.verbose {
+                                format!("torch {} is built for `{list}`, which has no kernels for compute capability {cc}{}", b.full, self.gpu_names_for(*cc))
+                            } else {
+                                String::new()
+                            },
+                            facts: if self.verbose {
+                                vec![b.origin.clone()]
+                            } else {
+                                Vec::new()
+                            },
                         });
                     }
                 }
@@ -361,12 +409,20 @@ impl<'c> Ctx<'c> {
                     if let Some(cc) = self.ccs.iter().find(|cc| **cc < min) {
                         return Err(Violation {
                             rule: Rule::VllmMinCc,
-                            message: format!(
-                                "vLLM {} needs compute capability ≥ {min}, but {cc}{} is older",
-                                r.version,
-                                self.gpu_names_for(*cc)
-                            ),
-                            facts: vec![r.origin.clone()],
+                            message: if self.verbose {
+                                format!(
+                                    "vLLM {} needs compute capability ≥ {min}, but {cc}{} is older",
+                                    r.version,
+                                    self.gpu_names_for(*cc)
+                                )
+                            } else {
+                                String::new()
+                            },
+                            facts: if self.verbose {
+                                vec![r.origin.clone()]
+                            } else {
+                                Vec::new()
+                            },
                         });
                     }
                 }
@@ -381,13 +437,21 @@ impl<'c> Ctx<'c> {
                     if let Some(cc) = self.ccs.iter().find(|cc| **cc < min) {
                         return Err(Violation {
                             rule: Rule::LibMinCc,
-                            message: format!(
-                                "{} {} supports compute capability ≥ {min} only, not {cc}{}",
-                                c.display(),
-                                r.version,
-                                self.gpu_names_for(*cc)
-                            ),
-                            facts: vec![r.origin.clone()],
+                            message: if self.verbose {
+                                format!(
+                                    "{} {} supports compute capability ≥ {min} only, not {cc}{}",
+                                    c.display(),
+                                    r.version,
+                                    self.gpu_names_for(*cc)
+                                )
+                            } else {
+                                String::new()
+                            },
+                            facts: if self.verbose {
+                                vec![r.origin.clone()]
+                            } else {
+                                Vec::new()
+                            },
                         });
                     }
                 }
@@ -421,8 +485,16 @@ impl<'c> Ctx<'c> {
                 if d.major() > last {
                     return Err(Violation {
                         rule: Rule::GpuLastBranch,
-                        message: format!("driver {d} is from branch R{}, but {} ({}) is supported only up to branch R{last}", d.major(), g.id, g.arch),
-                        facts: vec![g.origin.clone()],
+                        message: if self.verbose {
+                            format!("driver {d} is from branch R{}, but {} ({}) is supported only up to branch R{last}", d.major(), g.id, g.arch)
+                        } else {
+                            String::new()
+                        },
+                        facts: if self.verbose {
+                            vec![g.origin.clone()]
+                        } else {
+                            Vec::new()
+                        },
                     });
                 }
             }
@@ -430,8 +502,16 @@ impl<'c> Ctx<'c> {
                 if d < min {
                     return Err(Violation {
                         rule: Rule::GpuMinDriver,
-                        message: format!("{} needs driver ≥ {min}, and driver {d} is older", g.id),
-                        facts: vec![g.origin.clone()],
+                        message: if self.verbose {
+                            format!("{} needs driver ≥ {min}, and driver {d} is older", g.id)
+                        } else {
+                            String::new()
+                        },
+                        facts: if self.verbose {
+                            vec![g.origin.clone()]
+                        } else {
+                            Vec::new()
+                        },
                     });
                 }
             }
@@ -449,7 +529,7 @@ impl<'c> Ctx<'c> {
         full_min: Option<&Version>,
         needs_ptx_jit: bool,
         rule: Rule,
-        what: &str,
+        what: impl FnOnce() -> String,
         fact: Option<&Origin>,
     ) -> Result<Compat, Violation> {
         if full_min.is_some_and(|m| driver >= m) {
@@ -475,6 +555,14 @@ impl<'c> Ctx<'c> {
                 });
             }
         }
+        if !self.verbose {
+            return Err(Violation {
+                rule,
+                message: String::new(),
+                facts: Vec::new(),
+            });
+        }
+        let what = what();
         let mut msg = match full_min {
             Some(m) => format!("{what} needs driver ≥ {m}"),
             None => format!("{what} has no published full-support driver minimum"),
@@ -545,18 +633,26 @@ impl<'c> Ctx<'c> {
                 } else {
                     Err(Violation {
                         rule: Rule::LibCudaMajor,
-                        message: format!(
-                            "{} {} ships builds for CUDA {} only, not CUDA {}",
-                            cb.display(),
-                            lib.version,
-                            lib.cuda_majors
-                                .iter()
-                                .map(ToString::to_string)
-                                .collect::<Vec<_>>()
-                                .join(", "),
-                            cu.version.major()
-                        ),
-                        facts: vec![lib.origin.clone()],
+                        message: if self.verbose {
+                            format!(
+                                "{} {} ships builds for CUDA {} only, not CUDA {}",
+                                cb.display(),
+                                lib.version,
+                                lib.cuda_majors
+                                    .iter()
+                                    .map(ToString::to_string)
+                                    .collect::<Vec<_>>()
+                                    .join(", "),
+                                cu.version.major()
+                            )
+                        } else {
+                            String::new()
+                        },
+                        facts: if self.verbose {
+                            vec![lib.origin.clone()]
+                        } else {
+                            Vec::new()
+                        },
                     })
                 }
             }
@@ -571,17 +667,25 @@ impl<'c> Ctx<'c> {
                 } else {
                     Err(Violation {
                         rule: Rule::TorchToolkit,
-                        message: if same_major {
-                            format!("torch {} bundles the CUDA {} runtime, newer than the CUDA {} toolkit", t.full, t.cuda, cu.version)
+                        message: if self.verbose {
+                            if same_major {
+                                format!("torch {} bundles the CUDA {} runtime, newer than the CUDA {} toolkit", t.full, t.cuda, cu.version)
+                            } else {
+                                format!(
+                                    "torch {} is a CUDA {} build, but the toolkit is CUDA {}",
+                                    t.full,
+                                    t.cuda.major(),
+                                    cu.version
+                                )
+                            }
                         } else {
-                            format!(
-                                "torch {} is a CUDA {} build, but the toolkit is CUDA {}",
-                                t.full,
-                                t.cuda.major(),
-                                cu.version
-                            )
+                            String::new()
                         },
-                        facts: vec![t.origin.clone()],
+                        facts: if self.verbose {
+                            vec![t.origin.clone()]
+                        } else {
+                            Vec::new()
+                        },
                     })
                 }
             }
@@ -601,26 +705,42 @@ impl<'c> Ctx<'c> {
                 match pin {
                     Some(p) if *p != lib.version => Err(Violation {
                         rule,
-                        message: format!(
-                            "torch {} pins {} {p}, not {}",
-                            t.full,
-                            ca.display(),
-                            lib.version
-                        ),
-                        facts: vec![t.origin.clone()],
+                        message: if self.verbose {
+                            format!(
+                                "torch {} pins {} {p}, not {}",
+                                t.full,
+                                ca.display(),
+                                lib.version
+                            )
+                        } else {
+                            String::new()
+                        },
+                        facts: if self.verbose {
+                            vec![t.origin.clone()]
+                        } else {
+                            Vec::new()
+                        },
                     }),
                     Some(_) => Ok(()),
                     None if lib.cuda_majors.contains(&t.cuda.major()) => Ok(()),
                     None => Err(Violation {
                         rule: Rule::LibCudaMajor,
-                        message: format!(
-                            "{} {} has no CUDA {} build for torch {}",
-                            ca.display(),
-                            lib.version,
-                            t.cuda.major(),
-                            t.full
-                        ),
-                        facts: vec![lib.origin.clone()],
+                        message: if self.verbose {
+                            format!(
+                                "{} {} has no CUDA {} build for torch {}",
+                                ca.display(),
+                                lib.version,
+                                t.cuda.major(),
+                                t.full
+                            )
+                        } else {
+                            String::new()
+                        },
+                        facts: if self.verbose {
+                            vec![lib.origin.clone()]
+                        } else {
+                            Vec::new()
+                        },
                     }),
                 }
             }
@@ -632,11 +752,19 @@ impl<'c> Ctx<'c> {
                 } else {
                     Err(Violation {
                         rule: Rule::WheelPython,
-                        message: format!(
-                            "torch {} publishes wheels for Python `{}` only, not {py}",
-                            t.full, t.python
-                        ),
-                        facts: vec![t.release_origin.clone()],
+                        message: if self.verbose {
+                            format!(
+                                "torch {} publishes wheels for Python `{}` only, not {py}",
+                                t.full, t.python
+                            )
+                        } else {
+                            String::new()
+                        },
+                        facts: if self.verbose {
+                            vec![t.release_origin.clone()]
+                        } else {
+                            Vec::new()
+                        },
                     })
                 }
             }
@@ -648,11 +776,19 @@ impl<'c> Ctx<'c> {
                 } else {
                     Err(Violation {
                         rule: Rule::WheelPython,
-                        message: format!(
-                            "vLLM {} supports Python `{}` only, not {py}",
-                            r.version, r.python
-                        ),
-                        facts: vec![r.origin.clone()],
+                        message: if self.verbose {
+                            format!(
+                                "vLLM {} supports Python `{}` only, not {py}",
+                                r.version, r.python
+                            )
+                        } else {
+                            String::new()
+                        },
+                        facts: if self.verbose {
+                            vec![r.origin.clone()]
+                        } else {
+                            Vec::new()
+                        },
                     })
                 }
             }
@@ -662,11 +798,19 @@ impl<'c> Ctx<'c> {
                 match &r.python {
                     Some(req) if !req.matches(py) => Err(Violation {
                         rule: Rule::WheelPython,
-                        message: format!(
-                            "DeepSpeed {} supports Python `{req}` only, not {py}",
-                            r.version
-                        ),
-                        facts: vec![r.origin.clone()],
+                        message: if self.verbose {
+                            format!(
+                                "DeepSpeed {} supports Python `{req}` only, not {py}",
+                                r.version
+                            )
+                        } else {
+                            String::new()
+                        },
+                        facts: if self.verbose {
+                            vec![r.origin.clone()]
+                        } else {
+                            Vec::new()
+                        },
                     }),
                     _ => Ok(()),
                 }
@@ -677,17 +821,33 @@ impl<'c> Ctx<'c> {
                 if t.version.cmp_release(&r.torch).is_ne() {
                     Err(Violation {
                         rule: Rule::VllmTorchPin,
-                        message: format!(
-                            "vLLM {} pins torch =={}, not {}",
-                            r.version, r.torch, t.version
-                        ),
-                        facts: vec![r.origin.clone()],
+                        message: if self.verbose {
+                            format!(
+                                "vLLM {} pins torch =={}, not {}",
+                                r.version, r.torch, t.version
+                            )
+                        } else {
+                            String::new()
+                        },
+                        facts: if self.verbose {
+                            vec![r.origin.clone()]
+                        } else {
+                            Vec::new()
+                        },
                     })
                 } else if t.cuda.major() != r.cuda.major() {
                     Err(Violation {
                         rule: Rule::VllmTorchPin,
-                        message: format!("vLLM {}'s wheel is built with CUDA {}, so torch must be a CUDA {} build, not {}", r.version, r.cuda, r.cuda.major(), t.full),
-                        facts: vec![r.origin.clone()],
+                        message: if self.verbose {
+                            format!("vLLM {}'s wheel is built with CUDA {}, so torch must be a CUDA {} build, not {}", r.version, r.cuda, r.cuda.major(), t.full)
+                        } else {
+                            String::new()
+                        },
+                        facts: if self.verbose {
+                            vec![r.origin.clone()]
+                        } else {
+                            Vec::new()
+                        },
                     })
                 } else {
                     Ok(())
@@ -699,11 +859,19 @@ impl<'c> Ctx<'c> {
                 match &r.torch {
                     Some(req) if !req.matches(&t.version) => Err(Violation {
                         rule: Rule::DeepspeedTorch,
-                        message: format!(
-                            "DeepSpeed {} requires torch `{req}`, not {}",
-                            r.version, t.version
-                        ),
-                        facts: vec![r.origin.clone()],
+                        message: if self.verbose {
+                            format!(
+                                "DeepSpeed {} requires torch `{req}`, not {}",
+                                r.version, t.version
+                            )
+                        } else {
+                            String::new()
+                        },
+                        facts: if self.verbose {
+                            vec![r.origin.clone()]
+                        } else {
+                            Vec::new()
+                        },
                     }),
                     _ => Ok(()),
                 }
@@ -729,7 +897,7 @@ impl<'c> Ctx<'c> {
                     r.driver_min.as_ref(),
                     false,
                     Rule::DriverCuda,
-                    &format!("CUDA {}", r.version),
+                    || format!("CUDA {}", r.version),
                     Some(&r.origin),
                 )
                 .map(|_| ())
@@ -743,7 +911,7 @@ impl<'c> Ctx<'c> {
                     self.full_min_for_runtime(&t.cuda),
                     ptx,
                     Rule::WheelRuntimeDriver,
-                    &format!("torch {} (CUDA {} runtime)", t.full, t.cuda),
+                    || format!("torch {} (CUDA {} runtime)", t.full, t.cuda),
                     self.cuda_release_origin(&t.cuda),
                 )
                 .map(|_| ())
@@ -756,7 +924,7 @@ impl<'c> Ctx<'c> {
                     self.full_min_for_runtime(&r.cuda),
                     false,
                     Rule::WheelRuntimeDriver,
-                    &format!("vLLM {} (CUDA {} wheel)", r.version, r.cuda),
+                    || format!("vLLM {} (CUDA {} wheel)", r.version, r.cuda),
                     self.cuda_release_origin(&r.cuda),
                 )
                 .map(|_| ())
@@ -795,14 +963,22 @@ impl<'c> Ctx<'c> {
         }
         Err(Violation {
             rule: Rule::DeepspeedNvcc,
-            message: format!(
+            message: if self.verbose {
+                format!(
                 "DeepSpeed {} builds its ops with nvcc from CUDA {cu}, which must match torch {}'s CUDA {} (its allowed mismatches: {})",
                 r.version,
                 t.full,
                 t.cuda,
                 if r.cuda_mismatch_ok.is_empty() { "none".to_string() } else { vlist(&r.cuda_mismatch_ok.iter().collect::<Vec<_>>()) }
-            ),
-            facts: vec![r.origin.clone()],
+            )
+            } else {
+                String::new()
+            },
+            facts: if self.verbose {
+                vec![r.origin.clone()]
+            } else {
+                Vec::new()
+            },
         })
     }
 
@@ -814,8 +990,16 @@ impl<'c> Ctx<'c> {
         full_min: Option<&Version>,
         ptx: bool,
     ) -> Compat {
-        self.driver_runs(driver, cuda, full_min, ptx, Rule::DriverCuda, "", None)
-            .unwrap_or(Compat::Unchecked)
+        self.driver_runs(
+            driver,
+            cuda,
+            full_min,
+            ptx,
+            Rule::DriverCuda,
+            String::new,
+            None,
+        )
+        .unwrap_or(Compat::Unchecked)
     }
 }
 
