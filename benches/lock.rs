@@ -20,10 +20,16 @@ fn ms(d: Duration) -> f64 {
 }
 
 fn main() {
-    let runs: usize = std::env::var("GPUSTACK_BENCH_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(30);
+    let runs: usize = std::env::var("GPUSTACK_BENCH_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(30);
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let bin = env!("CARGO_BIN_EXE_gpustack");
-    let mut specs: Vec<_> = std::fs::read_dir(root.join("fixtures/specs")).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut specs: Vec<_> = std::fs::read_dir(root.join("fixtures/specs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     specs.sort();
 
     let load: Vec<Duration> = (0..runs)
@@ -36,17 +42,30 @@ fn main() {
         })
         .collect();
     let (lmin, lmed) = stats(load);
-    println!("catalog load (in-process)            min {:7.3} ms  median {:7.3} ms", ms(lmin), ms(lmed));
+    println!(
+        "catalog load (in-process)            min {:7.3} ms  median {:7.3} ms",
+        ms(lmin),
+        ms(lmed)
+    );
     let catalog = gpustack::Catalog::stock().unwrap();
 
-    println!("{:<36} {:>22} {:>22} {:>12}", "spec", "cold process (min/med)", "solve+lock (min/med)", "write (med)");
+    println!(
+        "{:<36} {:>22} {:>22} {:>12}",
+        "spec", "cold process (min/med)", "solve+lock (min/med)", "write (med)"
+    );
     for spec in &specs {
         let name = spec.file_stem().unwrap().to_string_lossy().into_owned();
         let text = std::fs::read_to_string(spec).unwrap();
         let cold: Vec<Duration> = (0..runs)
             .map(|_| {
                 let t = Instant::now();
-                let st = Command::new(bin).args(["lock", "--spec"]).arg(spec).args(["--out", "-"]).stdout(Stdio::null()).status().unwrap();
+                let st = Command::new(bin)
+                    .args(["lock", "--spec"])
+                    .arg(spec)
+                    .args(["--out", "-"])
+                    .stdout(Stdio::null())
+                    .status()
+                    .unwrap();
                 assert!(st.success());
                 t.elapsed()
             })
@@ -73,10 +92,18 @@ fn main() {
         let (cmin, cmed) = stats(cold);
         let (smin, smed) = stats(solve);
         let (_, wmed) = stats(write);
-        println!("{name:<36} {:>9.2} / {:>7.2} ms {:>9.3} / {:>7.3} ms {:>9.3} ms", ms(cmin), ms(cmed), ms(smin), ms(smed), ms(wmed));
+        println!(
+            "{name:<36} {:>9.2} / {:>7.2} ms {:>9.3} / {:>7.3} ms {:>9.3} ms",
+            ms(cmin),
+            ms(cmed),
+            ms(smin),
+            ms(smed),
+            ms(wmed)
+        );
     }
     // A worst case: an unsatisfiable request, explained with hints.
-    let conflict = std::fs::read_to_string(root.join("fixtures/conflicts/vllm-cu13-needs-r580.toml")).unwrap();
+    let conflict =
+        std::fs::read_to_string(root.join("fixtures/conflicts/vllm-cu13-needs-r580.toml")).unwrap();
     let t: Vec<Duration> = (0..runs)
         .map(|_| {
             let t = Instant::now();
@@ -87,5 +114,9 @@ fn main() {
         })
         .collect();
     let (emin, emed) = stats(t);
-    println!("conflict explained with hints (vllm-cu13-needs-r580)  min {:7.3} ms  median {:7.3} ms", ms(emin), ms(emed));
+    println!(
+        "conflict explained with hints (vllm-cu13-needs-r580)  min {:7.3} ms  median {:7.3} ms",
+        ms(emin),
+        ms(emed)
+    );
 }

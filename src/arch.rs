@@ -199,6 +199,36 @@ impl fmt::Display for Target {
     }
 }
 
+/// Parses a `TORCH_CUDA_ARCH_LIST` entry. `X.Y+PTX` means both the `sm_XY` cubin and
+/// `compute_XY` PTX (PyTorch's meaning), so it yields two targets.
+pub fn parse_torch_entry(s: &str) -> Result<Vec<Target>, String> {
+    let t = Target::parse(s)?;
+    if t.ptx && s.trim().to_ascii_lowercase().ends_with("+ptx") {
+        Ok(vec![Target { ptx: false, ..t }, t])
+    } else {
+        Ok(vec![t])
+    }
+}
+
+/// Writes targets as a `TORCH_CUDA_ARCH_LIST`: `8.0`, `9.0+PTX` (a cubin and PTX of the
+/// same capability merge into one `+PTX` entry).
+pub fn torch_list(targets: &[Target]) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in targets {
+        if t.ptx && targets.contains(&Target { ptx: false, ..*t }) {
+            continue;
+        }
+        let ptx_too = !t.ptx && targets.contains(&Target { ptx: true, ..*t });
+        let s = Target {
+            ptx: ptx_too || t.ptx,
+            ..*t
+        }
+        .torch_form();
+        out.push(s);
+    }
+    out
+}
+
 /// How a set of targets serves a GPU: the best way any of them runs on it.
 pub fn best_way(targets: &[Target], gpu: Cc) -> Option<RunsVia> {
     let mut best = None;

@@ -257,10 +257,13 @@ impl Lock {
                     }
                     if let Some(cm) = &r.torch_compat {
                         s("compat", cm.as_str().to_string());
+                        if let Compat::Forward { package } = cm {
+                            s("compat-package", package.clone());
+                        }
                     }
                     fields.insert(
                         "arch-list".into(),
-                        Field::List(t.arch_list.iter().map(Target::torch_form).collect()),
+                        Field::List(crate::arch::torch_list(&t.arch_list)),
                     );
                     let py = r.pick(Component::Python).map(|p| p.version.clone());
                     if let Some(f) = t
@@ -277,6 +280,12 @@ impl Lock {
                     s("cuda", v.cuda.to_string());
                     if let Some(cc) = v.min_cc {
                         s("min-cc", cc.to_string());
+                    }
+                    if let Some(cm) = &r.vllm_compat {
+                        s("compat", cm.as_str().to_string());
+                        if let Compat::Forward { package } = cm {
+                            s("compat-package", package.clone());
+                        }
                     }
                     let py = r.pick(Component::Python).map(|p| p.version.clone());
                     if let Some(f) = v
@@ -312,7 +321,7 @@ impl Lock {
                 catalog: p
                     .origin
                     .as_ref()
-                    .map_or_else(|| "host".to_string(), |o| o.location()),
+                    .map_or_else(|| "host".to_string(), |o| o.lock_name.clone()),
                 fields,
                 because: p.because.clone(),
             });
@@ -543,7 +552,11 @@ fn layers(hw: &Hardware, spec: &Spec, comps: &[LockedComponent]) -> Vec<LockedLa
         }
         for c in &members {
             h.update(format!("{}={}\n", c.name.name(), c.version).as_bytes());
-            for (k, v) in &c.fields {
+            for (k, v) in c
+                .fields
+                .iter()
+                .filter(|(k, _)| PINNED_FIELDS.contains(&k.as_str()))
+            {
                 let v = match v {
                     Field::Str(s) => s.clone(),
                     Field::List(l) => l.join(","),
@@ -559,6 +572,24 @@ fn layers(hw: &Hardware, spec: &Spec, comps: &[LockedComponent]) -> Vec<LockedLa
     }
     out
 }
+
+/// Component fields that change what a layer installs, and so enter its closure hash.
+/// Descriptive fields (branch status, end of life, minimums) do not.
+const PINNED_FIELDS: &[&str] = &[
+    "arch-list",
+    "compat",
+    "compat-package",
+    "cuda",
+    "cudnn",
+    "cusparselt",
+    "index-url",
+    "nccl",
+    "sha256",
+    "torch",
+    "variant",
+    "wheel",
+    "wheel-index",
+];
 
 /// TOML basic string with escapes.
 pub(crate) fn quote(s: &str) -> String {

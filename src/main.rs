@@ -184,9 +184,16 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 eprintln!("error: {out} is stale: `gpustack lock` would change it\n\nhint: run `gpustack lock` and commit the result");
                 return Ok(1);
             }
-            if let Some(parent) = out_path.parent().filter(|p| !p.as_os_str().is_empty() && !p.exists()) {
+            if let Some(parent) = out_path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty() && !p.exists())
+            {
                 std::fs::create_dir_all(parent).map_err(|e| {
-                    Diagnostic::new(Stage::Io, format!("cannot create directory `{}`: {e}", parent.display())).hint("check the `--out` path and its permissions")
+                    Diagnostic::new(
+                        Stage::Io,
+                        format!("cannot create directory `{}`: {e}", parent.display()),
+                    )
+                    .hint("check the `--out` path and its permissions")
                 })?;
             }
             gpustack::emit::write_atomic(&out_path, rendered.as_bytes())?;

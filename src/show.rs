@@ -249,11 +249,7 @@ pub(crate) fn family(c: &Catalog, fam: &str) -> Option<String> {
                     },
                     b.cuda,
                     b.python,
-                    b.arch_list
-                        .iter()
-                        .map(|t| t.torch_form())
-                        .collect::<Vec<_>>()
-                        .join(";"),
+                    gpustack::arch::torch_list(&b.arch_list).join(";"),
                     b.cudnn
                         .as_ref()
                         .map(|v| format!(", cuDNN {v}"))
@@ -329,27 +325,28 @@ pub(crate) fn why(lock: &Lock, c: &LockedComponent) -> String {
             let _ = writeln!(o, "    - {b}");
         }
     }
+    let gpus: Vec<&str> = lock.hardware.gpus.iter().map(|g| g.id.as_str()).collect();
+    let archs: Vec<String> = lock
+        .hardware
+        .arch_list
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     let _ = writeln!(
         o,
-        "  hardware: {} on driver {} ({}), arch list {}",
-        lock.hardware
-            .gpus
-            .iter()
-            .map(|g| g.id.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
+        "  hardware:  {}driver {} ({}), arch list {}",
+        if gpus.is_empty() {
+            String::new()
+        } else {
+            format!("{} on ", gpus.join(", "))
+        },
         lock.hardware.driver,
         if lock.hardware.driver_installed {
             "installed"
         } else {
             "resolved"
         },
-        lock.hardware
-            .arch_list
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(" ")
+        archs.join(" ")
     );
     o
 }

@@ -402,9 +402,9 @@ impl Spec {
                     };
                     match VersionReq::parse(s) {
                         Ok(r) => {
-                            if r.pinned_local().is_some() && c != Component::Torch {
+                            if r.any_local().is_some() && c != Component::Torch {
                                 diags.push(
-                                    Diagnostic::new(Stage::Spec, format!("a local label (`+{}`) only selects torch wheel variants", r.pinned_local().unwrap_or_default()))
+                                    Diagnostic::new(Stage::Spec, format!("a local label (`+{}`) only selects torch wheel variants", r.any_local().unwrap_or_default()))
                                         .at_offset(f, t, o)
                                         .hint(format!("drop the `+…` part from the `{}` requirement", c.name())),
                                 );

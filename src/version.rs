@@ -423,9 +423,12 @@ impl VersionReq {
                 .find_map(|op| c.strip_prefix(op).map(|r| (*op, r.trim_start())))
                 .unwrap_or(("", c));
             if op == "=" {
-                return Err(err(format!(
-                    "`={rest}` is not an operator; write `=={rest}`"
-                )));
+                let fix = match rest.chars().next() {
+                    Some('>') => format!(">={}", &rest[1..]),
+                    Some('<') => format!("<={}", &rest[1..]),
+                    _ => format!("=={rest}"),
+                };
+                return Err(err(format!("`{c}` is not a comparison; write `{fix}`")));
             }
             if op == "~=" || rest.starts_with('=') || rest.starts_with('~') {
                 return Err(err(format!("unknown operator in `{c}`")));
@@ -463,6 +466,14 @@ impl VersionReq {
     /// The clauses.
     pub fn clauses(&self) -> &[Clause] {
         &self.clauses
+    }
+
+    /// The local label any clause names (`cu124` in `==2.5.1+cu124` or `!=2.5.1+cu124`).
+    pub fn any_local(&self) -> Option<&str> {
+        self.clauses.iter().find_map(|c| match c {
+            Clause::Eq(v) | Clause::Ne(v) => v.local(),
+            _ => None,
+        })
     }
 
     /// The local label an `==` clause pins, if any (`cu124` in `==2.5.1+cu124`).

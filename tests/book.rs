@@ -11,7 +11,9 @@ fn blocks(text: &str) -> Vec<(String, String, usize)> {
     let mut out = Vec::new();
     let mut lines = text.lines().enumerate();
     while let Some((n, line)) = lines.next() {
-        let Some(info) = line.trim_start().strip_prefix("```") else { continue };
+        let Some(info) = line.trim_start().strip_prefix("```") else {
+            continue;
+        };
         let info = info.trim().to_string();
         let mut body = String::new();
         for (_, l) in lines.by_ref() {
@@ -45,14 +47,22 @@ fn book_spec_examples_behave_as_labelled() {
             std::fs::write(work.join("gpustack.toml"), &body).unwrap();
             let out = run_in(&work, &["lock", "--out", "-"]);
             if out.code != want {
-                failures.push(format!("{}:{line}: `{info}` exited {} (want {want})\n{}", page.display(), out.code, out.stderr));
+                failures.push(format!(
+                    "{}:{line}: `{info}` exited {} (want {want})\n{}",
+                    page.display(),
+                    out.code,
+                    out.stderr
+                ));
             }
             checked += 1;
         }
     }
     let _ = std::fs::remove_dir_all(&work);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert!(checked >= 5, "the book should carry at least 5 tested spec examples, found {checked}");
+    assert!(
+        checked >= 5,
+        "the book should carry at least 5 tested spec examples, found {checked}"
+    );
 }
 
 #[test]
@@ -72,11 +82,17 @@ fn book_links_resolve() {
             rest = &rest[i + 2..];
             let end = rest.find(')').unwrap_or(rest.len());
             let target = &rest[..end];
-            if target.starts_with("http") || target.starts_with('#') || target.starts_with("mailto:") {
+            if target.starts_with("http")
+                || target.starts_with('#')
+                || target.starts_with("mailto:")
+            {
                 continue;
             }
             let file = target.split('#').next().unwrap_or("");
-            if !file.is_empty() && !dir.join(file).exists() && !page.parent().unwrap().join(file).exists() {
+            if !file.is_empty()
+                && !dir.join(file).exists()
+                && !page.parent().unwrap().join(file).exists()
+            {
                 failures.push(format!("{name}: broken link `{target}`"));
             }
         }

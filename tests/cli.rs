@@ -318,3 +318,35 @@ fn help_has_examples_for_every_command() {
         );
     }
 }
+
+#[test]
+fn overlay_paths_do_not_leak_into_the_lock() {
+    let dir = tempdir("overlay-paths");
+    std::fs::create_dir_all(dir.join("site")).unwrap();
+    std::fs::copy(
+        root().join("fixtures/specs/a100-pytorch.toml"),
+        dir.join("gpustack.toml"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("site/nccl.toml"),
+        "family = \"nccl\"\n\n[[release]]\nversion = \"2.99.1\"\ncuda_majors = [12]\nsource = \"site build of NCCL, https://example.org/nccl\"\n",
+    )
+    .unwrap();
+    let abs = dir.join("site").display().to_string();
+    let a = run_in(&dir, &["lock", "--out", "-", "--catalog", "site"]);
+    let b = run_in(&dir, &["lock", "--out", "-", "--catalog", "./site/"]);
+    let c = run_in(&dir, &["lock", "--out", "-", "--catalog", &abs]);
+    assert_eq!(a.code, 0, "{}", a.stderr);
+    assert!(
+        a.stdout.contains("nccl\"\nversion = \"2.99.1\"")
+            || a.stdout.contains("version = \"2.99.1\""),
+        "{}",
+        a.stdout
+    );
+    assert!(a.stdout.contains("catalog = \"overlay/nccl.toml\""));
+    assert_eq!(a.stdout, b.stdout);
+    assert_eq!(a.stdout, c.stdout);
+    assert!(!c.stdout.contains(&abs));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -76,6 +76,9 @@ pub struct Origin(Arc<OriginInner>);
 pub struct OriginInner {
     /// `catalog/cuda.toml` for the stock catalog; the overlay path as given otherwise.
     pub file: String,
+    /// The file's name as locks record it: `catalog/cuda.toml`, or `overlay/<file name>` for
+    /// an overlay (never an absolute or user-typed path).
+    pub lock_name: String,
     /// 1-based line of the entry.
     pub line: usize,
     /// The upstream source a reader can open.
@@ -585,7 +588,13 @@ fn origin(
     source: &str,
     canonical: Canonical,
 ) -> Origin {
+    let lock_name = if path.starts_with("catalog/") {
+        path.to_string()
+    } else {
+        format!("overlay/{}", path.rsplit('/').next().unwrap_or(path))
+    };
     Origin(Arc::new(OriginInner {
+        lock_name,
         file: path.to_string(),
         line: lines.line(span.start),
         source: source.to_string(),
@@ -1244,8 +1253,8 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
         }
         let mut arch_list = Vec::new();
         for a in &w.arch_list {
-            match Target::parse(a) {
-                Ok(x) => arch_list.push(x),
+            match crate::arch::parse_torch_entry(a) {
+                Ok(x) => arch_list.extend(x),
                 Err(e) => v.fail(&o, e),
             }
         }
@@ -1332,7 +1341,19 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
             );
         }
     }
+    let mut overlaps: Vec<(String, String)> = Vec::new();
     for cu in &c.cuda {
+        let matching: Vec<&TargetSet> = c
+            .targets
+            .iter()
+            .filter(|t| t.cuda.matches(&cu.version))
+            .collect();
+        if matching.len() > 1
+            && !overlaps.contains(&(matching[0].cuda.to_string(), matching[1].cuda.to_string()))
+        {
+            overlaps.push((matching[0].cuda.to_string(), matching[1].cuda.to_string()));
+            v.fail(&matching[1].origin, format!("CUDA `{}` matches two `[[targets]]` entries (`{}` and `{}`); their ranges must not overlap", cu.version, matching[0].cuda, matching[1].cuda));
+        }
         if c.targets_for(&cu.version).is_none() {
             v.fail(
                 &cu.origin,

@@ -228,8 +228,20 @@ fn hints(ctx: &Ctx<'_>) -> Vec<String> {
             .filter(|v| *v > host)
             .collect();
         ups.sort();
-        let mut first: Option<&Version> = None;
+        let branch_note = |v: &Version| match cat.branch_of(v) {
+            Some(b) if !b.supported => format!("R{}, end of life", b.number),
+            Some(b) => format!("R{} {}", b.number, b.kind.as_str()),
+            None => format!("R{}", v.major()),
+        };
+        let supported = |v: &Version| {
+            cat.branch_of(v)
+                .is_some_and(|b| b.supported && b.kind != crate::catalog::BranchKind::Nfb)
+        };
+        let (mut any, mut on_supported, mut full_done) = (false, false, false);
         for up in ups {
+            if any && on_supported && full_done {
+                break;
+            }
             let mut s = spec.clone();
             s.driver = Some(up.clone());
             let Some(r) = super::solve_quiet(cat, &s) else {
@@ -242,34 +254,44 @@ fn hints(ctx: &Ctx<'_>) -> Vec<String> {
                 .iter()
                 .map(|p| (p.component, p.version.clone()))
                 .collect();
-            if first.is_none() {
-                let how = match r.cuda_compat.as_ref().or(r.torch_compat.as_ref()) {
-                    Some(Compat::MinorVersion) => " through minor-version compatibility",
-                    Some(Compat::Forward { .. }) => " through forward compatibility (cuda-compat)",
-                    _ => "",
-                };
+            let how = match r.cuda_compat.as_ref().or(r.torch_compat.as_ref()) {
+                Some(Compat::MinorVersion) => " through minor-version compatibility",
+                Some(Compat::Forward { .. }) => " through forward compatibility (cuda-compat)",
+                _ => "",
+            };
+            if !any {
+                any = true;
+                on_supported = supported(up);
+                full_done = full;
                 push(
                     &mut out,
                     format!(
-                        "upgrade the driver to ≥ {up} (R{}); with it the stack resolves{how} to {}",
-                        up.major(),
+                        "upgrade the driver to ≥ {up} ({}); with it the stack resolves{how} to {}",
+                        branch_note(up),
                         summary(&picks, &[])
                     ),
                 );
-                first = Some(up);
-                if full {
-                    break;
-                }
-            } else if full {
+            } else if !on_supported && supported(up) {
+                on_supported = true;
+                full_done |= full;
                 push(
                     &mut out,
                     format!(
-                        "for full driver support instead: ≥ {up} (R{}), with {}",
-                        up.major(),
+                        "on a supported branch: ≥ {up} ({}), resolving{how} to {}",
+                        branch_note(up),
                         summary(&picks, &[])
                     ),
                 );
-                break;
+            } else if !full_done && full {
+                full_done = true;
+                push(
+                    &mut out,
+                    format!(
+                        "for full driver support instead: ≥ {up} ({}), with {}",
+                        branch_note(up),
+                        summary(&picks, &[])
+                    ),
+                );
             }
         }
     }
@@ -386,12 +408,19 @@ impl fmt::Display for Explanation {
                     c.requested
                 )?;
             } else if c.primary {
-                write!(
-                    f,
-                    "  × {}: none of the {n} version{} allowed by {req} can be used",
-                    c.component.display(),
-                    if n == 1 { "" } else { "s" }
-                )?;
+                if n == 1 {
+                    write!(
+                        f,
+                        "  × {}: the only version allowed by {req} cannot be used",
+                        c.component.display()
+                    )?;
+                } else {
+                    write!(
+                        f,
+                        "  × {}: none of the {n} versions allowed by {req} can be used",
+                        c.component.display()
+                    )?;
+                }
             } else {
                 let left = if c.remaining.is_empty() {
                     "none".to_string()

@@ -84,6 +84,8 @@ pub struct Resolution {
     pub cuda_compat: Option<Compat>,
     /// How the driver runs torch's bundled CUDA runtime.
     pub torch_compat: Option<Compat>,
+    /// How the driver runs vLLM's wheel CUDA.
+    pub vllm_compat: Option<Compat>,
     /// Digest of the catalog entries this resolution used.
     pub catalog_digest: String,
     /// Facts used, for `catalog-digest` and provenance.
@@ -120,6 +122,11 @@ pub(crate) fn members(spec: &Spec) -> BTreeMap<Component, String> {
     for by in [C::Vllm, C::Deepspeed, C::Torch] {
         if m.contains_key(&by) {
             imply(C::Python, by, &mut m);
+            imply(C::Cuda, by, &mut m);
+        }
+    }
+    for by in [C::Cudnn, C::Nccl] {
+        if m.contains_key(&by) {
             imply(C::Cuda, by, &mut m);
         }
     }
@@ -205,16 +212,22 @@ pub(crate) fn sort_cuda(ctx: &Ctx<'_>, d: &mut [Cand], assign: &[(Component, Can
     let host = ctx.host_driver.clone();
     d.sort_by_key(|k| {
         let Cand::Idx(i) = k else {
-            return (true, true, 0usize);
+            return (true, true, true, 0usize);
         };
         let r = &ctx.cat.cuda[*i];
         let full = host
             .as_ref()
             .is_none_or(|h| r.driver_min.as_ref().is_some_and(|m| h >= m));
+        let forward = host.as_ref().is_some_and(|h| {
+            matches!(
+                ctx.compat_for(h, &r.version, r.driver_min.as_ref(), false),
+                Compat::Forward { .. }
+            )
+        });
         let same = torch_cuda
             .as_ref()
             .is_some_and(|t| t.major() == r.version.major() && t.minor() == r.version.minor());
-        (!full, !same, *i)
+        (forward, !full, !same, *i)
     });
 }
 
@@ -472,6 +485,13 @@ fn resolution(
         }
         _ => None,
     };
+    let vllm_compat = match (&driver, get(Component::Vllm)) {
+        (Some(d), Some(Cand::Idx(i))) => {
+            let r = &ctx.cat.vllm[i];
+            Some(ctx.compat_for(d, &r.cuda, ctx.full_min_for_runtime(&r.cuda), false))
+        }
+        _ => None,
+    };
     for c in Component::ALL {
         let Some(k) = get(c) else { continue };
         let origin = ctx.origin(c, k).cloned();
@@ -533,6 +553,11 @@ fn resolution(
             }
         }
     }
+    if let Some(h) = &ctx.host_driver {
+        if let Some(b) = ctx.cat.branch_of(h) {
+            used.push(b.origin.clone());
+        }
+    }
     for g in ctx.spec.gpus.iter().filter_map(|g| ctx.cat.gpu(g)) {
         used.push(g.origin.clone());
     }
@@ -549,6 +574,7 @@ fn resolution(
         picks,
         cuda_compat,
         torch_compat,
+        vllm_compat,
         catalog_digest,
         used,
         chosen,
@@ -586,14 +612,14 @@ fn because(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)]) -
                 out.push(format!(
                     "nvcc accepts {} ({}) [{}]",
                     names.join(", "),
-                    ts.origin.location(),
+                    ts.origin.file,
                     Rule::NvccTargets.id()
                 ));
             }
         }
         (Component::Torch, Some(i)) => {
             let t = &ctx.cat.torch[i];
-            let list: Vec<String> = t.arch_list.iter().map(|a| a.torch_form()).collect();
+            let list: Vec<String> = crate::arch::torch_list(&t.arch_list);
             out.push(format!(
                 "its arch list {} runs on compute capability {} [{}]",
                 list.join(";"),
@@ -669,6 +695,9 @@ fn because(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)]) -
     for other in ranked {
         if other == k {
             break;
+        }
+        if ctx.version(c, other) < ctx.version(c, k) {
+            continue;
         }
         let reason = ctx.check_unary(c, other).err().or_else(|| {
             // Only picks decided before this one, and the installed driver, can explain

@@ -238,16 +238,38 @@ impl<'c> Ctx<'c> {
             Component::Torch => {
                 let mut v: Vec<usize> = (0..self.cat.torch.len()).collect();
                 if let Some(h) = &self.host_driver {
-                    // Within a release, prefer variants the host driver runs in full.
+                    // With an installed driver: builds it runs without the cuda-compat
+                    // package first; then newest release; then builds it runs with full
+                    // support; then the PyPI default; then newest CUDA.
                     v.sort_by_key(|&i| {
                         let b = &self.cat.torch[i];
-                        let full = self.full_min_for_runtime(&b.cuda).is_some_and(|m| h >= m);
+                        let mode = self.compat_for(
+                            h,
+                            &b.cuda,
+                            self.full_min_for_runtime(&b.cuda),
+                            self.needs_ptx(&b.arch_list),
+                        );
+                        let forward = matches!(mode, Compat::Forward { .. });
                         (
+                            forward,
                             std::cmp::Reverse(b.version.clone()),
-                            !full,
+                            mode != Compat::Full,
                             !b.pypi_default,
                             std::cmp::Reverse(b.cuda.clone()),
                         )
+                    });
+                }
+                return v.into_iter().map(Cand::Idx).collect();
+            }
+            Component::Vllm => {
+                let mut v: Vec<usize> = (0..self.cat.vllm.len()).collect();
+                if let Some(h) = &self.host_driver {
+                    // vLLM wheels the installed driver runs without cuda-compat first.
+                    v.sort_by_key(|&i| {
+                        let r = &self.cat.vllm[i];
+                        let mode =
+                            self.compat_for(h, &r.cuda, self.full_min_for_runtime(&r.cuda), false);
+                        (matches!(mode, Compat::Forward { .. }), i)
                     });
                 }
                 return v.into_iter().map(Cand::Idx).collect();
@@ -256,7 +278,6 @@ impl<'c> Ctx<'c> {
             Component::Cudnn => self.cat.cudnn.len(),
             Component::Nccl => self.cat.nccl.len(),
             Component::Python => self.cat.python.len(),
-            Component::Vllm => self.cat.vllm.len(),
             Component::Deepspeed => self.cat.deepspeed.len(),
         };
         (0..n).map(Cand::Idx).collect()
@@ -284,6 +305,13 @@ impl<'c> Ctx<'c> {
     pub(crate) fn check_unary(&self, c: Component, k: Cand) -> Result<(), Violation> {
         let v = self.version(c, k);
         if let Some(req) = self.spec.components.get(&c) {
+            if k == Cand::Host && !req.matches(v) {
+                return Err(Violation {
+                    rule: Rule::HostDriver,
+                    message: format!("the installed driver {v} does not satisfy your requirement `driver = \"{req}\"`"),
+                    facts: vec![],
+                });
+            }
             if !req.matches(v) {
                 return Err(Violation {
                     rule: Rule::Request,
@@ -379,14 +407,24 @@ impl<'c> Ctx<'c> {
             }
             Component::Torch => {
                 let b = &self.cat.torch[i];
+                if b.arch_list.is_empty() {
+                    return Err(Violation {
+                        rule: Rule::TorchArchList,
+                        message: if self.verbose {
+                            format!("the catalog has no verified arch list for torch {}, so it is never picked", b.full)
+                        } else {
+                            String::new()
+                        },
+                        facts: if self.verbose {
+                            vec![b.origin.clone()]
+                        } else {
+                            Vec::new()
+                        },
+                    });
+                }
                 for cc in &self.ccs {
                     if best_way(&b.arch_list, *cc).is_none() {
-                        let list = b
-                            .arch_list
-                            .iter()
-                            .map(Target::torch_form)
-                            .collect::<Vec<_>>()
-                            .join(";");
+                        let list = crate::arch::torch_list(&b.arch_list).join(";");
                         return Err(Violation {
                             rule: Rule::TorchArchList,
                             message: if self.verbose {
