@@ -16,8 +16,14 @@ fn committed_locks_round_trip() {
     assert!(!locks.is_empty());
     for path in locks {
         let text = std::fs::read_to_string(&path).unwrap();
-        let lock = Lock::parse(&path.display().to_string(), &text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        assert_eq!(lock.to_toml(), text, "{} does not round-trip", path.display());
+        let lock = Lock::parse(&path.display().to_string(), &text)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(
+            lock.to_toml(),
+            text,
+            "{} does not round-trip",
+            path.display()
+        );
         assert_eq!(Lock::parse("again", &lock.to_toml()).unwrap(), lock);
     }
 }
@@ -27,19 +33,29 @@ fn v1_corpus_still_parses() {
     let root = root();
     for path in sorted_files(&root.join("fixtures/lockfiles/v1"), "lock") {
         let text = std::fs::read_to_string(&path).unwrap();
-        let lock = Lock::parse(&path.display().to_string(), &text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let lock = Lock::parse(&path.display().to_string(), &text)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         assert!(!lock.components.is_empty());
-        assert!(lock.layers.iter().all(|l| l.hash.starts_with("sha256:") && l.hash.len() == 71));
+        assert!(lock
+            .layers
+            .iter()
+            .all(|l| l.hash.starts_with("sha256:") && l.hash.len() == 71));
     }
 }
 
 #[test]
 fn unknown_versions_are_refused_clearly() {
     for (text, want) in [
-        ("version = 2\n", "unsupported lockfile version 2 (this gpustack reads version 1)"),
+        (
+            "version = 2\n",
+            "unsupported lockfile version 2 (this gpustack reads version 1)",
+        ),
         ("version = 0\n", "unsupported lockfile version 0"),
         ("version = \"1\"\n", "lockfile `version` must be an integer"),
-        ("[inputs]\n", "this is not a gpustack lockfile: it has no `version`"),
+        (
+            "[inputs]\n",
+            "this is not a gpustack lockfile: it has no `version`",
+        ),
     ] {
         let err = Lock::parse("gpustack.lock", text).unwrap_err().to_string();
         assert!(err.contains(want), "{text:?}: {err}");
@@ -54,14 +70,27 @@ fn layer_hashes_chain_and_react_only_to_pins() {
     assert_eq!(names, ["base", "framework", "inference", "training"]);
     // A descriptive edit (end-of-life date) leaves the hashes alone …
     let cat = gpustack::Catalog::stock().unwrap();
-    let spec_text = std::fs::read_to_string(root().join("fixtures/specs/h100-ib-train-serve.toml")).unwrap();
+    let spec_text =
+        std::fs::read_to_string(root().join("fixtures/specs/h100-ib-train-serve.toml")).unwrap();
     let fresh = gpustack::lock_spec(&cat, "s", &spec_text).unwrap();
     assert_eq!(fresh.layers, lock.layers);
     // … while changing the requested Python rebuilds framework and everything above it,
     // but not base.
-    let other = gpustack::lock_spec(&cat, "s", &spec_text.replace("python = \"3.12\"", "python = \"3.11\"")).unwrap();
-    assert_eq!(other.layers[0].hash, lock.layers[0].hash, "base must not change");
+    let other = gpustack::lock_spec(
+        &cat,
+        "s",
+        &spec_text.replace("python = \"3.12\"", "python = \"3.11\""),
+    )
+    .unwrap();
+    assert_eq!(
+        other.layers[0].hash, lock.layers[0].hash,
+        "base must not change"
+    );
     for i in 1..4 {
-        assert_ne!(other.layers[i].hash, lock.layers[i].hash, "{} must change", names[i]);
+        assert_ne!(
+            other.layers[i].hash, lock.layers[i].hash,
+            "{} must change",
+            names[i]
+        );
     }
 }
