@@ -244,3 +244,35 @@ fn levenshtein(a: &str, b: &str) -> usize {
     }
     prev[b.len()]
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn suggestions() {
+        assert_eq!(
+            super::did_you_mean("clusters", ["stack", "cluster", "components"]),
+            Some("cluster")
+        );
+        assert_eq!(super::did_you_mean("nmae", ["name", "os"]), Some("name"));
+        assert_eq!(super::did_you_mean("zzzzzz", ["name", "os"]), None);
+        let all = [
+            "stack",
+            "hardware",
+            "components",
+            "cluster",
+            "image",
+            "train",
+            "serve",
+            "packer",
+            "k8s",
+            "slurm",
+            "storage",
+            "name",
+            "os",
+            "gpus",
+            "archs",
+            "driver",
+        ];
+        assert_eq!(super::did_you_mean("clusters", all), Some("cluster"));
+    }
+}

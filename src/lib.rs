@@ -39,6 +39,7 @@
 
 pub mod arch;
 pub mod catalog;
+pub mod deploy;
 pub mod emit;
 pub mod error;
 pub mod lock;

@@ -511,7 +511,74 @@ pub fn request_toml(spec: &Spec) -> String {
     for (c, r) in &spec.components {
         kv(&mut o, c.name(), &r.to_string());
     }
+    deploy_toml(&mut o, &spec.deploy);
     o
+}
+
+fn deploy_toml(o: &mut String, d: &crate::deploy::Deploy) {
+    let num = |o: &mut String, k: &str, n: u32| {
+        let _ = writeln!(o, "{k} = {n}");
+    };
+    if let Some(c) = &d.cluster {
+        o.push_str("\n[request.cluster]\n");
+        kv(o, "fabric", c.fabric.name());
+        num(o, "nodes", c.nodes);
+        num(o, "gpus_per_node", c.gpus_per_node);
+    }
+    if let Some(i) = &d.image {
+        o.push_str("\n[request.image]\n");
+        kv(o, "registry", &i.registry);
+        list(
+            o,
+            "layers",
+            &i.layers
+                .iter()
+                .map(|l| l.name().to_string())
+                .collect::<Vec<_>>(),
+        );
+    }
+    if let Some(t) = &d.train {
+        o.push_str("\n[request.train]\n");
+        list(o, "command", &t.command);
+    }
+    if let Some(s) = &d.serve {
+        o.push_str("\n[request.serve]\n");
+        kv(o, "model", &s.model);
+        num(o, "tensor_parallel", s.tensor_parallel);
+        num(o, "max_model_len", s.max_model_len);
+        num(o, "replicas", s.replicas);
+    }
+    if let Some(p) = &d.packer {
+        o.push_str("\n[request.packer]\n");
+        list(
+            o,
+            "clouds",
+            &p.clouds
+                .iter()
+                .map(|c| c.name().to_string())
+                .collect::<Vec<_>>(),
+        );
+    }
+    if let Some(k) = &d.k8s {
+        o.push_str("\n[request.k8s]\n");
+        kv(o, "namespace", &k.namespace);
+        kv(o, "version", &k.version);
+    }
+    if let Some(s) = &d.slurm {
+        o.push_str("\n[request.slurm]\n");
+        kv(o, "partition", &s.partition);
+        kv(o, "container", s.container.name());
+        kv(o, "time", &s.time);
+    }
+    if let Some(s) = &d.storage {
+        o.push_str("\n[request.storage]\n");
+        if let Some(x) = &s.datasets {
+            kv(o, "datasets", &x.to_string());
+        }
+        if let Some(x) = &s.checkpoints {
+            kv(o, "checkpoints", &x.to_string());
+        }
+    }
 }
 
 /// `sha256:…` of the canonical request.
@@ -654,6 +721,14 @@ struct RequestWire {
     driver: Option<String>,
     #[serde(default)]
     components: BTreeMap<String, String>,
+    cluster: Option<toml::Spanned<crate::deploy::ClusterWire>>,
+    image: Option<toml::Spanned<crate::deploy::ImageWire>>,
+    train: Option<toml::Spanned<crate::deploy::TrainWire>>,
+    serve: Option<toml::Spanned<crate::deploy::ServeWire>>,
+    packer: Option<toml::Spanned<crate::deploy::PackerWire>>,
+    k8s: Option<toml::Spanned<crate::deploy::K8sWire>>,
+    slurm: Option<toml::Spanned<crate::deploy::SlurmWire>>,
+    storage: Option<toml::Spanned<crate::deploy::StorageWire>>,
 }
 
 #[derive(Deserialize)]
@@ -709,8 +784,29 @@ impl LockWire {
                 .hint("the lock is generated; regenerate it with `gpustack lock`")
                 .into()
         };
-        let _ = text;
         let ver = |s: &str| Version::parse(s).map_err(|e| bad(e.to_string()));
+        let mut diags = Vec::new();
+        let deploy = crate::deploy::DeployWire {
+            cluster: self.request.cluster,
+            image: self.request.image,
+            train: self.request.train,
+            serve: self.request.serve,
+            packer: self.request.packer,
+            k8s: self.request.k8s,
+            slurm: self.request.slurm,
+            storage: self.request.storage,
+        }
+        .validate(&mut crate::deploy::At {
+            file,
+            text,
+            diags: &mut diags,
+        });
+        if !diags.is_empty() {
+            for d in &mut diags {
+                d.stage = Stage::Lock;
+            }
+            return Err(Error::Invalid(diags));
+        }
         let mut components = BTreeMap::new();
         for (k, v) in &self.request.components {
             let c = Component::from_name(k)
@@ -729,6 +825,7 @@ impl LockWire {
                 .collect::<Result<_, _>>()?,
             driver: self.request.driver.as_deref().map(ver).transpose()?,
             components,
+            deploy,
         };
         let gpus = self
             .hardware

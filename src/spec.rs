@@ -175,6 +175,8 @@ pub struct Spec {
     pub driver: Option<Version>,
     /// Listed components and their requirements.
     pub components: BTreeMap<Component, VersionReq>,
+    /// The generators' tables.
+    pub deploy: crate::deploy::Deploy,
 }
 
 #[derive(Deserialize)]
@@ -185,6 +187,14 @@ struct SpecWire {
     hardware: Option<Spanned<HardwareWire>>,
     #[serde(default)]
     components: Option<BTreeMap<Spanned<String>, Spanned<toml::Value>>>,
+    cluster: Option<Spanned<crate::deploy::ClusterWire>>,
+    image: Option<Spanned<crate::deploy::ImageWire>>,
+    train: Option<Spanned<crate::deploy::TrainWire>>,
+    serve: Option<Spanned<crate::deploy::ServeWire>>,
+    packer: Option<Spanned<crate::deploy::PackerWire>>,
+    k8s: Option<Spanned<crate::deploy::K8sWire>>,
+    slurm: Option<Spanned<crate::deploy::SlurmWire>>,
+    storage: Option<Spanned<crate::deploy::StorageWire>>,
 }
 
 #[derive(Deserialize)]
@@ -204,10 +214,18 @@ struct HardwareWire {
     driver: Option<Spanned<String>>,
 }
 
-const TOP_TABLES: &[&str] = &["stack", "hardware", "components"];
-/// Tables later versions of gpustack read; named in hints so users know they exist.
-const FUTURE_TABLES: &[&str] = &[
-    "cluster", "image", "train", "serve", "packer", "k8s", "slurm", "storage",
+const TOP_TABLES: &[&str] = &[
+    "stack",
+    "hardware",
+    "components",
+    "cluster",
+    "image",
+    "train",
+    "serve",
+    "packer",
+    "k8s",
+    "slurm",
+    "storage",
 ];
 
 impl Spec {
@@ -226,10 +244,8 @@ impl Spec {
             if let Some(name) = unknown_name(&d.message) {
                 if let Some(s) = did_you_mean(&name, TOP_TABLES.iter().chain(["name", "os", "gpus", "archs", "driver"].iter()).copied()) {
                     d = d.hint(format!("did you mean `{s}`?"));
-                } else if FUTURE_TABLES.contains(&name.as_str()) {
-                    d = d.hint(format!("`[{name}]` is read by the generators of a later gpustack; this version knows only [stack], [hardware] and [components]"));
                 } else {
-                    d = d.hint("the spec has the tables [stack], [hardware] and [components]; see the spec reference in the book");
+                    d = d.hint("the spec's tables are [stack], [hardware], [components], and for the generators [cluster], [image], [train], [serve], [packer], [k8s], [slurm], [storage]; see the spec reference in the book");
                 }
             }
             d
@@ -427,9 +443,23 @@ impl Spec {
                 }
             }
         }
-        if driver.is_some() && components.contains_key(&Component::Driver) {
-            // Both is allowed: the host driver must then satisfy the requirement.
-        }
+        // An installed driver and a `driver` requirement may both be given: the installed
+        // one must then satisfy the requirement (rule `host.driver`).
+        let deploy_wire = crate::deploy::DeployWire {
+            cluster: wire.cluster,
+            image: wire.image,
+            train: wire.train,
+            serve: wire.serve,
+            packer: wire.packer,
+            k8s: wire.k8s,
+            slurm: wire.slurm,
+            storage: wire.storage,
+        };
+        let deploy = deploy_wire.validate(&mut crate::deploy::At {
+            file,
+            text,
+            diags: &mut diags,
+        });
         if !diags.is_empty() {
             return Err(Error::Invalid(diags));
         }
@@ -440,6 +470,7 @@ impl Spec {
             archs,
             driver,
             components,
+            deploy,
         })
     }
 
@@ -490,5 +521,24 @@ fn suggest_name(s: &str) -> String {
         "my-stack".into()
     } else {
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn unknown_table_suggests() {
+        let cat = crate::Catalog::stock().unwrap();
+        let err = super::Spec::parse("s", "[stack]\nname = \"d\"\n[clusters]\nnodes = 1\n", &cat)
+            .unwrap_err();
+        let crate::Error::Invalid(ds) = err else {
+            panic!()
+        };
+        assert_eq!(
+            ds[0].hints,
+            vec!["did you mean `cluster`?".to_string()],
+            "{:?}",
+            ds[0].message
+        );
     }
 }

@@ -612,7 +612,7 @@ fn because(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)]) -
                 out.push(format!(
                     "nvcc accepts {} ({}) [{}]",
                     names.join(", "),
-                    ts.origin.file,
+                    ts.origin.lock_name,
                     Rule::NvccTargets.id()
                 ));
             }

@@ -305,6 +305,7 @@ pub(crate) fn random_spec(rng: &mut Rng, cat: &Catalog) -> Spec {
         archs: vec![],
         driver,
         components,
+        deploy: Default::default(),
     }
 }
 

@@ -1,0 +1,741 @@
+//! The spec's deployment tables, read by the generators: `[cluster]`, `[image]`, `[train]`,
+//! `[serve]`, `[packer]`, `[k8s]`, `[slurm]`, `[storage]`.
+//!
+//! Every value is validated here, before it can reach a generated file: names and
+//! namespaces are DNS labels, registries are plain image references, paths are absolute and
+//! free of `..` and shell or template metacharacters, sizes are bounded. Generators still
+//! quote every value for their target, so validation and escaping are two independent
+//! defences. The lock records these tables inside `[request]`, so `gen` needs only the lock.
+
+use std::fmt;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::error::{Diagnostic, Stage};
+use crate::spec::Layer;
+
+/// The network fabric between nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Fabric {
+    /// InfiniBand (RDMA, UCX, SHARP where supported).
+    Infiniband,
+    /// RDMA over Converged Ethernet.
+    Roce,
+    /// AWS Elastic Fabric Adapter (libfabric, aws-ofi-nccl).
+    Efa,
+    /// HPE Slingshot (libfabric CXI, aws-ofi-nccl).
+    Slingshot,
+    /// Plain TCP sockets.
+    Ethernet,
+}
+
+impl Fabric {
+    /// Every fabric.
+    pub const ALL: [Fabric; 5] = [
+        Fabric::Infiniband,
+        Fabric::Roce,
+        Fabric::Efa,
+        Fabric::Slingshot,
+        Fabric::Ethernet,
+    ];
+
+    /// The spec spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fabric::Infiniband => "infiniband",
+            Fabric::Roce => "roce",
+            Fabric::Efa => "efa",
+            Fabric::Slingshot => "slingshot",
+            Fabric::Ethernet => "ethernet",
+        }
+    }
+}
+
+/// `[cluster]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cluster {
+    /// Interconnect.
+    pub fabric: Fabric,
+    /// Nodes in the job.
+    pub nodes: u32,
+    /// GPUs per node.
+    pub gpus_per_node: u32,
+}
+
+/// `[image]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Image {
+    /// Where images are pushed: `registry.example.com/ml`.
+    pub registry: String,
+    /// Layers to build, bottom first.
+    pub layers: Vec<Layer>,
+}
+
+/// `[train]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Train {
+    /// The training command, one argument per element.
+    pub command: Vec<String>,
+}
+
+/// `[serve]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Serve {
+    /// Model path or Hugging Face id.
+    pub model: String,
+    /// Tensor-parallel size.
+    pub tensor_parallel: u32,
+    /// Maximum model length.
+    pub max_model_len: u32,
+    /// Replicas.
+    pub replicas: u32,
+}
+
+/// A cloud for Packer sources.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Cloud {
+    /// `amazon-ebs`.
+    Aws,
+    /// `googlecompute`.
+    Gcp,
+    /// `azure-arm`.
+    Azure,
+    /// `qemu` (on premises).
+    Qemu,
+}
+
+impl Cloud {
+    /// Every cloud.
+    pub const ALL: [Cloud; 4] = [Cloud::Aws, Cloud::Gcp, Cloud::Azure, Cloud::Qemu];
+
+    /// The spec spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cloud::Aws => "aws",
+            Cloud::Gcp => "gcp",
+            Cloud::Azure => "azure",
+            Cloud::Qemu => "qemu",
+        }
+    }
+}
+
+/// `[packer]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Packer {
+    /// Clouds to build for.
+    pub clouds: Vec<Cloud>,
+}
+
+/// `[k8s]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct K8s {
+    /// Namespace.
+    pub namespace: String,
+    /// Kubernetes version targeted, `1.30`.
+    pub version: String,
+}
+
+/// How Slurm jobs run the stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlurmContainer {
+    /// pyxis/enroot (`srun --container-image`).
+    Pyxis,
+    /// `apptainer exec --nv`.
+    Apptainer,
+    /// Bare metal, on the VM image's environment.
+    None,
+}
+
+impl SlurmContainer {
+    /// The spec spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            SlurmContainer::Pyxis => "pyxis",
+            SlurmContainer::Apptainer => "apptainer",
+            SlurmContainer::None => "none",
+        }
+    }
+}
+
+/// `[slurm]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Slurm {
+    /// Partition.
+    pub partition: String,
+    /// Container runtime.
+    pub container: SlurmContainer,
+    /// Time limit, `HH:MM:SS` or `D-HH:MM:SS`.
+    pub time: String,
+}
+
+/// A storage location.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StorageRef {
+    /// `nfs://host/path`.
+    Nfs {
+        /// Server.
+        host: String,
+        /// Export path.
+        path: String,
+    },
+    /// `lustre:/mount/path` (mounted on the hosts).
+    Lustre {
+        /// Mount path.
+        path: String,
+    },
+    /// `hostpath:/path`.
+    HostPath {
+        /// Path on the host.
+        path: String,
+    },
+    /// `pvc:name`: an existing PersistentVolumeClaim.
+    Pvc {
+        /// Claim name.
+        name: String,
+    },
+}
+
+impl fmt::Display for StorageRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StorageRef::Nfs { host, path } => write!(f, "nfs://{host}{path}"),
+            StorageRef::Lustre { path } => write!(f, "lustre:{path}"),
+            StorageRef::HostPath { path } => write!(f, "hostpath:{path}"),
+            StorageRef::Pvc { name } => write!(f, "pvc:{name}"),
+        }
+    }
+}
+
+/// `[storage]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Storage {
+    /// Datasets, mounted read-only.
+    pub datasets: Option<StorageRef>,
+    /// Checkpoints, mounted read-write.
+    pub checkpoints: Option<StorageRef>,
+}
+
+/// All deployment tables of a spec.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Deploy {
+    /// `[cluster]`.
+    pub cluster: Option<Cluster>,
+    /// `[image]`.
+    pub image: Option<Image>,
+    /// `[train]`.
+    pub train: Option<Train>,
+    /// `[serve]`.
+    pub serve: Option<Serve>,
+    /// `[packer]`.
+    pub packer: Option<Packer>,
+    /// `[k8s]`.
+    pub k8s: Option<K8s>,
+    /// `[slurm]`.
+    pub slurm: Option<Slurm>,
+    /// `[storage]`.
+    pub storage: Option<Storage>,
+}
+
+type S<T> = Spanned<T>;
+
+/// The deployment tables as written; embedded (flattened by hand) in the spec's and the
+/// lock request's wire types.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DeployWire {
+    pub(crate) cluster: Option<S<ClusterWire>>,
+    pub(crate) image: Option<S<ImageWire>>,
+    pub(crate) train: Option<S<TrainWire>>,
+    pub(crate) serve: Option<S<ServeWire>>,
+    pub(crate) packer: Option<S<PackerWire>>,
+    pub(crate) k8s: Option<S<K8sWire>>,
+    pub(crate) slurm: Option<S<SlurmWire>>,
+    pub(crate) storage: Option<S<StorageWire>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ClusterWire {
+    fabric: S<String>,
+    nodes: S<i64>,
+    gpus_per_node: S<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ImageWire {
+    registry: S<String>,
+    layers: Option<S<Vec<String>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TrainWire {
+    command: S<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ServeWire {
+    model: S<String>,
+    tensor_parallel: Option<S<i64>>,
+    max_model_len: Option<S<i64>>,
+    replicas: Option<S<i64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PackerWire {
+    clouds: S<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct K8sWire {
+    namespace: S<String>,
+    version: S<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SlurmWire {
+    partition: S<String>,
+    container: Option<S<String>>,
+    time: Option<S<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StorageWire {
+    datasets: Option<S<String>>,
+    checkpoints: Option<S<String>>,
+}
+
+/// Reports problems at a span of the spec text.
+pub(crate) struct At<'a> {
+    pub(crate) file: &'a str,
+    pub(crate) text: &'a str,
+    pub(crate) diags: &'a mut Vec<Diagnostic>,
+}
+
+impl At<'_> {
+    fn fail(&mut self, span: std::ops::Range<usize>, msg: String, hint: &str) {
+        let mut d = Diagnostic::new(Stage::Spec, msg).at_offset(self.file, self.text, span.start);
+        if !hint.is_empty() {
+            d = d.hint(hint);
+        }
+        self.diags.push(d);
+    }
+
+    fn count(&mut self, v: &S<i64>, what: &str, max: i64) -> u32 {
+        let n = *v.get_ref();
+        if !(1..=max).contains(&n) {
+            self.fail(
+                v.span(),
+                format!("`{what}` must be between 1 and {max}, not {n}"),
+                "",
+            );
+            return 1;
+        }
+        u32::try_from(n).unwrap_or(1)
+    }
+}
+
+/// A DNS-1123 label: `[a-z0-9]([a-z0-9-]*[a-z0-9])?`, at most 63 characters.
+pub fn is_dns_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+}
+
+/// An image registry prefix: host[:port]/path, lowercase, no tag or digest.
+pub fn is_registry(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 200
+        && !s.starts_with(['/', '.', '-', ':'])
+        && !s.ends_with('/')
+        && !s.contains("//")
+        && !s.contains("..")
+        && s.bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"._-/:".contains(&c))
+        && s.split('/').skip(1).all(|seg| !seg.contains(':'))
+}
+
+/// An absolute path without `..`, whitespace or shell/template metacharacters.
+pub fn is_safe_path(s: &str) -> bool {
+    s.starts_with('/')
+        && s.len() <= 512
+        && !s.split('/').any(|seg| seg == "..")
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || b"/._-+@=,".contains(&c))
+}
+
+/// A model: a safe absolute path or a Hugging Face id (`org/name`).
+pub fn is_model(s: &str) -> bool {
+    is_safe_path(s)
+        || (s.len() <= 200
+            && s.split('/').count() <= 2
+            && !s.starts_with(['.', '-', '/'])
+            && !s.contains("..")
+            && s.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || b"/._-".contains(&c)))
+}
+
+fn is_slurm_time(s: &str) -> bool {
+    let (days, hms) = match s.split_once('-') {
+        Some((d, r)) => (Some(d), r),
+        None => (None, s),
+    };
+    let days_ok =
+        days.is_none_or(|d| !d.is_empty() && d.len() <= 3 && d.bytes().all(|c| c.is_ascii_digit()));
+    let parts: Vec<&str> = hms.split(':').collect();
+    days_ok
+        && (1..=3).contains(&parts.len())
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.len() <= 2 && p.bytes().all(|c| c.is_ascii_digit()))
+}
+
+/// Parses a storage reference.
+pub fn parse_storage(s: &str) -> Result<StorageRef, String> {
+    let bad = || {
+        format!("`{}` is not a storage location: use nfs://host/path, lustre:/mount/path, hostpath:/path or pvc:name", s.escape_debug())
+    };
+    if let Some(rest) = s.strip_prefix("nfs://") {
+        let (host, path) = rest.split_once('/').ok_or_else(bad)?;
+        let path = format!("/{path}");
+        let host_ok = !host.is_empty()
+            && host.len() <= 253
+            && host
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'-');
+        if host_ok && is_safe_path(&path) {
+            return Ok(StorageRef::Nfs {
+                host: host.to_string(),
+                path,
+            });
+        }
+        return Err(bad());
+    }
+    if let Some(p) = s.strip_prefix("lustre:") {
+        return if is_safe_path(p) {
+            Ok(StorageRef::Lustre {
+                path: p.to_string(),
+            })
+        } else {
+            Err(bad())
+        };
+    }
+    if let Some(p) = s.strip_prefix("hostpath:") {
+        return if is_safe_path(p) {
+            Ok(StorageRef::HostPath {
+                path: p.to_string(),
+            })
+        } else {
+            Err(bad())
+        };
+    }
+    if let Some(n) = s.strip_prefix("pvc:") {
+        return if is_dns_label(n) {
+            Ok(StorageRef::Pvc {
+                name: n.to_string(),
+            })
+        } else {
+            Err(bad())
+        };
+    }
+    Err(bad())
+}
+
+impl DeployWire {
+    pub(crate) fn validate(self, at: &mut At<'_>) -> Deploy {
+        let mut d = Deploy::default();
+        if let Some(c) = self.cluster {
+            let c = c.into_inner();
+            let fabric = match Fabric::ALL
+                .into_iter()
+                .find(|f| f.name() == c.fabric.get_ref())
+            {
+                Some(f) => f,
+                None => {
+                    at.fail(
+                        c.fabric.span(),
+                        format!("unknown fabric `{}`", c.fabric.get_ref().escape_debug()),
+                        "`fabric` is one of: infiniband, roce, efa, slingshot, ethernet",
+                    );
+                    Fabric::Ethernet
+                }
+            };
+            let nodes = at.count(&c.nodes, "nodes", 4096);
+            let gpus_per_node = at.count(&c.gpus_per_node, "gpus_per_node", 16);
+            d.cluster = Some(Cluster {
+                fabric,
+                nodes,
+                gpus_per_node,
+            });
+        }
+        if let Some(i) = self.image {
+            let i = i.into_inner();
+            if !is_registry(i.registry.get_ref()) {
+                at.fail(
+                    i.registry.span(),
+                    format!("invalid registry `{}`", i.registry.get_ref().escape_debug()),
+                    "write a lowercase registry prefix without tag, like `registry.example.com/ml`",
+                );
+            }
+            let mut layers = Vec::new();
+            match &i.layers {
+                None => layers.extend(Layer::ALL),
+                Some(ls) => {
+                    for l in ls.get_ref() {
+                        match Layer::from_name(l) {
+                            Some(x) if !layers.contains(&x) => layers.push(x),
+                            Some(_) => {}
+                            None => at.fail(
+                                ls.span(),
+                                format!("unknown layer `{}`", l.escape_debug()),
+                                "layers are: base, framework, inference, training",
+                            ),
+                        }
+                    }
+                    layers.sort();
+                    if !layers.contains(&Layer::Base) {
+                        layers.insert(0, Layer::Base);
+                    }
+                }
+            }
+            d.image = Some(Image {
+                registry: i.registry.into_inner(),
+                layers,
+            });
+        }
+        if let Some(t) = self.train {
+            let t = t.into_inner();
+            let cmd = t.command.get_ref();
+            if cmd.is_empty() || cmd.len() > 256 {
+                at.fail(
+                    t.command.span(),
+                    "`command` must list 1 to 256 arguments".into(),
+                    "like `command = [\"python\", \"train.py\"]`",
+                );
+            }
+            if let Some(bad) = cmd
+                .iter()
+                .find(|a| a.is_empty() || a.len() > 1024 || a.chars().any(|c| c.is_control()))
+            {
+                at.fail(t.command.span(), format!("command argument `{}` is empty, too long or contains control characters", bad.escape_debug()), "each argument is passed as one word; newlines and control characters are not allowed");
+            }
+            d.train = Some(Train {
+                command: t.command.into_inner(),
+            });
+        }
+        if let Some(s) = self.serve {
+            let s = s.into_inner();
+            if !is_model(s.model.get_ref()) {
+                at.fail(s.model.span(), format!("invalid model `{}`", s.model.get_ref().escape_debug()), "use an absolute path like `/models/llama-3-70b` or a Hugging Face id like `meta-llama/Llama-3.1-8B`");
+            }
+            let tp = s
+                .tensor_parallel
+                .as_ref()
+                .map_or(1, |v| at.count(v, "tensor_parallel", 64));
+            let len = s
+                .max_model_len
+                .as_ref()
+                .map_or(4096, |v| at.count(v, "max_model_len", 10_000_000));
+            let replicas = s
+                .replicas
+                .as_ref()
+                .map_or(1, |v| at.count(v, "replicas", 1000));
+            d.serve = Some(Serve {
+                model: s.model.into_inner(),
+                tensor_parallel: tp,
+                max_model_len: len,
+                replicas,
+            });
+        }
+        if let Some(p) = self.packer {
+            let p = p.into_inner();
+            let mut clouds = Vec::new();
+            for c in p.clouds.get_ref() {
+                match Cloud::ALL.into_iter().find(|x| x.name() == c) {
+                    Some(x) if !clouds.contains(&x) => clouds.push(x),
+                    Some(_) => {}
+                    None => at.fail(
+                        p.clouds.span(),
+                        format!("unknown cloud `{}`", c.escape_debug()),
+                        "clouds are: aws, gcp, azure, qemu",
+                    ),
+                }
+            }
+            if clouds.is_empty() && p.clouds.get_ref().is_empty() {
+                at.fail(
+                    p.clouds.span(),
+                    "`clouds` is empty".into(),
+                    "list at least one of: aws, gcp, azure, qemu",
+                );
+            }
+            clouds.sort();
+            d.packer = Some(Packer { clouds });
+        }
+        if let Some(k) = self.k8s {
+            let k = k.into_inner();
+            if !is_dns_label(k.namespace.get_ref()) {
+                at.fail(
+                    k.namespace.span(),
+                    format!(
+                        "invalid namespace `{}`",
+                        k.namespace.get_ref().escape_debug()
+                    ),
+                    "a namespace is a DNS label: lowercase letters, digits and `-`, at most 63",
+                );
+            }
+            let v = k.version.get_ref();
+            let ok = v.strip_prefix("1.").is_some_and(|m| {
+                !m.is_empty() && m.len() <= 2 && m.bytes().all(|c| c.is_ascii_digit())
+            });
+            if !ok {
+                at.fail(
+                    k.version.span(),
+                    format!("invalid Kubernetes version `{}`", v.escape_debug()),
+                    "write the minor version, like `1.30`",
+                );
+            }
+            d.k8s = Some(K8s {
+                namespace: k.namespace.into_inner(),
+                version: k.version.into_inner(),
+            });
+        }
+        if let Some(s) = self.slurm {
+            let s = s.into_inner();
+            if !is_dns_label(s.partition.get_ref())
+                && !s
+                    .partition
+                    .get_ref()
+                    .bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
+            {
+                at.fail(
+                    s.partition.span(),
+                    format!(
+                        "invalid partition `{}`",
+                        s.partition.get_ref().escape_debug()
+                    ),
+                    "letters, digits, `-` and `_` only",
+                );
+            }
+            let container = match s.container.as_ref().map(|c| c.get_ref().as_str()) {
+                None | Some("pyxis") => SlurmContainer::Pyxis,
+                Some("apptainer") => SlurmContainer::Apptainer,
+                Some("none") => SlurmContainer::None,
+                Some(other) => {
+                    let span = s.container.as_ref().map(Spanned::span).unwrap_or_default();
+                    at.fail(
+                        span,
+                        format!("unknown container runtime `{}`", other.escape_debug()),
+                        "`container` is one of: pyxis, apptainer, none",
+                    );
+                    SlurmContainer::None
+                }
+            };
+            let time = s
+                .time
+                .as_ref()
+                .map_or_else(|| "24:00:00".to_string(), |t| t.get_ref().clone());
+            if let Some(t) = &s.time {
+                if !is_slurm_time(t.get_ref()) {
+                    at.fail(
+                        t.span(),
+                        format!("invalid time limit `{}`", t.get_ref().escape_debug()),
+                        "write `HH:MM:SS` or `D-HH:MM:SS`, like `48:00:00`",
+                    );
+                }
+            }
+            if s.partition.get_ref().is_empty() || s.partition.get_ref().len() > 64 {
+                at.fail(
+                    s.partition.span(),
+                    "`partition` must be 1 to 64 characters".into(),
+                    "",
+                );
+            }
+            d.slurm = Some(Slurm {
+                partition: s.partition.into_inner(),
+                container,
+                time,
+            });
+        }
+        if let Some(s) = self.storage {
+            let s = s.into_inner();
+            let mut one = |v: &Option<S<String>>| -> Option<StorageRef> {
+                let v = v.as_ref()?;
+                match parse_storage(v.get_ref()) {
+                    Ok(r) => Some(r),
+                    Err(e) => {
+                        at.fail(v.span(), e, "");
+                        None
+                    }
+                }
+            };
+            d.storage = Some(Storage {
+                datasets: one(&s.datasets),
+                checkpoints: one(&s.checkpoints),
+            });
+        }
+        d
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validators() {
+        assert!(is_registry("registry.example.com/ml"));
+        assert!(is_registry("localhost:5000/team/ml"));
+        for bad in [
+            "",
+            "Registry.io/x",
+            "r.io/x:tag",
+            "r.io/x\n",
+            "r.io/$(id)",
+            "r.io//x",
+            "/x",
+            "r.io/../x",
+        ] {
+            assert!(!is_registry(bad), "{bad:?}");
+        }
+        assert!(is_safe_path("/models/llama-3-70b"));
+        for bad in [
+            "models", "/a/../b", "/a b", "/a;rm", "/a$(x)", "/a\n", "/{{x}}", "/a'b",
+        ] {
+            assert!(!is_safe_path(bad), "{bad:?}");
+        }
+        assert!(is_model("meta-llama/Llama-3.1-8B"));
+        assert!(!is_model("a/b/c"));
+        assert!(
+            is_slurm_time("48:00:00") && is_slurm_time("2-00:00:00") && !is_slurm_time("forever")
+        );
+        assert_eq!(
+            parse_storage("nfs://nfs.example.com/datasets")
+                .unwrap()
+                .to_string(),
+            "nfs://nfs.example.com/datasets"
+        );
+        assert!(parse_storage("lustre:/lustre/scratch/ckpt").is_ok());
+        assert!(parse_storage("pvc:ckpt").is_ok());
+        for bad in [
+            "nfs://host",
+            "lustre:rel",
+            "s3://x/y",
+            "pvc:Bad_Name",
+            "hostpath:/x;y",
+        ] {
+            assert!(parse_storage(bad).is_err(), "{bad}");
+        }
+    }
+}
