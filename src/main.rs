@@ -162,6 +162,8 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 "create one with `gpustack init`, or pass `--spec PATH`",
             )?;
             let lock = gpustack::lock_spec(&catalog, &spec_shown, &text)?;
+            // The process ends right after; freeing the catalog would only cost time.
+            std::mem::forget(catalog);
             let rendered = lock.to_toml();
             if out == "-" {
                 if check {

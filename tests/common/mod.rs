@@ -5,22 +5,22 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-pub fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// `GPUSTACK_BLESS=1 cargo test` rewrites snapshots instead of comparing.
-pub fn bless() -> bool {
+pub(crate) fn bless() -> bool {
     std::env::var_os("GPUSTACK_BLESS").is_some_and(|v| v == "1")
 }
 
-pub struct Output {
-    pub code: i32,
-    pub stdout: String,
-    pub stderr: String,
+pub(crate) struct Output {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
-pub fn run_in(dir: &Path, args: &[&str]) -> Output {
+pub(crate) fn run_in(dir: &Path, args: &[&str]) -> Output {
     let out = Command::new(env!("CARGO_BIN_EXE_gpustack"))
         .args(args)
         .current_dir(dir)
@@ -36,7 +36,7 @@ pub fn run_in(dir: &Path, args: &[&str]) -> Output {
 
 /// Compares `actual` with the file at `path`, or writes it when blessing. Returns a
 /// failure description instead of panicking so a test can report every mismatch.
-pub fn check_snapshot(path: &Path, actual: &str) -> Option<String> {
+pub(crate) fn check_snapshot(path: &Path, actual: &str) -> Option<String> {
     if bless() {
         std::fs::write(path, actual).expect("write snapshot");
         return None;
@@ -48,7 +48,7 @@ pub fn check_snapshot(path: &Path, actual: &str) -> Option<String> {
     }
 }
 
-pub fn diff(expected: &str, actual: &str) -> String {
+pub(crate) fn diff(expected: &str, actual: &str) -> String {
     let e: Vec<&str> = expected.lines().collect();
     let a: Vec<&str> = actual.lines().collect();
     let mut out = String::new();
@@ -70,7 +70,7 @@ pub fn diff(expected: &str, actual: &str) -> String {
 }
 
 /// Every file under `dir` with its contents, for "nothing was written" checks.
-pub fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+pub(crate) fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut out = BTreeMap::new();
     for e in walkdir::WalkDir::new(dir).sort_by_file_name() {
         let e = e.unwrap();
@@ -84,14 +84,14 @@ pub fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     out
 }
 
-pub fn tempdir(tag: &str) -> PathBuf {
+pub(crate) fn tempdir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("gpustack-test-{}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
 }
 
-pub fn copy_dir(from: &Path, to: &Path) {
+pub(crate) fn copy_dir(from: &Path, to: &Path) {
     for e in walkdir::WalkDir::new(from).sort_by_file_name() {
         let e = e.unwrap();
         let rel = e.path().strip_prefix(from).unwrap();
@@ -104,7 +104,7 @@ pub fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-pub fn sorted_files(dir: &Path, ext: &str) -> Vec<PathBuf> {
+pub(crate) fn sorted_files(dir: &Path, ext: &str) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -1,0 +1,347 @@
+//! A compact binary form of parsed catalog files, so the stock catalog loads without TOML
+//! parsing.
+//!
+//! The build script (`src/catalog/build.rs`) parses `catalog/*.toml` into the wire types of
+//! [`super::wire`] and encodes them here; the library decodes them back into the very same
+//! values (spans included), then validates them exactly as it validates TOML. This file is
+//! compiled into both, so the two halves cannot disagree on the layout: every wire struct is
+//! listed once, with all its fields in order (the struct literal in `dec` makes a missing
+//! field a compile error).
+//!
+//! Layout, all integers little-endian `u32`: a string is its length and its UTF-8 bytes; an
+//! `Option` a `0`/`1` byte, then the value; a `Vec` its length, then the items; a `bool` one
+//! byte; a `Spanned` its start and end byte offsets, then the value; a struct its fields in
+//! declaration order. A stock blob is the number of files, then for each file its display
+//! path, its [`FileWire`], and the 1-based source line of each of its entries (a `Vec` of
+//! `u32`, in field order), so that loading needs neither the TOML parser nor a line scan.
+
+// The encoder half is used by the build script and the tests, the decoder half by the
+// library: each compilation uses one of them.
+#![allow(dead_code)]
+
+use toml::Spanned;
+
+use super::wire::*;
+
+/// Reads values back from an encoded buffer; `None` on malformed input.
+pub(crate) struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    /// Where each [`Spanned`] value (a catalog entry) starts, in decoding order.
+    marks: Vec<usize>,
+}
+
+impl<'a> Reader<'a> {
+    /// A reader at byte `pos` of `buf`.
+    pub(crate) fn at(buf: &'a [u8], pos: usize) -> Reader<'a> {
+        Reader {
+            buf,
+            pos,
+            marks: Vec::new(),
+        }
+    }
+    fn remaining(&self) -> usize {
+        self.buf.len().saturating_sub(self.pos)
+    }
+    fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
+        if n > self.remaining() {
+            return None;
+        }
+        let b = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Some(b)
+    }
+    fn u32(&mut self) -> Option<u32> {
+        let b = self.bytes(4)?;
+        Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn len(&mut self) -> Option<usize> {
+        usize::try_from(self.u32()?).ok()
+    }
+}
+
+/// Collects the encoding, and where each [`Spanned`] value's source text starts.
+pub(crate) struct Writer {
+    buf: Vec<u8>,
+    spans: Vec<usize>,
+}
+
+/// A value with a binary form.
+pub(crate) trait Codec: Sized {
+    fn enc(&self, out: &mut Writer);
+    fn dec(r: &mut Reader<'_>) -> Option<Self>;
+}
+
+fn put_len(n: usize, out: &mut Writer) {
+    let n = u32::try_from(n).expect("catalog value larger than 4 GiB");
+    out.buf.extend_from_slice(&n.to_le_bytes());
+}
+
+impl Codec for u32 {
+    fn enc(&self, out: &mut Writer) {
+        out.buf.extend_from_slice(&self.to_le_bytes());
+    }
+    fn dec(r: &mut Reader<'_>) -> Option<u32> {
+        r.u32()
+    }
+}
+
+impl Codec for bool {
+    fn enc(&self, out: &mut Writer) {
+        out.buf.push(u8::from(*self));
+    }
+    fn dec(r: &mut Reader<'_>) -> Option<bool> {
+        match r.bytes(1)? {
+            [0] => Some(false),
+            [1] => Some(true),
+            _ => None,
+        }
+    }
+}
+
+impl Codec for String {
+    fn enc(&self, out: &mut Writer) {
+        put_len(self.len(), out);
+        out.buf.extend_from_slice(self.as_bytes());
+    }
+    fn dec(r: &mut Reader<'_>) -> Option<String> {
+        let n = r.len()?;
+        std::str::from_utf8(r.bytes(n)?).ok().map(str::to_owned)
+    }
+}
+
+impl<T: Codec> Codec for Option<T> {
+    fn enc(&self, out: &mut Writer) {
+        self.is_some().enc(out);
+        if let Some(v) = self {
+            v.enc(out);
+        }
+    }
+    fn dec(r: &mut Reader<'_>) -> Option<Option<T>> {
+        if bool::dec(r)? {
+            T::dec(r).map(Some)
+        } else {
+            Some(None)
+        }
+    }
+}
+
+impl<T: Codec> Codec for Vec<T> {
+    fn enc(&self, out: &mut Writer) {
+        put_len(self.len(), out);
+        for v in self {
+            v.enc(out);
+        }
+    }
+    fn dec(r: &mut Reader<'_>) -> Option<Vec<T>> {
+        let n = r.len()?;
+        // Every item takes at least one byte: a corrupt length cannot over-allocate.
+        if n > r.remaining() {
+            return None;
+        }
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            v.push(T::dec(r)?);
+        }
+        Some(v)
+    }
+}
+
+impl<T: Codec> Codec for Spanned<T> {
+    fn enc(&self, out: &mut Writer) {
+        let span = self.span();
+        put_len(span.start, out);
+        put_len(span.end, out);
+        out.spans.push(span.start);
+        self.get_ref().enc(out);
+    }
+    fn dec(r: &mut Reader<'_>) -> Option<Spanned<T>> {
+        let start = r.len()?;
+        let end = r.len()?;
+        r.marks.push(r.pos);
+        Some(Spanned::new(start..end, T::dec(r)?))
+    }
+}
+
+macro_rules! codec_struct {
+    ($t:ident { $($f:ident),* $(,)? }) => {
+        impl Codec for $t {
+            fn enc(&self, out: &mut Writer) {
+                $( self.$f.enc(out); )*
+            }
+            fn dec(r: &mut Reader<'_>) -> Option<$t> {
+                Some($t { $( $f: Codec::dec(r)?, )* })
+            }
+        }
+    };
+}
+
+codec_struct!(FileWire {
+    family,
+    description,
+    branch,
+    minor_compat,
+    forward_compat,
+    targets,
+    gpu,
+    os,
+    wheel,
+    release,
+});
+codec_struct!(DriverBranchWire {
+    branch,
+    kind,
+    status,
+    eol,
+    versions,
+    source,
+    note,
+});
+codec_struct!(MinorCompatWire {
+    major,
+    driver_min,
+    source,
+    note,
+});
+codec_struct!(ForwardCompatWire {
+    cuda,
+    package,
+    bases,
+    source,
+    note,
+});
+codec_struct!(TargetsWire {
+    cuda,
+    sm,
+    source,
+    note,
+});
+codec_struct!(GpuWire {
+    id,
+    name,
+    aliases,
+    cc,
+    arch,
+    datacenter,
+    nvswitch,
+    memory_gib,
+    gfd_product,
+    smi_names,
+    min_driver,
+    last_driver_branch,
+    source,
+    note,
+});
+codec_struct!(OsWire {
+    id,
+    cuda,
+    source,
+    note,
+});
+codec_struct!(ReleaseWire {
+    version,
+    source,
+    note,
+    driver_min,
+    eol,
+    cuda_majors,
+    min_cc,
+    python,
+    pypi_variant,
+    torch,
+    cuda,
+    cuda_mismatch_ok,
+    files,
+});
+codec_struct!(TorchWheelWire {
+    torch,
+    variant,
+    cuda,
+    index_url,
+    arch_list,
+    cudnn,
+    nccl,
+    cusparselt,
+    python,
+    files,
+    source,
+    note,
+});
+codec_struct!(FileRefWire {
+    version,
+    python,
+    index,
+    filename,
+    sha256,
+});
+
+/// A decoded catalog file.
+pub(crate) struct Decoded {
+    /// Display path (`catalog/cuda.toml`).
+    pub(crate) path: String,
+    pub(crate) file: FileWire,
+    /// For each entry, in [`FileWire`] field order: where its value starts in the buffer
+    /// (to decode it again with [`decode_at`]) and its 1-based line in the source text.
+    pub(crate) entries: Vec<(usize, usize)>,
+}
+
+/// Encodes parsed files: (display path, source text, parsed file).
+pub(crate) fn encode_files(files: &[(String, String, FileWire)]) -> Vec<u8> {
+    let mut out = Writer {
+        buf: Vec::new(),
+        spans: Vec::new(),
+    };
+    put_len(files.len(), &mut out);
+    for (path, text, file) in files {
+        path.enc(&mut out);
+        out.spans.clear();
+        file.enc(&mut out);
+        let starts = std::mem::take(&mut out.spans);
+        let lines: Vec<u32> = starts
+            .iter()
+            .map(|&at| {
+                let n = text.as_bytes()[..at]
+                    .iter()
+                    .filter(|&&b| b == b'\n')
+                    .count()
+                    + 1;
+                u32::try_from(n).expect("catalog file longer than 4G lines")
+            })
+            .collect();
+        lines.enc(&mut out);
+    }
+    out.buf
+}
+
+/// Decodes what [`encode_files`] wrote; `None` when the buffer is malformed.
+pub(crate) fn decode_files(buf: &[u8]) -> Option<Vec<Decoded>> {
+    let mut r = Reader::at(buf, 0);
+    let n = r.len()?;
+    let mut files = Vec::with_capacity(n.min(buf.len()));
+    for _ in 0..n {
+        let path = String::dec(&mut r)?;
+        r.marks.clear();
+        let file = FileWire::dec(&mut r)?;
+        let marks = std::mem::take(&mut r.marks);
+        let lines = Vec::<u32>::dec(&mut r)?;
+        if lines.len() != marks.len() {
+            return None;
+        }
+        let entries = marks
+            .into_iter()
+            .zip(lines)
+            .map(|(m, l)| Some((m, usize::try_from(l).ok()?)))
+            .collect::<Option<_>>()?;
+        files.push(Decoded {
+            path,
+            file,
+            entries,
+        });
+    }
+    (r.remaining() == 0).then_some(files)
+}
+
+/// Decodes one value again, from where [`Decoded::entries`] says it starts.
+pub(crate) fn decode_at<T: Codec>(buf: &[u8], at: usize) -> Option<T> {
+    T::dec(&mut Reader::at(buf, at))
+}
