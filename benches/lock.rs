@@ -1,4 +1,5 @@
 //! `cargo bench --bench lock`: timings of `gpustack lock` on every example spec.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 //!
 //! * cold: a fresh `gpustack lock --out -` process per run (what a user or CI waits for);
 //! * in-process: catalog load, solve + lock, and lock writing, separately.

@@ -1,4 +1,5 @@
 //! Prints in-process timings of each stage (a quick profile aid; `cargo bench` has the
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 //! recorded figures).
 fn main() {
     let n: u32 = std::env::args()

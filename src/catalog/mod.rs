@@ -465,7 +465,7 @@ impl Catalog {
         let n = name.trim().to_ascii_lowercase();
         self.gpus
             .iter()
-            .find(|g| g.id == n || g.aliases.iter().any(|a| *a == n))
+            .find(|g| g.id == n || g.aliases.contains(&n))
     }
 
     /// The branch a driver version belongs to, when the catalog knows it.
@@ -1059,7 +1059,7 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
             versions,
         ));
     }
-    branch_rows.sort_by(|a, b| b.0.number.cmp(&a.0.number));
+    branch_rows.sort_by_key(|r| std::cmp::Reverse(r.0.number));
     for (i, (b, versions)) in branch_rows.into_iter().enumerate() {
         c.branches.push(b);
         for ver in versions {

@@ -560,6 +560,7 @@ impl<'c> Ctx<'c> {
     /// How a driver runs code built against CUDA `cuda` (major.minor or full release).
     /// `needs_ptx_jit` excludes minor-version compatibility, which does not cover JIT of
     /// newer PTX.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn driver_runs(
         &self,
         driver: &Version,
