@@ -178,19 +178,22 @@ fn nearest(ctx: &Ctx<'_>, c: Component) -> Vec<String> {
 
 /// Two violations group together when their messages differ only in version numbers.
 fn same_shape(a: &Violation, b: &Violation) -> bool {
-    fn shape(s: &str) -> String {
-        s.split(|c: char| c.is_whitespace())
-            .map(|w| {
-                if w.chars().any(|c| c.is_ascii_digit()) {
-                    "#"
-                } else {
-                    w
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
     a.facts.len() == b.facts.len() && shape(&a.message) == shape(&b.message)
+}
+
+/// A message with every word that holds a digit replaced by `#`: messages that differ only
+/// in versions have the same shape.
+pub(crate) fn shape(s: &str) -> String {
+    s.split(char::is_whitespace)
+        .map(|w| {
+            if w.chars().any(|c| c.is_ascii_digit()) {
+                "#"
+            } else {
+                w
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn summary(assign: &BTreeMap<Component, Version>, focus: &[Component]) -> String {

@@ -722,7 +722,10 @@ fn because(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)]) -
             None => "no complete stack with it satisfies the rest of the request".to_string(),
         };
         let v = ctx.version(c, other).to_string();
-        match groups.iter_mut().find(|(_, t)| shape(t) == shape(&text)) {
+        match groups
+            .iter_mut()
+            .find(|(_, t)| explain::shape(t) == explain::shape(&text))
+        {
             Some((vs, _)) => vs.push(v),
             None => groups.push((vec![v], text)),
         }
@@ -736,17 +739,4 @@ fn because(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)]) -
         out.push(format!("not {head}: {text}"));
     }
     out
-}
-
-fn shape(s: &str) -> String {
-    s.split(' ')
-        .map(|w| {
-            if w.chars().any(|c| c.is_ascii_digit()) {
-                "#"
-            } else {
-                w
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }

@@ -179,6 +179,28 @@ impl<'c> Ctx<'c> {
         }
     }
 
+    /// A violation whose message and facts are built only in verbose mode.
+    fn violation(
+        &self,
+        rule: Rule,
+        message: impl FnOnce() -> String,
+        facts: impl FnOnce() -> Vec<Origin>,
+    ) -> Violation {
+        if self.verbose {
+            Violation {
+                rule,
+                message: message(),
+                facts: facts(),
+            }
+        } else {
+            Violation {
+                rule,
+                message: String::new(),
+                facts: Vec::new(),
+            }
+        }
+    }
+
     /// The version a candidate stands for, as written in the lock.
     pub(crate) fn version(&self, c: Component, k: Cand) -> &Version {
         let i = match k {
@@ -338,22 +360,16 @@ impl<'c> Ctx<'c> {
             Component::Cuda => {
                 let r = &self.cat.cuda[i];
                 let Some(ts) = self.cat.targets_for(&r.version) else {
-                    return Err(Violation {
-                        rule: Rule::NvccTargets,
-                        message: if self.verbose {
+                    return Err(self.violation(
+                        Rule::NvccTargets,
+                        || {
                             format!(
                                 "the catalog does not know which GPU targets CUDA {} accepts",
                                 r.version
                             )
-                        } else {
-                            String::new()
                         },
-                        facts: if self.verbose {
-                            vec![r.origin.clone()]
-                        } else {
-                            Vec::new()
-                        },
-                    });
+                        || vec![r.origin.clone()],
+                    ));
                 };
                 let missing: Vec<&Target> = self
                     .targets
@@ -368,39 +384,21 @@ impl<'c> Ctx<'c> {
                         .join(", ");
                     let first = ts.sm.first().map(|t| t.to_string()).unwrap_or_default();
                     let last = ts.sm.last().map(|t| t.to_string()).unwrap_or_default();
-                    return Err(Violation {
-                        rule: Rule::NvccTargets,
-                        message: if self.verbose {
+                    return Err(self.violation(
+                        Rule::NvccTargets,
+                        || {
                             format!(
                             "nvcc of CUDA {} does not accept {names} (it accepts {first} … {last})",
                             r.version
                         )
-                        } else {
-                            String::new()
                         },
-                        facts: if self.verbose {
-                            vec![ts.origin.clone()]
-                        } else {
-                            Vec::new()
-                        },
-                    });
+                        || vec![ts.origin.clone()],
+                    ));
                 }
                 if let Some(os_id) = &self.spec.os {
                     if let Some(os) = self.cat.os.iter().find(|o| &o.id == os_id) {
                         if !os.cuda.matches(&r.version) {
-                            return Err(Violation {
-                                rule: Rule::OsImages,
-                                message: if self.verbose {
-                                    format!("NVIDIA publishes CUDA {} for {os_id} only in `{}`; {} is not among them", r.version, os.cuda, r.version)
-                                } else {
-                                    String::new()
-                                },
-                                facts: if self.verbose {
-                                    vec![os.origin.clone()]
-                                } else {
-                                    Vec::new()
-                                },
-                            });
+                            return Err(self.violation(Rule::OsImages, || format!("NVIDIA publishes CUDA {} for {os_id} only in `{}`; {} is not among them", r.version, os.cuda, r.version), || vec![os.origin.clone()]));
                         }
                     }
                 }
@@ -408,36 +406,12 @@ impl<'c> Ctx<'c> {
             Component::Torch => {
                 let b = &self.cat.torch[i];
                 if b.arch_list.is_empty() {
-                    return Err(Violation {
-                        rule: Rule::TorchArchList,
-                        message: if self.verbose {
-                            format!("the catalog has no verified arch list for torch {}, so it is never picked", b.full)
-                        } else {
-                            String::new()
-                        },
-                        facts: if self.verbose {
-                            vec![b.origin.clone()]
-                        } else {
-                            Vec::new()
-                        },
-                    });
+                    return Err(self.violation(Rule::TorchArchList, || format!("the catalog has no verified arch list for torch {}, so it is never picked", b.full), || vec![b.origin.clone()]));
                 }
                 for cc in &self.ccs {
                     if best_way(&b.arch_list, *cc).is_none() {
                         let list = crate::arch::torch_list(&b.arch_list).join(";");
-                        return Err(Violation {
-                            rule: Rule::TorchArchList,
-                            message: if self.verbose {
-                                format!("torch {} is built for `{list}`, which has no kernels for compute capability {cc}{}", b.full, self.gpu_names_for(*cc))
-                            } else {
-                                String::new()
-                            },
-                            facts: if self.verbose {
-                                vec![b.origin.clone()]
-                            } else {
-                                Vec::new()
-                            },
-                        });
+                        return Err(self.violation(Rule::TorchArchList, || format!("torch {} is built for `{list}`, which has no kernels for compute capability {cc}{}", b.full, self.gpu_names_for(*cc)), || vec![b.origin.clone()]));
                     }
                 }
             }
@@ -445,23 +419,17 @@ impl<'c> Ctx<'c> {
                 let r = &self.cat.vllm[i];
                 if let Some(min) = r.min_cc {
                     if let Some(cc) = self.ccs.iter().find(|cc| **cc < min) {
-                        return Err(Violation {
-                            rule: Rule::VllmMinCc,
-                            message: if self.verbose {
+                        return Err(self.violation(
+                            Rule::VllmMinCc,
+                            || {
                                 format!(
                                     "vLLM {} needs compute capability ≥ {min}, but {cc}{} is older",
                                     r.version,
                                     self.gpu_names_for(*cc)
                                 )
-                            } else {
-                                String::new()
                             },
-                            facts: if self.verbose {
-                                vec![r.origin.clone()]
-                            } else {
-                                Vec::new()
-                            },
-                        });
+                            || vec![r.origin.clone()],
+                        ));
                     }
                 }
             }
@@ -473,24 +441,18 @@ impl<'c> Ctx<'c> {
                 };
                 if let Some(min) = r.min_cc {
                     if let Some(cc) = self.ccs.iter().find(|cc| **cc < min) {
-                        return Err(Violation {
-                            rule: Rule::LibMinCc,
-                            message: if self.verbose {
+                        return Err(self.violation(
+                            Rule::LibMinCc,
+                            || {
                                 format!(
                                     "{} {} supports compute capability ≥ {min} only, not {cc}{}",
                                     c.display(),
                                     r.version,
                                     self.gpu_names_for(*cc)
                                 )
-                            } else {
-                                String::new()
                             },
-                            facts: if self.verbose {
-                                vec![r.origin.clone()]
-                            } else {
-                                Vec::new()
-                            },
-                        });
+                            || vec![r.origin.clone()],
+                        ));
                     }
                 }
             }
@@ -521,36 +483,16 @@ impl<'c> Ctx<'c> {
         for g in self.spec.gpus.iter().filter_map(|g| self.cat.gpu(g)) {
             if let Some(last) = g.last_driver_branch {
                 if d.major() > last {
-                    return Err(Violation {
-                        rule: Rule::GpuLastBranch,
-                        message: if self.verbose {
-                            format!("driver {d} is from branch R{}, but {} ({}) is supported only up to branch R{last}", d.major(), g.id, g.arch)
-                        } else {
-                            String::new()
-                        },
-                        facts: if self.verbose {
-                            vec![g.origin.clone()]
-                        } else {
-                            Vec::new()
-                        },
-                    });
+                    return Err(self.violation(Rule::GpuLastBranch, || format!("driver {d} is from branch R{}, but {} ({}) is supported only up to branch R{last}", d.major(), g.id, g.arch), || vec![g.origin.clone()]));
                 }
             }
             if let Some(min) = &g.min_driver {
                 if d < min {
-                    return Err(Violation {
-                        rule: Rule::GpuMinDriver,
-                        message: if self.verbose {
-                            format!("{} needs driver ≥ {min}, and driver {d} is older", g.id)
-                        } else {
-                            String::new()
-                        },
-                        facts: if self.verbose {
-                            vec![g.origin.clone()]
-                        } else {
-                            Vec::new()
-                        },
-                    });
+                    return Err(self.violation(
+                        Rule::GpuMinDriver,
+                        || format!("{} needs driver ≥ {min}, and driver {d} is older", g.id),
+                        || vec![g.origin.clone()],
+                    ));
                 }
             }
         }
@@ -670,9 +612,9 @@ impl<'c> Ctx<'c> {
                 if lib.cuda_majors.contains(&cu.version.major()) {
                     Ok(())
                 } else {
-                    Err(Violation {
-                        rule: Rule::LibCudaMajor,
-                        message: if self.verbose {
+                    Err(self.violation(
+                        Rule::LibCudaMajor,
+                        || {
                             format!(
                                 "{} {} ships builds for CUDA {} only, not CUDA {}",
                                 cb.display(),
@@ -684,15 +626,9 @@ impl<'c> Ctx<'c> {
                                     .join(", "),
                                 cu.version.major()
                             )
-                        } else {
-                            String::new()
                         },
-                        facts: if self.verbose {
-                            vec![lib.origin.clone()]
-                        } else {
-                            Vec::new()
-                        },
-                    })
+                        || vec![lib.origin.clone()],
+                    ))
                 }
             }
             (C::Cuda, C::Torch) => {
@@ -704,10 +640,7 @@ impl<'c> Ctx<'c> {
                 if same_major && not_newer {
                     Ok(())
                 } else {
-                    Err(Violation {
-                        rule: Rule::TorchToolkit,
-                        message: if self.verbose {
-                            if same_major {
+                    Err(self.violation(Rule::TorchToolkit, || if same_major {
                                 format!("torch {} bundles the CUDA {} runtime, newer than the CUDA {} toolkit", t.full, t.cuda, cu.version)
                             } else {
                                 format!(
@@ -716,16 +649,7 @@ impl<'c> Ctx<'c> {
                                     t.cuda.major(),
                                     cu.version
                                 )
-                            }
-                        } else {
-                            String::new()
-                        },
-                        facts: if self.verbose {
-                            vec![t.origin.clone()]
-                        } else {
-                            Vec::new()
-                        },
-                    })
+                            }, || vec![t.origin.clone()]))
                 }
             }
             (C::Cudnn, C::Torch) | (C::Nccl, C::Torch) => {
@@ -762,9 +686,9 @@ impl<'c> Ctx<'c> {
                     }),
                     Some(_) => Ok(()),
                     None if lib.cuda_majors.contains(&t.cuda.major()) => Ok(()),
-                    None => Err(Violation {
-                        rule: Rule::LibCudaMajor,
-                        message: if self.verbose {
+                    None => Err(self.violation(
+                        Rule::LibCudaMajor,
+                        || {
                             format!(
                                 "{} {} has no CUDA {} build for torch {}",
                                 ca.display(),
@@ -772,15 +696,9 @@ impl<'c> Ctx<'c> {
                                 t.cuda.major(),
                                 t.full
                             )
-                        } else {
-                            String::new()
                         },
-                        facts: if self.verbose {
-                            vec![lib.origin.clone()]
-                        } else {
-                            Vec::new()
-                        },
-                    }),
+                        || vec![lib.origin.clone()],
+                    )),
                 }
             }
             (C::Python, C::Torch) => {
@@ -789,22 +707,16 @@ impl<'c> Ctx<'c> {
                 if t.python.matches(py) {
                     Ok(())
                 } else {
-                    Err(Violation {
-                        rule: Rule::WheelPython,
-                        message: if self.verbose {
+                    Err(self.violation(
+                        Rule::WheelPython,
+                        || {
                             format!(
                                 "torch {} publishes wheels for Python `{}` only, not {py}",
                                 t.full, t.python
                             )
-                        } else {
-                            String::new()
                         },
-                        facts: if self.verbose {
-                            vec![t.release_origin.clone()]
-                        } else {
-                            Vec::new()
-                        },
-                    })
+                        || vec![t.release_origin.clone()],
+                    ))
                 }
             }
             (C::Python, C::Vllm) => {
@@ -813,44 +725,32 @@ impl<'c> Ctx<'c> {
                 if r.python.matches(py) {
                     Ok(())
                 } else {
-                    Err(Violation {
-                        rule: Rule::WheelPython,
-                        message: if self.verbose {
+                    Err(self.violation(
+                        Rule::WheelPython,
+                        || {
                             format!(
                                 "vLLM {} supports Python `{}` only, not {py}",
                                 r.version, r.python
                             )
-                        } else {
-                            String::new()
                         },
-                        facts: if self.verbose {
-                            vec![r.origin.clone()]
-                        } else {
-                            Vec::new()
-                        },
-                    })
+                        || vec![r.origin.clone()],
+                    ))
                 }
             }
             (C::Python, C::Deepspeed) => {
                 let py = &self.cat.python[ia].version;
                 let r = &self.cat.deepspeed[ib.unwrap_or(0)];
                 match &r.python {
-                    Some(req) if !req.matches(py) => Err(Violation {
-                        rule: Rule::WheelPython,
-                        message: if self.verbose {
+                    Some(req) if !req.matches(py) => Err(self.violation(
+                        Rule::WheelPython,
+                        || {
                             format!(
                                 "DeepSpeed {} supports Python `{req}` only, not {py}",
                                 r.version
                             )
-                        } else {
-                            String::new()
                         },
-                        facts: if self.verbose {
-                            vec![r.origin.clone()]
-                        } else {
-                            Vec::new()
-                        },
-                    }),
+                        || vec![r.origin.clone()],
+                    )),
                     _ => Ok(()),
                 }
             }
@@ -858,36 +758,18 @@ impl<'c> Ctx<'c> {
                 let t = &self.cat.torch[ia];
                 let r = &self.cat.vllm[ib.unwrap_or(0)];
                 if t.version.cmp_release(&r.torch).is_ne() {
-                    Err(Violation {
-                        rule: Rule::VllmTorchPin,
-                        message: if self.verbose {
+                    Err(self.violation(
+                        Rule::VllmTorchPin,
+                        || {
                             format!(
                                 "vLLM {} pins torch =={}, not {}",
                                 r.version, r.torch, t.version
                             )
-                        } else {
-                            String::new()
                         },
-                        facts: if self.verbose {
-                            vec![r.origin.clone()]
-                        } else {
-                            Vec::new()
-                        },
-                    })
+                        || vec![r.origin.clone()],
+                    ))
                 } else if t.cuda.major() != r.cuda.major() {
-                    Err(Violation {
-                        rule: Rule::VllmTorchPin,
-                        message: if self.verbose {
-                            format!("vLLM {}'s wheel is built with CUDA {}, so torch must be a CUDA {} build, not {}", r.version, r.cuda, r.cuda.major(), t.full)
-                        } else {
-                            String::new()
-                        },
-                        facts: if self.verbose {
-                            vec![r.origin.clone()]
-                        } else {
-                            Vec::new()
-                        },
-                    })
+                    Err(self.violation(Rule::VllmTorchPin, || format!("vLLM {}'s wheel is built with CUDA {}, so torch must be a CUDA {} build, not {}", r.version, r.cuda, r.cuda.major(), t.full), || vec![r.origin.clone()]))
                 } else {
                     Ok(())
                 }
@@ -896,22 +778,16 @@ impl<'c> Ctx<'c> {
                 let t = &self.cat.torch[ia];
                 let r = &self.cat.deepspeed[ib.unwrap_or(0)];
                 match &r.torch {
-                    Some(req) if !req.matches(&t.version) => Err(Violation {
-                        rule: Rule::DeepspeedTorch,
-                        message: if self.verbose {
+                    Some(req) if !req.matches(&t.version) => Err(self.violation(
+                        Rule::DeepspeedTorch,
+                        || {
                             format!(
                                 "DeepSpeed {} requires torch `{req}`, not {}",
                                 r.version, t.version
                             )
-                        } else {
-                            String::new()
                         },
-                        facts: if self.verbose {
-                            vec![r.origin.clone()]
-                        } else {
-                            Vec::new()
-                        },
-                    }),
+                        || vec![r.origin.clone()],
+                    )),
                     _ => Ok(()),
                 }
             }
@@ -1000,25 +876,13 @@ impl<'c> Ctx<'c> {
         if cu.major() == t.cuda.major() && in_list(cu) && in_list(&t.cuda) {
             return Ok(());
         }
-        Err(Violation {
-            rule: Rule::DeepspeedNvcc,
-            message: if self.verbose {
-                format!(
+        Err(self.violation(Rule::DeepspeedNvcc, || format!(
                 "DeepSpeed {} builds its ops with nvcc from CUDA {cu}, which must match torch {}'s CUDA {} (its allowed mismatches: {})",
                 r.version,
                 t.full,
                 t.cuda,
                 if r.cuda_mismatch_ok.is_empty() { "none".to_string() } else { vlist(&r.cuda_mismatch_ok.iter().collect::<Vec<_>>()) }
-            )
-            } else {
-                String::new()
-            },
-            facts: if self.verbose {
-                vec![r.origin.clone()]
-            } else {
-                Vec::new()
-            },
-        })
+            ), || vec![r.origin.clone()]))
     }
 
     /// The compatibility the lock relies on for the driver and a CUDA version.
