@@ -104,13 +104,31 @@ impl Diagnostic {
         self
     }
 
-    /// Sets the location from a byte offset in `text`, with the line as snippet.
+    /// Sets the location from a byte offset in `text`, with the line as snippet (a window
+    /// of at most 100 characters around the column, for very long lines).
     pub fn at_offset(mut self, file: &str, text: &str, offset: usize) -> Diagnostic {
-        let loc = Location::at_offset(file, text, offset);
-        self.snippet = text
-            .lines()
-            .nth(loc.line.saturating_sub(1))
-            .map(|l| l.to_string());
+        let mut loc = Location::at_offset(file, text, offset);
+        self.snippet = text.lines().nth(loc.line.saturating_sub(1)).map(|l| {
+            let chars: Vec<char> = l.chars().collect();
+            if chars.len() <= 100 {
+                return l.to_string();
+            }
+            let start = loc
+                .col
+                .saturating_sub(50)
+                .min(chars.len().saturating_sub(100));
+            let end = (start + 100).min(chars.len());
+            loc.col -= start;
+            let mut s: String = chars[start..end].iter().collect();
+            if start > 0 {
+                s.insert(0, '…');
+                loc.col += 1;
+            }
+            if end < chars.len() {
+                s.push('…');
+            }
+            s
+        });
         self.location = Some(loc);
         self
     }

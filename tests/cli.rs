@@ -350,3 +350,52 @@ fn overlay_paths_do_not_leak_into_the_lock() {
     assert!(!c.stdout.contains(&abs));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn pathological_specs_are_rejected_cleanly() {
+    let dir = tempdir("patho");
+    let head = "[stack]\nname = \"x\"\n[hardware]\ngpus = [\"h100\"]\n[components]\ncuda = \"*\"\n[train]\ncommand = ";
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "deep",
+            format!("{head}{}{}\n", "[".repeat(100_000), "]".repeat(100_000)).into_bytes(),
+            "recursion",
+        ),
+        (
+            "huge",
+            "a".repeat(2 << 20).into_bytes(),
+            "larger than 1 MiB",
+        ),
+        (
+            "dupkey",
+            b"[stack]\nname = \"a\"\nname = \"b\"\n".to_vec(),
+            "duplicate key",
+        ),
+        ("nul", b"[stack]\nname = \"a\0\"\n".to_vec(), "error: "),
+    ];
+    for (name, bytes, want) in cases {
+        std::fs::write(dir.join(format!("{name}.toml")), &bytes).unwrap();
+        let out = run_in(
+            &dir,
+            &[
+                "lock",
+                "--spec",
+                &format!("{name}.toml"),
+                "--out",
+                &format!("{name}.lock"),
+            ],
+        );
+        assert_eq!(out.code, 2, "{name}: {}", out.stderr);
+        assert!(out.stderr.contains(want), "{name}: {}", out.stderr);
+        assert!(
+            out.stderr.len() < 4000,
+            "{name}: message too long ({} bytes)",
+            out.stderr.len()
+        );
+        assert!(
+            !dir.join(format!("{name}.lock")).exists(),
+            "{name}: wrote a lock"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
