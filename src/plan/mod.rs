@@ -6,6 +6,9 @@
 //! storage mounts, the expected bandwidth, the component versions.
 
 pub mod docker;
+pub mod k8s;
+pub mod packer;
+pub mod slurm;
 
 use std::collections::BTreeMap;
 
@@ -70,12 +73,9 @@ pub fn generate(lock: &Lock, target: Target) -> Result<Vec<RenderedFile>, Error>
     match target {
         Target::Docker => docker::render(lock, &common),
         Target::Apptainer => docker::render_apptainer(lock, &common),
-        Target::Packer | Target::K8s | Target::Slurm => Err(Diagnostic::new(
-            Stage::Generate,
-            format!("`gen {}` is not available in this build", target.name()),
-        )
-        .hint("available targets: docker, apptainer")
-        .into()),
+        Target::Packer => packer::render(lock, &common),
+        Target::K8s => k8s::render(lock, &common),
+        Target::Slurm => slurm::render(lock, &common),
     }
 }
 

@@ -113,3 +113,76 @@ pub(crate) fn sorted_files(dir: &Path, ext: &str) -> Vec<PathBuf> {
     v.sort();
     v
 }
+
+/// A validator (hadolint, shellcheck, packer, yamllint, kubernetes-validate, sbatch, …):
+/// found on `PATH` or in `.venv-validate/bin` (where `tests/run.sh` installs the PyPI
+/// ones). Missing: with `CI=true` the test fails; otherwise it prints a loud skip notice
+/// and the caller skips that check.
+pub(crate) fn validator(name: &str) -> Option<PathBuf> {
+    let venv = root().join(".venv-validate/bin").join(name);
+    if venv.is_file() {
+        return Some(venv);
+    }
+    if let Some(paths) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&paths) {
+            let p = dir.join(name);
+            if p.is_file() {
+                return Some(p);
+            }
+        }
+    }
+    let msg = format!(
+        "\n!!! VALIDATOR MISSING: `{name}` — its checks are SKIPPED. Run `bash tests/run.sh` (as root it installs the validators).\n"
+    );
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{msg}CI=true: a missing validator is a failure");
+    }
+    eprintln!("{msg}");
+    None
+}
+
+/// Runs a validator; returns (exit code, stdout+stderr).
+pub(crate) fn run_tool(tool: &Path, args: &[&str], dir: &Path) -> (i32, String) {
+    let out = Command::new(tool)
+        .args(args)
+        .current_dir(dir)
+        .env("CHECKPOINT_DISABLE", "1")
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", tool.display()));
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// The example specs' names (`fixtures/specs/<name>.toml`, locked in `lockfiles/<name>.lock`).
+pub(crate) fn example_names() -> Vec<String> {
+    sorted_files(&root().join("fixtures/specs"), "toml")
+        .iter()
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Runs `gpustack gen <target>` on `lockfiles/<name>.lock` into a fresh temporary
+/// directory; returns that directory's `<target>/` (panics when generation fails).
+pub(crate) fn generate(name: &str, target: &str) -> PathBuf {
+    let dir = tempdir(&format!("gen-{name}-{target}"));
+    let lock = root().join("lockfiles").join(format!("{name}.lock"));
+    let out = run_in(
+        &dir,
+        &[
+            "gen",
+            target,
+            "--lock",
+            lock.to_str().unwrap(),
+            "--out",
+            "out",
+        ],
+    );
+    assert_eq!(out.code, 0, "gen {target} for {name}: {}", out.stderr);
+    dir.join("out").join(target)
+}

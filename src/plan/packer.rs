@@ -1,0 +1,16 @@
+//! The Packer plan (issue 4): not implemented yet.
+
+use super::Common;
+use crate::error::{Diagnostic, Error, Stage};
+use crate::lock::Lock;
+use crate::render::RenderedFile;
+
+/// `out/packer/`.
+pub fn render(_lock: &Lock, _common: &Common) -> Result<Vec<RenderedFile>, Error> {
+    Err(Diagnostic::new(
+        Stage::Generate,
+        "`gen packer` is not available in this build",
+    )
+    .hint("available targets: docker, apptainer")
+    .into())
+}
