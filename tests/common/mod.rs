@@ -84,8 +84,11 @@ pub(crate) fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     out
 }
 
+/// A fresh directory, unique per call (tests run in parallel threads).
 pub(crate) fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("gpustack-test-{}-{tag}", std::process::id()));
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!("gpustack-test-{}-{n}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
