@@ -187,6 +187,7 @@ codec_struct!(FileWire {
     os,
     wheel,
     release,
+    extra,
 });
 codec_struct!(DriverBranchWire {
     branch,
@@ -263,6 +264,22 @@ codec_struct!(TorchWheelWire {
     nccl,
     cusparselt,
     python,
+    files,
+    source,
+    note,
+});
+codec_struct!(ExtraWire {
+    name,
+    version,
+    layer,
+    torch,
+    cuda_majors,
+    min_cc,
+    python,
+    pypi_name,
+    index,
+    pypi_variant,
+    prebuilt,
     files,
     source,
     note,
