@@ -253,9 +253,9 @@ fn extra_file_structure_errors() {
         "family = \"extra\"\n\n[[extra]]\n{GOOD}\n[[extra]]\n{other}"
     ))
     .is_ok());
-    let ds = diagnostics(stock_plus(&format!(
-        "family = \"extra\"\n\n[[release]]\nversion = \"1\"\nsource = \"s\"\n"
-    )));
+    let ds = diagnostics(stock_plus(
+        "family = \"extra\"\n\n[[release]]\nversion = \"1\"\nsource = \"s\"\n",
+    ));
     assert!(
         ds[0]
             .message
