@@ -44,6 +44,7 @@ pub mod deploy;
 pub mod emit;
 pub mod error;
 pub mod lock;
+mod select;
 pub mod solve;
 pub mod spec;
 pub mod version;

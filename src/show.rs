@@ -6,7 +6,7 @@ use gpustack::catalog::{Catalog, Gpu, Origin};
 use gpustack::lock::{Field, LockedComponent};
 use gpustack::Lock;
 
-pub(crate) const FAMILIES: [&str; 11] = [
+pub(crate) const FAMILIES: [&str; 15] = [
     "driver",
     "cuda",
     "gpu",
@@ -18,6 +18,10 @@ pub(crate) const FAMILIES: [&str; 11] = [
     "vllm",
     "deepspeed",
     "extra",
+    "image",
+    "package",
+    "instance",
+    "bandwidth",
 ];
 
 fn newest<T>(items: &[T], f: impl Fn(&T) -> String) -> String {
@@ -102,6 +106,34 @@ pub(crate) fn list(c: &Catalog) -> String {
             names.dedup();
             names.join(", ")
         }),
+        (
+            "image",
+            c.images.len(),
+            format!(
+                "nvidia/cuda tags; newest {}",
+                newest(&c.images, |i| format!("{} {}", i.cuda, i.os))
+            ),
+        ),
+        ("package", c.packages.len(), {
+            let mut names: Vec<&str> = c.packages.iter().map(|p| p.name.as_str()).collect();
+            names.dedup();
+            names.join(", ")
+        }),
+        (
+            "instance",
+            c.instances.len(),
+            format!("cloud instance types for {} GPUs", {
+                let mut g: Vec<&str> = c.instances.iter().map(|i| i.gpu.as_str()).collect();
+                g.sort_unstable();
+                g.dedup();
+                g.len()
+            }),
+        ),
+        (
+            "bandwidth",
+            c.bandwidth.len(),
+            "published nccl-tests bus bandwidth figures".to_string(),
+        ),
     ];
     for (name, n, detail) in rows {
         let _ = writeln!(o, "{name:<10} {n:>4}  {detail}");
@@ -280,6 +312,75 @@ pub(crate) fn family(c: &Catalog, fam: &str) -> Option<String> {
                     r.min_cc.map(|m| format!(", cc ≥ {m}")).unwrap_or_default()
                 );
                 src(&mut o, &r.origin);
+            }
+        }
+        "image" => {
+            for i in &c.images {
+                let _ = writeln!(
+                    o,
+                    "nvidia/cuda {} on {} ({}): {}",
+                    i.cuda,
+                    i.os,
+                    if i.supported {
+                        "supported"
+                    } else {
+                        "unsupported"
+                    },
+                    i.tags.join(", ")
+                );
+                src(&mut o, &i.origin);
+            }
+        }
+        "package" => {
+            for p in &c.packages {
+                let _ = writeln!(
+                    o,
+                    "{} {}{}{}",
+                    p.name,
+                    p.version.as_deref().unwrap_or("(follows the driver)"),
+                    p.variant
+                        .as_deref()
+                        .map(|v| format!(" [{v}]"))
+                        .unwrap_or_default(),
+                    if p.sha256.is_some() {
+                        ", sha256 known"
+                    } else {
+                        ""
+                    }
+                );
+                src(&mut o, &p.origin);
+            }
+        }
+        "instance" => {
+            for i in &c.instances {
+                let _ = writeln!(
+                    o,
+                    "{} on {}: {}{}",
+                    i.gpu,
+                    i.cloud,
+                    i.instance_type.as_deref().unwrap_or("(type not sourced)"),
+                    i.gpus.map(|n| format!(", {n} GPUs")).unwrap_or_default()
+                );
+                src(&mut o, &i.origin);
+            }
+        }
+        "bandwidth" => {
+            for b in &c.bandwidth {
+                let _ = writeln!(
+                    o,
+                    "{} over {}, {}×{}: {} GB/s ({}{})",
+                    b.gpu,
+                    b.fabric,
+                    b.nodes,
+                    b.gpus_per_node,
+                    b.busbw_gbps,
+                    b.test,
+                    b.size
+                        .as_deref()
+                        .map(|s| format!(", {s}"))
+                        .unwrap_or_default()
+                );
+                src(&mut o, &b.origin);
             }
         }
         "deepspeed" => {

@@ -206,24 +206,42 @@ pub enum Layer {
     Inference,
     /// DeepSpeed; the extras Accelerate and DALI.
     Training,
+    /// The acceptance test (nccl-tests) on top of the base.
+    Validate,
+    /// What only a VM image installs on top of the base (Container Toolkit, DCGM, Fabric
+    /// Manager); not a container image layer.
+    Host,
 }
 
 impl Layer {
-    /// Every layer, bottom first.
-    pub const ALL: [Layer; 4] = [
+    /// Every container image layer, bottom first (the default of `[image].layers`).
+    pub const ALL: [Layer; 5] = [
         Layer::Base,
         Layer::Framework,
         Layer::Inference,
         Layer::Training,
+        Layer::Validate,
     ];
 
-    /// `base`, `framework`, `inference`, `training`.
+    /// Every layer a lock may hold, in lock order.
+    pub const EVERY: [Layer; 6] = [
+        Layer::Base,
+        Layer::Framework,
+        Layer::Inference,
+        Layer::Training,
+        Layer::Validate,
+        Layer::Host,
+    ];
+
+    /// `base`, `framework`, `inference`, `training`, `validate`, `host`.
     pub fn name(self) -> &'static str {
         match self {
             Layer::Base => "base",
             Layer::Framework => "framework",
             Layer::Inference => "inference",
             Layer::Training => "training",
+            Layer::Validate => "validate",
+            Layer::Host => "host",
         }
     }
 
@@ -231,14 +249,19 @@ impl Layer {
     pub fn parent(self) -> Option<Layer> {
         match self {
             Layer::Base => None,
-            Layer::Framework => Some(Layer::Base),
+            Layer::Framework | Layer::Validate | Layer::Host => Some(Layer::Base),
             Layer::Inference | Layer::Training => Some(Layer::Framework),
         }
     }
 
-    /// Parses a layer name.
+    /// Parses a container image layer name.
     pub fn from_name(s: &str) -> Option<Layer> {
         Layer::ALL.into_iter().find(|l| l.name() == s)
+    }
+
+    /// Parses any layer name, `host` included.
+    pub fn from_any_name(s: &str) -> Option<Layer> {
+        Layer::EVERY.into_iter().find(|l| l.name() == s)
     }
 }
 

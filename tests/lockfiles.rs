@@ -29,9 +29,11 @@ fn committed_locks_round_trip() {
 }
 
 #[test]
-fn v1_corpus_still_parses() {
+fn v1_and_v2_corpus_still_parses() {
     let root = root();
-    for path in sorted_files(&root.join("fixtures/lockfiles/v1"), "lock") {
+    let mut paths = sorted_files(&root.join("fixtures/lockfiles/v1"), "lock");
+    paths.extend(sorted_files(&root.join("fixtures/lockfiles/v2"), "lock"));
+    for path in paths {
         let text = std::fs::read_to_string(&path).unwrap();
         let lock = Lock::parse(&path.display().to_string(), &text)
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -47,8 +49,8 @@ fn v1_corpus_still_parses() {
 fn unknown_versions_are_refused_clearly() {
     for (text, want) in [
         (
-            "version = 2\n",
-            "unsupported lockfile version 2 (this gpustack reads version 1)",
+            "version = 3\n",
+            "unsupported lockfile version 3 (this gpustack reads versions 1 to 2)",
         ),
         ("version = 0\n", "unsupported lockfile version 0"),
         ("version = \"1\"\n", "lockfile `version` must be an integer"),
@@ -67,7 +69,17 @@ fn layer_hashes_chain_and_react_only_to_pins() {
     let text = std::fs::read_to_string(root().join("lockfiles/h100-ib-train-serve.lock")).unwrap();
     let lock = Lock::parse("l", &text).unwrap();
     let names: Vec<&str> = lock.layers.iter().map(|l| l.layer.name()).collect();
-    assert_eq!(names, ["base", "framework", "inference", "training"]);
+    assert_eq!(
+        names,
+        [
+            "base",
+            "framework",
+            "inference",
+            "training",
+            "validate",
+            "host"
+        ]
+    );
     // A descriptive edit (end-of-life date) leaves the hashes alone …
     let cat = gpustack::Catalog::stock().unwrap();
     let spec_text =
@@ -90,6 +102,13 @@ fn layer_hashes_chain_and_react_only_to_pins() {
         assert_ne!(
             other.layers[i].hash, lock.layers[i].hash,
             "{} must change",
+            names[i]
+        );
+    }
+    for i in 4..6 {
+        assert_eq!(
+            other.layers[i].hash, lock.layers[i].hash,
+            "{} sits on base only and must not change",
             names[i]
         );
     }

@@ -188,6 +188,63 @@ codec_struct!(FileWire {
     wheel,
     release,
     extra,
+    image,
+    package,
+    instance,
+    cloud,
+    bandwidth,
+});
+codec_struct!(ImageWire {
+    cuda,
+    os,
+    tags,
+    status,
+    cudnn,
+    digests,
+    source,
+    note,
+});
+codec_struct!(PackageWire {
+    name,
+    version,
+    variant,
+    url,
+    sha256,
+    apt_packages,
+    apt_pin,
+    dnf_packages,
+    image,
+    minimum_safe,
+    follows_driver,
+    requires,
+    source,
+    note,
+});
+codec_struct!(InstanceWire {
+    gpu,
+    cloud,
+    instance_type,
+    gpus,
+    accelerator_type,
+    source,
+    note,
+});
+codec_struct!(CloudWire {
+    id,
+    on_host_maintenance,
+    source,
+    note,
+});
+codec_struct!(BandwidthWire {
+    gpu,
+    fabric,
+    test,
+    size,
+    busbw_gbps,
+    nodes,
+    gpus_per_node,
+    source,
+    note,
 });
 codec_struct!(DriverBranchWire {
     branch,

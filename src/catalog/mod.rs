@@ -34,14 +34,18 @@ use wire::*;
 include!(concat!(env!("OUT_DIR"), "/stock.rs"));
 
 const FAMILIES: &[&str] = &[
+    "bandwidth",
     "cuda",
     "cudnn",
     "deepspeed",
     "driver",
     "extra",
     "gpu",
+    "image",
+    "instance",
     "nccl",
     "os",
+    "package",
     "python",
     "torch",
     "vllm",
@@ -456,7 +460,129 @@ pub struct Catalog {
     /// Extra releases: by component (in [`Component`] order), then newest first, then by
     /// distribution name.
     pub extras: Vec<ExtraRelease>,
+    /// `nvidia/cuda` images, by CUDA (newest first) then OS.
+    pub images: Vec<BaseImage>,
+    /// Packages by name, newest first.
+    pub packages: Vec<Package>,
+    /// Cloud instance types, by GPU then cloud.
+    pub instances: Vec<Instance>,
+    /// Per-cloud settings.
+    pub clouds: Vec<CloudSettings>,
+    /// nccl-tests bandwidth figures, by GPU then fabric.
+    pub bandwidth: Vec<Bandwidth>,
 }
+
+/// `nvidia/cuda` image tags for one CUDA release on one OS.
+#[derive(Clone, Debug)]
+pub struct BaseImage {
+    /// The CUDA release.
+    pub cuda: Version,
+    /// The OS id.
+    pub os: String,
+    /// Every tag NVIDIA lists for the pair.
+    pub tags: Vec<String>,
+    /// Listed as supported (not in NVIDIA's unsupported-tags list).
+    pub supported: bool,
+    /// The cuDNN inside the `cudnn` tags, where sourced.
+    pub cudnn: Option<Version>,
+    /// Digests by tag, where sourced: (`12.4.1-runtime-ubuntu22.04`, `sha256:…`).
+    pub digests: Vec<(String, String)>,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// A fabric, MPI or cluster package at one version.
+#[derive(Clone, Debug)]
+pub struct Package {
+    /// `ucx`.
+    pub name: String,
+    /// The upstream version text (`1.22.0`, `4.7.0-4.9.0`); `None` for packages that follow
+    /// the driver.
+    pub version: Option<String>,
+    /// The version as a [`Version`] where it parses, for ordering.
+    pub order: Option<Version>,
+    /// Build variant.
+    pub variant: Option<String>,
+    /// Download URL.
+    pub url: Option<String>,
+    /// sha256 of the download, from a published source.
+    pub sha256: Option<String>,
+    /// apt packages with pins (may hold `{driver}` / `{branch}`).
+    pub apt_packages: Vec<String>,
+    /// The apt version string.
+    pub apt_pin: Option<String>,
+    /// RPM packages (may hold `{driver}` / `{branch}`).
+    pub dnf_packages: Vec<String>,
+    /// Container image (without tag) shipping this version.
+    pub image: Option<String>,
+    /// The oldest version without known critical vulnerabilities.
+    pub minimum_safe: bool,
+    /// Its version equals the locked driver's.
+    pub follows_driver: bool,
+    /// Requirements in words.
+    pub requires: Option<String>,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// A cloud instance type for a GPU.
+#[derive(Clone, Debug)]
+pub struct Instance {
+    /// GPU id.
+    pub gpu: String,
+    /// `aws`, `gcp`, `azure`.
+    pub cloud: String,
+    /// `p5.48xlarge`.
+    pub instance_type: Option<String>,
+    /// GPUs per instance.
+    pub gpus: Option<u32>,
+    /// GCP accelerator type.
+    pub accelerator_type: Option<String>,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// Per-cloud settings for GPU machines.
+#[derive(Clone, Debug)]
+pub struct CloudSettings {
+    /// `gcp`.
+    pub id: String,
+    /// `TERMINATE`.
+    pub on_host_maintenance: Option<String>,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// A published nccl-tests bus bandwidth figure.
+#[derive(Clone, Debug)]
+pub struct Bandwidth {
+    /// GPU id.
+    pub gpu: String,
+    /// `nvlink`, `infiniband`, ….
+    pub fabric: String,
+    /// `all_reduce_perf`.
+    pub test: String,
+    /// Message size, where stated.
+    pub size: Option<String>,
+    /// GB/s as published.
+    pub busbw_gbps: String,
+    /// Job shape.
+    pub nodes: u32,
+    /// Job shape.
+    pub gpus_per_node: u32,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// Cluster fabrics (`[cluster].fabric`), plus `nvlink` for figures inside one node.
+pub const FABRICS: &[&str] = &[
+    "infiniband",
+    "roce",
+    "efa",
+    "slingshot",
+    "ethernet",
+    "nvlink",
+];
 
 /// One layer's worth of parsed entries, keyed for overlay merging.
 #[derive(Default)]
@@ -472,6 +598,11 @@ struct Layers {
     /// Keyed by name, version and distribution (`cupy` 14.2.0 is both `cupy-cuda12x` and
     /// `cupy-cuda13x`).
     extra: BTreeMap<(String, String, String), (ExtraWire, Origin)>,
+    image: BTreeMap<String, (ImageWire, Origin)>,
+    package: BTreeMap<String, (PackageWire, Origin)>,
+    instance: BTreeMap<String, (InstanceWire, Origin)>,
+    cloud: BTreeMap<String, (CloudWire, Origin)>,
+    bandwidth: BTreeMap<String, (BandwidthWire, Origin)>,
 }
 
 impl Catalog {
@@ -532,6 +663,16 @@ impl Catalog {
         } else {
             Err(Error::Invalid(diags))
         }
+    }
+
+    /// The `nvidia/cuda` image entry for a CUDA release on an OS.
+    pub fn image(&self, cuda: &Version, os: &str) -> Option<&BaseImage> {
+        self.images.iter().find(|i| &i.cuda == cuda && i.os == os)
+    }
+
+    /// Packages named `name`, newest first.
+    pub fn packages_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Package> + 'a {
+        self.packages.iter().filter(move |p| p.name == name)
     }
 
     /// A GPU by id or alias, case-insensitive.
@@ -839,7 +980,10 @@ fn ingest(
     );
     misplaced(
         "release",
-        if matches!(fam, "driver" | "gpu" | "os") {
+        if matches!(
+            fam,
+            "driver" | "gpu" | "os" | "image" | "package" | "instance" | "bandwidth"
+        ) {
             file.release.len()
         } else {
             0
@@ -860,6 +1004,15 @@ fn ingest(
         if fam == "extra" { 0 } else { file.extra.len() },
         diags,
     );
+    for (what, n, home) in [
+        ("image", file.image.len(), "image"),
+        ("package", file.package.len(), "package"),
+        ("instance", file.instance.len(), "instance"),
+        ("cloud", file.cloud.len(), "instance"),
+        ("bandwidth", file.bandwidth.len(), "bandwidth"),
+    ] {
+        misplaced(what, if fam == home { 0 } else { n }, diags);
+    }
 
     for b in file.branch {
         let span = b.span();
@@ -938,6 +1091,33 @@ fn ingest(
         }
         out.extra.insert(key, (v, o));
     }
+    simple!(image, |v: &ImageWire| format!("{}/{}", v.cuda, v.os));
+    simple!(package, |v: &PackageWire| format!(
+        "{}/{}/{}",
+        v.name,
+        v.version.as_deref().unwrap_or("driver"),
+        v.variant.as_deref().unwrap_or("")
+    ));
+    simple!(instance, |v: &InstanceWire| format!(
+        "{}/{}/{}",
+        v.gpu,
+        v.cloud,
+        v.instance_type
+            .as_deref()
+            .or(v.accelerator_type.as_deref())
+            .unwrap_or("")
+    ));
+    simple!(cloud, |v: &CloudWire| v.id.clone());
+    simple!(bandwidth, |v: &BandwidthWire| format!(
+        "{}/{}/{}x{}/{}/{}/{}",
+        v.gpu,
+        v.fabric,
+        v.nodes,
+        v.gpus_per_node,
+        v.test,
+        v.size.as_deref().unwrap_or(""),
+        v.busbw_gbps
+    ));
 }
 
 fn check_release_fields(
@@ -1004,6 +1184,11 @@ fn merge(into: &mut Layers, layer: Layers) {
     into.wheel.extend(layer.wheel);
     into.release.extend(layer.release);
     into.extra.extend(layer.extra);
+    into.image.extend(layer.image);
+    into.package.extend(layer.package);
+    into.instance.extend(layer.instance);
+    into.cloud.extend(layer.cloud);
+    into.bandwidth.extend(layer.bandwidth);
 }
 
 /// Validation context: turns wire strings into typed values, recording diagnostics at the
@@ -1528,6 +1713,17 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
             );
         }
     }
+    build_deploy(
+        &mut v,
+        &mut c,
+        DeployLayers {
+            image: l.image,
+            package: l.package,
+            instance: l.instance,
+            cloud: l.cloud,
+            bandwidth: l.bandwidth,
+        },
+    );
     let mut overlaps: Vec<(String, String)> = Vec::new();
     for cu in &c.cuda {
         let matching: Vec<&TargetSet> = c
@@ -1752,6 +1948,298 @@ fn build_extras(
             .then_with(|| b.version.cmp(&a.version))
             .then_with(|| a.pypi_name.cmp(&b.pypi_name))
     });
+}
+
+struct DeployLayers {
+    image: BTreeMap<String, (ImageWire, Origin)>,
+    package: BTreeMap<String, (PackageWire, Origin)>,
+    instance: BTreeMap<String, (InstanceWire, Origin)>,
+    cloud: BTreeMap<String, (CloudWire, Origin)>,
+    bandwidth: BTreeMap<String, (BandwidthWire, Origin)>,
+}
+
+/// Characters allowed in a catalog value that reaches generated files as a bare word
+/// (tags, package pins, instance types): no quotes, spaces, `$`, backquotes or newlines.
+pub(crate) fn safe_word(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 200
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-+:=~*{}/@".contains(&b))
+}
+
+fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+fn safe_url(s: &str) -> bool {
+    s.starts_with("https://") && safe_word(&s["https://".len()..])
+}
+
+/// The generator-side families: images, packages, instances, clouds, bandwidth.
+fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
+    for (_, (i, o)) in l.image {
+        v.source(&o);
+        let Some(cuda) = v.version(&o, "cuda", &i.cuda) else {
+            continue;
+        };
+        if !c.cuda.iter().any(|r| r.version == cuda) {
+            v.fail(
+                &o,
+                format!("image for CUDA `{cuda}`, which `cuda.toml` does not list"),
+            );
+        }
+        if !c.os.iter().any(|x| x.id == i.os) {
+            v.fail(
+                &o,
+                format!("image for OS `{}`, which `os.toml` does not list", i.os),
+            );
+        }
+        let supported = match i.status.as_str() {
+            "supported" => true,
+            "unsupported" => false,
+            other => {
+                v.fail(
+                    &o,
+                    format!("image status `{other}` is not `supported` or `unsupported`"),
+                );
+                continue;
+            }
+        };
+        for t in &i.tags {
+            if !safe_word(t) || !t.starts_with(&i.cuda) || !t.ends_with(&i.os) {
+                v.fail(
+                    &o,
+                    format!("tag `{t}` must be `{}-<flavour>-{}`", i.cuda, i.os),
+                );
+            }
+        }
+        let mut digests = Vec::new();
+        for d in &i.digests {
+            match d.split_once("@sha256:") {
+                Some((tag, hex)) if i.tags.iter().any(|t| t == tag) && is_sha256_hex(hex) => {
+                    digests.push((tag.to_string(), format!("sha256:{hex}")));
+                }
+                _ => v.fail(
+                    &o,
+                    format!("digest `{d}` must be `<one of the tags>@sha256:<64 lowercase hex>`"),
+                ),
+            }
+        }
+        let cudnn = i.cudnn.as_deref().and_then(|s| v.version(&o, "cudnn", s));
+        c.images.push(BaseImage {
+            cuda,
+            os: i.os.clone(),
+            tags: i.tags.clone(),
+            supported,
+            cudnn,
+            digests,
+            origin: o,
+        });
+    }
+    c.images
+        .sort_by(|a, b| b.cuda.cmp(&a.cuda).then_with(|| a.os.cmp(&b.os)));
+
+    for (_, (p, o)) in l.package {
+        v.source(&o);
+        if !valid_id(&p.name) {
+            v.fail(
+                &o,
+                format!("package name `{}` must match [a-z0-9][a-z0-9-]*", p.name),
+            );
+            continue;
+        }
+        let order = match (&p.version, p.follows_driver) {
+            (Some(ver), false) => {
+                if !safe_word(ver) {
+                    v.fail(
+                        &o,
+                        format!("package version `{ver}` has characters a pin cannot hold"),
+                    );
+                    continue;
+                }
+                Version::parse(ver).ok()
+            }
+            (None, true) => None,
+            (Some(_), true) => {
+                v.fail(
+                    &o,
+                    format!(
+                        "package `{}` follows the driver; it takes no `version`",
+                        p.name
+                    ),
+                );
+                continue;
+            }
+            (None, false) => {
+                v.fail(
+                    &o,
+                    format!(
+                        "package `{}` needs a `version` (or `follows_driver = true`)",
+                        p.name
+                    ),
+                );
+                continue;
+            }
+        };
+        if let Some(h) = &p.sha256 {
+            if !is_sha256_hex(h) {
+                v.fail(&o, format!("sha256 `{h}` must be 64 lowercase hex digits"));
+            }
+            if p.url.is_none() {
+                v.fail(&o, "a `sha256` needs the `url` it verifies".into());
+            }
+        }
+        if let Some(u) = &p.url {
+            if !safe_url(u) {
+                v.fail(
+                    &o,
+                    format!("url `{u}` must be https:// and hold no quotes, spaces or `$`"),
+                );
+            }
+        }
+        for x in p
+            .apt_packages
+            .iter()
+            .chain(&p.dnf_packages)
+            .chain(p.apt_pin.iter())
+            .chain(p.variant.iter())
+            .chain(p.image.iter())
+        {
+            if !safe_word(x) {
+                v.fail(
+                    &o,
+                    format!("`{x}` has characters a package pin cannot hold"),
+                );
+            }
+        }
+        c.packages.push(Package {
+            name: p.name.clone(),
+            version: p.version.clone(),
+            order,
+            variant: p.variant.clone(),
+            url: p.url.clone(),
+            sha256: p.sha256.clone(),
+            apt_packages: p.apt_packages.clone(),
+            apt_pin: p.apt_pin.clone(),
+            dnf_packages: p.dnf_packages.clone(),
+            image: p.image.clone(),
+            minimum_safe: p.minimum_safe,
+            follows_driver: p.follows_driver,
+            requires: p.requires.clone(),
+            origin: o,
+        });
+    }
+    c.packages.sort_by(|a, b| {
+        a.name
+            .cmp(&b.name)
+            .then_with(|| b.order.cmp(&a.order))
+            .then_with(|| a.variant.cmp(&b.variant))
+    });
+
+    let gpu_known = |c: &Catalog, id: &str| c.gpus.iter().any(|g| g.id == id);
+    for (_, (i, o)) in l.instance {
+        v.source(&o);
+        if !gpu_known(c, &i.gpu) {
+            v.fail(
+                &o,
+                format!(
+                    "instance for GPU `{}`, which `gpus.toml` does not list",
+                    i.gpu
+                ),
+            );
+        }
+        if !matches!(i.cloud.as_str(), "aws" | "gcp" | "azure") {
+            v.fail(
+                &o,
+                format!("cloud `{}` is not one of `aws`, `gcp`, `azure`", i.cloud),
+            );
+            continue;
+        }
+        for x in i.instance_type.iter().chain(i.accelerator_type.iter()) {
+            if !safe_word(x) {
+                v.fail(
+                    &o,
+                    format!("`{x}` is not a plain instance or accelerator type"),
+                );
+            }
+        }
+        c.instances.push(Instance {
+            gpu: i.gpu.clone(),
+            cloud: i.cloud.clone(),
+            instance_type: i.instance_type.clone(),
+            gpus: i.gpus,
+            accelerator_type: i.accelerator_type.clone(),
+            origin: o,
+        });
+    }
+    for (_, (x, o)) in l.cloud {
+        v.source(&o);
+        if let Some(m) = &x.on_host_maintenance {
+            if !matches!(m.as_str(), "TERMINATE" | "MIGRATE") {
+                v.fail(
+                    &o,
+                    format!("on_host_maintenance `{m}` is not `TERMINATE` or `MIGRATE`"),
+                );
+            }
+        }
+        c.clouds.push(CloudSettings {
+            id: x.id.clone(),
+            on_host_maintenance: x.on_host_maintenance.clone(),
+            origin: o,
+        });
+    }
+    for (_, (b, o)) in l.bandwidth {
+        v.source(&o);
+        if !gpu_known(c, &b.gpu) {
+            v.fail(
+                &o,
+                format!(
+                    "bandwidth for GPU `{}`, which `gpus.toml` does not list",
+                    b.gpu
+                ),
+            );
+        }
+        if !FABRICS.contains(&b.fabric.as_str()) {
+            v.fail(
+                &o,
+                format!("fabric `{}` is not one of {}", b.fabric, FABRICS.join(", ")),
+            );
+        }
+        let numeric = !b.busbw_gbps.is_empty()
+            && b.busbw_gbps
+                .bytes()
+                .all(|x| x.is_ascii_digit() || x == b'.')
+            && b.busbw_gbps.parse::<f64>().is_ok();
+        if !numeric {
+            v.fail(
+                &o,
+                format!(
+                    "busbw_gbps `{}` must be a decimal number in text, like \"478.87\"",
+                    b.busbw_gbps
+                ),
+            );
+        }
+        if b.test.is_empty()
+            || b.test.chars().any(char::is_control)
+            || b.size.as_deref().is_some_and(|s| !safe_word(s))
+            || b.nodes == 0
+            || b.gpus_per_node == 0
+        {
+            v.fail(&o, "bandwidth `test` must be one line, `size` a plain word, and the job shape positive counts".into());
+        }
+        c.bandwidth.push(Bandwidth {
+            gpu: b.gpu.clone(),
+            fabric: b.fabric.clone(),
+            test: b.test.clone(),
+            size: b.size.clone(),
+            busbw_gbps: b.busbw_gbps.clone(),
+            nodes: b.nodes,
+            gpus_per_node: b.gpus_per_node,
+            origin: o,
+        });
+    }
 }
 
 pub(crate) fn valid_id(s: &str) -> bool {

@@ -49,6 +49,11 @@ fn origins(c: &Catalog) -> Vec<&Origin> {
     o.extend(c.vllm.iter().map(|x| &x.origin));
     o.extend(c.deepspeed.iter().map(|x| &x.origin));
     o.extend(c.extras.iter().map(|x| &x.origin));
+    o.extend(c.images.iter().map(|x| &x.origin));
+    o.extend(c.packages.iter().map(|x| &x.origin));
+    o.extend(c.instances.iter().map(|x| &x.origin));
+    o.extend(c.clouds.iter().map(|x| &x.origin));
+    o.extend(c.bandwidth.iter().map(|x| &x.origin));
     o
 }
 
@@ -278,4 +283,57 @@ fn extra_file_structure_errors() {
     assert!(ds[0].message.contains("unknown field `wheel`"), "{ds:?}");
     assert_eq!(ds[0].location.as_ref().unwrap().line, 10);
     assert!(!ds[0].hints.is_empty());
+}
+
+/// Values of the generator-side families reach Dockerfiles, scripts and manifests, so the
+/// loader refuses anything that could break out of a pin, a tag or a URL.
+#[test]
+fn deploy_families_refuse_unsafe_values() {
+    let cases = [
+        (
+            "family = \"package\"\n[[package]]\nname = \"ucx\"\nversion = \"1.0; rm -rf /\"\nsource = \"s\"\n",
+            "characters a pin cannot hold",
+        ),
+        (
+            "family = \"package\"\n[[package]]\nname = \"ucx\"\nversion = \"1.0\"\nurl = \"https://x/$(id)\"\nsha256 = \"00\"\nsource = \"s\"\n",
+            "must be https://",
+        ),
+        (
+            "family = \"package\"\n[[package]]\nname = \"ucx\"\nversion = \"1.0\"\nurl = \"https://x/y\"\nsha256 = \"00\"\nsource = \"s\"\n",
+            "64 lowercase hex",
+        ),
+        (
+            "family = \"package\"\n[[package]]\nname = \"fm\"\nversion = \"1\"\nfollows_driver = true\nsource = \"s\"\n",
+            "takes no `version`",
+        ),
+        (
+            "family = \"image\"\n[[image]]\ncuda = \"12.4.1\"\nos = \"ubuntu22.04\"\ntags = [\"12.4.1-runtime-ubuntu22.04\\nRUN x\"]\nstatus = \"supported\"\nsource = \"s\"\n",
+            "must be `12.4.1-<flavour>-ubuntu22.04`",
+        ),
+        (
+            "family = \"image\"\n[[image]]\ncuda = \"12.4.1\"\nos = \"ubuntu22.04\"\ntags = [\"12.4.1-runtime-ubuntu22.04\"]\ndigests = [\"12.4.1-runtime-ubuntu22.04@sha256:abc\"]\nstatus = \"supported\"\nsource = \"s\"\n",
+            "64 lowercase hex",
+        ),
+        (
+            "family = \"instance\"\n[[instance]]\ngpu = \"h100\"\ncloud = \"aws\"\ninstance_type = \"p5 \\\"x\"\nsource = \"s\"\n",
+            "not a plain instance",
+        ),
+        (
+            "family = \"bandwidth\"\n[[bandwidth]]\ngpu = \"h100\"\nfabric = \"carrier-pigeon\"\ntest = \"t\"\nbusbw_gbps = \"1e9\"\nnodes = 1\ngpus_per_node = 8\nsource = \"s\"\n",
+            "fabric `carrier-pigeon`",
+        ),
+    ];
+    for (text, want) in cases {
+        let e = Catalog::from_layers(&[
+            STOCK
+                .iter()
+                .map(|(p, t)| (p.to_string(), t.to_string()))
+                .collect(),
+            vec![("overlay/x.toml".to_string(), text.to_string())],
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(want), "{text}\n---\n{e}");
+        assert!(e.contains("overlay/x.toml:"), "{e}");
+    }
 }

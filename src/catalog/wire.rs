@@ -53,6 +53,20 @@ pub(crate) struct FileWire {
     // extras.toml
     #[serde(default)]
     pub(crate) extra: Vec<Spanned<ExtraWire>>,
+    // images.toml
+    #[serde(default)]
+    pub(crate) image: Vec<Spanned<ImageWire>>,
+    // packages.toml
+    #[serde(default)]
+    pub(crate) package: Vec<Spanned<PackageWire>>,
+    // cloud.toml
+    #[serde(default)]
+    pub(crate) instance: Vec<Spanned<InstanceWire>>,
+    #[serde(default)]
+    pub(crate) cloud: Vec<Spanned<CloudWire>>,
+    // bandwidth.toml
+    #[serde(default)]
+    pub(crate) bandwidth: Vec<Spanned<BandwidthWire>>,
 }
 
 /// `[[branch]]` in `driver.toml`.
@@ -303,4 +317,130 @@ pub(crate) struct FileRefWire {
     pub(crate) index: Option<String>,
     pub(crate) filename: String,
     pub(crate) sha256: String,
+}
+
+/// `[[image]]` in `images.toml`: the `nvidia/cuda` tags NVIDIA publishes for one CUDA
+/// release on one OS.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ImageWire {
+    /// The CUDA release, exactly as in `cuda.toml`: `12.4.1`.
+    pub(crate) cuda: String,
+    /// The OS id, as in `os.toml`: `ubuntu22.04`.
+    pub(crate) os: String,
+    /// Tags: `12.4.1-runtime-ubuntu22.04`, `12.4.1-cudnn-devel-ubuntu22.04`, ….
+    pub(crate) tags: Vec<String>,
+    /// `supported` or `unsupported`, as NVIDIA's tag lists file it.
+    pub(crate) status: String,
+    /// The cuDNN inside the `cudnn` tags, where sourced.
+    #[serde(default)]
+    pub(crate) cudnn: Option<String>,
+    /// `sha256:…` digests per tag, where a citable source gives them.
+    #[serde(default)]
+    pub(crate) digests: Vec<String>,
+    pub(crate) source: String,
+    #[serde(default)]
+    pub(crate) note: Option<String>,
+}
+
+/// `[[package]]` in `packages.toml`: a fabric, MPI or cluster package at one version.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PackageWire {
+    /// `ucx`, `openmpi`, `nvidia-container-toolkit`, ….
+    pub(crate) name: String,
+    /// The upstream version. Absent when the package follows the driver
+    /// (`follows_driver`).
+    #[serde(default)]
+    pub(crate) version: Option<String>,
+    /// Build or download variant (`cuda12-linux-x86_64`, `source`).
+    #[serde(default)]
+    pub(crate) variant: Option<String>,
+    /// Source or binary download.
+    #[serde(default)]
+    pub(crate) url: Option<String>,
+    /// sha256 of `url`, from a published source.
+    #[serde(default)]
+    pub(crate) sha256: Option<String>,
+    /// Debian/Ubuntu packages with pins (`name=version`); `{driver}` and `{branch}` stand
+    /// for the locked driver for packages that follow it.
+    #[serde(default)]
+    pub(crate) apt_packages: Vec<String>,
+    /// The apt version string (`1.17.8-1`).
+    #[serde(default)]
+    pub(crate) apt_pin: Option<String>,
+    /// RPM packages, same placeholders.
+    #[serde(default)]
+    pub(crate) dnf_packages: Vec<String>,
+    /// A container image (without tag) that ships this version.
+    #[serde(default)]
+    pub(crate) image: Option<String>,
+    /// The oldest version without known critical vulnerabilities.
+    #[serde(default)]
+    pub(crate) minimum_safe: bool,
+    /// The package's version must equal the locked driver's (Fabric Manager).
+    #[serde(default)]
+    pub(crate) follows_driver: bool,
+    /// Requirements in words (not enforced).
+    #[serde(default)]
+    pub(crate) requires: Option<String>,
+    pub(crate) source: String,
+    #[serde(default)]
+    pub(crate) note: Option<String>,
+}
+
+/// `[[instance]]` in `cloud.toml`: a cloud instance type for a GPU.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct InstanceWire {
+    /// GPU id (`gpus.toml`).
+    pub(crate) gpu: String,
+    /// `aws`, `gcp` or `azure`.
+    pub(crate) cloud: String,
+    #[serde(default)]
+    pub(crate) instance_type: Option<String>,
+    /// GPUs per instance.
+    #[serde(default)]
+    pub(crate) gpus: Option<u32>,
+    /// GCP N1-style accelerator type.
+    #[serde(default)]
+    pub(crate) accelerator_type: Option<String>,
+    pub(crate) source: String,
+    #[serde(default)]
+    pub(crate) note: Option<String>,
+}
+
+/// `[[cloud]]` in `cloud.toml`: per-cloud settings GPU machines need.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CloudWire {
+    /// `gcp`.
+    pub(crate) id: String,
+    /// GCP: `TERMINATE` (GPU VMs cannot live-migrate).
+    #[serde(default)]
+    pub(crate) on_host_maintenance: Option<String>,
+    pub(crate) source: String,
+    #[serde(default)]
+    pub(crate) note: Option<String>,
+}
+
+/// `[[bandwidth]]` in `bandwidth.toml`: a published nccl-tests bus bandwidth.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BandwidthWire {
+    pub(crate) gpu: String,
+    /// `nvlink` (one node), `infiniband`, `roce`, `efa`, `slingshot`, `ethernet`.
+    pub(crate) fabric: String,
+    /// `all_reduce_perf`.
+    pub(crate) test: String,
+    /// Message size of the figure (`8G`), where stated.
+    #[serde(default)]
+    pub(crate) size: Option<String>,
+    /// Bus bandwidth as published, in text (`478.87`) so no float rounding creeps in.
+    pub(crate) busbw_gbps: String,
+    pub(crate) nodes: u32,
+    pub(crate) gpus_per_node: u32,
+    pub(crate) source: String,
+    #[serde(default)]
+    pub(crate) note: Option<String>,
 }

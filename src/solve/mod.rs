@@ -223,7 +223,9 @@ pub(crate) fn solve_assignment(
 }
 
 /// Orders CUDA candidates: with an installed driver, fully supported releases first; then
-/// the release matching torch's CUDA major.minor; then newest (catalog order).
+/// the release matching torch's CUDA major.minor; then releases with a known `nvidia/cuda`
+/// base image for the requested OS (any OS when none is requested); then newest (catalog
+/// order).
 pub(crate) fn sort_cuda(ctx: &Ctx<'_>, d: &mut [Cand], assign: &[(Component, Cand)]) {
     let torch_cuda = assign
         .iter()
@@ -235,7 +237,7 @@ pub(crate) fn sort_cuda(ctx: &Ctx<'_>, d: &mut [Cand], assign: &[(Component, Can
     let host = ctx.host_driver.clone();
     d.sort_by_key(|k| {
         let Cand::Idx(i) = k else {
-            return (true, true, true, 0usize);
+            return (true, true, true, true, 0usize);
         };
         let r = &ctx.cat.cuda[*i];
         let full = host
@@ -250,7 +252,11 @@ pub(crate) fn sort_cuda(ctx: &Ctx<'_>, d: &mut [Cand], assign: &[(Component, Can
         let same = torch_cuda
             .as_ref()
             .is_some_and(|t| t.major() == r.version.major() && t.minor() == r.version.minor());
-        (forward, !full, !same, *i)
+        let image =
+            ctx.cat.images.iter().any(|im| {
+                im.cuda == r.version && ctx.spec.os.as_deref().is_none_or(|os| im.os == os)
+            });
+        (forward, !full, !same, !image, *i)
     });
 }
 

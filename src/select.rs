@@ -1,0 +1,504 @@
+//! Deployment picks: the packages and facts the generators need, chosen from the catalog
+//! for a resolution and the spec's deployment tables, so that `plan` never reads the
+//! catalog.
+//!
+//! The solver decides the version matrix (driver … DeepSpeed); what is chosen here depends
+//! only on that result and has no alternatives to weigh against each other, so it is a
+//! plain selection with documented rules, each recorded in the package's `because`:
+//!
+//! * **`cuda-image`** (layer `base`): the `nvidia/cuda` tags for the locked CUDA release on
+//!   the requested OS; with no OS requested, the newest Ubuntu that has tags for it.
+//!   Digests only where the catalog has a source for them.
+//! * **Fabric stack** (layer `base`), by `[cluster].fabric`: InfiniBand and RoCE get
+//!   rdma-core, UCX, Open MPI and GDRCopy; EFA and Slingshot get libfabric, aws-ofi-nccl and
+//!   Open MPI; Ethernet gets Open MPI. Each package at its newest catalog version whose
+//!   download has a published sha256 (the newest version otherwise, marked unverified).
+//! * **`nccl-tests`** (layer `validate`): same rule; the acceptance test of every target.
+//! * **Host packages** (layer `host`, VM images and the GPU Operator only): the NVIDIA
+//!   Container Toolkit at its newest version (never below the catalog's minimum safe one);
+//!   the newest DCGM Exporter whose DCGM the catalog has package pins for, and that DCGM;
+//!   Fabric Manager at exactly the locked driver when a locked GPU sits on NVSwitch.
+//! * **Facts**: the instance type per `[packer].clouds` cloud for the first GPU (the one
+//!   whose GPU count per instance equals `[cluster].gpus_per_node`, else the largest), the
+//!   per-cloud settings, and the expected nccl-tests bus bandwidth inside a node (NVLink)
+//!   and across nodes (the cluster's fabric): the figure for the same GPUs per node, nearest
+//!   node count, stated message size preferred, lowest figure last (a conservative floor).
+
+use std::collections::BTreeMap;
+
+use crate::catalog::{Catalog, Origin, Package};
+use crate::deploy::Fabric;
+use crate::lock::{Field, LockedFact, LockedPackage};
+use crate::solve::Resolution;
+use crate::spec::{Component, Layer};
+use crate::version::Version;
+
+/// Packages and facts for a resolution, and the catalog entries they used.
+pub(crate) struct Selection {
+    pub(crate) packages: Vec<LockedPackage>,
+    pub(crate) facts: Vec<LockedFact>,
+    pub(crate) used: Vec<Origin>,
+}
+
+/// Fabric packages per fabric, in install order.
+pub(crate) fn fabric_packages(f: Fabric) -> &'static [&'static str] {
+    match f {
+        Fabric::Infiniband | Fabric::Roce => &["rdma-core", "ucx", "gdrcopy", "openmpi"],
+        Fabric::Efa | Fabric::Slingshot => &["libfabric", "aws-ofi-nccl", "openmpi"],
+        Fabric::Ethernet => &["openmpi"],
+    }
+}
+
+struct Sel<'a> {
+    cat: &'a Catalog,
+    out: Selection,
+}
+
+fn s(v: impl Into<String>) -> Field {
+    Field::Str(v.into())
+}
+
+impl Sel<'_> {
+    fn push(
+        &mut self,
+        name: &str,
+        version: String,
+        layer: Layer,
+        origin: &Origin,
+        fields: BTreeMap<String, Field>,
+        because: Vec<String>,
+    ) {
+        self.out.used.push(origin.clone());
+        self.out.packages.push(LockedPackage {
+            name: name.to_string(),
+            version,
+            layer,
+            source: origin.source.clone(),
+            catalog: origin.lock_name.clone(),
+            fields,
+            because,
+        });
+    }
+
+    /// The newest version with a published sha256, else the newest.
+    fn newest_verified<'s>(&'s self, name: &'s str) -> Option<(&'s Package, bool)> {
+        let mut all = self
+            .cat
+            .packages_named(name)
+            .filter(|p| !p.follows_driver && p.variant.as_deref().is_none_or(|v| v == "source"));
+        let first = all.next()?;
+        if first.sha256.is_some() {
+            return Some((first, true));
+        }
+        self.cat
+            .packages_named(name)
+            .filter(|p| !p.follows_driver)
+            .find(|p| p.sha256.is_some() && p.url.is_some())
+            .map(|p| (p, true))
+            .or(Some((first, false)))
+    }
+
+    fn package(&mut self, name: &str, layer: Layer, why: &str) {
+        let Some((p, verified)) = self.newest_verified(name) else {
+            return;
+        };
+        let p = p.clone();
+        let newest = self
+            .cat
+            .packages_named(name)
+            .find(|x| !x.follows_driver)
+            .and_then(|x| x.version.clone());
+        let version = p.version.clone().unwrap_or_default();
+        let mut because = vec![why.to_string()];
+        if verified {
+            if newest.as_deref() != Some(version.as_str()) {
+                because.push(format!(
+                    "newest {name} whose download has a published sha256 (newer {} has none)",
+                    newest.unwrap_or_default()
+                ));
+            } else {
+                because.push(format!(
+                    "newest {name} in the catalog; its download has a published sha256"
+                ));
+            }
+        } else {
+            because.push(format!(
+                "newest {name} in the catalog; UNVERIFIED: no published sha256 for any version"
+            ));
+        }
+        let fields = package_fields(&p, None);
+        self.push(name, version, layer, &p.origin, fields, because);
+    }
+}
+
+fn package_fields(p: &Package, driver: Option<&Version>) -> BTreeMap<String, Field> {
+    let fill = |x: &str| match driver {
+        Some(d) => x
+            .replace("{driver}", d.as_str())
+            .replace("{branch}", &d.major().to_string()),
+        None => x.to_string(),
+    };
+    let mut f = BTreeMap::new();
+    if let Some(u) = &p.url {
+        f.insert("url".into(), s(u.clone()));
+    }
+    if let Some(h) = &p.sha256 {
+        f.insert("sha256".into(), s(h.clone()));
+    }
+    if !p.apt_packages.is_empty() {
+        f.insert(
+            "apt".into(),
+            Field::List(p.apt_packages.iter().map(|x| fill(x)).collect()),
+        );
+    }
+    if !p.dnf_packages.is_empty() {
+        f.insert(
+            "dnf".into(),
+            Field::List(p.dnf_packages.iter().map(|x| fill(x)).collect()),
+        );
+    }
+    if let Some(i) = &p.image {
+        f.insert("image".into(), s(i.clone()));
+    }
+    f
+}
+
+/// Chooses packages and facts for a resolution.
+pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
+    let spec = &r.spec;
+    let mut sel = Sel {
+        cat,
+        out: Selection {
+            packages: Vec::new(),
+            facts: Vec::new(),
+            used: Vec::new(),
+        },
+    };
+    let driver = r
+        .pick(Component::Driver)
+        .map(|p| p.version.clone())
+        .expect("every resolution has a driver");
+
+    // The base image.
+    if let Some(cuda) = r.pick(Component::Cuda) {
+        let image = match &spec.os {
+            Some(os) => cat.image(&cuda.version, os).map(|i| {
+                (
+                    i,
+                    format!(
+                        "`nvidia/cuda` tags NVIDIA lists for CUDA {} on {os}",
+                        cuda.version
+                    ),
+                )
+            }),
+            None => {
+                let mut ubuntu: Vec<_> = cat
+                    .images
+                    .iter()
+                    .filter(|i| i.cuda == cuda.version && i.os.starts_with("ubuntu"))
+                    .collect();
+                ubuntu.sort_by(|a, b| {
+                    let v = |x: &str| Version::parse(x.trim_start_matches("ubuntu")).ok();
+                    v(&b.os).cmp(&v(&a.os))
+                });
+                ubuntu.first().map(|i| {
+                    (
+                        *i,
+                        format!(
+                            "no OS requested: the newest Ubuntu with `nvidia/cuda` tags for CUDA {}",
+                            cuda.version
+                        ),
+                    )
+                })
+            }
+        };
+        if let Some((i, why)) = image {
+            let mut f = BTreeMap::new();
+            f.insert("repository".into(), s("nvidia/cuda"));
+            f.insert("os".into(), s(i.os.clone()));
+            f.insert(
+                "status".into(),
+                s(if i.supported {
+                    "supported"
+                } else {
+                    "unsupported"
+                }),
+            );
+            for flavour in ["runtime", "devel"] {
+                let tag = format!("{}-{flavour}-{}", i.cuda, i.os);
+                if i.tags.contains(&tag) {
+                    if let Some((_, d)) = i.digests.iter().find(|(t, _)| *t == tag) {
+                        f.insert(format!("{flavour}-digest"), s(d.clone()));
+                    }
+                    f.insert(format!("{flavour}-tag"), s(tag));
+                }
+            }
+            let mut because = vec![why];
+            if i.digests.is_empty() {
+                because.push(
+                    "UNPINNED: the catalog knows no sourced digest for these tags".to_string(),
+                );
+            }
+            if !i.supported {
+                because.push("NVIDIA lists these tags as unsupported (they may be deleted)".into());
+            }
+            let origin = i.origin.clone();
+            sel.push(
+                "cuda-image",
+                i.cuda.to_string(),
+                Layer::Base,
+                &origin,
+                f,
+                because,
+            );
+        }
+    }
+
+    // Fabric stack.
+    if let Some(c) = &spec.deploy.cluster {
+        for name in fabric_packages(c.fabric) {
+            let why = format!("[cluster].fabric = \"{}\" needs {name}", c.fabric.name());
+            sel.package(name, Layer::Base, &why);
+        }
+    }
+
+    // Acceptance test.
+    sel.package(
+        "nccl-tests",
+        Layer::Validate,
+        "the acceptance test every target runs (all_reduce_perf)",
+    );
+
+    // Host packages.
+    if let Some(t) = cat
+        .packages_named("nvidia-container-toolkit")
+        .find(|p| !p.follows_driver)
+        .cloned()
+    {
+        let floor = cat
+            .packages_named("nvidia-container-toolkit")
+            .find(|p| p.minimum_safe)
+            .and_then(|p| p.order.clone());
+        let mut because = vec!["newest NVIDIA Container Toolkit in the catalog".to_string()];
+        if let Some(fl) = &floor {
+            because.push(format!(
+                "not below {fl}, the catalog's minimum safe version"
+            ));
+        }
+        if floor.is_none_or(|fl| t.order.as_ref().is_some_and(|v| *v >= fl)) {
+            let fields = package_fields(&t, None);
+            let v = t.version.clone().unwrap_or_default();
+            sel.push(
+                "nvidia-container-toolkit",
+                v,
+                Layer::Host,
+                &t.origin,
+                fields,
+                because,
+            );
+        }
+    }
+    let exporter = cat
+        .packages_named("dcgm-exporter")
+        .filter_map(|e| {
+            let dcgm_v = e.version.as_deref()?.split('-').next()?.to_string();
+            let d = cat.packages_named("dcgm").find(|d| {
+                d.version.as_deref() == Some(dcgm_v.as_str()) && !d.apt_packages.is_empty()
+            })?;
+            Some((e.clone(), d.clone()))
+        })
+        .next();
+    if let Some((e, d)) = exporter {
+        let dv = d.version.clone().unwrap_or_default();
+        let ev = e.version.clone().unwrap_or_default();
+        sel.push(
+            "dcgm",
+            dv.clone(),
+            Layer::Host,
+            &d.origin,
+            package_fields(&d, None),
+            vec![format!(
+                "the DCGM that DCGM Exporter {ev} is built against (its tag's first part)"
+            )],
+        );
+        sel.push(
+            "dcgm-exporter",
+            ev,
+            Layer::Host,
+            &e.origin,
+            package_fields(&e, None),
+            vec![format!(
+                "newest DCGM Exporter whose DCGM ({dv}) the catalog has package pins for"
+            )],
+        );
+    }
+    if let Some(g) = r
+        .spec
+        .gpus
+        .iter()
+        .filter_map(|g| cat.gpu(g))
+        .find(|g| g.nvswitch)
+    {
+        let g = g.clone();
+        for p in cat
+            .packages_named("nvidia-fabricmanager")
+            .filter(|p| p.follows_driver)
+            .cloned()
+            .collect::<Vec<_>>()
+        {
+            let fields = package_fields(&p, Some(&driver));
+            let because = vec![format!(
+                "{} sits on NVSwitch: Fabric Manager must match the driver exactly ({driver})",
+                g.name
+            )];
+            // Both naming schemes (apt, dnf) are one package; record it once with both.
+            if let Some(prev) = sel
+                .out
+                .packages
+                .iter_mut()
+                .find(|x| x.name == "nvidia-fabricmanager")
+            {
+                prev.fields.extend(fields);
+                sel.out.used.push(p.origin.clone());
+                continue;
+            }
+            sel.push(
+                "nvidia-fabricmanager",
+                driver.to_string(),
+                Layer::Host,
+                &p.origin,
+                fields,
+                because,
+            );
+        }
+    }
+
+    // Facts.
+    let first_gpu = spec.gpus.first().and_then(|g| cat.gpu(g));
+    let gpn = spec.deploy.cluster.as_ref().map(|c| c.gpus_per_node);
+    if let (Some(g), Some(p)) = (first_gpu, &spec.deploy.packer) {
+        for cloud in &p.clouds {
+            let name = cloud.name();
+            let mut cands: Vec<_> = cat
+                .instances
+                .iter()
+                .filter(|i| i.gpu == g.id && i.cloud == name && i.instance_type.is_some())
+                .collect();
+            cands.sort_by_key(|i| {
+                (
+                    gpn.is_none_or(|n| i.gpus != Some(n)),
+                    std::cmp::Reverse(i.gpus),
+                )
+            });
+            if let Some(i) = cands.first() {
+                let mut f = BTreeMap::new();
+                f.insert("gpu".into(), s(g.id.clone()));
+                if let Some(t) = &i.instance_type {
+                    f.insert("instance-type".into(), s(t.clone()));
+                }
+                if let Some(n) = i.gpus {
+                    f.insert("gpus".into(), s(n.to_string()));
+                }
+                if let Some(a) = &i.accelerator_type {
+                    f.insert("accelerator-type".into(), s(a.clone()));
+                }
+                let why = match (gpn, i.gpus) {
+                    (Some(n), Some(m)) if n == m => {
+                        format!(
+                            "{} instance with {n} {} per instance, as [cluster].gpus_per_node asks",
+                            name, g.id
+                        )
+                    }
+                    _ => format!(
+                        "the {name} instance with the most {} GPUs the catalog lists",
+                        g.id
+                    ),
+                };
+                push_fact(&mut sel.out, "instance", name, &i.origin, f, vec![why]);
+            }
+            if let Some(cs) = cat.clouds.iter().find(|c| c.id == name) {
+                let mut f = BTreeMap::new();
+                if let Some(m) = &cs.on_host_maintenance {
+                    f.insert("on-host-maintenance".into(), s(m.clone()));
+                }
+                push_fact(
+                    &mut sel.out,
+                    "cloud",
+                    name,
+                    &cs.origin,
+                    f,
+                    vec![format!("settings every {name} GPU machine needs")],
+                );
+            }
+        }
+    }
+    if let Some(g) = first_gpu {
+        let gpn = gpn.unwrap_or(8);
+        let nodes = spec.deploy.cluster.as_ref().map_or(1, |c| c.nodes);
+        let mut scopes = vec![("intra-node", "nvlink".to_string(), 1u32)];
+        if let Some(c) = &spec.deploy.cluster {
+            if c.nodes > 1 {
+                scopes.push(("inter-node", c.fabric.name().to_string(), nodes));
+            }
+        }
+        for (scope, fabric, want_nodes) in scopes {
+            let mut cands: Vec<_> = cat
+                .bandwidth
+                .iter()
+                .filter(|b| {
+                    b.gpu == g.id
+                        && b.fabric == fabric
+                        && b.gpus_per_node == gpn
+                        && (want_nodes == 1) == (b.nodes == 1)
+                })
+                .collect();
+            cands.sort_by(|a, b| {
+                a.nodes
+                    .abs_diff(want_nodes)
+                    .cmp(&b.nodes.abs_diff(want_nodes))
+                    .then_with(|| a.size.is_none().cmp(&b.size.is_none()))
+                    .then_with(|| {
+                        let f = |x: &str| x.parse::<f64>().unwrap_or(f64::MAX);
+                        f(&a.busbw_gbps).total_cmp(&f(&b.busbw_gbps))
+                    })
+            });
+            if let Some(b) = cands.first() {
+                let mut f = BTreeMap::new();
+                f.insert("gpu".into(), s(g.id.clone()));
+                f.insert("fabric".into(), s(b.fabric.clone()));
+                f.insert("test".into(), s(b.test.clone()));
+                f.insert("busbw-gbps".into(), s(b.busbw_gbps.clone()));
+                f.insert("nodes".into(), s(b.nodes.to_string()));
+                f.insert("gpus-per-node".into(), s(b.gpus_per_node.to_string()));
+                if let Some(sz) = &b.size {
+                    f.insert("size".into(), s(sz.clone()));
+                }
+                let why = format!(
+                    "published {} bus bandwidth for {} {}×{} over {} (job asks {}×{gpn})",
+                    b.test, g.id, b.nodes, b.gpus_per_node, b.fabric, want_nodes
+                );
+                push_fact(&mut sel.out, "bandwidth", scope, &b.origin, f, vec![why]);
+            }
+        }
+    }
+    sel.out
+}
+
+fn push_fact(
+    out: &mut Selection,
+    kind: &str,
+    key: &str,
+    origin: &Origin,
+    fields: BTreeMap<String, Field>,
+    because: Vec<String>,
+) {
+    out.used.push(origin.clone());
+    out.facts.push(LockedFact {
+        kind: kind.to_string(),
+        key: key.to_string(),
+        source: origin.source.clone(),
+        catalog: origin.lock_name.clone(),
+        fields,
+        because,
+    });
+}
