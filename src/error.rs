@@ -69,6 +69,8 @@ pub enum Stage {
     Usage,
     /// Reading or writing files.
     Io,
+    /// Rendering generated files from a lock.
+    Generate,
 }
 
 /// One problem with the user's input: exit code 2.
@@ -234,7 +236,7 @@ pub(crate) fn toml_diagnostic(
 }
 
 /// Closest candidate by edit distance, for "did you mean" hints.
-pub(crate) fn did_you_mean<'a>(
+pub fn did_you_mean<'a>(
     word: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {

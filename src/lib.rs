@@ -44,6 +44,8 @@ pub mod deploy;
 pub mod emit;
 pub mod error;
 pub mod lock;
+pub mod plan;
+pub mod render;
 mod select;
 pub mod solve;
 pub mod spec;

@@ -871,6 +871,7 @@ const PACKAGE_PINNED_FIELDS: &[&str] = &[
     "devel-digest",
     "devel-tag",
     "dnf",
+    "image-digest",
     "runtime-digest",
     "runtime-tag",
     "sha256",

@@ -47,6 +47,24 @@ enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// Render deployment files from gpustack.lock (docker, apptainer, packer, k8s, slurm, all)
+    #[command(
+        after_help = "Examples:\n  gpustack gen all\n  gpustack gen docker --lock gpustack.lock --out out/\n  gpustack gen k8s slurm\n  gpustack gen all --check   # exit 1 when out/ is not what `gen` would write\n\nEach target replaces its directory under --out as a whole (out/docker/, out/k8s/, …);\nnothing is written when any target fails."
+    )]
+    Gen {
+        /// Targets: docker, apptainer, packer, k8s, slurm, or all
+        #[arg(required = true, value_name = "TARGET")]
+        targets: Vec<String>,
+        /// The lock to render from
+        #[arg(long, default_value = "gpustack.lock", value_name = "PATH")]
+        lock: PathBuf,
+        /// Output directory; each target writes OUT/<target>/
+        #[arg(long, default_value = "out", value_name = "DIR")]
+        out: PathBuf,
+        /// Do not write; exit 1 if the files differ from what would be generated
+        #[arg(long)]
+        check: bool,
+    },
     /// Explain why a component has its locked version
     #[command(
         after_help = "Examples:\n  gpustack why torch\n  gpustack why driver --lock lockfiles/h100-train.lock"
@@ -211,6 +229,87 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 lock.request.name,
                 summary.join(", ")
             );
+            Ok(0)
+        }
+        Command::Gen {
+            targets,
+            lock,
+            out,
+            check,
+        } => {
+            let mut chosen: Vec<gpustack::plan::Target> = Vec::new();
+            for t in &targets {
+                if t == "all" {
+                    chosen.extend(gpustack::plan::Target::ALL);
+                    continue;
+                }
+                let Some(x) = gpustack::plan::Target::from_name(t) else {
+                    let names: Vec<&str> = gpustack::plan::Target::ALL
+                        .iter()
+                        .map(|t| t.name())
+                        .collect();
+                    let mut d = Diagnostic::new(Stage::Usage, format!("unknown target `{t}`"))
+                        .hint(format!("targets are: {}, all", names.join(", ")));
+                    if let Some(s) = gpustack::error::did_you_mean(t, names.iter().copied()) {
+                        d = d.hint(format!("did you mean `{s}`?"));
+                    }
+                    return Err(d.into());
+                };
+                chosen.push(x);
+            }
+            chosen.sort();
+            chosen.dedup();
+            let shown = lock.display().to_string();
+            let text = read_text(
+                &lock,
+                Stage::Lock,
+                "lock",
+                "create it with `gpustack lock`, or pass `--lock PATH`",
+            )?;
+            let lock = Lock::parse(&shown, &text)?;
+            // Render everything first: a failure writes nothing.
+            let mut rendered = Vec::new();
+            for t in &chosen {
+                rendered.push((*t, gpustack::plan::generate(&lock, *t)?));
+            }
+            let mut stale = Vec::new();
+            for (t, files) in &rendered {
+                let dir = out.join(t.name());
+                let outs: Vec<gpustack::emit::OutFile<'_>> = files
+                    .iter()
+                    .map(|f| gpustack::emit::OutFile {
+                        path: &f.path,
+                        contents: f.contents.as_bytes(),
+                        executable: f.executable,
+                    })
+                    .collect();
+                if check {
+                    for d in gpustack::emit::diff_dir(&dir, &outs) {
+                        stale.push(format!("{}/{d}", t.name()));
+                    }
+                } else {
+                    gpustack::emit::replace_dir(&dir, &outs)?;
+                    eprintln!("wrote {} ({} files)", dir.display(), files.len());
+                }
+            }
+            if check {
+                if stale.is_empty() {
+                    eprintln!("{} is up to date", out.display());
+                    return Ok(0);
+                }
+                eprintln!(
+                    "error: {} is stale: `gpustack gen` would change it",
+                    out.display()
+                );
+                for s in &stale {
+                    eprintln!("    {s}");
+                }
+                eprintln!(
+                    "\nhint: run `gpustack gen {}` and commit the result",
+                    targets.join(" ")
+                );
+                return Ok(1);
+            }
             Ok(0)
         }
         Command::Why { component, lock } => {

@@ -12,12 +12,14 @@
 //! * **Fabric stack** (layer `base`), by `[cluster].fabric`: InfiniBand and RoCE get
 //!   rdma-core, UCX, Open MPI and GDRCopy; EFA and Slingshot get libfabric, aws-ofi-nccl and
 //!   Open MPI; Ethernet gets Open MPI. Each package at its newest catalog version whose
-//!   download has a published sha256 (the newest version otherwise, marked unverified).
+//!   download or image has a published digest (the newest version otherwise, marked unverified).
 //! * **`nccl-tests`** (layer `validate`): same rule; the acceptance test of every target.
 //! * **Host packages** (layer `host`, VM images and the GPU Operator only): the NVIDIA
 //!   Container Toolkit at its newest version (never below the catalog's minimum safe one);
 //!   the newest DCGM Exporter whose DCGM the catalog has package pins for, and that DCGM;
 //!   Fabric Manager at exactly the locked driver when a locked GPU sits on NVSwitch.
+//! * **Fabric environment**: the variables the catalog's `env` family lists for
+//!   `[cluster].fabric`, then those listed for `all` fabrics (a fabric's own value wins).
 //! * **Facts**: the instance type per `[packer].clouds` cloud for the first GPU (the one
 //!   whose GPU count per instance equals `[cluster].gpus_per_node`, else the largest), the
 //!   per-cloud settings, and the expected nccl-tests bus bandwidth inside a node (NVLink)
@@ -87,13 +89,14 @@ impl Sel<'_> {
             .packages_named(name)
             .filter(|p| !p.follows_driver && p.variant.as_deref().is_none_or(|v| v == "source"));
         let first = all.next()?;
-        if first.sha256.is_some() {
+        let verified = |p: &Package| p.sha256.is_some() || p.image_digest.is_some();
+        if verified(first) {
             return Some((first, true));
         }
         self.cat
             .packages_named(name)
             .filter(|p| !p.follows_driver)
-            .find(|p| p.sha256.is_some() && p.url.is_some())
+            .find(|p| verified(p))
             .map(|p| (p, true))
             .or(Some((first, false)))
     }
@@ -113,12 +116,12 @@ impl Sel<'_> {
         if verified {
             if newest.as_deref() != Some(version.as_str()) {
                 because.push(format!(
-                    "newest {name} whose download has a published sha256 (newer {} has none)",
+                    "newest {name} whose download or image has a published digest (newer {} has none)",
                     newest.unwrap_or_default()
                 ));
             } else {
                 because.push(format!(
-                    "newest {name} in the catalog; its download has a published sha256"
+                    "newest {name} in the catalog; its download or image has a published digest"
                 ));
             }
         } else {
@@ -159,6 +162,9 @@ fn package_fields(p: &Package, driver: Option<&Version>) -> BTreeMap<String, Fie
     }
     if let Some(i) = &p.image {
         f.insert("image".into(), s(i.clone()));
+    }
+    if let Some(d) = &p.image_digest {
+        f.insert("image-digest".into(), s(d.clone()));
     }
     f
 }
@@ -260,6 +266,15 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
             let why = format!("[cluster].fabric = \"{}\" needs {name}", c.fabric.name());
             sel.package(name, Layer::Base, &why);
         }
+    }
+
+    // The Python installer of the framework layer.
+    if r.pick(Component::Python).is_some() {
+        sel.package(
+            "uv",
+            Layer::Framework,
+            "installs the locked Python and wheels in the framework layer",
+        );
     }
 
     // Acceptance test.
@@ -371,6 +386,31 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
                 because,
             );
         }
+    }
+
+    // Fabric environment: the cluster fabric's variables, then those for every fabric.
+    let fabric = spec.deploy.cluster.as_ref().map(|c| c.fabric.name());
+    let mut env: BTreeMap<&str, &crate::catalog::EnvVar> = BTreeMap::new();
+    for e in &cat.env {
+        if Some(e.fabric.as_str()) == fabric {
+            env.insert(e.name.as_str(), e);
+        }
+    }
+    for e in &cat.env {
+        if e.fabric == "all" {
+            env.entry(e.name.as_str()).or_insert(e);
+        }
+    }
+    for (name, e) in env {
+        let mut f = BTreeMap::new();
+        f.insert("value".into(), s(e.value.clone()));
+        f.insert("fabric".into(), s(e.fabric.clone()));
+        let why = if e.fabric == "all" {
+            "set for NCCL jobs on every fabric".to_string()
+        } else {
+            format!("set for NCCL jobs over {}", e.fabric)
+        };
+        push_fact(&mut sel.out, "env", name, &e.origin, f, vec![why]);
     }
 
     // Facts.

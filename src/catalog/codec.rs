@@ -193,6 +193,14 @@ codec_struct!(FileWire {
     instance,
     cloud,
     bandwidth,
+    env,
+});
+codec_struct!(EnvWire {
+    fabric,
+    name,
+    value,
+    source,
+    note,
 });
 codec_struct!(ImageWire {
     cuda,
@@ -214,6 +222,7 @@ codec_struct!(PackageWire {
     apt_pin,
     dnf_packages,
     image,
+    image_digest,
     minimum_safe,
     follows_driver,
     requires,

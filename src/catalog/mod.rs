@@ -39,6 +39,7 @@ const FAMILIES: &[&str] = &[
     "cudnn",
     "deepspeed",
     "driver",
+    "env",
     "extra",
     "gpu",
     "image",
@@ -470,6 +471,8 @@ pub struct Catalog {
     pub clouds: Vec<CloudSettings>,
     /// nccl-tests bandwidth figures, by GPU then fabric.
     pub bandwidth: Vec<Bandwidth>,
+    /// Fabric environment variables, by fabric then name.
+    pub env: Vec<EnvVar>,
 }
 
 /// `nvidia/cuda` image tags for one CUDA release on one OS.
@@ -515,6 +518,8 @@ pub struct Package {
     pub dnf_packages: Vec<String>,
     /// Container image (without tag) shipping this version.
     pub image: Option<String>,
+    /// `sha256:…` of the image at this version.
+    pub image_digest: Option<String>,
     /// The oldest version without known critical vulnerabilities.
     pub minimum_safe: bool,
     /// Its version equals the locked driver's.
@@ -574,6 +579,19 @@ pub struct Bandwidth {
     pub origin: Origin,
 }
 
+/// An environment variable NCCL jobs on a fabric set.
+#[derive(Clone, Debug)]
+pub struct EnvVar {
+    /// A `[cluster].fabric`, or `all`.
+    pub fabric: String,
+    /// `NCCL_IB_DISABLE`.
+    pub name: String,
+    /// `0`.
+    pub value: String,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
 /// Cluster fabrics (`[cluster].fabric`), plus `nvlink` for figures inside one node.
 pub const FABRICS: &[&str] = &[
     "infiniband",
@@ -603,6 +621,7 @@ struct Layers {
     instance: BTreeMap<String, (InstanceWire, Origin)>,
     cloud: BTreeMap<String, (CloudWire, Origin)>,
     bandwidth: BTreeMap<String, (BandwidthWire, Origin)>,
+    env: BTreeMap<String, (EnvWire, Origin)>,
 }
 
 impl Catalog {
@@ -982,7 +1001,7 @@ fn ingest(
         "release",
         if matches!(
             fam,
-            "driver" | "gpu" | "os" | "image" | "package" | "instance" | "bandwidth"
+            "driver" | "gpu" | "os" | "image" | "package" | "instance" | "bandwidth" | "env"
         ) {
             file.release.len()
         } else {
@@ -1010,6 +1029,7 @@ fn ingest(
         ("instance", file.instance.len(), "instance"),
         ("cloud", file.cloud.len(), "instance"),
         ("bandwidth", file.bandwidth.len(), "bandwidth"),
+        ("env", file.env.len(), "env"),
     ] {
         misplaced(what, if fam == home { 0 } else { n }, diags);
     }
@@ -1118,6 +1138,7 @@ fn ingest(
         v.size.as_deref().unwrap_or(""),
         v.busbw_gbps
     ));
+    simple!(env, |v: &EnvWire| format!("{}/{}", v.fabric, v.name));
 }
 
 fn check_release_fields(
@@ -1189,6 +1210,7 @@ fn merge(into: &mut Layers, layer: Layers) {
     into.instance.extend(layer.instance);
     into.cloud.extend(layer.cloud);
     into.bandwidth.extend(layer.bandwidth);
+    into.env.extend(layer.env);
 }
 
 /// Validation context: turns wire strings into typed values, recording diagnostics at the
@@ -1722,6 +1744,7 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
             instance: l.instance,
             cloud: l.cloud,
             bandwidth: l.bandwidth,
+            env: l.env,
         },
     );
     let mut overlaps: Vec<(String, String)> = Vec::new();
@@ -1956,6 +1979,7 @@ struct DeployLayers {
     instance: BTreeMap<String, (InstanceWire, Origin)>,
     cloud: BTreeMap<String, (CloudWire, Origin)>,
     bandwidth: BTreeMap<String, (BandwidthWire, Origin)>,
+    env: BTreeMap<String, (EnvWire, Origin)>,
 }
 
 /// Characters allowed in a catalog value that reaches generated files as a bare word
@@ -1979,6 +2003,52 @@ fn safe_url(s: &str) -> bool {
 
 /// The generator-side families: images, packages, instances, clouds, bandwidth.
 fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
+    for (_, (e, o)) in l.env {
+        v.source(&o);
+        if e.fabric != "all" && (!FABRICS.contains(&e.fabric.as_str()) || e.fabric == "nvlink") {
+            v.fail(
+                &o,
+                format!(
+                    "env fabric `{}` is not `all` or a `[cluster].fabric`",
+                    e.fabric
+                ),
+            );
+            continue;
+        }
+        let name_ok = e
+            .name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_uppercase() || b == b'_')
+            && e.name
+                .bytes()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+        if !name_ok {
+            v.fail(
+                &o,
+                format!(
+                    "`{}` is not an environment variable name ([A-Z_][A-Z0-9_]*)",
+                    e.name
+                ),
+            );
+            continue;
+        }
+        if e.value.len() > 200
+            || e.value
+                .chars()
+                .any(|ch| ch.is_control() || matches!(ch, '"' | '\\' | '$' | '`' | '\''))
+        {
+            v.fail(&o, format!("value of `{}` may not hold quotes, `$`, backquotes, backslashes or control characters", e.name));
+            continue;
+        }
+        c.env.push(EnvVar {
+            fabric: e.fabric.clone(),
+            name: e.name.clone(),
+            value: e.value.clone(),
+            origin: o,
+        });
+    }
+
     for (_, (i, o)) in l.image {
         v.source(&o);
         let Some(cuda) = v.version(&o, "cuda", &i.cuda) else {
@@ -2091,6 +2161,16 @@ fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
                 v.fail(&o, "a `sha256` needs the `url` it verifies".into());
             }
         }
+        if let Some(d) = &p.image_digest {
+            if !d.strip_prefix("sha256:").is_some_and(is_sha256_hex) || p.image.is_none() {
+                v.fail(
+                    &o,
+                    format!(
+                        "image_digest `{d}` must be `sha256:<64 lowercase hex>` next to an `image`"
+                    ),
+                );
+            }
+        }
         if let Some(u) = &p.url {
             if !safe_url(u) {
                 v.fail(
@@ -2125,6 +2205,7 @@ fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
             apt_pin: p.apt_pin.clone(),
             dnf_packages: p.dnf_packages.clone(),
             image: p.image.clone(),
+            image_digest: p.image_digest.clone(),
             minimum_safe: p.minimum_safe,
             follows_driver: p.follows_driver,
             requires: p.requires.clone(),

@@ -67,6 +67,9 @@ pub(crate) struct FileWire {
     // bandwidth.toml
     #[serde(default)]
     pub(crate) bandwidth: Vec<Spanned<BandwidthWire>>,
+    // env.toml
+    #[serde(default)]
+    pub(crate) env: Vec<Spanned<EnvWire>>,
 }
 
 /// `[[branch]]` in `driver.toml`.
@@ -375,6 +378,9 @@ pub(crate) struct PackageWire {
     /// A container image (without tag) that ships this version.
     #[serde(default)]
     pub(crate) image: Option<String>,
+    /// `sha256:…` of `image:version`, from a published source.
+    #[serde(default)]
+    pub(crate) image_digest: Option<String>,
     /// The oldest version without known critical vulnerabilities.
     #[serde(default)]
     pub(crate) minimum_safe: bool,
@@ -440,6 +446,21 @@ pub(crate) struct BandwidthWire {
     pub(crate) busbw_gbps: String,
     pub(crate) nodes: u32,
     pub(crate) gpus_per_node: u32,
+    pub(crate) source: String,
+    #[serde(default)]
+    pub(crate) note: Option<String>,
+}
+
+/// `[[env]]` in `env.toml`: an environment variable a fabric's NCCL jobs set.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EnvWire {
+    /// A `[cluster].fabric`, or `all`.
+    pub(crate) fabric: String,
+    /// `NCCL_IB_DISABLE`.
+    pub(crate) name: String,
+    /// The value, as the source gives it.
+    pub(crate) value: String,
     pub(crate) source: String,
     #[serde(default)]
     pub(crate) note: Option<String>,

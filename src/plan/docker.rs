@@ -1,0 +1,655 @@
+//! The container plan: a multi-stage Dockerfile (one stage per layer), its requirement
+//! files, a bake file, and the Apptainer definition of the same stack.
+//!
+//! Stages, bottom up (each only when the lock needs it):
+//!
+//! * `fabric` (devel image): the fabric stack built from source tarballs whose sha256 is
+//!   checked before use, installed into `/opt/fabric`;
+//! * `base` (runtime image): `/opt/fabric`, NCCL at the locked version, the fabric
+//!   environment, labels;
+//! * `build` (devel image): a venv with the framework layer, compiling what must be compiled
+//!   (DeepSpeed ops, flash-attn) into wheels, with `TORCH_CUDA_ARCH_LIST`, `MAX_JOBS`, ccache
+//!   and cache mounts;
+//! * `framework` (from `base`): the locked Python (uv) and torch variant;
+//! * `inference`, `training` (from `framework`): vLLM, DeepSpeed and the extras of each;
+//! * `validate-build` (devel) and `validate` (from `base`): nccl-tests against the locked
+//!   NCCL, CUDA and MPI.
+//!
+//! Every runtime stage descends from `base`, so the environment set there (NCCL, fabric,
+//! `PATH`) is never dropped; `tests/docker.rs` checks this on the parsed Dockerfile.
+
+use serde::Serialize;
+
+use super::Common;
+use crate::error::{Diagnostic, Error, Stage as ErrStage};
+use crate::lock::{Lock, LockedComponent, LockedPackage};
+use crate::render::RenderedFile;
+use crate::spec::{Component, Layer};
+
+/// A source tarball built in the `fabric` or `validate-build` stage.
+#[derive(Clone, Debug, Serialize)]
+pub struct SourceBuild {
+    /// `ucx`.
+    pub name: String,
+    /// `1.22.0`.
+    pub version: String,
+    /// Download URL.
+    pub url: String,
+    /// Local file name: `ucx-1.22.0.tar.gz`.
+    pub file: String,
+    /// The published sha256, when the catalog has it.
+    pub sha256: Option<String>,
+    /// `autotools`, `cmake` or `make`.
+    pub recipe: String,
+    /// Arguments to `./configure`, `cmake` or `make` (one shell word each).
+    pub args: Vec<String>,
+    /// `make` target that installs (recipe `make`).
+    pub install_target: Option<String>,
+    /// Where the catalog found it.
+    pub source: String,
+}
+
+/// A requirement line: `name==version`, with the wheel's sha256 when known.
+#[derive(Clone, Debug, Serialize)]
+pub struct Requirement {
+    /// PyPI name.
+    pub name: String,
+    /// Exact version.
+    pub version: String,
+    /// sha256 of the wheel for the locked Python, when known.
+    pub sha256: Option<String>,
+    /// The wheel file that hash belongs to.
+    pub wheel: Option<String>,
+    /// Built in the `build` stage (installed from `/wheels`).
+    pub compiled: bool,
+}
+
+/// A runtime stage above `base`.
+#[derive(Clone, Debug, Serialize)]
+pub struct PyStage {
+    /// `framework`, `inference`, `training`.
+    pub name: String,
+    /// Parent stage.
+    pub from: String,
+    /// Its requirement file: `requirements-framework.lock`.
+    pub requirements_file: String,
+    /// What it installs.
+    pub requirements: Vec<Requirement>,
+    /// Extra index (torch variant index), if any.
+    pub extra_index: Option<String>,
+    /// Whether it installs wheels compiled in `build`.
+    pub uses_build: bool,
+    /// The image reference of this layer.
+    pub image: String,
+}
+
+/// The Dockerfile plan. LOAD-BEARING: `generators/docker/*.j2` print these fields.
+#[derive(Clone, Debug, Serialize)]
+pub struct DockerPlan {
+    /// Shared values.
+    pub common: Common,
+    /// `nvidia/cuda:<tag>[@digest]` for runtime stages.
+    pub runtime_image: String,
+    /// The same for devel stages.
+    pub devel_image: String,
+    /// Whether the base images are pinned by digest.
+    pub digest_pinned: bool,
+    /// `apt` or `dnf`.
+    pub pkg: String,
+    /// NCCL runtime package pin (`libnccl2=2.27.5-1+cuda12.8`).
+    pub nccl_runtime: Option<String>,
+    /// NCCL development package pin.
+    pub nccl_dev: Option<String>,
+    /// The fabric stack.
+    pub fabric: Vec<SourceBuild>,
+    /// OS packages the fabric build needs (unpinned build tools).
+    pub fabric_build_deps: Vec<String>,
+    /// OS packages the fabric stack needs at run time.
+    pub fabric_runtime_deps: Vec<String>,
+    /// `uv` image with digest.
+    pub uv_image: Option<String>,
+    /// The locked Python, `3.12`.
+    pub python: Option<String>,
+    /// Framework, inference, training stages present.
+    pub stages: Vec<PyStage>,
+    /// Components compiled in `build`, with their build environment.
+    pub compiled: Vec<Requirement>,
+    /// Build environment of the `build` stage (`DS_BUILD_FUSED_ADAM=1`, …).
+    pub build_env: Vec<(String, String)>,
+    /// nccl-tests build.
+    pub nccl_tests: Option<SourceBuild>,
+    /// OCI labels.
+    pub labels: Vec<(String, String)>,
+    /// Lines saying what is not verified (printed as comments).
+    pub unverified: Vec<String>,
+}
+
+fn bad(msg: String, hint: &str) -> Error {
+    Diagnostic::new(ErrStage::Generate, msg).hint(hint).into()
+}
+
+fn pypi_name(c: &LockedComponent) -> String {
+    c.get("pypi-name")
+        .map_or_else(|| c.name.name().to_string(), str::to_string)
+}
+
+fn source_build(p: &LockedPackage, common: &Common) -> Result<SourceBuild, Error> {
+    let url = p.get("url").ok_or_else(|| {
+        bad(
+            format!(
+                "package `{}` {} has no download URL in the lock",
+                p.name, p.version
+            ),
+            "add `url` to its catalog entry and re-lock",
+        )
+    })?;
+    let ext = [".tar.gz", ".tar.bz2", ".tgz", ".tar.xz"]
+        .iter()
+        .find(|e| url.ends_with(*e))
+        .copied()
+        .unwrap_or(".tar.gz");
+    let file = format!("{}-{}{ext}", p.name, p.version);
+    let f = "/opt/fabric";
+    let (recipe, args, install_target): (&str, Vec<String>, Option<&str>) = match p.name.as_str() {
+        "rdma-core" => (
+            "cmake",
+            vec![
+                format!("-DCMAKE_INSTALL_PREFIX={f}"),
+                "-DNO_PYVERBS=1".into(),
+                "-DNO_MAN_PAGES=1".into(),
+                "-DCMAKE_BUILD_TYPE=Release".into(),
+            ],
+            None,
+        ),
+        "ucx" => {
+            let mut a = vec![
+                "--with-cuda=/usr/local/cuda".to_string(),
+                "--enable-mt".into(),
+                "--disable-assertions".into(),
+            ];
+            if common.packages.contains_key("rdma-core") {
+                a.push(format!("--with-verbs={f}"));
+                a.push(format!("--with-rdmacm={f}"));
+            }
+            if common.packages.contains_key("gdrcopy") {
+                a.push(format!("--with-gdrcopy={f}"));
+            }
+            ("autotools", a, None)
+        }
+        "gdrcopy" => (
+            "make",
+            vec![format!("prefix={f}"), "CUDA=/usr/local/cuda".into()],
+            Some("lib_install"),
+        ),
+        "openmpi" => {
+            let mut a = vec!["--with-cuda=/usr/local/cuda".to_string()];
+            if common.packages.contains_key("ucx") {
+                a.push(format!("--with-ucx={f}"));
+            }
+            if common.packages.contains_key("libfabric") {
+                a.push(format!("--with-ofi={f}"));
+            }
+            ("autotools", a, None)
+        }
+        "libfabric" => (
+            "autotools",
+            vec!["--with-cuda=/usr/local/cuda".to_string()],
+            None,
+        ),
+        "aws-ofi-nccl" => (
+            "autotools",
+            vec![
+                format!("--with-libfabric={f}"),
+                "--with-cuda=/usr/local/cuda".into(),
+                format!("--with-mpi={f}"),
+            ],
+            None,
+        ),
+        "nccl-tests" => {
+            let mut a = vec![
+                "CUDA_HOME=/usr/local/cuda".to_string(),
+                "NCCL_HOME=/usr".into(),
+                format!("NVCC_GENCODE={}", common_gencode(common)),
+            ];
+            if common.packages.contains_key("openmpi") {
+                a.push("MPI=1".into());
+                a.push(format!("MPI_HOME={f}"));
+            }
+            ("make", a, None)
+        }
+        other => {
+            return Err(bad(
+                format!("gpustack does not know how to build `{other}` from source"),
+                "report this: every package the lock selects needs a build recipe",
+            ))
+        }
+    };
+    Ok(SourceBuild {
+        name: p.name.clone(),
+        version: p.version.clone(),
+        url: url.to_string(),
+        file,
+        sha256: p.get("sha256").map(str::to_string),
+        recipe: recipe.into(),
+        args,
+        install_target: install_target.map(str::to_string),
+        source: p.source.clone(),
+    })
+}
+
+fn common_gencode(common: &Common) -> String {
+    common
+        .torch_cuda_arch_list
+        .split(';')
+        .map(|t| {
+            let ptx = t.ends_with("+PTX");
+            let cc: String = t
+                .trim_end_matches("+PTX")
+                .chars()
+                .filter(|c| *c != '.')
+                .collect();
+            if ptx {
+                format!("-gencode=arch=compute_{cc},code=[sm_{cc},compute_{cc}]")
+            } else {
+                format!("-gencode=arch=compute_{cc},code=sm_{cc}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Components that must be compiled against torch in the `build` stage, and how.
+fn compile_env(name: &str) -> Option<Vec<(&'static str, &'static str)>> {
+    match name {
+        // DeepSpeed compiles its ops just in time by default, which needs nvcc in the
+        // runtime image; pre-building the common ones avoids that.
+        "deepspeed" => Some(vec![
+            ("DS_BUILD_CPU_ADAM", "1"),
+            ("DS_BUILD_FUSED_ADAM", "1"),
+            ("DS_BUILD_UTILS", "1"),
+        ]),
+        // flash-attn falls back to compiling when no prebuilt wheel matches; force it so
+        // the result does not depend on which wheels a release happens to carry.
+        "flash-attn" => Some(vec![("FLASH_ATTENTION_FORCE_BUILD", "TRUE")]),
+        _ => None,
+    }
+}
+
+impl DockerPlan {
+    /// Plans the container build from the lock.
+    pub fn new(lock: &Lock, common: &Common) -> Result<DockerPlan, Error> {
+        let img = lock.package("cuda-image").ok_or_else(|| {
+            bad(
+                "the lock names no `nvidia/cuda` base image".into(),
+                "re-lock with `gpustack lock`",
+            )
+        })?;
+        let repo = img.get("repository").unwrap_or("nvidia/cuda");
+        let tag_ref = |flavour: &str| -> Result<String, Error> {
+            let tag = img.get(&format!("{flavour}-tag")).ok_or_else(|| {
+                bad(
+                    format!(
+                        "the lock has no `{flavour}` tag of `{repo}` for CUDA {}",
+                        img.version
+                    ),
+                    "add the tag to the catalog's `[[image]]` entry and re-lock",
+                )
+            })?;
+            Ok(match img.get(&format!("{flavour}-digest")) {
+                Some(d) => format!("{repo}:{tag}@{d}"),
+                None => format!("{repo}:{tag}"),
+            })
+        };
+        let runtime_image = tag_ref("runtime")?;
+        let devel_image = tag_ref("devel")?;
+        let digest_pinned = runtime_image.contains('@') && devel_image.contains('@');
+        let os = img.get("os").unwrap_or("ubuntu22.04");
+        let pkg = if os.starts_with("rocky") {
+            "dnf"
+        } else {
+            "apt"
+        }
+        .to_string();
+        let mut unverified = Vec::new();
+        if !digest_pinned {
+            unverified.push(format!(
+                "{repo} base images are pinned by tag only: the catalog knows no sourced digest for them"
+            ));
+        }
+
+        let cuda = lock.component(Component::Cuda);
+        let nccl = lock.component(Component::Nccl);
+        // NCCL: the locked component, else the version the torch wheel pins.
+        let nccl_version = nccl.map(|n| n.version.to_string()).or_else(|| {
+            lock.component(Component::Torch)
+                .and_then(|t| t.get("nccl"))
+                .map(str::to_string)
+        });
+        let (nccl_runtime, nccl_dev) = match (nccl_version, cuda) {
+            (Some(n), Some(c)) => {
+                let mm = format!("{}.{}", c.version.major(), c.version.minor());
+                unverified.push(format!(
+                    "NCCL {n} as a `+cuda{mm}` package: NVIDIA does not build every NCCL release for every CUDA minor, and the catalog does not record which exist"
+                ));
+                if pkg == "apt" {
+                    (
+                        Some(format!("libnccl2={n}-1+cuda{mm}")),
+                        Some(format!("libnccl-dev={n}-1+cuda{mm}")),
+                    )
+                } else {
+                    (
+                        Some(format!("libnccl-{n}-1+cuda{mm}")),
+                        Some(format!("libnccl-devel-{n}-1+cuda{mm}")),
+                    )
+                }
+            }
+            _ => (None, None),
+        };
+
+        let mut fabric = Vec::new();
+        for p in lock
+            .packages
+            .iter()
+            .filter(|p| p.layer == Layer::Base && p.name != "cuda-image")
+        {
+            let b = source_build(p, common)?;
+            if b.sha256.is_none() {
+                unverified.push(format!(
+                    "{} {} source tarball (no published sha256)",
+                    b.name, b.version
+                ));
+            }
+            fabric.push(b);
+        }
+        let (fabric_build_deps, fabric_runtime_deps) = if fabric.is_empty() {
+            (Vec::new(), Vec::new())
+        } else if pkg == "apt" {
+            (
+                [
+                    "autoconf",
+                    "automake",
+                    "libtool",
+                    "make",
+                    "cmake",
+                    "ninja-build",
+                    "pkg-config",
+                    "python3",
+                    "libnl-3-dev",
+                    "libnl-route-3-dev",
+                    "libudev-dev",
+                    "ca-certificates",
+                    "curl",
+                    "bzip2",
+                    "xz-utils",
+                    "file",
+                ]
+                .map(String::from)
+                .to_vec(),
+                [
+                    "libnl-3-200",
+                    "libnl-route-3-200",
+                    "libudev1",
+                    "openssh-client",
+                ]
+                .map(String::from)
+                .to_vec(),
+            )
+        } else {
+            (
+                [
+                    "autoconf",
+                    "automake",
+                    "libtool",
+                    "make",
+                    "cmake",
+                    "ninja-build",
+                    "pkgconf-pkg-config",
+                    "python3",
+                    "libnl3-devel",
+                    "systemd-devel",
+                    "ca-certificates",
+                    "curl",
+                    "bzip2",
+                    "xz",
+                    "file",
+                ]
+                .map(String::from)
+                .to_vec(),
+                ["libnl3", "systemd-libs", "openssh-clients"]
+                    .map(String::from)
+                    .to_vec(),
+            )
+        };
+
+        let uv = lock.package("uv");
+        let uv_image = uv.and_then(|u| {
+            let image = u.get("image")?;
+            Some(match u.get("image-digest") {
+                Some(d) => format!("{image}:{}@{d}", u.version),
+                None => format!("{image}:{}", u.version),
+            })
+        });
+        let python = lock
+            .component(Component::Python)
+            .map(|p| p.version.to_string());
+        if python.is_some() && uv_image.is_none() {
+            return Err(bad(
+                "the lock has a Python but no `uv` package to install it with".into(),
+                "re-lock with `gpustack lock`",
+            ));
+        }
+
+        let mut stages = Vec::new();
+        let mut compiled = Vec::new();
+        let mut build_env: Vec<(String, String)> = Vec::new();
+        let wanted: Vec<&str> = common.image_layers.iter().map(String::as_str).collect();
+        for layer in [Layer::Framework, Layer::Inference, Layer::Training] {
+            let comps: Vec<&LockedComponent> = lock
+                .components
+                .iter()
+                .filter(|c| c.layer == layer && c.name != Component::Python)
+                .collect();
+            if comps.is_empty() {
+                continue;
+            }
+            let mut reqs = Vec::new();
+            let mut extra_index = None;
+            let mut uses_build = false;
+            for c in comps {
+                let env = compile_env(&pypi_name(c));
+                let r = Requirement {
+                    name: pypi_name(c),
+                    version: c.version.to_string(),
+                    sha256: if env.is_some() {
+                        None
+                    } else {
+                        c.get("sha256").map(str::to_string)
+                    },
+                    wheel: c.get("wheel").map(str::to_string),
+                    compiled: env.is_some(),
+                };
+                if c.name == Component::Torch {
+                    extra_index = c.get("index-url").map(str::to_string);
+                }
+                if let Some(env) = env {
+                    uses_build = true;
+                    for (k, v) in env {
+                        build_env.push((k.to_string(), v.to_string()));
+                    }
+                    compiled.push(r.clone());
+                } else if r.sha256.is_none() {
+                    unverified.push(format!(
+                        "{}=={} wheel (no sha256 in the lock)",
+                        r.name, r.version
+                    ));
+                }
+                reqs.push(r);
+            }
+            // Upper layers keep torch where the framework layer put it.
+            if layer != Layer::Framework {
+                if let Some(t) = lock.component(Component::Torch) {
+                    reqs.insert(
+                        0,
+                        Requirement {
+                            name: "torch".into(),
+                            version: t.version.to_string(),
+                            sha256: None,
+                            wheel: None,
+                            compiled: false,
+                        },
+                    );
+                    extra_index = t.get("index-url").map(str::to_string);
+                }
+            }
+            let name = layer.name().to_string();
+            if !wanted.contains(&name.as_str()) && layer != Layer::Framework {
+                continue;
+            }
+            stages.push(PyStage {
+                requirements_file: format!("requirements-{name}.lock"),
+                from: layer.parent().map_or("base", Layer::name).to_string(),
+                image: common.image(layer).unwrap_or_default().to_string(),
+                name,
+                requirements: reqs,
+                extra_index,
+                uses_build,
+            });
+        }
+        build_env.sort();
+        build_env.dedup();
+        if !stages.is_empty() {
+            unverified.push(
+                "transitive Python dependencies: exact hashes are known only for the top-level wheels listed in requirements-*.lock".into(),
+            );
+        }
+
+        let nccl_tests = if nccl_dev.is_some() {
+            lock.package("nccl-tests")
+                .map(|p| source_build(p, common))
+                .transpose()?
+        } else {
+            unverified.push(
+                "no validate stage: the lock pins no NCCL to build nccl-tests against".into(),
+            );
+            None
+        };
+        if let Some(n) = &nccl_tests {
+            if n.sha256.is_none() {
+                unverified.push(format!(
+                    "nccl-tests {} source tarball (no published sha256)",
+                    n.version
+                ));
+            }
+        }
+
+        let mut labels = vec![
+            (
+                "org.opencontainers.image.title".to_string(),
+                common.stack.clone(),
+            ),
+            (
+                "org.opencontainers.image.description".into(),
+                format!("{} GPU stack, generated by gpustack", common.stack),
+            ),
+            (
+                "org.opencontainers.image.base.name".into(),
+                runtime_image.clone(),
+            ),
+            ("dev.gpustack.lock".into(), common.lock_hash.clone()),
+        ];
+        for (k, v) in &common.versions {
+            labels.push((format!("dev.gpustack.version.{k}"), v.clone()));
+        }
+        labels.sort();
+
+        Ok(DockerPlan {
+            common: common.clone(),
+            runtime_image,
+            devel_image,
+            digest_pinned,
+            pkg,
+            nccl_runtime,
+            nccl_dev,
+            fabric,
+            fabric_build_deps,
+            fabric_runtime_deps,
+            uv_image,
+            python,
+            stages,
+            compiled,
+            build_env,
+            nccl_tests,
+            labels,
+            unverified,
+        })
+    }
+}
+
+/// `out/docker/`: Dockerfile, requirement files, bake file, .dockerignore.
+pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> {
+    let plan = DockerPlan::new(lock, common)?;
+    #[derive(Serialize)]
+    struct Top<'a> {
+        plan: &'a DockerPlan,
+    }
+    let top = Top { plan: &plan };
+    let mut files = vec![
+        RenderedFile::new("Dockerfile", render_t("docker/Dockerfile.j2", &top)?),
+        RenderedFile::new(
+            "docker-bake.hcl",
+            render_t("docker/docker-bake.hcl.j2", &top)?,
+        ),
+        RenderedFile::new(".dockerignore", render_t("docker/dockerignore.j2", &top)?),
+    ];
+    for s in &plan.stages {
+        #[derive(Serialize)]
+        struct Ctx<'a> {
+            plan: &'a DockerPlan,
+            stage: &'a PyStage,
+        }
+        files.push(RenderedFile::new(
+            s.requirements_file.clone(),
+            render_t(
+                "docker/requirements.lock.j2",
+                &Ctx {
+                    plan: &plan,
+                    stage: s,
+                },
+            )?,
+        ));
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(files)
+}
+
+/// `out/apptainer/<stack>.def`.
+pub fn render_apptainer(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> {
+    let plan = DockerPlan::new(lock, common)?;
+    let top = ["training", "inference", "framework", "base"]
+        .into_iter()
+        .find(|l| common.images.contains_key(*l))
+        .unwrap_or("base");
+    #[derive(Serialize)]
+    struct Ctx<'a> {
+        plan: &'a DockerPlan,
+        layer: &'a str,
+        image: &'a str,
+    }
+    let image = common.images.get(top).map_or("", String::as_str);
+    let text = render_t(
+        "apptainer/stack.def.j2",
+        &Ctx {
+            plan: &plan,
+            layer: top,
+            image,
+        },
+    )?;
+    Ok(vec![RenderedFile::new(
+        format!("{}.def", common.stack),
+        text,
+    )])
+}
+
+fn render_t(name: &str, ctx: &impl Serialize) -> Result<String, Error> {
+    crate::render::render(name, ctx)
+}

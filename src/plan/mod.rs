@@ -1,0 +1,346 @@
+//! Plans: per-target view models derived from the lock alone (never the catalog), holding
+//! every string a template prints. Templates only lay them out (`crate::render`).
+//!
+//! [`Common`] is what every target shares, so the values agree across files by
+//! construction: the content-addressed image references, the NCCL/fabric environment, the
+//! storage mounts, the expected bandwidth, the component versions.
+
+pub mod docker;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::catalog::hex;
+use crate::deploy::{Fabric, StorageRef};
+use crate::error::{Diagnostic, Error, Stage};
+use crate::lock::Lock;
+use crate::render::RenderedFile;
+use crate::spec::{Component, Layer};
+
+/// Registry used when the spec has no `[image]` table.
+pub const DEFAULT_REGISTRY: &str = "localhost/gpustack";
+
+/// The targets `gpustack gen` knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Target {
+    /// `out/docker/`: Dockerfile, bake file, requirements.
+    Docker,
+    /// `out/apptainer/`: the `.def` file.
+    Apptainer,
+    /// `out/packer/`.
+    Packer,
+    /// `out/k8s/`.
+    K8s,
+    /// `out/slurm/`.
+    Slurm,
+}
+
+impl Target {
+    /// Every target, in `gen all` order.
+    pub const ALL: [Target; 5] = [
+        Target::Docker,
+        Target::Apptainer,
+        Target::Packer,
+        Target::K8s,
+        Target::Slurm,
+    ];
+
+    /// The name on the command line and the output directory.
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Docker => "docker",
+            Target::Apptainer => "apptainer",
+            Target::Packer => "packer",
+            Target::K8s => "k8s",
+            Target::Slurm => "slurm",
+        }
+    }
+
+    /// Parses a target name.
+    pub fn from_name(s: &str) -> Option<Target> {
+        Target::ALL.into_iter().find(|t| t.name() == s)
+    }
+}
+
+/// Renders every file of `target` from `lock`.
+pub fn generate(lock: &Lock, target: Target) -> Result<Vec<RenderedFile>, Error> {
+    let common = Common::new(lock)?;
+    match target {
+        Target::Docker => docker::render(lock, &common),
+        Target::Apptainer => docker::render_apptainer(lock, &common),
+        Target::Packer | Target::K8s | Target::Slurm => Err(Diagnostic::new(
+            Stage::Generate,
+            format!("`gen {}` is not available in this build", target.name()),
+        )
+        .hint("available targets: docker, apptainer")
+        .into()),
+    }
+}
+
+/// An environment variable every target sets.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct EnvVar {
+    /// `NCCL_IB_DISABLE`.
+    pub name: String,
+    /// `0`.
+    pub value: String,
+    /// Where the value is documented.
+    pub source: String,
+}
+
+/// A storage location mounted into every workload.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Mount {
+    /// `datasets` or `checkpoints`.
+    pub name: String,
+    /// `nfs`, `lustre`, `hostpath` or `pvc`.
+    pub kind: String,
+    /// NFS server.
+    pub server: Option<String>,
+    /// Path on the host or the NFS export (none for a PVC).
+    pub host_path: Option<String>,
+    /// PVC claim name.
+    pub claim: Option<String>,
+    /// Where workloads see it: `/data/datasets`, `/data/checkpoints`.
+    pub container_path: String,
+    /// Datasets are read-only.
+    pub read_only: bool,
+}
+
+/// The expected nccl-tests figure for one scope.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Expected {
+    /// `intra-node` or `inter-node`.
+    pub scope: String,
+    /// GB/s, as published.
+    pub busbw_gbps: String,
+    /// The job shape of the figure: `8x8`.
+    pub shape: String,
+    /// `nvlink`, `infiniband`, ….
+    pub fabric: String,
+    /// Message size of the figure, where stated.
+    pub size: Option<String>,
+    /// The test that produced it.
+    pub test: String,
+    /// Where it is published.
+    pub source: String,
+}
+
+/// What every target shares. LOAD-BEARING: templates of every target print these fields;
+/// renaming one is a template change.
+#[derive(Clone, Debug, Serialize)]
+pub struct Common {
+    /// `[stack].name`.
+    pub stack: String,
+    /// sha256 of the lock's canonical text: the label every output carries.
+    pub lock_hash: String,
+    /// Image registry.
+    pub registry: String,
+    /// Content-addressed image reference per image layer:
+    /// `<registry>/<stack>:<layer>-<first 12 hex of the closure hash>`.
+    pub images: BTreeMap<String, String>,
+    /// Image layers built, bottom first.
+    pub image_layers: Vec<String>,
+    /// NCCL/fabric environment, by name.
+    pub env: Vec<EnvVar>,
+    /// `[cluster].fabric`, or `none`.
+    pub fabric: String,
+    /// Whether the fabric uses RDMA verbs (InfiniBand, RoCE).
+    pub rdma: bool,
+    /// Nodes (1 without `[cluster]`).
+    pub nodes: u32,
+    /// GPUs per node (8 without `[cluster]`).
+    pub gpus_per_node: u32,
+    /// Storage mounts.
+    pub mounts: Vec<Mount>,
+    /// Expected nccl-tests bus bandwidth, intra- then inter-node.
+    pub expected: Vec<Expected>,
+    /// Locked versions by component name (`torch` → `2.10.0+cu128`).
+    pub versions: BTreeMap<String, String>,
+    /// Locked package versions by name (`ucx` → `1.22.0`).
+    pub packages: BTreeMap<String, String>,
+    /// `TORCH_CUDA_ARCH_LIST`: `8.0;9.0+PTX`.
+    pub torch_cuda_arch_list: String,
+    /// The driver the stack was resolved for.
+    pub driver: String,
+    /// The first GPU's GPU Feature Discovery product label, where known.
+    pub gfd_product: Option<String>,
+}
+
+impl Common {
+    /// Derives the shared values from a lock.
+    pub fn new(lock: &Lock) -> Result<Common, Error> {
+        if lock.package("cuda-image").is_none() && lock.component(Component::Cuda).is_some() {
+            let has_any = !lock.packages.is_empty();
+            return Err(Diagnostic::new(
+                Stage::Generate,
+                if has_any {
+                    "the lock names no `nvidia/cuda` base image for its CUDA release and OS".to_string()
+                } else {
+                    "the lock has no deployment picks (it was written by an older gpustack)".to_string()
+                },
+            )
+            .hint(if has_any {
+                "the catalog knows no image tags for this CUDA × OS; pick another `os`, or add an `[[image]]` entry in a catalog overlay, then re-lock"
+            } else {
+                "re-lock with `gpustack lock`"
+            })
+            .into());
+        }
+        let stack = lock.request.name.clone();
+        let registry = lock
+            .request
+            .deploy
+            .image
+            .as_ref()
+            .map_or_else(|| DEFAULT_REGISTRY.to_string(), |i| i.registry.clone());
+        let wanted: Vec<Layer> = lock
+            .request
+            .deploy
+            .image
+            .as_ref()
+            .map_or_else(|| Layer::ALL.to_vec(), |i| i.layers.clone());
+        let mut images = BTreeMap::new();
+        let mut image_layers = Vec::new();
+        for l in Layer::ALL {
+            let Some(ll) = lock.layer(l) else { continue };
+            if !wanted.contains(&l) {
+                continue;
+            }
+            let short = ll.hash.trim_start_matches("sha256:");
+            let short = &short[..short.len().min(12)];
+            images.insert(
+                l.name().to_string(),
+                format!("{registry}/{stack}:{}-{short}", l.name()),
+            );
+            image_layers.push(l.name().to_string());
+        }
+        let cluster = lock.request.deploy.cluster.as_ref();
+        let env = lock
+            .facts
+            .iter()
+            .filter(|f| f.kind == "env")
+            .map(|f| EnvVar {
+                name: f.key.clone(),
+                value: f.get("value").unwrap_or_default().to_string(),
+                source: f.source.clone(),
+            })
+            .collect();
+        let mut mounts = Vec::new();
+        if let Some(st) = &lock.request.deploy.storage {
+            for (name, r, ro) in [
+                ("datasets", &st.datasets, true),
+                ("checkpoints", &st.checkpoints, false),
+            ] {
+                let Some(r) = r else { continue };
+                let container_path = format!("/data/{name}");
+                let m = match r {
+                    StorageRef::Nfs { host, path } => Mount {
+                        name: name.into(),
+                        kind: "nfs".into(),
+                        server: Some(host.clone()),
+                        host_path: Some(path.clone()),
+                        claim: None,
+                        container_path,
+                        read_only: ro,
+                    },
+                    StorageRef::Lustre { path } => Mount {
+                        name: name.into(),
+                        kind: "lustre".into(),
+                        server: None,
+                        host_path: Some(path.clone()),
+                        claim: None,
+                        container_path,
+                        read_only: ro,
+                    },
+                    StorageRef::HostPath { path } => Mount {
+                        name: name.into(),
+                        kind: "hostpath".into(),
+                        server: None,
+                        host_path: Some(path.clone()),
+                        claim: None,
+                        container_path,
+                        read_only: ro,
+                    },
+                    StorageRef::Pvc { name: claim } => Mount {
+                        name: name.into(),
+                        kind: "pvc".into(),
+                        server: None,
+                        host_path: None,
+                        claim: Some(claim.clone()),
+                        container_path,
+                        read_only: ro,
+                    },
+                };
+                mounts.push(m);
+            }
+        }
+        let expected = ["intra-node", "inter-node"]
+            .iter()
+            .filter_map(|scope| lock.fact("bandwidth", scope))
+            .map(|f| Expected {
+                scope: f.key.clone(),
+                busbw_gbps: f.get("busbw-gbps").unwrap_or_default().to_string(),
+                shape: format!(
+                    "{}x{}",
+                    f.get("nodes").unwrap_or("?"),
+                    f.get("gpus-per-node").unwrap_or("?")
+                ),
+                fabric: f.get("fabric").unwrap_or_default().to_string(),
+                size: f.get("size").map(str::to_string),
+                test: f.get("test").unwrap_or_default().to_string(),
+                source: f.source.clone(),
+            })
+            .collect();
+        let versions = lock
+            .components
+            .iter()
+            .map(|c| (c.name.name().to_string(), c.version.to_string()))
+            .collect();
+        let packages = lock
+            .packages
+            .iter()
+            .map(|p| (p.name.clone(), p.version.clone()))
+            .collect();
+        let torch_cuda_arch_list = crate::arch::torch_list(&lock.hardware.arch_list).join(";");
+        let lock_hash = format!("sha256:{}", hex(&Sha256::digest(lock.to_toml().as_bytes())));
+        Ok(Common {
+            stack,
+            lock_hash,
+            registry,
+            images,
+            image_layers,
+            env,
+            fabric: cluster.map_or("none", |c| c.fabric.name()).to_string(),
+            rdma: cluster.is_some_and(|c| matches!(c.fabric, Fabric::Infiniband | Fabric::Roce)),
+            nodes: cluster.map_or(1, |c| c.nodes),
+            gpus_per_node: cluster.map_or(8, |c| c.gpus_per_node),
+            mounts,
+            expected,
+            versions,
+            packages,
+            torch_cuda_arch_list,
+            driver: lock.hardware.driver.to_string(),
+            gfd_product: lock
+                .hardware
+                .gpus
+                .first()
+                .and_then(|g| g.gfd_product.clone()),
+        })
+    }
+
+    /// The image reference of a layer (the nearest built layer below it when it is not
+    /// built).
+    pub fn image(&self, layer: Layer) -> Option<&str> {
+        let mut l = Some(layer);
+        while let Some(x) = l {
+            if let Some(r) = self.images.get(x.name()) {
+                return Some(r);
+            }
+            l = x.parent();
+        }
+        None
+    }
+}

@@ -1,0 +1,182 @@
+//! Rendering: the embedded minijinja templates of `generators/`, and the escaping filters
+//! every interpolation goes through. The only module that knows minijinja exists.
+//!
+//! Templates lay text out; every value they print comes from a plan (`crate::plan`), and
+//! every `{{ … }}` ends in one of the filters below, chosen for the file's language, so
+//! that no value can close a string, start a command or add a key:
+//!
+//! | filter | for | what it does |
+//! |---|---|---|
+//! | `sh` | shell words | single-quotes (`'` → `'\''`) unless the word is plainly safe |
+//! | `json` | JSON, YAML, Dockerfile exec form | a JSON string (YAML accepts it as a double-quoted scalar) |
+//! | `hcl` | HCL strings | a quoted HCL string, `${` and `%{` escaped |
+//! | `word` | bare words (tags, versions, names) | passes `[A-Za-z0-9._:/@+=,%-]` only, fails the render otherwise |
+//! | `num` | numbers | integers only |
+//!
+//! `tests/templates.rs` checks that no interpolation goes without one of them.
+
+use std::sync::OnceLock;
+
+use minijinja::{Environment, Error as JinjaError, ErrorKind, UndefinedBehavior, Value};
+use serde::Serialize;
+
+use crate::error::{Diagnostic, Error, Stage};
+
+include!(concat!(env!("OUT_DIR"), "/templates.rs"));
+
+/// The filters an interpolation may end in.
+pub const ESCAPING_FILTERS: &[&str] = &["sh", "json", "hcl", "word", "num"];
+
+/// A generated file, relative to the target's output directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RenderedFile {
+    /// `Dockerfile`, `scripts/base.sh`: relative, `/`-separated, no `..`.
+    pub path: String,
+    /// The text.
+    pub contents: String,
+    /// Whether it should be executable (scripts).
+    pub executable: bool,
+}
+
+impl RenderedFile {
+    /// A file; executable when it is a shell script or batch script.
+    pub fn new(path: impl Into<String>, contents: String) -> RenderedFile {
+        let path = path.into();
+        let executable = path.ends_with(".sh") || path.ends_with(".sbatch");
+        RenderedFile {
+            path,
+            contents,
+            executable,
+        }
+    }
+}
+
+/// Whether `s` can be printed bare in shell, YAML, HCL and Dockerfiles alike.
+pub fn is_plain_word(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._:/@+=,%-".contains(&b))
+        && !s.starts_with('-')
+}
+
+/// Single-quotes a shell word unless it is plainly safe.
+pub fn sh_quote(s: &str) -> String {
+    if is_plain_word(s) && !s.contains('=') && !s.contains('%') {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// A JSON string literal (valid as a YAML double-quoted scalar and in Dockerfile exec form).
+pub fn json_quote(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 2);
+    o.push('"');
+    for ch in s.chars() {
+        match ch {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            '\n' => o.push_str("\\n"),
+            '\r' => o.push_str("\\r"),
+            '\t' => o.push_str("\\t"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f || c == '\u{2028}' || c == '\u{2029}' => {
+                o.push_str(&format!("\\u{:04x}", c as u32));
+            }
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+/// A quoted HCL string: JSON escapes plus `${` → `$${` and `%{` → `%%{`.
+pub fn hcl_quote(s: &str) -> String {
+    json_quote(s).replace("${", "$${").replace("%{", "%%{")
+}
+
+fn text(v: &Value) -> Result<String, JinjaError> {
+    if let Some(s) = v.as_str() {
+        return Ok(s.to_string());
+    }
+    if v.is_number() {
+        return Ok(v.to_string());
+    }
+    if v.is_true() || v.kind() == minijinja::value::ValueKind::Bool {
+        return Ok(v.to_string());
+    }
+    Err(JinjaError::new(
+        ErrorKind::InvalidOperation,
+        format!("cannot quote a {} ({v})", v.kind()),
+    ))
+}
+
+fn environment() -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_trim_blocks(true);
+    env.set_lstrip_blocks(true);
+    env.set_keep_trailing_newline(true);
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    for (name, src) in TEMPLATES {
+        env.add_template(name, src)
+            .unwrap_or_else(|e| panic!("template {name} does not parse: {e}"));
+    }
+    env.add_filter("sh", |v: Value| text(&v).map(|s| sh_quote(&s)));
+    env.add_filter("json", |v: Value| text(&v).map(|s| json_quote(&s)));
+    env.add_filter("hcl", |v: Value| text(&v).map(|s| hcl_quote(&s)));
+    env.add_filter("word", |v: Value| {
+        let s = text(&v)?;
+        if is_plain_word(&s) {
+            Ok(s)
+        } else {
+            Err(JinjaError::new(
+                ErrorKind::InvalidOperation,
+                format!("`{s}` is not a plain word and cannot be printed bare"),
+            ))
+        }
+    });
+    env.add_filter("num", |v: Value| {
+        if v.is_integer() {
+            Ok(v.to_string())
+        } else {
+            Err(JinjaError::new(
+                ErrorKind::InvalidOperation,
+                format!("`{v}` is not an integer"),
+            ))
+        }
+    });
+    env
+}
+
+fn env() -> &'static Environment<'static> {
+    static ENV: OnceLock<Environment<'static>> = OnceLock::new();
+    ENV.get_or_init(environment)
+}
+
+/// Renders template `name` (relative to `generators/`) with `ctx`.
+pub fn render(name: &str, ctx: &impl Serialize) -> Result<String, Error> {
+    let t = env().get_template(name).map_err(|e| internal(name, &e))?;
+    t.render(Value::from_serialize(ctx))
+        .map_err(|e| internal(name, &e))
+}
+
+fn internal(name: &str, e: &JinjaError) -> Error {
+    let mut msg = format!("cannot render `generators/{name}`: {e}");
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        msg.push_str(&format!(": {s}"));
+        src = s.source();
+    }
+    Diagnostic::new(Stage::Generate, msg)
+        .hint("a value in the lock cannot be written safely into this file; check the lock's request, or report a bug")
+        .into()
+}
+
+/// The names of every embedded template.
+pub fn template_names() -> impl Iterator<Item = &'static str> {
+    TEMPLATES.iter().map(|(n, _)| *n)
+}
+
+/// The source of an embedded template.
+pub fn template_source(name: &str) -> Option<&'static str> {
+    TEMPLATES.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
+}
