@@ -1,7 +1,8 @@
 //! # gpustack
 //!
 //! One lock for the GPU stack. gpustack resolves the driver, CUDA, cuDNN, NCCL, Python,
-//! PyTorch (wheel variant), vLLM and DeepSpeed versions for the GPUs you run, from a
+//! PyTorch (wheel variant), vLLM and DeepSpeed versions, and optional framework components
+//! such as flash-attn and Transformers (the "extras"), for the GPUs you run, from a
 //! catalog of sourced compatibility facts, and writes a deterministic lockfile that every
 //! generator renders from.
 //!

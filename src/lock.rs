@@ -378,6 +378,53 @@ impl Lock {
                         add_file(&mut fields, f);
                     }
                 }
+                (crate::spec::extra_pattern!(), Some(i)) => {
+                    let e = &catalog.extras[i];
+                    s("pypi-name", e.pypi_name.clone());
+                    s("index-url", e.index.clone());
+                    if let Some(t) = &e.torch {
+                        s("torch", t.to_string());
+                    }
+                    if let Some(py) = &e.python {
+                        s("python", py.to_string());
+                    }
+                    if let Some(cc) = e.min_cc {
+                        s("min-cc", cc.to_string());
+                    }
+                    if let Some(v) = &e.pypi_variant {
+                        s("pypi-variant", v.clone());
+                    }
+                    if let Some(pb) = &e.prebuilt {
+                        s("prebuilt", pb.clone());
+                    }
+                    if let Some(m) = &e.cuda_majors {
+                        fields.insert(
+                            "cuda-majors".into(),
+                            Field::List(m.iter().map(ToString::to_string).collect()),
+                        );
+                    }
+                    // A file fits when its wheel tag fits the locked Python and, where the
+                    // catalog says which CUDA variant the wheel on the index is, torch is
+                    // that variant.
+                    let py = r.pick(Component::Python).map(|p| p.version.clone());
+                    let torch_variant = r
+                        .chosen
+                        .get(&Component::Torch)
+                        .copied()
+                        .flatten()
+                        .map(|t| catalog.torch[t].variant.as_str());
+                    let variant_ok = e
+                        .pypi_variant
+                        .as_deref()
+                        .is_none_or(|v| Some(v) == torch_variant);
+                    if let Some(f) = e
+                        .files
+                        .iter()
+                        .find(|f| variant_ok && (f.python.is_none() || f.python == py))
+                    {
+                        add_extra_file(&mut fields, f);
+                    }
+                }
                 (Component::Deepspeed, Some(i)) => {
                     let d = &catalog.deepspeed[i];
                     if !d.cuda_mismatch_ok.is_empty() {
@@ -609,6 +656,20 @@ fn add_file(fields: &mut BTreeMap<String, Field>, f: &crate::catalog::FileRef) {
     }
 }
 
+/// An extra's file: a wheel as torch's and vLLM's are (`wheel`, `sha256`, `wheel-index`), or
+/// a source distribution (`sdist`, `sha256`, `sdist-index`), which pip builds.
+fn add_extra_file(fields: &mut BTreeMap<String, Field>, f: &crate::catalog::FileRef) {
+    if f.filename.ends_with(".whl") {
+        add_file(fields, f);
+        return;
+    }
+    fields.insert("sdist".into(), Field::Str(f.filename.clone()));
+    fields.insert("sha256".into(), Field::Str(f.sha256.clone()));
+    if let Some(i) = &f.index {
+        fields.insert("sdist-index".into(), Field::Str(i.clone()));
+    }
+}
+
 /// The canonical `[request]` text, which `spec-digest` covers.
 pub fn request_toml(spec: &Spec) -> String {
     let mut o = String::from("[request]\n");
@@ -794,6 +855,9 @@ const PINNED_FIELDS: &[&str] = &[
     "cusparselt",
     "index-url",
     "nccl",
+    "pypi-name",
+    "sdist",
+    "sdist-index",
     "sha256",
     "torch",
     "variant",

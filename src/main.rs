@@ -70,7 +70,9 @@ enum Command {
         after_help = "Examples:\n  gpustack why torch\n  gpustack why driver --lock lockfiles/h100-train.lock"
     )]
     Why {
-        /// driver, cuda, cudnn, nccl, python, torch, vllm or deepspeed
+        /// driver, cuda, cudnn, nccl, python, torch, vllm, deepspeed, or an extra
+        /// (flash-attn, xformers, transformers, accelerate, bitsandbytes, tensorrt-llm, cupy,
+        /// nvidia-dali)
         component: String,
         /// The lock to read
         #[arg(long, default_value = "gpustack.lock", value_name = "PATH")]
@@ -111,7 +113,7 @@ enum CatalogCommand {
     },
     /// Every entry of one family with its source
     Show {
-        /// driver, cuda, gpu, os, python, cudnn, nccl, torch, vllm or deepspeed
+        /// driver, cuda, gpu, os, python, cudnn, nccl, torch, vllm, deepspeed or extra
         family: String,
         /// A catalog overlay directory (repeatable)
         #[arg(long = "catalog", value_name = "DIR")]

@@ -6,7 +6,7 @@ use gpustack::catalog::{Catalog, Gpu, Origin};
 use gpustack::lock::{Field, LockedComponent};
 use gpustack::Lock;
 
-pub(crate) const FAMILIES: [&str; 14] = [
+pub(crate) const FAMILIES: [&str; 15] = [
     "driver",
     "cuda",
     "gpu",
@@ -17,6 +17,7 @@ pub(crate) const FAMILIES: [&str; 14] = [
     "torch",
     "vllm",
     "deepspeed",
+    "extra",
     "image",
     "package",
     "instance",
@@ -100,6 +101,11 @@ pub(crate) fn list(c: &Catalog) -> String {
             c.deepspeed.len(),
             format!("newest {}", newest(&c.deepspeed, |r| r.version.to_string())),
         ),
+        ("extra", c.extras.len(), {
+            let mut names: Vec<&str> = c.extras.iter().map(|e| e.component.name()).collect();
+            names.dedup();
+            names.join(", ")
+        }),
         (
             "image",
             c.images.len(),
@@ -402,6 +408,39 @@ pub(crate) fn family(c: &Catalog, fam: &str) -> Option<String> {
                 src(&mut o, &r.origin);
             }
         }
+        "extra" => {
+            for e in &c.extras {
+                let mut facts = vec![format!("layer {}", e.layer.name())];
+                if let Some(t) = &e.torch {
+                    facts.push(format!("torch `{t}`"));
+                }
+                if let Some(p) = &e.python {
+                    facts.push(format!("Python `{p}`"));
+                }
+                if let Some(m) = &e.cuda_majors {
+                    facts.push(format!(
+                        "CUDA {}",
+                        m.iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
+                if let Some(cc) = e.min_cc {
+                    facts.push(format!("cc ≥ {cc}"));
+                }
+                facts.push(format!("from {}", e.index));
+                let _ = writeln!(
+                    o,
+                    "{} {} ({}): {}",
+                    e.component.name(),
+                    e.version,
+                    e.pypi_name,
+                    facts.join(", ")
+                );
+                src(&mut o, &e.origin);
+            }
+        }
         _ => return None,
     }
     Some(o)
@@ -485,6 +524,7 @@ torch = "*"
 # python = "3.11"
 # vllm = "*"
 # deepspeed = "*"
+# flash-attn = "*"             # an extra; also xformers, transformers, accelerate, …
 "#,
         id = g.id,
         name = g.name,

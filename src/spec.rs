@@ -47,11 +47,27 @@ pub enum Component {
     Vllm,
     /// DeepSpeed.
     Deepspeed,
+    /// flash-attn (FlashAttention), an optional framework component ("extra").
+    FlashAttn,
+    /// xFormers, an extra.
+    Xformers,
+    /// Hugging Face Transformers, an extra.
+    Transformers,
+    /// Hugging Face Accelerate, an extra.
+    Accelerate,
+    /// bitsandbytes, an extra.
+    Bitsandbytes,
+    /// TensorRT-LLM, an extra.
+    TensorrtLlm,
+    /// CuPy, an extra.
+    Cupy,
+    /// NVIDIA DALI, an extra.
+    NvidiaDali,
 }
 
 impl Component {
     /// Every component, in lock order.
-    pub const ALL: [Component; 8] = [
+    pub const ALL: [Component; 16] = [
         Component::Driver,
         Component::Cuda,
         Component::Cudnn,
@@ -60,7 +76,33 @@ impl Component {
         Component::Torch,
         Component::Vllm,
         Component::Deepspeed,
+        Component::FlashAttn,
+        Component::Xformers,
+        Component::Transformers,
+        Component::Accelerate,
+        Component::Bitsandbytes,
+        Component::TensorrtLlm,
+        Component::Cupy,
+        Component::NvidiaDali,
     ];
+
+    /// The optional framework components ("extras"): Python packages installed on top of
+    /// torch, each from the catalog's `extra` family. Their ids are the PyPI project names.
+    pub const EXTRAS: [Component; 8] = [
+        Component::FlashAttn,
+        Component::Xformers,
+        Component::Transformers,
+        Component::Accelerate,
+        Component::Bitsandbytes,
+        Component::TensorrtLlm,
+        Component::Cupy,
+        Component::NvidiaDali,
+    ];
+
+    /// `true` for the optional framework components ([`Component::EXTRAS`]).
+    pub fn is_extra(self) -> bool {
+        Component::EXTRAS.contains(&self)
+    }
 
     /// The id used in specs and locks.
     pub fn name(self) -> &'static str {
@@ -73,6 +115,14 @@ impl Component {
             Component::Torch => "torch",
             Component::Vllm => "vllm",
             Component::Deepspeed => "deepspeed",
+            Component::FlashAttn => "flash-attn",
+            Component::Xformers => "xformers",
+            Component::Transformers => "transformers",
+            Component::Accelerate => "accelerate",
+            Component::Bitsandbytes => "bitsandbytes",
+            Component::TensorrtLlm => "tensorrt-llm",
+            Component::Cupy => "cupy",
+            Component::NvidiaDali => "nvidia-dali",
         }
     }
 
@@ -87,6 +137,14 @@ impl Component {
             Component::Torch => "torch",
             Component::Vllm => "vLLM",
             Component::Deepspeed => "DeepSpeed",
+            Component::FlashAttn => "flash-attn",
+            Component::Xformers => "xFormers",
+            Component::Transformers => "Transformers",
+            Component::Accelerate => "Accelerate",
+            Component::Bitsandbytes => "bitsandbytes",
+            Component::TensorrtLlm => "TensorRT-LLM",
+            Component::Cupy => "CuPy",
+            Component::NvidiaDali => "DALI",
         }
     }
 
@@ -95,16 +153,40 @@ impl Component {
         Component::ALL.into_iter().find(|c| c.name() == s)
     }
 
-    /// The image/VM layer the component belongs to.
+    /// The image/VM layer the component belongs to. An extra's layer is the one every
+    /// catalog entry of it states (checked when the catalog loads).
     pub fn layer(self) -> Layer {
         match self {
             Component::Driver | Component::Cuda | Component::Cudnn | Component::Nccl => Layer::Base,
             Component::Python | Component::Torch => Layer::Framework,
             Component::Vllm => Layer::Inference,
             Component::Deepspeed => Layer::Training,
+            Component::FlashAttn
+            | Component::Xformers
+            | Component::Transformers
+            | Component::Bitsandbytes
+            | Component::Cupy => Layer::Framework,
+            Component::TensorrtLlm => Layer::Inference,
+            Component::Accelerate | Component::NvidiaDali => Layer::Training,
         }
     }
 }
+
+/// A pattern matching every extra component, for exhaustive `match`es (in step with
+/// [`Component::EXTRAS`]; the compiler checks the variants exist).
+macro_rules! extra_pattern {
+    () => {
+        $crate::spec::Component::FlashAttn
+            | $crate::spec::Component::Xformers
+            | $crate::spec::Component::Transformers
+            | $crate::spec::Component::Accelerate
+            | $crate::spec::Component::Bitsandbytes
+            | $crate::spec::Component::TensorrtLlm
+            | $crate::spec::Component::Cupy
+            | $crate::spec::Component::NvidiaDali
+    };
+}
+pub(crate) use extra_pattern;
 
 impl fmt::Display for Component {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -118,11 +200,11 @@ impl fmt::Display for Component {
 pub enum Layer {
     /// Driver, CUDA, cuDNN, NCCL, the arch list.
     Base,
-    /// Python and torch.
+    /// Python and torch; the extras flash-attn, xFormers, Transformers, bitsandbytes, CuPy.
     Framework,
-    /// vLLM.
+    /// vLLM; the extra TensorRT-LLM.
     Inference,
-    /// DeepSpeed.
+    /// DeepSpeed; the extras Accelerate and DALI.
     Training,
     /// The acceptance test (nccl-tests) on top of the base.
     Validate,

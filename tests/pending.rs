@@ -1,6 +1,7 @@
 //! `catalog/pending/` holds researched facts for families the generators will load later.
 //! They are not part of the stock catalog yet, but they must already hold to its rules:
-//! every file parses, names its family, and every entry has a non-empty `source`.
+//! every file parses, names its family, and every entry has a non-empty `source`. A family
+//! that the stock catalog loads (`catalog/*.toml`) has moved up and must not stay pending.
 
 mod common;
 
@@ -53,4 +54,34 @@ fn pending_families_parse_and_every_entry_has_a_source() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     let _ = entries;
+}
+
+fn family_of(path: &std::path::Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let table: toml::Table = toml::from_str(&text).ok()?;
+    table.get("family")?.as_str().map(str::to_string)
+}
+
+/// A family moves up to `catalog/` when the loader supports it, and leaves `pending/` then:
+/// `extras.toml` (family `extra`) has moved up.
+#[test]
+fn pending_files_are_families_not_yet_loaded() {
+    let root = root();
+    assert!(
+        !root.join("catalog/pending/extras.toml").exists(),
+        "catalog/pending/extras.toml moved up to catalog/extras.toml"
+    );
+    let loaded: Vec<String> = sorted_files(&root.join("catalog"), "toml")
+        .iter()
+        .filter_map(|p| family_of(p))
+        .collect();
+    assert!(loaded.iter().any(|f| f == "extra"), "{loaded:?}");
+    for p in sorted_files(&root.join("catalog/pending"), "toml") {
+        let fam = family_of(&p).unwrap_or_default();
+        assert!(
+            !loaded.contains(&fam),
+            "{}: family `{fam}` is loaded from catalog/ already; remove the pending copy and its README row",
+            p.display()
+        );
+    }
 }

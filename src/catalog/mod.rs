@@ -25,6 +25,7 @@ use toml::Spanned;
 
 use crate::arch::{Cc, Target};
 use crate::error::{toml_diagnostic, Diagnostic, Error, Location, Stage};
+use crate::spec::{Component, Layer};
 use crate::version::{Version, VersionReq};
 use wire::*;
 
@@ -39,6 +40,7 @@ const FAMILIES: &[&str] = &[
     "deepspeed",
     "driver",
     "env",
+    "extra",
     "gpu",
     "image",
     "instance",
@@ -357,6 +359,72 @@ pub struct DeepspeedRelease {
     pub origin: Origin,
 }
 
+/// One release of an optional framework component (an "extra": flash-attn, xformers, …),
+/// from `[[extra]]`.
+#[derive(Clone, Debug)]
+pub struct ExtraRelease {
+    /// Which component: [`Component::is_extra`] holds.
+    pub component: Component,
+    /// `2.8.3.post2`.
+    pub version: Version,
+    /// The layer every entry of the component states (the component's own layer).
+    pub layer: Layer,
+    /// The package's requirement on torch, when it has one. Compared with the torch release
+    /// without its `+cuXXX` label.
+    pub torch: Option<VersionReq>,
+    /// CUDA majors of the published binaries, when known.
+    pub cuda_majors: Option<Vec<u64>>,
+    /// Lowest compute capability, where a source states one.
+    pub min_cc: Option<Cc>,
+    /// `Requires-Python`, when known.
+    pub python: Option<VersionReq>,
+    /// The distribution to install: `cupy-cuda12x`, `flash_attn_3`.
+    pub pypi_name: String,
+    /// The index it installs from.
+    pub index: String,
+    /// The CUDA variant of the wheel on `index` (`cu128`), where stated.
+    pub pypi_variant: Option<String>,
+    /// What is published and how it installs, free text.
+    pub prebuilt: Option<String>,
+    /// Files with hashes.
+    pub files: Vec<FileRef>,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+impl ExtraRelease {
+    /// `true` when the distribution is the component's own PyPI project (`flash-attn`),
+    /// not a differently named one (`flash_attn_3`, `cupy-cuda12x`). PEP 503 normalized.
+    pub fn is_own_project(&self) -> bool {
+        pep503(&self.pypi_name) == self.component.name()
+    }
+
+    /// The version, with the distribution when it is not the component's own project:
+    /// `2.8.3`, `14.2.0 (cupy-cuda13x)`. Two entries of one component never share it.
+    pub fn label(&self) -> String {
+        if self.is_own_project() {
+            self.version.to_string()
+        } else {
+            format!("{} ({})", self.version, self.pypi_name)
+        }
+    }
+}
+
+/// PEP 503 normalization: lowercase, runs of `-`, `_`, `.` become one `-`.
+pub(crate) fn pep503(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        if matches!(c, '-' | '_' | '.') {
+            if !out.ends_with('-') {
+                out.push('-');
+            }
+        } else {
+            out.push(c.to_ascii_lowercase());
+        }
+    }
+    out
+}
+
 /// The validated, indexed catalog. Every list is sorted newest first (or by id).
 #[derive(Clone, Debug, Default)]
 pub struct Catalog {
@@ -390,6 +458,9 @@ pub struct Catalog {
     pub vllm: Vec<VllmRelease>,
     /// DeepSpeed releases, newest first.
     pub deepspeed: Vec<DeepspeedRelease>,
+    /// Extra releases: by component (in [`Component`] order), then newest first, then by
+    /// distribution name.
+    pub extras: Vec<ExtraRelease>,
     /// `nvidia/cuda` images, by CUDA (newest first) then OS.
     pub images: Vec<BaseImage>,
     /// Packages by name, newest first.
@@ -542,6 +613,9 @@ struct Layers {
     os: BTreeMap<String, (OsWire, Origin)>,
     wheel: BTreeMap<String, (TorchWheelWire, Origin)>,
     release: BTreeMap<(String, String), (ReleaseWire, Origin)>,
+    /// Keyed by name, version and distribution (`cupy` 14.2.0 is both `cupy-cuda12x` and
+    /// `cupy-cuda13x`).
+    extra: BTreeMap<(String, String, String), (ExtraWire, Origin)>,
     image: BTreeMap<String, (ImageWire, Origin)>,
     package: BTreeMap<String, (PackageWire, Origin)>,
     instance: BTreeMap<String, (InstanceWire, Origin)>,
@@ -641,6 +715,15 @@ impl Catalog {
     /// The minor-version-compatibility floor for a CUDA major.
     pub fn minor_compat_for(&self, major: u64) -> Option<&MinorCompat> {
         self.minor_compat.iter().find(|m| m.major == major)
+    }
+
+    /// The catalog releases of an extra, with their indices into [`Catalog::extras`],
+    /// newest first.
+    pub fn extras_of(&self, c: Component) -> impl Iterator<Item = (usize, &ExtraRelease)> {
+        self.extras
+            .iter()
+            .enumerate()
+            .filter(move |(_, e)| e.component == c)
     }
 
     /// The forward-compatibility package for a CUDA major.minor.
@@ -926,6 +1009,20 @@ fn ingest(
         },
         diags,
     );
+    misplaced(
+        "release",
+        if fam == "extra" {
+            file.release.len()
+        } else {
+            0
+        },
+        diags,
+    );
+    misplaced(
+        "extra",
+        if fam == "extra" { 0 } else { file.extra.len() },
+        diags,
+    );
     for (what, n, home) in [
         ("image", file.image.len(), "image"),
         ("package", file.package.len(), "package"),
@@ -993,6 +1090,26 @@ fn ingest(
             dup(&v.version, &span, diags);
         }
         out.release.insert(key, (v, o));
+    }
+    for e in file.extra {
+        let span = e.span();
+        let v = e.into_inner();
+        let o = origin(path, entries.next(&span, "extra", &v), &v.source);
+        let key = (v.name.clone(), v.version.clone(), v.pypi_name.clone());
+        if out.extra.contains_key(&key) {
+            diags.push(
+                Diagnostic::new(
+                    Stage::Catalog,
+                    format!(
+                        "duplicate extra entry `{} {}` (`pypi_name = \"{}\"`)",
+                        v.name, v.version, v.pypi_name
+                    ),
+                )
+                .at_offset(path, text, span.start)
+                .hint("an extra is keyed by `name`, `version` and `pypi_name`; an entry may appear once per catalog layer, and an overlay directory replaces earlier layers' entries"),
+            );
+        }
+        out.extra.insert(key, (v, o));
     }
     simple!(image, |v: &ImageWire| format!("{}/{}", v.cuda, v.os));
     simple!(package, |v: &PackageWire| format!(
@@ -1087,6 +1204,7 @@ fn merge(into: &mut Layers, layer: Layers) {
     into.os.extend(layer.os);
     into.wheel.extend(layer.wheel);
     into.release.extend(layer.release);
+    into.extra.extend(layer.extra);
     into.image.extend(layer.image);
     into.package.extend(layer.package);
     into.instance.extend(layer.instance);
@@ -1109,6 +1227,17 @@ impl V<'_> {
                 line: o.line,
                 col: 0,
             }));
+    }
+    fn fail_hint(&mut self, o: &Origin, msg: String, hint: String) {
+        self.diags.push(
+            Diagnostic::new(Stage::Catalog, msg)
+                .at(Location {
+                    file: o.file.clone(),
+                    line: o.line,
+                    col: 0,
+                })
+                .hint(hint),
+        );
     }
     fn version(&mut self, o: &Origin, what: &str, s: &str) -> Option<Version> {
         match Version::parse(s) {
@@ -1551,6 +1680,8 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
             release_origin: rel.origin.clone(),
         });
     }
+    build_extras(&mut v, l.extra, &mut c);
+
     c.torch_releases = torch_rel.into_values().collect();
     newest_first(&mut c.torch_releases, |t| &t.version);
     for r in &c.torch_releases {
@@ -1640,6 +1771,206 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
         }
     }
     c
+}
+
+/// Validates the `[[extra]]` entries into [`Catalog::extras`].
+fn build_extras(
+    v: &mut V<'_>,
+    entries: BTreeMap<(String, String, String), (ExtraWire, Origin)>,
+    c: &mut Catalog,
+) {
+    let known = || {
+        Component::EXTRAS
+            .iter()
+            .map(|c| c.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    // Diagnostics from the shared parsers (versions, requirements, compute capabilities,
+    // files, sources) get a hint that says how to write the field.
+    fn hint_new(v: &mut V<'_>, from: usize, hint: &str) {
+        for d in &mut v.diags[from..] {
+            if d.hints.is_empty() {
+                d.hints.push(hint.to_string());
+            }
+        }
+    }
+    for (_, (e, o)) in entries {
+        let n = v.diags.len();
+        v.source(&o);
+        hint_new(
+            v,
+            n,
+            "give the page, file at a commit or metadata the fact was read from",
+        );
+        let Some(component) = Component::from_name(&e.name).filter(|c| c.is_extra()) else {
+            let mut hint = format!("gpustack knows the extras {}", known());
+            if let Some(s) =
+                crate::error::did_you_mean(&e.name, Component::EXTRAS.iter().map(|c| c.name()))
+            {
+                hint = format!("did you mean `{s}`? {hint}");
+            }
+            v.fail_hint(&o, format!("unknown extra `{}`", e.name), hint);
+            continue;
+        };
+        let n = v.diags.len();
+        let version = v.version(&o, "version", &e.version);
+        hint_new(
+            v,
+            n,
+            "write the release exactly as PyPI lists it, like `2.8.3.post2`",
+        );
+        let Some(version) = version else {
+            continue;
+        };
+        match Layer::from_name(&e.layer) {
+            Some(l) if l == component.layer() => {}
+            Some(_) | None => {
+                v.fail_hint(
+                    &o,
+                    format!(
+                        "{} `{version}` says `layer = \"{}\"`, but gpustack installs {} in the `{}` layer",
+                        e.name,
+                        e.layer,
+                        e.name,
+                        component.layer().name()
+                    ),
+                    format!(
+                        "every entry of `{}` must say `layer = \"{}\"`",
+                        e.name,
+                        component.layer().name()
+                    ),
+                );
+                continue;
+            }
+        }
+        let pypi_ok = !e.pypi_name.is_empty()
+            && e.pypi_name.len() <= 100
+            && e.pypi_name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+            && e.pypi_name.as_bytes()[0].is_ascii_alphanumeric();
+        if !pypi_ok {
+            v.fail_hint(
+                &o,
+                format!("{} `{version}`: `pypi_name = \"{}\"` is not a PyPI project name", e.name, e.pypi_name.escape_debug()),
+                "write the distribution as PyPI spells it: letters, digits, `-`, `_` and `.`, like `cupy-cuda12x`".into(),
+            );
+            continue;
+        }
+        let index_ok = e.index.starts_with("https://")
+            && e.index.len() > "https://".len()
+            && !e.index.contains(|ch: char| {
+                ch.is_whitespace() || ch.is_control() || matches!(ch, '"' | '\'' | '`' | '$' | '\\')
+            });
+        if !index_ok {
+            v.fail_hint(
+                &o,
+                format!(
+                    "{} `{version}`: `index = \"{}\"` is not an https URL",
+                    e.name,
+                    e.index.escape_debug()
+                ),
+                "write the package index URL, like `https://pypi.org/simple`".into(),
+            );
+            continue;
+        }
+        if let Some(pv) = &e.pypi_variant {
+            if !pv.starts_with("cu") || pv.len() < 4 || !pv[2..].bytes().all(|b| b.is_ascii_digit())
+            {
+                v.fail_hint(
+                    &o,
+                    format!("{} `{version}`: `pypi_variant = \"{}\"` must look like `cu128`", e.name, pv.escape_debug()),
+                    "the CUDA variant of the wheel on `index`, spelled as torch variants are; leave it out when not stated".into(),
+                );
+                continue;
+            }
+        }
+        let cuda_majors = match &e.cuda_majors {
+            None => None,
+            Some(m) if m.is_empty() || m.contains(&0) => {
+                v.fail_hint(
+                    &o,
+                    format!(
+                        "{} `{version}`: `cuda_majors` must list CUDA majors, like `[12, 13]`",
+                        e.name
+                    ),
+                    "leave `cuda_majors` out when the CUDA builds are not known".into(),
+                );
+                continue;
+            }
+            Some(m) => {
+                let mut m: Vec<u64> = m.iter().map(|x| u64::from(*x)).collect();
+                m.sort_unstable();
+                m.dedup();
+                Some(m)
+            }
+        };
+        let n = v.diags.len();
+        let torch = e.torch.as_deref().map(|s| v.req(&o, "torch", s));
+        hint_new(v, n, "write the package's requirement on torch like `>=2.4, <3` or `==2.10.0`; leave `torch` out when it is not known");
+        let n = v.diags.len();
+        let python = e.python.as_deref().map(|s| v.req(&o, "python", s));
+        hint_new(
+            v,
+            n,
+            "write `Requires-Python` like `>=3.10, <3.16`; leave `python` out when it is not known",
+        );
+        let n = v.diags.len();
+        let min_cc = e.min_cc.as_deref().map(|s| v.cc(&o, "min_cc", s));
+        hint_new(
+            v,
+            n,
+            "write a compute capability like `8.0`; leave `min_cc` out unless a source states it",
+        );
+        let (Some(torch), Some(python), Some(min_cc)) = (
+            torch.map_or(Some(None), |r| r.map(Some)),
+            python.map_or(Some(None), |r| r.map(Some)),
+            min_cc.map_or(Some(None), |r| r.map(Some)),
+        ) else {
+            continue;
+        };
+        let n = v.diags.len();
+        let files = v.files(&o, &e.files);
+        for f in &files {
+            if f.version.as_ref().is_some_and(|fv| *fv != version) {
+                v.fail(
+                    &o,
+                    format!(
+                        "file `{}` says version `{}`, but the entry is {} `{version}`",
+                        f.filename,
+                        f.version
+                            .as_ref()
+                            .map(ToString::to_string)
+                            .unwrap_or_default(),
+                        e.name
+                    ),
+                );
+            }
+        }
+        hint_new(v, n, "each file is `{ filename = \"…\", sha256 = \"…\" }`: a plain file name and 64 lowercase hex digits, with `python = \"3.12\"` for a CPython-specific wheel");
+        c.extras.push(ExtraRelease {
+            component,
+            version,
+            layer: component.layer(),
+            torch,
+            cuda_majors,
+            min_cc,
+            python,
+            pypi_name: e.pypi_name.clone(),
+            index: e.index.clone(),
+            pypi_variant: e.pypi_variant.clone(),
+            prebuilt: e.prebuilt.clone(),
+            files,
+            origin: o,
+        });
+    }
+    c.extras.sort_by(|a, b| {
+        a.component
+            .cmp(&b.component)
+            .then_with(|| b.version.cmp(&a.version))
+            .then_with(|| a.pypi_name.cmp(&b.pypi_name))
+    });
 }
 
 struct DeployLayers {

@@ -48,6 +48,7 @@ fn origins(c: &Catalog) -> Vec<&Origin> {
     o.extend(c.torch.iter().flat_map(|x| [&x.origin, &x.release_origin]));
     o.extend(c.vllm.iter().map(|x| &x.origin));
     o.extend(c.deepspeed.iter().map(|x| &x.origin));
+    o.extend(c.extras.iter().map(|x| &x.origin));
     o.extend(c.images.iter().map(|x| &x.origin));
     o.extend(c.packages.iter().map(|x| &x.origin));
     o.extend(c.instances.iter().map(|x| &x.origin));
@@ -95,6 +96,193 @@ fn overlay_errors_still_have_locations() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(e.contains("bad.toml:7"), "{e}");
     assert!(e.contains("bogus"), "{e}");
+}
+
+/// The stock extras: every extra component has entries, each in its component's layer,
+/// newest first; cupy 14.2.0 is two entries told apart by distribution.
+#[test]
+fn stock_extras_load() {
+    let c = Catalog::stock().unwrap();
+    for x in Component::EXTRAS {
+        let rel: Vec<&ExtraRelease> = c.extras_of(x).map(|(_, e)| e).collect();
+        assert!(rel.len() >= 2, "{x}: {}", rel.len());
+        assert!(rel.iter().all(|e| e.layer == x.layer()), "{x}");
+        assert!(rel.windows(2).all(|w| w[0].version >= w[1].version), "{x}");
+    }
+    let cupy: Vec<&str> = c
+        .extras_of(Component::Cupy)
+        .filter(|(_, e)| e.version.as_str() == "14.2.0")
+        .map(|(_, e)| e.pypi_name.as_str())
+        .collect();
+    assert_eq!(cupy, ["cupy-cuda12x", "cupy-cuda13x"]);
+    let fa: Vec<String> = c
+        .extras_of(Component::FlashAttn)
+        .map(|(_, e)| e.label())
+        .collect();
+    assert_eq!(fa[0], "3.0.0 (flash_attn_3)");
+    assert_eq!(fa[1], "2.8.3.post2");
+    // Unknown facts stay absent: flash-attn 2.8.3.post2 has no CUDA majors, TensorRT-LLM no
+    // torch requirement.
+    let post2 = c.extras_of(Component::FlashAttn).nth(1).unwrap().1;
+    assert!(post2.cuda_majors.is_none());
+    assert!(post2.min_cc.is_some());
+    assert!(c
+        .extras_of(Component::TensorrtLlm)
+        .all(|(_, e)| e.torch.is_none() && e.python.is_none() && e.files.is_empty()));
+    assert_eq!(pep503("Flash_Attn..3"), "flash-attn-3");
+}
+
+fn stock_plus(overlay: &str) -> Result<Catalog, Error> {
+    let stock: Vec<(String, String)> = STOCK
+        .iter()
+        .map(|(p, t)| (p.to_string(), t.to_string()))
+        .collect();
+    Catalog::from_layers(&[
+        stock,
+        vec![("site/extras.toml".to_string(), overlay.to_string())],
+    ])
+}
+
+fn diagnostics(r: Result<Catalog, Error>) -> Vec<Diagnostic> {
+    match r {
+        Err(Error::Invalid(d)) => d,
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("the overlay loaded"),
+    }
+}
+
+const GOOD: &str = "name = \"flash-attn\"\nversion = \"9.9.9\"\nlayer = \"framework\"\npypi_name = \"flash-attn\"\nindex = \"https://pypi.org/simple\"\nsource = \"test\"\n";
+
+/// An overlay may add or replace extras (keyed by name, version and distribution).
+#[test]
+fn overlay_extras_add_and_replace() {
+    let c = stock_plus(&format!(
+        "family = \"extra\"\n\n[[extra]]\n{GOOD}min_cc = \"7.5\"\n"
+    ))
+    .unwrap();
+    let (_, e) = c.extras_of(Component::FlashAttn).next().unwrap();
+    assert_eq!(e.version.as_str(), "9.9.9");
+    assert_eq!(e.origin.location(), "site/extras.toml:3");
+    let replaced = GOOD
+        .replace("9.9.9", "2.8.3")
+        .replace("source = \"test\"", "source = \"site\"");
+    let c = stock_plus(&format!("family = \"extra\"\n\n[[extra]]\n{replaced}")).unwrap();
+    let e: Vec<&ExtraRelease> = c
+        .extras_of(Component::FlashAttn)
+        .map(|(_, e)| e)
+        .filter(|e| e.version.as_str() == "2.8.3")
+        .collect();
+    assert_eq!(e.len(), 1);
+    assert_eq!(e[0].origin.source, "site");
+    assert!(
+        e[0].torch.is_none(),
+        "an overlay entry replaces, never merges"
+    );
+}
+
+/// Every bad `[[extra]]` is reported, each with `file:line` and a hint.
+#[test]
+fn bad_extras_are_diagnosed_with_location_and_hint() {
+    let cases: &[(&str, &str)] = &[
+        ("name = \"flash_attn\"", "unknown extra `flash_attn`"),
+        (
+            "layer = \"training\"",
+            "gpustack installs flash-attn in the `framework` layer",
+        ),
+        ("layer = \"top\"", "says `layer = \"top\"`"),
+        ("cuda_majors = []", "`cuda_majors` must list CUDA majors"),
+        ("min_cc = \"eight\"", "min_cc"),
+        ("torch = \"=>2.4\"", "torch: invalid requirement"),
+        ("python = \"\"", "python: invalid requirement"),
+        ("version = \"2.x\"", "version: invalid version"),
+        ("pypi_name = \"flash attn\"", "is not a PyPI project name"),
+        ("index = \"http://pypi.org/simple\"", "is not an https URL"),
+        ("pypi_variant = \"cuda128\"", "must look like `cu128`"),
+        ("source = \" \"", "`source` is empty"),
+        (
+            "files = [{ filename = \"a.whl\", sha256 = \"00\" }]",
+            "sha256 of `a.whl` must be 64 lowercase hex digits",
+        ),
+    ];
+    for (line, want) in cases {
+        let key = line.split(' ').next().unwrap();
+        let mut entry: String = GOOD
+            .lines()
+            .filter(|l| !l.starts_with(&format!("{key} ")))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        entry.push_str(line);
+        entry.push('\n');
+        let text = format!("family = \"extra\"\n\n[[extra]]\n{entry}");
+        let ds = diagnostics(stock_plus(&text));
+        let d = ds
+            .iter()
+            .find(|d| d.message.contains(want))
+            .unwrap_or_else(|| panic!("{line}: no `{want}` in {ds:#?}"));
+        let loc = d.location.as_ref().expect("a location");
+        assert_eq!(
+            (loc.file.as_str(), loc.line),
+            ("site/extras.toml", 3),
+            "{line}"
+        );
+        assert!(!d.hints.is_empty(), "{line}: no hint");
+    }
+    // A misspelt extra gets a suggestion.
+    let ds = diagnostics(stock_plus(&format!(
+        "family = \"extra\"\n\n[[extra]]\n{}",
+        GOOD.replace("flash-attn", "flash_attn")
+    )));
+    assert!(
+        ds[0].hints[0].starts_with("did you mean `flash-attn`?"),
+        "{:?}",
+        ds[0].hints
+    );
+}
+
+/// Duplicates inside one layer, entries in the wrong family, unknown fields.
+#[test]
+fn extra_file_structure_errors() {
+    let dup = format!("family = \"extra\"\n\n[[extra]]\n{GOOD}\n[[extra]]\n{GOOD}");
+    let ds = diagnostics(stock_plus(&dup));
+    assert!(
+        ds[0]
+            .message
+            .contains("duplicate extra entry `flash-attn 9.9.9`"),
+        "{ds:?}"
+    );
+    assert_eq!(ds[0].location.as_ref().unwrap().line, 11);
+    assert!(!ds[0].hints.is_empty());
+    // Same name and version, another distribution: two entries (like cupy 14.2.0).
+    let other = GOOD.replace("pypi_name = \"flash-attn\"", "pypi_name = \"flash_attn_3\"");
+    assert!(stock_plus(&format!(
+        "family = \"extra\"\n\n[[extra]]\n{GOOD}\n[[extra]]\n{other}"
+    ))
+    .is_ok());
+    let ds = diagnostics(stock_plus(
+        "family = \"extra\"\n\n[[release]]\nversion = \"1\"\nsource = \"s\"\n",
+    ));
+    assert!(
+        ds[0]
+            .message
+            .contains("`[[release]]` entries do not belong in a `extra` file"),
+        "{ds:?}"
+    );
+    assert_eq!(ds[0].location.as_ref().unwrap().line, 3);
+    let ds = diagnostics(stock_plus(&format!(
+        "family = \"vllm\"\n\n[[extra]]\n{GOOD}"
+    )));
+    assert!(
+        ds[0]
+            .message
+            .contains("`[[extra]]` entries do not belong in a `vllm` file"),
+        "{ds:?}"
+    );
+    let ds = diagnostics(stock_plus(&format!(
+        "family = \"extra\"\n\n[[extra]]\n{GOOD}wheel = \"x\"\n"
+    )));
+    assert!(ds[0].message.contains("unknown field `wheel`"), "{ds:?}");
+    assert_eq!(ds[0].location.as_ref().unwrap().line, 10);
+    assert!(!ds[0].hints.is_empty());
 }
 
 /// Values of the generator-side families reach Dockerfiles, scripts and manifests, so the

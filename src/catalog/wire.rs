@@ -15,7 +15,7 @@ use toml::Spanned;
 #[serde(deny_unknown_fields)]
 pub(crate) struct FileWire {
     /// Which family this file holds: `driver`, `cuda`, `gpu`, `python`, `os`, `cudnn`,
-    /// `nccl`, `torch`, `vllm`, `deepspeed`.
+    /// `nccl`, `torch`, `vllm`, `deepspeed`, `extra`.
     pub(crate) family: String,
     /// Free text describing the file (ignored by the solver).
     #[serde(default)]
@@ -50,6 +50,9 @@ pub(crate) struct FileWire {
     #[serde(default)]
     pub(crate) release: Vec<Spanned<ReleaseWire>>,
 
+    // extras.toml
+    #[serde(default)]
+    pub(crate) extra: Vec<Spanned<ExtraWire>>,
     // images.toml
     #[serde(default)]
     pub(crate) image: Vec<Spanned<ImageWire>>,
@@ -254,6 +257,47 @@ pub(crate) struct TorchWheelWire {
     /// Narrower Python range for this variant, when it differs from the release's.
     #[serde(default)]
     pub(crate) python: Option<String>,
+    #[serde(default)]
+    pub(crate) files: Vec<FileRefWire>,
+    pub(crate) source: String,
+    #[serde(default)]
+    pub(crate) note: Option<String>,
+}
+
+/// `[[extra]]` in `extras.toml`: one release of an optional framework component (a Python
+/// package installed on top of torch: flash-attn, xformers, …).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ExtraWire {
+    /// The component id, the PyPI project name: `flash-attn`.
+    pub(crate) name: String,
+    /// The exact release string: `2.8.3.post2`.
+    pub(crate) version: String,
+    /// The image layer the package belongs in: `framework`, `inference` or `training`.
+    pub(crate) layer: String,
+    /// The package's own requirement on torch: `">=2.2"`, `"==2.10.0"`.
+    #[serde(default)]
+    pub(crate) torch: Option<String>,
+    /// CUDA majors of the published binaries, when known: `[12, 13]`.
+    #[serde(default)]
+    pub(crate) cuda_majors: Option<Vec<u32>>,
+    /// Lowest compute capability, only where a source states it: `"8.0"`.
+    #[serde(default)]
+    pub(crate) min_cc: Option<String>,
+    /// `Requires-Python`: `">=3.10,<3.16"`.
+    #[serde(default)]
+    pub(crate) python: Option<String>,
+    /// The distribution to install, as PyPI spells it: `cupy-cuda12x`.
+    pub(crate) pypi_name: String,
+    /// The index it is installed from: `https://pypi.org/simple`.
+    pub(crate) index: String,
+    /// The CUDA variant of the wheel on `index`, where the source states it (`cu128`).
+    #[serde(default)]
+    pub(crate) pypi_variant: Option<String>,
+    /// What is published and how it installs, free text.
+    #[serde(default)]
+    pub(crate) prebuilt: Option<String>,
+    /// Files with hashes (those `prebuilt` names with their sha256).
     #[serde(default)]
     pub(crate) files: Vec<FileRefWire>,
     pub(crate) source: String,

@@ -58,10 +58,7 @@ pub(crate) fn explain(
         neighbours.dedup();
         for y in neighbours {
             let rem = p.removed.get(&y).cloned().unwrap_or_default();
-            let left: Vec<String> = p.domains[&y]
-                .iter()
-                .map(|k| ctx.version(y, *k).to_string())
-                .collect();
+            let left: Vec<String> = p.domains[&y].iter().map(|k| ctx.label(y, *k)).collect();
             causes.push(cause(ctx, members, y, &rem, false, &left));
         }
     } else if let Some((_, c, v)) = &p.deepest {
@@ -97,7 +94,7 @@ fn cause(
             outside_request += 1;
             continue;
         }
-        let v = ctx.version(c, r.cand).to_string();
+        let v = ctx.label(c, r.cand);
         match groups
             .iter_mut()
             .find(|(_, g)| g.rule == r.violation.rule && same_shape(g, &r.violation))
@@ -196,7 +193,7 @@ pub(crate) fn shape(s: &str) -> String {
         .join(" ")
 }
 
-fn summary(assign: &BTreeMap<Component, Version>, focus: &[Component]) -> String {
+fn summary<V: fmt::Display>(assign: &BTreeMap<Component, V>, focus: &[Component]) -> String {
     let mut parts: Vec<String> = focus
         .iter()
         .filter_map(|c| assign.get(c).map(|v| format!("{} {v}", c.display())))
@@ -359,7 +356,10 @@ fn hints(ctx: &Ctx<'_>) -> Vec<String> {
         Component::Vllm,
         Component::Cudnn,
         Component::Nccl,
-    ] {
+    ]
+    .into_iter()
+    .chain(Component::EXTRAS)
+    {
         if spec.components.contains_key(&c) {
             let mut s: Spec = spec.clone();
             s.components.remove(&c);
@@ -490,5 +490,9 @@ fn requested_text(c: &Cause) -> String {
 }
 
 fn catalog_family(c: Component) -> &'static str {
-    c.name()
+    if c.is_extra() {
+        "extra"
+    } else {
+        c.name()
+    }
 }

@@ -5,8 +5,9 @@
 //!
 //! The stack is a small constraint problem: one variable per component, each with a
 //! domain of catalog candidates, and the rules of [`rules`] between them (unary: the
-//! request and the hardware; pairwise: driver × CUDA, torch × vLLM, …; one ternary:
-//! DeepSpeed's nvcc-vs-torch CUDA check).
+//! request and the hardware; pairwise: driver × CUDA, torch × vLLM, torch × an extra, …;
+//! one ternary: DeepSpeed's nvcc-vs-torch CUDA check). An extra (flash-attn, xformers, …)
+//! is a variable like any other, whose domain is its `[[extra]]` catalog entries.
 //!
 //! 1. **Filter** each domain by the unary rules, remembering why each candidate went.
 //! 2. **Arc consistency** (AC-3) removes candidates that no candidate of a neighbour
@@ -19,13 +20,20 @@
 //! # Preferences (documented order)
 //!
 //! Components are decided in this order, each taking its best remaining candidate:
-//! vLLM, DeepSpeed, torch, Python, CUDA, cuDNN, NCCL, driver. "Best" is the newest version,
-//! except:
+//! vLLM, DeepSpeed, torch, Python, the extras (in [`Component`] order: flash-attn, xformers,
+//! transformers, accelerate, bitsandbytes, tensorrt-llm, cupy, nvidia-dali), CUDA, cuDNN,
+//! NCCL, driver. The extras come after torch and Python because they are add-ons that fit
+//! the framework, not the other way round: an extra takes the newest release that accepts
+//! the chosen torch and Python, and makes torch older only when no release of it accepts a
+//! newer one. "Best" is the newest version, except:
 //! * torch: newest release; with an installed driver, variants it runs with full support
 //!   first; then the PyPI default variant; then the newest CUDA;
 //! * CUDA: with an installed driver, releases it fully supports first; then the release
 //!   whose major.minor matches torch's CUDA variant; then the newest;
-//! * driver (when not installed): supported production/LTS branches first, then newest.
+//! * driver (when not installed): supported production/LTS branches first, then newest;
+//! * an extra: releases of the component's own PyPI project first (`flash-attn`), then a
+//!   differently named distribution (`flash_attn_3`, FlashAttention-3, a separate package);
+//!   within each, newest first, then by distribution name.
 
 mod explain;
 pub mod rules;
@@ -43,11 +51,19 @@ use rules::{Cand, Ctx};
 pub use rules::{Compat, Rule, Violation};
 
 /// Decision order.
-pub(crate) const ORDER: [Component; 8] = [
+pub(crate) const ORDER: [Component; 16] = [
     Component::Vllm,
     Component::Deepspeed,
     Component::Torch,
     Component::Python,
+    Component::FlashAttn,
+    Component::Xformers,
+    Component::Transformers,
+    Component::Accelerate,
+    Component::Bitsandbytes,
+    Component::TensorrtLlm,
+    Component::Cupy,
+    Component::NvidiaDali,
     Component::Cuda,
     Component::Cudnn,
     Component::Nccl,
@@ -119,6 +135,14 @@ pub(crate) fn members(spec: &Spec) -> BTreeMap<Component, String> {
             imply(C::Torch, by, &mut m);
         }
     }
+    // Extras are Python packages installed on top of torch: each brings torch (and through
+    // it Python and CUDA) into the stack, even those that do not depend on torch themselves
+    // (CuPy, DALI), because the image layers put every extra above torch.
+    for by in Component::EXTRAS {
+        if m.contains_key(&by) {
+            imply(C::Torch, by, &mut m);
+        }
+    }
     for by in [C::Vllm, C::Deepspeed, C::Torch] {
         if m.contains_key(&by) {
             imply(C::Python, by, &mut m);
@@ -184,19 +208,18 @@ pub(crate) fn solve_quiet(catalog: &Catalog, spec: &Spec) -> Option<Resolution> 
     Some(resolution(&Ctx::new(catalog, spec), &members, &assign))
 }
 
-/// Only decides whether a spec is satisfiable (used for hints and tests).
+/// Only decides whether a spec is satisfiable (used for hints and tests); the picks as
+/// messages name them ([`Ctx::label`]: an extra's distribution when it is not the
+/// component's own project).
 pub(crate) fn solve_assignment(
     catalog: &Catalog,
     spec: &Spec,
-) -> Option<BTreeMap<Component, Version>> {
+) -> Option<BTreeMap<Component, String>> {
     let ctx = Ctx::quiet(catalog, spec);
     let members = members(spec);
     let mut p = Problem::new(&ctx, &members);
-    p.search().map(|a| {
-        a.iter()
-            .map(|(c, k)| (*c, ctx.version(*c, *k).clone()))
-            .collect()
-    })
+    p.search()
+        .map(|a| a.iter().map(|(c, k)| (*c, ctx.label(*c, *k))).collect())
 }
 
 /// Orders CUDA candidates: with an installed driver, fully supported releases first; then
@@ -680,6 +703,58 @@ fn because(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)]) -
                 }
             }
         }
+        (crate::spec::extra_pattern!(), Some(i)) => {
+            let e = &ctx.cat.extras[i];
+            let name = format!("{} {}", c.display(), e.label());
+            if let Some(t) = idx(get(Component::Torch)) {
+                let t = &ctx.cat.torch[t];
+                if let Some(req) = &e.torch {
+                    out.push(format!(
+                        "{name} requires torch `{req}`: torch {} fits [{}]",
+                        t.version,
+                        Rule::ExtraTorch.id()
+                    ));
+                }
+                if let Some(m) = &e.cuda_majors {
+                    out.push(format!(
+                        "{name} ships builds for CUDA {}: torch {} is a CUDA {} build [{}]",
+                        m.iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        t.full,
+                        t.cuda.major(),
+                        Rule::ExtraCudaMajor.id()
+                    ));
+                }
+                if let Some(v) = &e.pypi_variant {
+                    if *v != t.variant {
+                        out.push(format!(
+                            "its wheel on {} is a {v} build, not torch's {}, so the lock names no wheel: `prebuilt` says where other builds are",
+                            e.index, t.variant
+                        ));
+                    }
+                }
+            }
+            if let (Some(req), Some(p)) = (&e.python, idx(get(Component::Python))) {
+                out.push(format!(
+                    "{name} requires Python `{req}`: Python {} fits [{}]",
+                    ctx.cat.python[p].version,
+                    Rule::ExtraPython.id()
+                ));
+            }
+            if let Some(min) = e.min_cc {
+                out.push(format!(
+                    "{name} needs compute capability ≥ {min}: the stack runs on {} [{}]",
+                    ctx.ccs
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    Rule::ExtraMinCc.id()
+                ));
+            }
+        }
         (Component::Driver, _) => {
             if ctx.host_driver.is_some() {
                 out.push(
@@ -727,7 +802,7 @@ fn because(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)]) -
             Some(r) => format!("{} [{}]", r.message, r.rule.id()),
             None => "no complete stack with it satisfies the rest of the request".to_string(),
         };
-        let v = ctx.version(c, other).to_string();
+        let v = ctx.label(c, other);
         match groups
             .iter_mut()
             .find(|(_, t)| explain::shape(t) == explain::shape(&text))
@@ -745,4 +820,118 @@ fn because(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)]) -
         out.push(format!("not {head}: {text}"));
     }
     out
+}
+
+#[cfg(test)]
+mod extras_tests {
+    use super::*;
+    use crate::lock::Lock;
+
+    fn resolve(gpu: &str, components: &str) -> Result<Resolution, Error> {
+        let cat = Catalog::stock().unwrap();
+        let text = format!(
+            "[stack]\nname = \"t\"\n[hardware]\ngpus = [\"{gpu}\"]\n[components]\n{components}\n"
+        );
+        let spec = Spec::parse("t.toml", &text, &cat).unwrap();
+        solve(&cat, &spec)
+    }
+
+    fn picked(r: &Resolution, c: Component) -> String {
+        r.pick(c).unwrap().version.to_string()
+    }
+
+    #[test]
+    fn an_extra_implies_torch_python_and_cuda() {
+        let r = resolve("h100", "cupy = \"*\"").unwrap();
+        assert_eq!(
+            r.pick(Component::Torch).unwrap().requested,
+            "implied by cupy"
+        );
+        assert_eq!(
+            r.pick(Component::Python).unwrap().requested,
+            "implied by torch"
+        );
+        assert_eq!(
+            r.pick(Component::Cuda).unwrap().requested,
+            "implied by torch"
+        );
+    }
+
+    #[test]
+    fn the_components_own_project_comes_first() {
+        let cat = Catalog::stock().unwrap();
+        // On Hopper both FlashAttention 2 (`flash-attn`) and 3 (`flash_attn_3`) fit; the
+        // newer 3.0.0 is a separate package, so `*` keeps flash-attn.
+        let r = resolve("h100", "flash-attn = \"*\"").unwrap();
+        let i = r.chosen[&Component::FlashAttn].unwrap();
+        assert_eq!(cat.extras[i].pypi_name, "flash-attn");
+        let r = resolve("h100", "flash-attn = \">=3\"").unwrap();
+        let i = r.chosen[&Component::FlashAttn].unwrap();
+        assert_eq!(cat.extras[i].pypi_name, "flash_attn_3");
+        // FlashAttention-3 needs Hopper: on an A100 `>=3` is a conflict on extra.min-cc.
+        let Err(Error::NoSolution(e)) = resolve("a100", "flash-attn = \">=3\"") else {
+            panic!("FA3 resolved on an A100")
+        };
+        assert_eq!(e.causes[0].groups[0].1.rule, Rule::ExtraMinCc);
+    }
+
+    #[test]
+    fn torch_requirements_compare_the_release_without_its_variant() {
+        // xformers 0.0.34 requires torch ==2.10.0; every 2.10.0+cuXXX build satisfies it.
+        let r = resolve("h100", "xformers = \"0.0.34\"").unwrap();
+        assert!(picked(&r, Component::Torch).starts_with("2.10.0+cu"));
+        let Err(Error::NoSolution(e)) = resolve("h100", "xformers = \"0.0.34\"\ntorch = \"2.9\"")
+        else {
+            panic!("resolved")
+        };
+        let v = &e.causes[0].groups[0].1;
+        assert_eq!(v.rule, Rule::ExtraTorch);
+        assert!(
+            v.message.contains("requires torch `==2.10.0`"),
+            "{}",
+            v.message
+        );
+        assert!(v.facts[0].location().starts_with("catalog/extras.toml:"));
+    }
+
+    #[test]
+    fn cuda_major_picks_the_matching_distribution() {
+        let cat = Catalog::stock().unwrap();
+        for (cuda, want) in [("12", "cupy-cuda12x"), ("13", "cupy-cuda13x")] {
+            let r = resolve("h100", &format!("cuda = \"{cuda}\"\ncupy = \"14.2\"")).unwrap();
+            let i = r.chosen[&Component::Cupy].unwrap();
+            assert_eq!(cat.extras[i].pypi_name, want, "cuda {cuda}");
+            let lock = Lock::from_resolution(&cat, &r);
+            let c = lock.component(Component::Cupy).unwrap();
+            assert_eq!(c.get("pypi-name"), Some(want));
+            assert_eq!(c.layer, crate::spec::Layer::Framework);
+        }
+    }
+
+    #[test]
+    fn python_range_and_lock_files() {
+        let cat = Catalog::stock().unwrap();
+        let r = resolve("a100", "python = \"3.10\"\ntransformers = \"*\"").unwrap();
+        // 5.23.0 and 5.22.2 require Python >=3.11.
+        assert_eq!(picked(&r, Component::Transformers), "5.20.0");
+        let lock = Lock::from_resolution(&cat, &r);
+        let t = lock.component(Component::Transformers).unwrap();
+        assert_eq!(t.get("wheel"), Some("transformers-5.20.0-py3-none-any.whl"));
+        assert_eq!(t.get("torch"), Some(">=2.6"));
+        // flash-attn's file is its sdist.
+        let r = resolve("a100", "flash-attn = \"2.8.3.post2\"").unwrap();
+        let lock = Lock::from_resolution(&cat, &r);
+        let f = lock.component(Component::FlashAttn).unwrap();
+        assert_eq!(f.get("sdist"), Some("flash_attn-2.8.3.post2.tar.gz"));
+        assert_eq!(f.get("wheel"), None);
+        // The PyPI xformers wheel is a cu128 build: locked with a cu128 torch only.
+        for (torch, wheel) in [("==2.10.0+cu128", true), ("==2.10.0+cu126", false)] {
+            let r = resolve("h100", &format!("torch = \"{torch}\"\nxformers = \"*\"")).unwrap();
+            let lock = Lock::from_resolution(&cat, &r);
+            let x = lock.component(Component::Xformers).unwrap();
+            assert_eq!(x.get("wheel").is_some(), wheel, "{torch}");
+            assert_eq!(x.get("pypi-variant"), Some("cu128"));
+            assert_eq!(Lock::parse("l", &lock.to_toml()).unwrap(), lock);
+        }
+    }
 }

@@ -247,7 +247,56 @@ pub(crate) fn random_catalog(rng: &mut Rng) -> Vec<(String, String)> {
     }
     files.push(("vllm.toml".to_string(), vl));
     files.push(("deepspeed.toml".to_string(), ds));
+    files.push(("extras.toml".to_string(), random_extras(rng)));
     files
+}
+
+/// The extras the random specs use: flash-attn (with a differently named distribution, to
+/// exercise the own-project-first preference), xformers, and cupy (two distributions of one
+/// version, keyed apart by `pypi_name`).
+const EXTRAS: [Component; 3] = [Component::FlashAttn, Component::Xformers, Component::Cupy];
+
+fn random_extras(rng: &mut Rng) -> String {
+    let mut x = String::from("family = \"extra\"\n");
+    let entries: [(&str, &str, &str); 7] = [
+        ("flash-attn", "2.6.3", "flash-attn"),
+        ("flash-attn", "2.8.3", "flash-attn"),
+        ("flash-attn", "3.0.0", "flash_attn_3"),
+        ("xformers", "0.0.28", "xformers"),
+        ("xformers", "0.0.30", "xformers"),
+        ("cupy", "14.2.0", "cupy-cuda12x"),
+        ("cupy", "14.2.0", "cupy-cuda13x"),
+    ];
+    for (name, version, pypi) in entries {
+        if !rng.chance(75) {
+            continue;
+        }
+        let mut e = format!(
+            "\n[[extra]]\nname = \"{name}\"\nversion = \"{version}\"\nlayer = \"framework\"\npypi_name = \"{pypi}\"\nindex = \"https://example.org/simple\"\nsource = \"test\"\n"
+        );
+        if rng.chance(60) {
+            let t = rng.pick(&[">=2.5", "==2.5.1", "<2.7", ">=2.4, <3"]);
+            e.push_str(&format!("torch = \"{t}\"\n"));
+        }
+        if rng.chance(50) {
+            let p = rng.pick(&[">=3.11", "<3.12", ">=3.10"]);
+            e.push_str(&format!("python = \"{p}\"\n"));
+        }
+        if rng.chance(60) {
+            let m = match pypi {
+                "cupy-cuda12x" => "[12]",
+                "cupy-cuda13x" => "[13]",
+                _ => rng.pick(&["[11, 12]", "[12]", "[12, 13]", "[13]"]),
+            };
+            e.push_str(&format!("cuda_majors = {m}\n"));
+        }
+        if rng.chance(40) {
+            let c = rng.pick(&["7.5", "8.0", "9.0"]);
+            e.push_str(&format!("min_cc = \"{c}\"\n"));
+        }
+        x.push_str(&e);
+    }
+    x
 }
 
 /// A random spec over the small catalog.
@@ -268,6 +317,19 @@ pub(crate) fn random_spec(rng: &mut Rng, cat: &Catalog) -> Spec {
     };
     let mut components = BTreeMap::new();
     for c in Component::ALL {
+        if c.is_extra() {
+            // Only the extras the random catalog has, and fewer of them: each multiplies
+            // the oracle's search space.
+            if EXTRAS.contains(&c) && rng.chance(20) {
+                let req = if rng.chance(70) {
+                    VersionReq::any()
+                } else {
+                    VersionReq::parse(rng.pick::<&str>(&["<3", ">=2.8", "14.2"])).unwrap()
+                };
+                components.insert(c, req);
+            }
+            continue;
+        }
         if c == Component::Driver && !rng.chance(20) {
             continue;
         }
@@ -425,6 +487,7 @@ fn cases() -> u64 {
 #[test]
 fn solver_agrees_with_brute_force() {
     let (mut sat, mut unsat) = (0, 0);
+    let (mut extra_sat, mut extra_unsat) = (0, 0);
     for seed in 0..cases() {
         let mut rng = Rng::new(seed + 1);
         let files = random_catalog(&mut rng);
@@ -445,10 +508,22 @@ fn solver_agrees_with_brute_force() {
             } else {
                 unsat += 1
             }
+            if spec.components.keys().any(|c| c.is_extra()) {
+                if got.is_some() {
+                    extra_sat += 1
+                } else {
+                    extra_unsat += 1
+                }
+            }
         }
     }
     // The generator must exercise both outcomes, or the test proves little.
     assert!(sat > 50 && unsat > 50, "sat {sat}, unsat {unsat}");
+    let min = cases() / 30;
+    assert!(
+        extra_sat > min && extra_unsat > min,
+        "with extras: sat {extra_sat}, unsat {extra_unsat}"
+    );
 }
 
 #[test]

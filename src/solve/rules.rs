@@ -7,7 +7,7 @@ use std::fmt;
 
 use crate::arch::{best_way, Cc, RunsVia, Target};
 use crate::catalog::{Catalog, Origin};
-use crate::spec::{Component, Spec};
+use crate::spec::{extra_pattern, Component, Spec};
 use crate::version::Version;
 
 /// Every rule the solver applies. The id (`Rule::id`) is stable and documented.
@@ -51,6 +51,14 @@ pub enum Rule {
     DeepspeedTorch,
     /// DeepSpeed builds its ops with nvcc, which must match torch's CUDA.
     DeepspeedNvcc,
+    /// An extra's own requirement on torch (release, without the `+cuXXX` label).
+    ExtraTorch,
+    /// An extra's published Python range.
+    ExtraPython,
+    /// An extra needs a minimum compute capability on every GPU.
+    ExtraMinCc,
+    /// An extra's binaries exist for some CUDA majors only: torch's CUDA variant must be one.
+    ExtraCudaMajor,
 }
 
 impl Rule {
@@ -76,6 +84,10 @@ impl Rule {
             Rule::VllmMinCc => "vllm.min-cc",
             Rule::DeepspeedTorch => "deepspeed.torch",
             Rule::DeepspeedNvcc => "deepspeed.nvcc-matches-torch",
+            Rule::ExtraTorch => "extra.torch",
+            Rule::ExtraPython => "extra.python",
+            Rule::ExtraMinCc => "extra.min-cc",
+            Rule::ExtraCudaMajor => "extra.cuda-major",
         }
     }
 }
@@ -221,6 +233,17 @@ impl<'c> Ctx<'c> {
             Component::Torch => &self.cat.torch[i].full,
             Component::Vllm => &self.cat.vllm[i].version,
             Component::Deepspeed => &self.cat.deepspeed[i].version,
+            extra_pattern!() => &self.cat.extras[i].version,
+        }
+    }
+
+    /// How a candidate is named in messages: its version, and for an extra whose
+    /// distribution is not the component's own PyPI project, that distribution
+    /// (`14.2.0 (cupy-cuda13x)`), so that two candidates never read the same.
+    pub(crate) fn label(&self, c: Component, k: Cand) -> String {
+        match (c, k) {
+            (extra_pattern!(), Cand::Idx(i)) => self.cat.extras[i].label(),
+            _ => self.version(c, k).to_string(),
         }
     }
 
@@ -236,6 +259,7 @@ impl<'c> Ctx<'c> {
             Component::Torch => &self.cat.torch[i].origin,
             Component::Vllm => &self.cat.vllm[i].origin,
             Component::Deepspeed => &self.cat.deepspeed[i].origin,
+            extra_pattern!() => &self.cat.extras[i].origin,
         })
     }
 
@@ -295,6 +319,18 @@ impl<'c> Ctx<'c> {
                     });
                 }
                 return v.into_iter().map(Cand::Idx).collect();
+            }
+            extra_pattern!() => {
+                // Newest first, but a differently named distribution (flash-attn 3.0.0 is
+                // the separate `flash_attn_3` package, with its own import name) only after
+                // every release of the component's own PyPI project.
+                let mut v: Vec<(bool, usize)> = self
+                    .cat
+                    .extras_of(c)
+                    .map(|(i, e)| (!e.is_own_project(), i))
+                    .collect();
+                v.sort();
+                return v.into_iter().map(|(_, i)| Cand::Idx(i)).collect();
             }
             Component::Cuda => self.cat.cuda.len(),
             Component::Cudnn => self.cat.cudnn.len(),
@@ -452,6 +488,25 @@ impl<'c> Ctx<'c> {
                                 )
                             },
                             || vec![r.origin.clone()],
+                        ));
+                    }
+                }
+            }
+            extra_pattern!() => {
+                let e = &self.cat.extras[i];
+                if let Some(min) = e.min_cc {
+                    if let Some(cc) = self.ccs.iter().find(|cc| **cc < min) {
+                        return Err(self.violation(
+                            Rule::ExtraMinCc,
+                            || {
+                                format!(
+                                    "{} {} needs compute capability ≥ {min}, but {cc}{} is older",
+                                    c.display(),
+                                    e.label(),
+                                    self.gpu_names_for(*cc)
+                                )
+                            },
+                            || vec![e.origin.clone()],
                         ));
                     }
                 }
@@ -772,6 +827,66 @@ impl<'c> Ctx<'c> {
                     Err(self.violation(Rule::VllmTorchPin, || format!("vLLM {}'s wheel is built with CUDA {}, so torch must be a CUDA {} build, not {}", r.version, r.cuda, r.cuda.major(), t.full), || vec![r.origin.clone()]))
                 } else {
                     Ok(())
+                }
+            }
+            (C::Python, extra_pattern!()) => {
+                let py = &self.cat.python[ia].version;
+                let e = &self.cat.extras[ib.unwrap_or(0)];
+                match &e.python {
+                    Some(req) if !req.matches(py) => Err(self.violation(
+                        Rule::ExtraPython,
+                        || {
+                            format!(
+                                "{} {} requires Python `{req}`, not {py}",
+                                cb.display(),
+                                e.label()
+                            )
+                        },
+                        || vec![e.origin.clone()],
+                    )),
+                    _ => Ok(()),
+                }
+            }
+            (C::Torch, extra_pattern!()) => {
+                let t = &self.cat.torch[ia];
+                let e = &self.cat.extras[ib.unwrap_or(0)];
+                if let Some(req) = &e.torch {
+                    // `t.version` is the release without its `+cuXXX` label.
+                    if !req.matches(&t.version) {
+                        return Err(self.violation(
+                            Rule::ExtraTorch,
+                            || {
+                                format!(
+                                    "{} {} requires torch `{req}`, not {}",
+                                    cb.display(),
+                                    e.label(),
+                                    t.version
+                                )
+                            },
+                            || vec![e.origin.clone()],
+                        ));
+                    }
+                }
+                match &e.cuda_majors {
+                    Some(majors) if !majors.contains(&t.cuda.major()) => Err(self.violation(
+                        Rule::ExtraCudaMajor,
+                        || {
+                            format!(
+                                "{} {} ships builds for CUDA {} only, but torch {} is a CUDA {} build",
+                                cb.display(),
+                                e.label(),
+                                majors
+                                    .iter()
+                                    .map(ToString::to_string)
+                                    .collect::<Vec<_>>()
+                                    .join(", "),
+                                t.full,
+                                t.cuda.major()
+                            )
+                        },
+                        || vec![e.origin.clone(), t.origin.clone()],
+                    )),
+                    _ => Ok(()),
                 }
             }
             (C::Torch, C::Deepspeed) => {
