@@ -75,8 +75,8 @@ pub struct PyStage {
     pub requirements_file: String,
     /// What it installs.
     pub requirements: Vec<Requirement>,
-    /// Extra index (torch variant index), if any.
-    pub extra_index: Option<String>,
+    /// Indexes besides PyPI (the torch variant's, an extra's own), highest priority first.
+    pub indexes: Vec<String>,
     /// Whether it installs wheels compiled in `build`.
     pub uses_build: bool,
     /// The image reference of this layer.
@@ -114,6 +114,9 @@ pub struct DockerPlan {
     pub stages: Vec<PyStage>,
     /// Components compiled in `build`, with their build environment.
     pub compiled: Vec<Requirement>,
+    /// What the `build` stage installs before compiling: the framework layer without the
+    /// compiled components.
+    pub build_requirements: Vec<Requirement>,
     /// Build environment of the `build` stage (`DS_BUILD_FUSED_ADAM=1`, …).
     pub build_env: Vec<(String, String)>,
     /// nccl-tests build.
@@ -453,7 +456,7 @@ impl DockerPlan {
                 continue;
             }
             let mut reqs = Vec::new();
-            let mut extra_index = None;
+            let mut indexes: Vec<String> = Vec::new();
             let mut uses_build = false;
             for c in comps {
                 let env = compile_env(&pypi_name(c));
@@ -468,8 +471,10 @@ impl DockerPlan {
                     wheel: c.get("wheel").map(str::to_string),
                     compiled: env.is_some(),
                 };
-                if c.name == Component::Torch {
-                    extra_index = c.get("index-url").map(str::to_string);
+                if let Some(i) = c.get("index-url") {
+                    if !i.starts_with("https://pypi.org/") && !indexes.iter().any(|x| x == i) {
+                        indexes.push(i.to_string());
+                    }
                 }
                 if let Some(env) = env {
                     uses_build = true;
@@ -498,7 +503,11 @@ impl DockerPlan {
                             compiled: false,
                         },
                     );
-                    extra_index = t.get("index-url").map(str::to_string);
+                    if let Some(i) = t.get("index-url") {
+                        if !indexes.iter().any(|x| x == i) {
+                            indexes.insert(0, i.to_string());
+                        }
+                    }
                 }
             }
             let name = layer.name().to_string();
@@ -511,12 +520,17 @@ impl DockerPlan {
                 image: common.image(layer).unwrap_or_default().to_string(),
                 name,
                 requirements: reqs,
-                extra_index,
+                indexes,
                 uses_build,
             });
         }
         build_env.sort();
         build_env.dedup();
+        let build_requirements: Vec<Requirement> = stages
+            .iter()
+            .find(|s| s.name == "framework")
+            .map(|s| s.requirements.iter().filter(|r| !r.compiled).cloned().collect())
+            .unwrap_or_default();
         if !stages.is_empty() {
             unverified.push(
                 "transitive Python dependencies: exact hashes are known only for the top-level wheels listed in requirements-*.lock".into(),
@@ -577,6 +591,7 @@ impl DockerPlan {
             python,
             stages,
             compiled,
+            build_requirements,
             build_env,
             nccl_tests,
             labels,
@@ -601,6 +616,27 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
         ),
         RenderedFile::new(".dockerignore", render_t("docker/dockerignore.j2", &top)?),
     ];
+    if !plan.compiled.is_empty() {
+        #[derive(Serialize)]
+        struct Ctx<'a> {
+            plan: &'a DockerPlan,
+            stage: PyStage,
+        }
+        let fw = plan.stages.iter().find(|s| s.name == "framework");
+        let stage = PyStage {
+            name: "build".into(),
+            from: String::new(),
+            requirements_file: "requirements-build.lock".into(),
+            requirements: plan.build_requirements.clone(),
+            indexes: fw.map(|s| s.indexes.clone()).unwrap_or_default(),
+            uses_build: false,
+            image: String::new(),
+        };
+        files.push(RenderedFile::new(
+            "requirements-build.lock",
+            render_t("docker/requirements.lock.j2", &Ctx { plan: &plan, stage })?,
+        ));
+    }
     for s in &plan.stages {
         #[derive(Serialize)]
         struct Ctx<'a> {
