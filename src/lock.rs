@@ -464,7 +464,7 @@ impl Lock {
         let sel = crate::select::select(catalog, r);
         let mut packages = sel.packages;
         packages.sort_by_key(|p| p.layer);
-        let layers = layers(&hardware, spec, &components, &packages);
+        let layers = layers(&hardware, spec, &components, &packages, &sel.facts);
         let catalog_digest = if sel.used.is_empty() {
             r.catalog_digest.clone()
         } else {
@@ -777,6 +777,7 @@ fn layers(
     spec: &Spec,
     comps: &[LockedComponent],
     pkgs: &[LockedPackage],
+    facts: &[LockedFact],
 ) -> Vec<LockedLayer> {
     let mut out: Vec<LockedLayer> = Vec::new();
     for l in Layer::EVERY {
@@ -805,6 +806,10 @@ fn layers(
                 )
                 .as_bytes(),
             );
+            // The fabric environment is baked into the base image.
+            for f in facts.iter().filter(|f| f.kind == "env") {
+                h.update(format!("env {}={}\n", f.key, f.get("value").unwrap_or("")).as_bytes());
+            }
         }
         for c in &members {
             h.update(format!("{}={}\n", c.name.name(), c.version).as_bytes());

@@ -287,6 +287,9 @@ fn run(cli: Cli) -> Result<u8, Error> {
                     for d in gpustack::emit::diff_dir(&dir, &outs) {
                         stale.push(format!("{}/{d}", t.name()));
                     }
+                } else if gpustack::emit::diff_dir(&dir, &outs).is_empty() {
+                    // Unchanged: leave the files (and their mtimes) alone.
+                    eprintln!("{} is up to date ({} files)", dir.display(), files.len());
                 } else {
                     gpustack::emit::replace_dir(&dir, &outs)?;
                     eprintln!("wrote {} ({} files)", dir.display(), files.len());

@@ -10,7 +10,7 @@
 //!   the requested OS; with no OS requested, the newest Ubuntu that has tags for it.
 //!   Digests only where the catalog has a source for them.
 //! * **Fabric stack** (layer `base`), by `[cluster].fabric`: InfiniBand and RoCE get
-//!   rdma-core, UCX, Open MPI and GDRCopy; EFA and Slingshot get libfabric, aws-ofi-nccl and
+//!   rdma-core, GDRCopy, UCX and Open MPI (in build order: UCX uses the first two); EFA and Slingshot get libfabric, aws-ofi-nccl and
 //!   Open MPI; Ethernet gets Open MPI. Each package at its newest catalog version whose
 //!   download or image has a published digest (the newest version otherwise, marked unverified).
 //! * **`nccl-tests`** (layer `validate`): same rule; the acceptance test of every target.
@@ -45,7 +45,7 @@ pub(crate) struct Selection {
 /// Fabric packages per fabric, in install order.
 pub(crate) fn fabric_packages(f: Fabric) -> &'static [&'static str] {
     match f {
-        Fabric::Infiniband | Fabric::Roce => &["rdma-core", "ucx", "gdrcopy", "openmpi"],
+        Fabric::Infiniband | Fabric::Roce => &["rdma-core", "gdrcopy", "ucx", "openmpi"],
         Fabric::Efa | Fabric::Slingshot => &["libfabric", "aws-ofi-nccl", "openmpi"],
         Fabric::Ethernet => &["openmpi"],
     }

@@ -460,18 +460,37 @@ impl DockerPlan {
             let mut uses_build = false;
             for c in comps {
                 let env = compile_env(&pypi_name(c));
+                let mut version = c.version.to_string();
+                let mut sha256 = c.get("sha256").map(str::to_string);
+                if c.name == Component::Torch {
+                    // The hash belongs to one file: keep the pin that selects that file.
+                    // A PyPI wheel without a local version is the PyPI-default variant.
+                    let release = version.split('+').next().unwrap_or_default().to_string();
+                    let pypi = c.get("pypi-default") == Some("true")
+                        && c.get("wheel-index")
+                            .is_some_and(|i| i.starts_with("https://pypi.org/"));
+                    match c.get("wheel") {
+                        Some(w) if w.starts_with(&format!("torch-{version}-")) => {}
+                        Some(w) if pypi && w.starts_with(&format!("torch-{release}-")) => {
+                            version = release;
+                        }
+                        _ => sha256 = None,
+                    }
+                }
                 let r = Requirement {
                     name: pypi_name(c),
-                    version: c.version.to_string(),
-                    sha256: if env.is_some() {
+                    version,
+                    // A compiled package's hash is its sdist's (checked in `build`).
+                    sha256: if env.is_some() && c.get("sdist").is_none() {
                         None
                     } else {
-                        c.get("sha256").map(str::to_string)
+                        sha256
                     },
-                    wheel: c.get("wheel").map(str::to_string),
+                    wheel: c.get("wheel").or(c.get("sdist")).map(str::to_string),
                     compiled: env.is_some(),
                 };
-                if let Some(i) = c.get("index-url") {
+                let from_pypi = c.name == Component::Torch && !r.version.contains('+');
+                if let Some(i) = c.get("index-url").filter(|_| !from_pypi) {
                     if !i.starts_with("https://pypi.org/") && !indexes.iter().any(|x| x == i) {
                         indexes.push(i.to_string());
                     }
@@ -480,6 +499,12 @@ impl DockerPlan {
                     uses_build = true;
                     for (k, v) in env {
                         build_env.push((k.to_string(), v.to_string()));
+                    }
+                    if r.sha256.is_none() {
+                        unverified.push(format!(
+                            "{}=={} source distribution compiled in `build` (no sha256 in the lock)",
+                            r.name, r.version
+                        ));
                     }
                     compiled.push(r.clone());
                 } else if r.sha256.is_none() {
@@ -493,17 +518,22 @@ impl DockerPlan {
             // Upper layers keep torch where the framework layer put it.
             if layer != Layer::Framework {
                 if let Some(t) = lock.component(Component::Torch) {
+                    let pinned = stages
+                        .iter()
+                        .find(|s: &&PyStage| s.name == "framework")
+                        .and_then(|s| s.requirements.iter().find(|r| r.name == "torch"))
+                        .map_or_else(|| t.version.to_string(), |r| r.version.clone());
                     reqs.insert(
                         0,
                         Requirement {
                             name: "torch".into(),
-                            version: t.version.to_string(),
+                            version: pinned.clone(),
                             sha256: None,
                             wheel: None,
                             compiled: false,
                         },
                     );
-                    if let Some(i) = t.get("index-url") {
+                    if let Some(i) = t.get("index-url").filter(|_| pinned.contains('+')) {
                         if !indexes.iter().any(|x| x == i) {
                             indexes.insert(0, i.to_string());
                         }
@@ -529,7 +559,13 @@ impl DockerPlan {
         let build_requirements: Vec<Requirement> = stages
             .iter()
             .find(|s| s.name == "framework")
-            .map(|s| s.requirements.iter().filter(|r| !r.compiled).cloned().collect())
+            .map(|s| {
+                s.requirements
+                    .iter()
+                    .filter(|r| !r.compiled)
+                    .cloned()
+                    .collect()
+            })
             .unwrap_or_default();
         if !stages.is_empty() {
             unverified.push(
@@ -621,6 +657,32 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
         struct Ctx<'a> {
             plan: &'a DockerPlan,
             stage: PyStage,
+        }
+        let compiled = PyStage {
+            name: "compiled".into(),
+            from: String::new(),
+            requirements_file: "requirements-compiled.lock".into(),
+            requirements: plan
+                .compiled
+                .iter()
+                .filter(|r| r.sha256.is_some())
+                .cloned()
+                .collect(),
+            indexes: Vec::new(),
+            uses_build: false,
+            image: String::new(),
+        };
+        if !compiled.requirements.is_empty() {
+            files.push(RenderedFile::new(
+                "requirements-compiled.lock",
+                render_t(
+                    "docker/requirements.lock.j2",
+                    &Ctx {
+                        plan: &plan,
+                        stage: compiled,
+                    },
+                )?,
+            ));
         }
         let fw = plan.stages.iter().find(|s| s.name == "framework");
         let stage = PyStage {
