@@ -499,7 +499,7 @@ impl DeployWire {
                             None => at.fail(
                                 ls.span(),
                                 format!("unknown layer `{}`", l.escape_debug()),
-                                "layers are: base, framework, inference, training",
+                                "layers are: base, framework, inference, training, validate",
                             ),
                         }
                     }

@@ -1,15 +1,775 @@
-//! The Kubernetes plan (issue 5): not implemented yet.
+//! The Kubernetes plan (issue 5): `out/k8s/`, one resource per file, applied with
+//! `kubectl apply -k`.
+//!
+//! | file | when | what |
+//! |---|---|---|
+//! | `namespace.yaml` | always | `[k8s].namespace` (default `gpustack`) |
+//! | `nccl-env.yaml` | always | ConfigMap with the NCCL/fabric environment ([`Common::env`], the Dockerfile's `ENV`) |
+//! | `expected-bandwidth.yaml` | always | ConfigMap with the published nccl-tests figures and their sources |
+//! | `nccl-tests-job.yaml` | the `validate` image is built | Indexed Job, one `all_reduce_perf` per node |
+//! | `pytorchjob.yaml` | `[train]` | Kubeflow PyTorchJob (training-operator v1), elastic, c10d rendezvous |
+//! | `vllm-{deployment,service,hpa,pdb}.yaml` | `[serve]` | `vllm serve` behind a Service, autoscaled, disruption-budgeted |
+//! | `gpu-operator-values.yaml` | always | Helm values for the NVIDIA GPU Operator (not a resource) |
+//! | `kustomization.yaml` | always | every resource above |
+//!
+//! Every image, version and environment value comes from [`Common`] (so it equals what the
+//! container target builds) or from the lock's packages; what the lock does not know (RDMA
+//! device-plugin resource names, EFA interface counts, image tag suffixes) is said in a
+//! generated comment instead of being guessed.
+
+use serde::Serialize;
 
 use super::Common;
+use crate::deploy::Fabric;
 use crate::error::{Diagnostic, Error, Stage};
 use crate::lock::Lock;
 use crate::render::RenderedFile;
+use crate::spec::{Component, Layer};
+
+/// Namespace when the spec has no `[k8s]` table.
+pub const DEFAULT_NAMESPACE: &str = "gpustack";
+/// Kubernetes version when the spec has no `[k8s]` table.
+pub const DEFAULT_VERSION: &str = "1.30";
+/// Oldest Kubernetes minor with every API written here (`autoscaling/v2` is GA in 1.23).
+const MIN_MINOR: u32 = 23;
+/// `/dev/shm` size limit: generic (NCCL's shared-memory transport and DataLoader workers
+/// outgrow the 64 MiB container default); not a fact of the lock.
+const SHM_SIZE: &str = "64Gi";
+/// The port `vllm serve` listens on (its default, passed explicitly).
+const VLLM_PORT: u32 = 8000;
+/// The training-operator's default PyTorchJob port (`pytorchjob-port`), used for the c10d
+/// rendezvous on `<job>-worker-0`.
+const RDZV_PORT: u32 = 23456;
+/// RDMA resource: the name in the k8s-rdma-shared-dev-plugin config that the NVIDIA Network
+/// Operator documents (`rdma_shared_device_a`); clusters may name it differently.
+const RDMA_RESOURCE: &str = "rdma/rdma_shared_device_a";
+/// AWS EFA device plugin resource.
+const EFA_RESOURCE: &str = "vpc.amazonaws.com/efa";
+/// Worker-group restarts torchrun allows before the job fails.
+const MAX_RESTARTS: u32 = 3;
+
+/// A named port.
+#[derive(Clone, Debug, Serialize)]
+pub struct Port {
+    /// `http`, `pytorchjob-port`.
+    pub name: String,
+    /// Container port.
+    pub port: u32,
+}
+
+/// A volume and where the container mounts it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Volume {
+    /// `datasets`, `checkpoints`, `dshm`.
+    pub name: String,
+    /// `nfs`, `hostpath`, `pvc` or `shm`.
+    pub kind: String,
+    /// NFS server.
+    pub server: Option<String>,
+    /// NFS export or host path.
+    pub path: Option<String>,
+    /// PVC claim.
+    pub claim: Option<String>,
+    /// Memory size limit (`shm`).
+    pub size_limit: Option<String>,
+    /// Mount path in the container.
+    pub mount_path: String,
+    /// Mounted read-only.
+    pub read_only: bool,
+    /// What the volume is, for a comment.
+    pub note: String,
+}
+
+/// A startup/readiness/liveness probe on an HTTP path.
+#[derive(Clone, Debug, Serialize)]
+pub struct Probes {
+    /// `/health`.
+    pub path: String,
+    /// Port name.
+    pub port: String,
+}
+
+/// The pod spec shared by the PyTorchJob, the vLLM Deployment and the nccl-tests Job
+/// (`generators/k8s/_pod.j2`).
+#[derive(Clone, Debug, Serialize)]
+pub struct Pod {
+    /// Container name (`pytorch` is required by the training-operator).
+    pub container: String,
+    /// Image reference from [`Common::images`].
+    pub image: String,
+    /// Comments above the image (a fallback layer, a missing layer).
+    pub image_notes: Vec<String>,
+    /// Entrypoint.
+    pub command: Vec<String>,
+    /// Arguments.
+    pub args: Vec<String>,
+    /// Comments above the command.
+    pub command_notes: Vec<String>,
+    /// Container ports.
+    pub ports: Vec<Port>,
+    /// `nvidia.com/gpu`.
+    pub gpus: u32,
+    /// Extra device-plugin resource (RDMA) and its count.
+    pub rdma_resource: Option<String>,
+    /// Comments under `limits` (fabric resources the lock cannot size).
+    pub resource_notes: Vec<String>,
+    /// `hostNetwork: true` with `ClusterFirstWithHostNet`.
+    pub host_network: bool,
+    /// Add `IPC_LOCK` (RDMA memory registration pins memory).
+    pub ipc_lock: bool,
+    /// HTTP probes.
+    pub probes: Option<Probes>,
+    /// Volumes, `/dev/shm` first.
+    pub volumes: Vec<Volume>,
+    /// `nvidia.com/gpu.product` value.
+    pub gfd_product: Option<String>,
+    /// ConfigMap with the NCCL environment.
+    pub env_from: String,
+    /// `restartPolicy` (none for Deployments).
+    pub restart_policy: Option<String>,
+    /// Label value for one-pod-per-node anti-affinity (`app.kubernetes.io/name`).
+    pub spread: Option<String>,
+    /// The lock hash, annotated on the pod template.
+    pub lock_hash: String,
+}
+
+/// `pytorchjob.yaml`.
+#[derive(Clone, Debug, Serialize)]
+pub struct TrainPlan {
+    /// Job name.
+    pub name: String,
+    /// Worker replicas (= nodes).
+    pub replicas: u32,
+    /// `nprocPerNode`: GPUs per node, as a string per the CRD.
+    pub nproc_per_node: String,
+    /// `elasticPolicy.maxRestarts`.
+    pub max_restarts: u32,
+    /// Rendezvous port.
+    pub rdzv_port: u32,
+    /// The pod.
+    pub pod: Pod,
+}
+
+/// `vllm-*.yaml`.
+#[derive(Clone, Debug, Serialize)]
+pub struct ServePlan {
+    /// Deployment, Service, HPA and PDB name.
+    pub name: String,
+    /// `[serve].model`.
+    pub model: String,
+    /// `[serve].replicas`.
+    pub replicas: u32,
+    /// HPA ceiling.
+    pub max_replicas: u32,
+    /// Service port.
+    pub port: u32,
+    /// Comments about where the model comes from.
+    pub model_notes: Vec<String>,
+    /// The pod.
+    pub pod: Pod,
+}
+
+/// `nccl-tests-job.yaml`.
+#[derive(Clone, Debug, Serialize)]
+pub struct NcclTestsPlan {
+    /// Job name.
+    pub name: String,
+    /// Pods, one per node.
+    pub nodes: u32,
+    /// The pod.
+    pub pod: Pod,
+}
+
+/// One key of the expected-bandwidth ConfigMap.
+#[derive(Clone, Debug, Serialize)]
+pub struct Datum {
+    /// Key.
+    pub key: String,
+    /// Value.
+    pub value: String,
+}
+
+/// A component of the GPU Operator values.
+#[derive(Clone, Debug, Serialize)]
+pub struct OperatorImage {
+    /// `toolkit`, `dcgmExporter`.
+    pub key: String,
+    /// Version/tag to print, when the lock has the package.
+    pub version: Option<String>,
+    /// Registry path (`nvcr.io/nvidia/k8s`), when the lock names the image.
+    pub repository: Option<String>,
+    /// Image name (`dcgm-exporter`).
+    pub image: Option<String>,
+    /// Comments.
+    pub notes: Vec<String>,
+}
+
+/// `gpu-operator-values.yaml`.
+#[derive(Clone, Debug, Serialize)]
+pub struct OperatorPlan {
+    /// Whether the operator installs the driver (false when the lock's driver is installed).
+    pub driver_enabled: bool,
+    /// The locked driver.
+    pub driver_version: String,
+    /// Comments on the driver.
+    pub driver_notes: Vec<String>,
+    /// GPUDirect RDMA (`driver.rdma.enabled`).
+    pub rdma: bool,
+    /// The toolkit and DCGM Exporter.
+    pub images: Vec<OperatorImage>,
+    /// GDRCopy driver (`gdrcopy.enabled`), when the lock has the gdrcopy library.
+    pub gdrcopy: Option<String>,
+}
+
+/// The Kubernetes plan. LOAD-BEARING: `generators/k8s/*.j2` print these fields.
+#[derive(Clone, Debug, Serialize)]
+pub struct K8sPlan {
+    /// Shared values.
+    pub common: Common,
+    /// Namespace.
+    pub namespace: String,
+    /// Kubernetes version targeted (`1.30`).
+    pub version: String,
+    /// Whether some pod uses the host network (the namespace is labelled privileged).
+    pub privileged: bool,
+    /// ConfigMap with the NCCL environment.
+    pub env_config: String,
+    /// ConfigMap with the expected bandwidth.
+    pub expected_config: String,
+    /// Its data.
+    pub expected: Vec<Datum>,
+    /// `[train]`.
+    pub train: Option<TrainPlan>,
+    /// `[serve]`.
+    pub serve: Option<ServePlan>,
+    /// The acceptance test, when the validate image is built.
+    pub nccl_tests: Option<NcclTestsPlan>,
+    /// Why there is no nccl-tests Job.
+    pub nccl_tests_missing: Option<String>,
+    /// GPU Operator values.
+    pub operator: OperatorPlan,
+    /// Files listed in `kustomization.yaml`, sorted.
+    pub resources: Vec<String>,
+    /// GPUs of the cluster (`[cluster]`, or one node of 8 GPUs).
+    pub gpus_total: u32,
+    /// Whether `[cluster]` is given (else the totals are the defaults).
+    pub cluster_given: bool,
+}
+
+fn bad(msg: String, hint: &str) -> Error {
+    Diagnostic::new(Stage::Generate, msg).hint(hint).into()
+}
+
+/// The storage volumes of `[storage]`, mounted into every pod that runs work.
+fn storage_volumes(common: &Common) -> Vec<Volume> {
+    common
+        .mounts
+        .iter()
+        .map(|m| {
+            let (kind, note) = match m.kind.as_str() {
+                "nfs" => (
+                    "nfs",
+                    "NFS, mounted inline: no cluster-scoped PersistentVolume to own",
+                ),
+                "pvc" => ("pvc", "an existing PersistentVolumeClaim"),
+                "lustre" => (
+                    "hostpath",
+                    "Lustre, mounted on every GPU node at this path (hostPath)",
+                ),
+                _ => ("hostpath", "a directory on every GPU node (hostPath)"),
+            };
+            Volume {
+                name: m.name.clone(),
+                kind: kind.into(),
+                server: m.server.clone(),
+                path: m.host_path.clone(),
+                claim: m.claim.clone(),
+                size_limit: None,
+                mount_path: m.container_path.clone(),
+                read_only: m.read_only,
+                note: format!("{}{}", note, if m.read_only { "; read-only" } else { "" }),
+            }
+        })
+        .collect()
+}
+
+fn shm() -> Volume {
+    Volume {
+        name: "dshm".into(),
+        kind: "shm".into(),
+        server: None,
+        path: None,
+        claim: None,
+        size_limit: Some(SHM_SIZE.into()),
+        mount_path: "/dev/shm".into(),
+        read_only: false,
+        note: "NCCL's shared-memory transport and DataLoader workers need more than the 64 MiB default /dev/shm".into(),
+    }
+}
+
+/// The image of `layer`, with a note when a lower layer stands in for it.
+fn image_of(common: &Common, layer: Layer) -> Option<(String, Vec<String>)> {
+    let image = common.image(layer)?.to_string();
+    let mut notes = Vec::new();
+    if !common.images.contains_key(layer.name()) {
+        notes.push(format!(
+            "the `{}` layer is not built ([image].layers): this is the nearest layer below it",
+            layer.name()
+        ));
+    }
+    Some((image, notes))
+}
+
+/// Fabric-specific pod settings for a multi-node pod: (RDMA resource, host network,
+/// IPC_LOCK, comments).
+fn fabric_settings(common: &Common) -> (Option<String>, bool, bool, Vec<String>) {
+    if common.nodes < 2 {
+        return (None, false, false, Vec::new());
+    }
+    match common.fabric.as_str() {
+        f if f == Fabric::Infiniband.name() || f == Fabric::Roce.name() => (
+            Some(RDMA_RESOURCE.to_string()),
+            true,
+            true,
+            vec![format!(
+                "{RDMA_RESOURCE}: the resource name of the k8s-rdma-shared-dev-plugin config documented by the NVIDIA Network Operator; it depends on the cluster's plugin config (`configList[].resourceName`)"
+            )],
+        ),
+        f if f == Fabric::Efa.name() => (
+            None,
+            false,
+            false,
+            vec![format!(
+                "{EFA_RESOURCE}: add it here with the number of EFA interfaces of the instance type; the lock does not record it"
+            )],
+        ),
+        f if f == Fabric::Slingshot.name() => (
+            None,
+            false,
+            false,
+            vec!["slingshot: no Kubernetes device plugin is known to gpustack for the CXI NICs; the cluster must expose them to pods".into()],
+        ),
+        _ => (None, false, false, Vec::new()),
+    }
+}
+
+impl K8sPlan {
+    /// Plans the manifests from the lock.
+    pub fn new(lock: &Lock, common: &Common) -> Result<K8sPlan, Error> {
+        let (namespace, version) = lock.request.deploy.k8s.as_ref().map_or_else(
+            || (DEFAULT_NAMESPACE.to_string(), DEFAULT_VERSION.to_string()),
+            |k| (k.namespace.clone(), k.version.clone()),
+        );
+        let minor: u32 = version
+            .strip_prefix("1.")
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(0);
+        if minor < MIN_MINOR {
+            return Err(bad(
+                format!("`[k8s].version = \"{version}\"`: gen k8s writes autoscaling/v2 and policy/v1 resources, which need Kubernetes 1.{MIN_MINOR} or newer"),
+                "set `[k8s].version` to the cluster's version (1.23 or newer) and re-lock",
+            ));
+        }
+        let env_config = "nccl-env".to_string();
+        let expected_config = "nccl-tests-expected".to_string();
+        let (rdma_resource, host_network, ipc_lock, resource_notes) = fabric_settings(common);
+        let storage = storage_volumes(common);
+
+        let train = match &lock.request.deploy.train {
+            None => None,
+            Some(t) => {
+                let (image, image_notes) = image_of(common, Layer::Training).ok_or_else(|| {
+                    bad(
+                        "the lock has no image layer for the training job".into(),
+                        "re-lock with `gpustack lock`",
+                    )
+                })?;
+                let has_torch = lock.component(Component::Torch).is_some();
+                let first = t.command.first().map_or("", String::as_str);
+                let second = t.command.get(1).map_or("", String::as_str);
+                let wrap = has_torch
+                    && (first == "python" || first == "python3")
+                    && !second.is_empty()
+                    && (second == "-m" || !second.starts_with('-'));
+                let (command, args, command_notes) = if wrap {
+                    let mut args = vec![
+                        "--nproc-per-node".to_string(),
+                        common.gpus_per_node.to_string(),
+                    ];
+                    args.extend(t.command[1..].iter().cloned());
+                    (
+                        vec!["torchrun".to_string()],
+                        args,
+                        vec![
+                            format!("[train].command, with `{first}` replaced by torchrun: one process per GPU, rendezvous from the PET_* variables the training-operator sets (PET_NNODES, PET_RDZV_BACKEND, PET_RDZV_ENDPOINT, PET_MAX_RESTARTS)"),
+                        ],
+                    )
+                } else {
+                    (
+                        t.command.clone(),
+                        Vec::new(),
+                        vec![if first == "torchrun" {
+                            "[train].command as written: torchrun reads the PET_* variables the training-operator sets (PET_NNODES, PET_RDZV_BACKEND, PET_RDZV_ENDPOINT, PET_MAX_RESTARTS)".into()
+                        } else {
+                            "[train].command as written: the training-operator sets PET_* variables (nnodes, rendezvous) that torchrun reads; start the command with torchrun to run one process per GPU".into()
+                        }],
+                    )
+                };
+                let mut volumes = vec![shm()];
+                volumes.extend(storage.iter().cloned());
+                Some(TrainPlan {
+                    name: "train".into(),
+                    replicas: common.nodes,
+                    nproc_per_node: common.gpus_per_node.to_string(),
+                    max_restarts: MAX_RESTARTS,
+                    rdzv_port: RDZV_PORT,
+                    pod: Pod {
+                        container: "pytorch".into(),
+                        image,
+                        image_notes,
+                        command,
+                        args,
+                        command_notes,
+                        ports: vec![Port {
+                            name: "pytorchjob-port".into(),
+                            port: RDZV_PORT,
+                        }],
+                        gpus: common.gpus_per_node,
+                        rdma_resource: rdma_resource.clone(),
+                        resource_notes: resource_notes.clone(),
+                        host_network,
+                        ipc_lock,
+                        probes: None,
+                        volumes,
+                        gfd_product: common.gfd_product.clone(),
+                        env_from: env_config.clone(),
+                        // The operator sets the pods' restartPolicy from the replica spec.
+                        restart_policy: None,
+                        spread: None,
+                        lock_hash: common.lock_hash.clone(),
+                    },
+                })
+            }
+        };
+
+        let serve = match &lock.request.deploy.serve {
+            None => None,
+            Some(s) => {
+                if lock.component(Component::Vllm).is_none() {
+                    return Err(bad(
+                        "`[serve]` needs vLLM, but the lock has no `vllm` component".into(),
+                        "add `vllm = \"*\"` to [components] and re-lock, or remove [serve]",
+                    ));
+                }
+                if s.tensor_parallel > common.gpus_per_node {
+                    return Err(bad(
+                        format!(
+                            "`[serve].tensor_parallel = {}` is more than the {} GPUs of a node: a vLLM pod runs on one node",
+                            s.tensor_parallel, common.gpus_per_node
+                        ),
+                        "lower `tensor_parallel` to at most `[cluster].gpus_per_node`",
+                    ));
+                }
+                let (image, image_notes) = image_of(common, Layer::Inference).ok_or_else(|| {
+                    bad(
+                        "the lock has no image layer for vLLM".into(),
+                        "re-lock with `gpustack lock`",
+                    )
+                })?;
+                let model_notes = if s.model.starts_with('/') {
+                    vec![format!("{} must exist inside the container: bake it into the image or put it on a mounted volume ([storage] is mounted under /data)", s.model)]
+                } else {
+                    vec!["a Hugging Face id: vLLM downloads it at start; gated models need HF_TOKEN (add it from a Secret)".into()]
+                };
+                let mut volumes = vec![shm()];
+                volumes.extend(storage.iter().cloned());
+                Some(ServePlan {
+                    name: "vllm".into(),
+                    model: s.model.clone(),
+                    replicas: s.replicas,
+                    max_replicas: s.replicas.saturating_mul(2),
+                    port: VLLM_PORT,
+                    model_notes,
+                    pod: Pod {
+                        container: "vllm".into(),
+                        image,
+                        image_notes,
+                        command: vec!["vllm".into(), "serve".into()],
+                        args: vec![
+                            s.model.clone(),
+                            "--tensor-parallel-size".into(),
+                            s.tensor_parallel.to_string(),
+                            "--max-model-len".into(),
+                            s.max_model_len.to_string(),
+                            "--port".into(),
+                            VLLM_PORT.to_string(),
+                        ],
+                        command_notes: Vec::new(),
+                        ports: vec![Port {
+                            name: "http".into(),
+                            port: VLLM_PORT,
+                        }],
+                        gpus: s.tensor_parallel,
+                        rdma_resource: None,
+                        resource_notes: Vec::new(),
+                        host_network: false,
+                        ipc_lock: false,
+                        probes: Some(Probes {
+                            path: "/health".into(),
+                            port: "http".into(),
+                        }),
+                        volumes,
+                        gfd_product: common.gfd_product.clone(),
+                        env_from: env_config.clone(),
+                        restart_policy: None,
+                        spread: None,
+                        lock_hash: common.lock_hash.clone(),
+                    },
+                })
+            }
+        };
+
+        let (nccl_tests, nccl_tests_missing) = if lock.package("nccl-tests").is_none() {
+            (
+                None,
+                Some("the lock has no nccl-tests package (no NCCL is locked)".to_string()),
+            )
+        } else if let Some(image) = common.images.get(Layer::Validate.name()) {
+            let gpus = common.gpus_per_node;
+            (
+                Some(NcclTestsPlan {
+                    name: "nccl-tests".into(),
+                    nodes: common.nodes,
+                    pod: Pod {
+                        container: "nccl-tests".into(),
+                        image: image.clone(),
+                        image_notes: Vec::new(),
+                        command: vec!["all_reduce_perf".into()],
+                        args: [
+                            "-b",
+                            "8",
+                            "-e",
+                            "8G",
+                            "-f",
+                            "2",
+                            "-g",
+                            &gpus.to_string(),
+                        ]
+                        .map(String::from)
+                        .to_vec(),
+                        command_notes: vec![format!(
+                            "all_reduce_perf over the {gpus} GPUs of one node, 8 B to 8 GiB; compare the busbw column with the intra-node figure in expected-bandwidth.yaml"
+                        )],
+                        ports: Vec::new(),
+                        gpus,
+                        rdma_resource: None,
+                        resource_notes: Vec::new(),
+                        host_network: false,
+                        ipc_lock: false,
+                        probes: None,
+                        volumes: vec![shm()],
+                        gfd_product: common.gfd_product.clone(),
+                        env_from: env_config.clone(),
+                        restart_policy: Some("Never".into()),
+                        spread: (common.nodes > 1).then(|| "nccl-tests".to_string()),
+                        lock_hash: common.lock_hash.clone(),
+                    },
+                }),
+                None,
+            )
+        } else {
+            (
+                None,
+                Some("the `validate` layer is not in [image].layers, so there is no nccl-tests image: add \"validate\" to [image].layers, re-lock and re-run `gpustack gen docker` and `gpustack gen k8s`".to_string()),
+            )
+        };
+
+        let mut expected = Vec::new();
+        for e in &common.expected {
+            let mut push = |k: &str, v: &str| {
+                expected.push(Datum {
+                    key: format!("{}.{k}", e.scope),
+                    value: v.to_string(),
+                });
+            };
+            push("busbw-gbps", &e.busbw_gbps);
+            push("shape", &e.shape);
+            push("fabric", &e.fabric);
+            if let Some(s) = &e.size {
+                push("size", s);
+            }
+            push("test", &e.test);
+            push("source", &e.source);
+        }
+
+        let operator = operator_plan(lock, common);
+
+        let mut resources = vec![
+            "expected-bandwidth.yaml".to_string(),
+            "namespace.yaml".into(),
+            "nccl-env.yaml".into(),
+        ];
+        if nccl_tests.is_some() {
+            resources.push("nccl-tests-job.yaml".into());
+        }
+        if train.is_some() {
+            resources.push("pytorchjob.yaml".into());
+        }
+        if serve.is_some() {
+            for f in ["deployment", "hpa", "pdb", "service"] {
+                resources.push(format!("vllm-{f}.yaml"));
+            }
+        }
+        resources.sort();
+        let privileged = train.as_ref().is_some_and(|t| t.pod.host_network);
+
+        Ok(K8sPlan {
+            common: common.clone(),
+            namespace,
+            version,
+            privileged,
+            env_config,
+            expected_config,
+            expected,
+            train,
+            serve,
+            nccl_tests,
+            nccl_tests_missing,
+            operator,
+            resources,
+            gpus_total: common.nodes.saturating_mul(common.gpus_per_node),
+            cluster_given: lock.request.deploy.cluster.is_some(),
+        })
+    }
+}
+
+fn operator_plan(lock: &Lock, common: &Common) -> OperatorPlan {
+    let driver = lock.component(Component::Driver);
+    let installed = lock.hardware.driver_installed;
+    let mut driver_notes = Vec::new();
+    if installed {
+        driver_notes.push(format!(
+            "the stack was resolved for the driver installed on the hosts ({}): the operator must not install another",
+            common.driver
+        ));
+    } else {
+        driver_notes.push(format!(
+            "the stack was resolved for driver {}: the operator must install exactly this one (the CUDA compatibility mode in the lock depends on it)",
+            common.driver
+        ));
+        driver_notes.push("the operator appends the node OS to the driver image tag (`<version>-<os>`); the catalog does not verify that NVIDIA publishes that tag".into());
+    }
+    if let Some(d) = driver {
+        driver_notes.push(format!("source: {}", d.source));
+    }
+    if let Some(fm) = lock.package("nvidia-fabricmanager") {
+        driver_notes.push(if installed {
+            format!(
+                "NVSwitch: Fabric Manager {} must run on the hosts, matching the driver exactly",
+                fm.version
+            )
+        } else {
+            format!(
+                "NVSwitch: the driver container runs Fabric Manager ({}), which matches the driver",
+                fm.version
+            )
+        });
+    }
+    let tag_note = "image tag suffixes (e.g. `-ubuntu22.04`, `-ubi9`) are not verified by the catalog: append the one NVIDIA publishes for this version if the bare tag does not exist";
+    let mut images = Vec::new();
+    match lock.package("nvidia-container-toolkit") {
+        Some(p) => images.push(OperatorImage {
+            key: "toolkit".into(),
+            version: Some(format!("v{}", p.version)),
+            repository: None,
+            image: None,
+            notes: vec![
+                format!(
+                    "nvidia-container-toolkit {}, the lock's host package; source: {}",
+                    p.version, p.source
+                ),
+                tag_note.into(),
+            ],
+        }),
+        None => images.push(OperatorImage {
+            key: "toolkit".into(),
+            version: None,
+            repository: None,
+            image: None,
+            notes: vec![
+                "the lock has no nvidia-container-toolkit package: the chart's default is used"
+                    .into(),
+            ],
+        }),
+    }
+    match lock.package("dcgm-exporter") {
+        Some(p) => {
+            let (repository, image) = match p.get("image").and_then(|i| i.rsplit_once('/')) {
+                Some((r, i)) => (Some(r.to_string()), Some(i.to_string())),
+                None => (None, None),
+            };
+            images.push(OperatorImage {
+                key: "dcgmExporter".into(),
+                version: Some(p.version.clone()),
+                repository,
+                image,
+                notes: vec![
+                    format!("DCGM Exporter {}; source: {}", p.version, p.source),
+                    tag_note.into(),
+                ],
+            });
+        }
+        None => images.push(OperatorImage {
+            key: "dcgmExporter".into(),
+            version: None,
+            repository: None,
+            image: None,
+            notes: vec![
+                "the lock has no dcgm-exporter package: the chart's default is used".into(),
+            ],
+        }),
+    }
+    OperatorPlan {
+        driver_enabled: !installed,
+        driver_version: common.driver.clone(),
+        driver_notes,
+        rdma: common.rdma && common.nodes > 1,
+        images,
+        gdrcopy: lock.package("gdrcopy").map(|p| p.version.clone()),
+    }
+}
 
 /// `out/k8s/`.
-pub fn render(_lock: &Lock, _common: &Common) -> Result<Vec<RenderedFile>, Error> {
-    Err(
-        Diagnostic::new(Stage::Generate, "`gen k8s` is not available in this build")
-            .hint("available targets: docker, apptainer")
-            .into(),
-    )
+pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> {
+    let plan = K8sPlan::new(lock, common)?;
+    #[derive(Serialize)]
+    struct Top<'a> {
+        plan: &'a K8sPlan,
+    }
+    let top = Top { plan: &plan };
+    let t = |name: &str| crate::render::render(&format!("k8s/{name}.j2"), &top);
+    let mut files = vec![
+        RenderedFile::new("kustomization.yaml", t("kustomization.yaml")?),
+        RenderedFile::new("namespace.yaml", t("namespace.yaml")?),
+        RenderedFile::new("nccl-env.yaml", t("nccl-env.yaml")?),
+        RenderedFile::new("expected-bandwidth.yaml", t("expected-bandwidth.yaml")?),
+        RenderedFile::new("gpu-operator-values.yaml", t("gpu-operator-values.yaml")?),
+    ];
+    if plan.nccl_tests.is_some() {
+        files.push(RenderedFile::new(
+            "nccl-tests-job.yaml",
+            t("nccl-tests-job.yaml")?,
+        ));
+    }
+    if plan.train.is_some() {
+        files.push(RenderedFile::new("pytorchjob.yaml", t("pytorchjob.yaml")?));
+    }
+    if plan.serve.is_some() {
+        for f in ["deployment", "service", "hpa", "pdb"] {
+            let name = format!("vllm-{f}.yaml");
+            files.push(RenderedFile::new(name.clone(), t(&name)?));
+        }
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(files)
 }

@@ -141,7 +141,8 @@ pub struct Common {
     /// Content-addressed image reference per image layer:
     /// `<registry>/<stack>:<layer>-<first 12 hex of the closure hash>`.
     pub images: BTreeMap<String, String>,
-    /// Image layers built, bottom first.
+    /// Image layers built, bottom first: `[image].layers` (all by default), plus `validate`
+    /// whenever the lock has nccl-tests.
     pub image_layers: Vec<String>,
     /// NCCL/fabric environment, by name.
     pub env: Vec<EnvVar>,
@@ -206,7 +207,8 @@ impl Common {
         let mut image_layers = Vec::new();
         for l in Layer::ALL {
             let Some(ll) = lock.layer(l) else { continue };
-            if !wanted.contains(&l) {
+            // The validate image is the acceptance test of every target: always built.
+            if !wanted.contains(&l) && l != Layer::Validate {
                 continue;
             }
             let short = ll.hash.trim_start_matches("sha256:");

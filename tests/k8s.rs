@@ -1,0 +1,916 @@
+//! `gpustack gen k8s`: for every example spec, the manifests pass the real validators
+//! (kubernetes-validate with strict schemas for built-in kinds, check-jsonschema with the
+//! Kubeflow PyTorchJob CRD schema, yamllint), agree with the lock and with the container
+//! target (images, driver, NCCL environment), keep hostile spec values as data, and the
+//! validators are shown to reject broken manifests (so a green run means they ran).
+//!
+//! YAML is parsed by the validators' Python (PyYAML, in `.venv-validate`) into JSON, then
+//! checked here with serde_json; there is no YAML crate in the dependency tree.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use common::*;
+use serde_json::Value;
+
+/// Files that are not Kubernetes resources known to kubernetes-validate.
+const NOT_BUILTIN: &[&str] = &[
+    "kustomization.yaml",
+    "gpu-operator-values.yaml",
+    "pytorchjob.yaml",
+];
+
+fn yaml_files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|f| f.ends_with(".yaml"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// `[k8s].version` of a lock as kubernetes-validate wants it (`1.30.0`).
+fn k8s_version(lock: &toml::Table) -> String {
+    let v = lock
+        .get("request")
+        .and_then(|r| r.get("k8s"))
+        .and_then(|k| k.get("version"))
+        .and_then(|v| v.as_str())
+        .unwrap_or("1.30");
+    format!("{v}.0")
+}
+
+fn namespace(lock: &toml::Table) -> String {
+    lock.get("request")
+        .and_then(|r| r.get("k8s"))
+        .and_then(|k| k.get("namespace"))
+        .and_then(|v| v.as_str())
+        .unwrap_or("gpustack")
+        .to_string()
+}
+
+fn read_lock(path: &Path) -> toml::Table {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .parse::<toml::Table>()
+        .unwrap()
+}
+
+/// Strict kubernetes-validate over the built-in resources. Its CLI only warns (exit 0) for
+/// a kind it has no schema for, so any WARN is a failure here.
+fn check_builtin(tool: &Path, dir: &Path, files: &[String], version: &str) -> Result<(), String> {
+    let mut args = vec!["--strict", "-k", version];
+    args.extend(files.iter().map(String::as_str));
+    let (code, out) = run_tool(tool, &args, dir);
+    let passed = out.lines().filter(|l| l.contains(" passed ")).count();
+    if code != 0 || out.contains("WARN") || out.contains("ERROR") || passed != files.len() {
+        return Err(format!(
+            "kubernetes-validate --strict -k {version} (exit {code}, {passed}/{} passed):\n{out}",
+            files.len()
+        ));
+    }
+    Ok(())
+}
+
+fn check_pytorchjob(tool: &Path, file: &Path) -> Result<(), String> {
+    let schema = root().join("fixtures/schemas/pytorchjob-kubeflow-v1-strict.json");
+    let (code, out) = run_tool(
+        tool,
+        &[
+            "--schemafile",
+            schema.to_str().unwrap(),
+            file.to_str().unwrap(),
+        ],
+        file.parent().unwrap(),
+    );
+    if code != 0 {
+        return Err(format!("check-jsonschema {}:\n{out}", file.display()));
+    }
+    Ok(())
+}
+
+fn check_yamllint(tool: &Path, dir: &Path) -> Result<(), String> {
+    let config = root().join("fixtures/schemas/yamllint.yaml");
+    let (code, out) = run_tool(tool, &["-s", "-c", config.to_str().unwrap(), "."], dir);
+    if code != 0 {
+        return Err(format!("yamllint -s {}:\n{out}", dir.display()));
+    }
+    Ok(())
+}
+
+/// Every `*.yaml` of `dir`, parsed by PyYAML: file name → its documents.
+fn parse_yaml(python: &Path, dir: &Path) -> BTreeMap<String, Vec<Value>> {
+    const SCRIPT: &str = r#"
+import json, os, sys, yaml
+d = sys.argv[1]
+out = {}
+for f in sorted(os.listdir(d)):
+    if f.endswith('.yaml'):
+        with open(os.path.join(d, f)) as fh:
+            out[f] = list(yaml.safe_load_all(fh))
+print(json.dumps(out))
+"#;
+    let (code, out) = run_tool(python, &["-c", SCRIPT, dir.to_str().unwrap()], dir);
+    assert_eq!(code, 0, "PyYAML could not parse {}:\n{out}", dir.display());
+    serde_json::from_str(&out).unwrap()
+}
+
+struct Tools {
+    kv: PathBuf,
+    cj: PathBuf,
+    yl: PathBuf,
+    py: PathBuf,
+}
+
+#[allow(clippy::print_stderr)] // a loud skip notice, as `common::validator` prints
+fn tools() -> Option<Tools> {
+    let kv = validator("kubernetes-validate");
+    let cj = validator("check-jsonschema");
+    let yl = validator("yamllint");
+    let py = validator("python");
+    if let Some(py) = &py {
+        let (code, out) = run_tool(py, &["-c", "import yaml"], &root());
+        if code != 0 {
+            let msg = format!(
+                "\n!!! VALIDATOR MISSING: PyYAML for {} — k8s checks are SKIPPED.\n{out}",
+                py.display()
+            );
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("{msg}");
+            }
+            eprintln!("{msg}");
+            return None;
+        }
+    }
+    Some(Tools {
+        kv: kv?,
+        cj: cj?,
+        yl: yl?,
+        py: py?,
+    })
+}
+
+/// Runs every validator over one generated `k8s/` directory.
+fn validate_dir(t: &Tools, dir: &Path, version: &str) -> Result<(), String> {
+    let files = yaml_files(dir);
+    let builtin: Vec<String> = files
+        .iter()
+        .filter(|f| !NOT_BUILTIN.contains(&f.as_str()))
+        .cloned()
+        .collect();
+    check_builtin(&t.kv, dir, &builtin, version)?;
+    if files.iter().any(|f| f == "pytorchjob.yaml") {
+        check_pytorchjob(&t.cj, &dir.join("pytorchjob.yaml"))?;
+    }
+    check_yamllint(&t.yl, dir)
+}
+
+fn get<'a>(v: &'a Value, path: &str) -> &'a Value {
+    let mut cur = v;
+    for seg in path.split('.') {
+        cur = match seg.parse::<usize>() {
+            Ok(i) => &cur[i],
+            Err(_) => &cur[seg],
+        };
+    }
+    cur
+}
+
+fn strs(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap_or(&Vec::new())
+        .iter()
+        .map(|x| x.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn every_example_passes_the_validators() {
+    let Some(t) = tools() else { return };
+    let mut failures = Vec::new();
+    let mut pytorchjobs = 0;
+    for name in example_names() {
+        let lock = read_lock(&root().join("lockfiles").join(format!("{name}.lock")));
+        let dir = generate(&name, "k8s");
+        if dir.join("pytorchjob.yaml").exists() {
+            pytorchjobs += 1;
+        }
+        if let Err(e) = validate_dir(&t, &dir, &k8s_version(&lock)) {
+            failures.push(format!("{name}: {e}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    assert!(
+        pytorchjobs >= 2,
+        "expected PyTorchJobs from the examples with [train]"
+    );
+}
+
+/// The kustomization lists every resource written, namespaced; the Helm values are not one.
+#[test]
+fn kustomization_lists_every_resource() {
+    let Some(t) = tools() else { return };
+    for name in example_names() {
+        let lock = read_lock(&root().join("lockfiles").join(format!("{name}.lock")));
+        let dir = generate(&name, "k8s");
+        let docs = parse_yaml(&t.py, &dir);
+        let k = &docs["kustomization.yaml"][0];
+        let mut want: Vec<String> = docs
+            .keys()
+            .filter(|f| *f != "kustomization.yaml" && *f != "gpu-operator-values.yaml")
+            .cloned()
+            .collect();
+        want.sort();
+        assert_eq!(strs(&k["resources"]), want, "{name}");
+        let ns = namespace(&lock);
+        assert_eq!(k["namespace"], ns.as_str(), "{name}");
+        for (f, d) in &docs {
+            assert_eq!(d.len(), 1, "{name}/{f}: one document per file");
+            if f == "kustomization.yaml" || f == "gpu-operator-values.yaml" {
+                continue;
+            }
+            let meta = &d[0]["metadata"];
+            if d[0]["kind"] == "Namespace" {
+                assert_eq!(meta["name"], ns.as_str(), "{name}/{f}");
+            } else {
+                assert_eq!(meta["namespace"], ns.as_str(), "{name}/{f}");
+            }
+        }
+    }
+}
+
+/// Images, driver, toolkit, DCGM Exporter, NCCL environment and expected bandwidth in the
+/// manifests equal the lock's, and the images and environment equal the container target's.
+#[test]
+fn manifests_agree_with_the_lock_and_the_images() {
+    let Some(t) = tools() else { return };
+    let mut checked_images = 0;
+    for name in example_names() {
+        let lock = read_lock(&root().join("lockfiles").join(format!("{name}.lock")));
+        let dir = generate(&name, "k8s");
+        let docs = parse_yaml(&t.py, &dir);
+        let docker = generate(&name, "docker");
+        let bake = std::fs::read_to_string(docker.join("docker-bake.hcl")).unwrap();
+        let dockerfile = std::fs::read_to_string(docker.join("Dockerfile")).unwrap();
+        let tags: Vec<String> = bake
+            .lines()
+            .filter(|l| l.trim_start().starts_with("tags"))
+            .flat_map(|l| l.split('"').skip(1).step_by(2).map(str::to_string))
+            .collect();
+        assert!(!tags.is_empty(), "{name}: no tags in docker-bake.hcl");
+
+        let facts = lock
+            .get("fact")
+            .and_then(|f| f.as_array())
+            .cloned()
+            .unwrap_or_default();
+        let packages = lock
+            .get("package")
+            .and_then(|f| f.as_array())
+            .cloned()
+            .unwrap_or_default();
+        let package = |n: &str| {
+            packages
+                .iter()
+                .find(|p| p["name"].as_str() == Some(n))
+                .cloned()
+        };
+
+        // NCCL/fabric environment: lock = ConfigMap = Dockerfile ENV.
+        let env: BTreeMap<String, String> = facts
+            .iter()
+            .filter(|f| f["kind"].as_str() == Some("env"))
+            .map(|f| {
+                (
+                    f["key"].as_str().unwrap().to_string(),
+                    f["value"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        let cm = &docs["nccl-env.yaml"][0]["data"];
+        let got: BTreeMap<String, String> = cm
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+            .collect();
+        assert_eq!(
+            got, env,
+            "{name}: nccl-env ConfigMap vs the lock's env facts"
+        );
+        for (k, v) in &env {
+            let line = format!("{k}={}", serde_json::to_string(v).unwrap());
+            assert!(
+                dockerfile.contains(&line),
+                "{name}: the Dockerfile has no `{line}`"
+            );
+        }
+
+        // Every pod: a built image, the env ConfigMap, the GFD label of the lock.
+        let gfd = lock["hardware"]
+            .get("gpu")
+            .and_then(|g| g.as_array())
+            .and_then(|g| g.first())
+            .and_then(|g| g.get("gfd-product"))
+            .and_then(|g| g.as_str())
+            .map(str::to_string);
+        let pods: Vec<(&str, &str, &Value)> = [
+            (
+                "pytorchjob.yaml",
+                "spec.pytorchReplicaSpecs.Worker.template.spec",
+                ":training-",
+            ),
+            ("vllm-deployment.yaml", "spec.template.spec", ":inference-"),
+            ("nccl-tests-job.yaml", "spec.template.spec", ":validate-"),
+        ]
+        .iter()
+        .filter_map(|(f, p, layer)| docs.get(*f).map(|d| (*f, *layer, get(&d[0], p))))
+        .collect();
+        for (f, layer, pod) in &pods {
+            let c = &pod["containers"][0];
+            let image = c["image"].as_str().unwrap();
+            assert!(
+                tags.iter().any(|t| t == image),
+                "{name}/{f}: image {image} is not built by docker-bake.hcl {tags:?}"
+            );
+            let layer_built = tags.iter().any(|t| t.contains(layer));
+            assert!(
+                !layer_built || image.contains(layer),
+                "{name}/{f}: {image} is not the {layer} image"
+            );
+            assert_eq!(
+                c["envFrom"][0]["configMapRef"]["name"], "nccl-env",
+                "{name}/{f}"
+            );
+            match &gfd {
+                Some(g) => assert_eq!(
+                    pod["nodeSelector"]["nvidia.com/gpu.product"],
+                    g.as_str(),
+                    "{name}/{f}"
+                ),
+                None => assert!(pod.get("nodeSelector").is_none(), "{name}/{f}"),
+            }
+            let shm = pod["volumes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|v| v["name"] == "dshm")
+                .unwrap();
+            assert_eq!(shm["emptyDir"]["medium"], "Memory", "{name}/{f}");
+            checked_images += 1;
+        }
+
+        // The nccl-tests Job exists exactly when the validate image is built.
+        let validate_built = tags.iter().any(|t| t.contains(":validate-"));
+        assert_eq!(
+            docs.contains_key("nccl-tests-job.yaml"),
+            validate_built,
+            "{name}"
+        );
+        if let Some(j) = docs.get("nccl-tests-job.yaml") {
+            let c = get(&j[0], "spec.template.spec.containers.0");
+            let gpn = lock["request"]
+                .get("cluster")
+                .map_or(8, |c| c["gpus_per_node"].as_integer().unwrap());
+            let nodes = lock["request"]
+                .get("cluster")
+                .map_or(1, |c| c["nodes"].as_integer().unwrap());
+            assert_eq!(strs(&c["command"]), ["all_reduce_perf"]);
+            assert_eq!(
+                strs(&c["args"]),
+                [
+                    "-b",
+                    "8",
+                    "-e",
+                    "8G",
+                    "-f",
+                    "2",
+                    "-g",
+                    gpn.to_string().as_str()
+                ]
+            );
+            assert_eq!(c["resources"]["limits"]["nvidia.com/gpu"], gpn, "{name}");
+            assert_eq!(j[0]["spec"]["completions"], nodes, "{name}");
+            assert_eq!(j[0]["spec"]["parallelism"], nodes, "{name}");
+        }
+
+        // Expected bandwidth: the lock's figures and sources.
+        let exp = &docs["expected-bandwidth.yaml"][0]["data"];
+        let bw: Vec<&toml::Value> = facts
+            .iter()
+            .filter(|f| f["kind"].as_str() == Some("bandwidth"))
+            .collect();
+        assert_eq!(exp.as_object().unwrap().is_empty(), bw.is_empty(), "{name}");
+        for f in bw {
+            let key = f["key"].as_str().unwrap();
+            assert_eq!(
+                exp[format!("{key}.busbw-gbps")],
+                f["busbw-gbps"].as_str().unwrap(),
+                "{name}"
+            );
+            assert_eq!(
+                exp[format!("{key}.source")],
+                f["source"].as_str().unwrap(),
+                "{name}"
+            );
+        }
+
+        // GPU Operator values: the locked driver (or none when it is installed), toolkit,
+        // DCGM Exporter.
+        let v = &docs["gpu-operator-values.yaml"][0];
+        let driver = lock["hardware"]["driver"].as_str().unwrap();
+        let installed = lock["hardware"]["driver-source"].as_str() == Some("installed");
+        assert_eq!(v["driver"]["enabled"], !installed, "{name}");
+        if installed {
+            assert!(v["driver"].get("version").is_none(), "{name}");
+        } else {
+            assert_eq!(v["driver"]["version"], driver, "{name}");
+        }
+        let driver_component = lock["component"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"].as_str() == Some("driver"));
+        if let Some(d) = driver_component {
+            assert_eq!(d["version"].as_str(), Some(driver), "{name}");
+        }
+        if let Some(p) = package("nvidia-container-toolkit") {
+            assert_eq!(
+                v["toolkit"]["version"],
+                format!("v{}", p["version"].as_str().unwrap()),
+                "{name}"
+            );
+        }
+        if let Some(p) = package("dcgm-exporter") {
+            assert_eq!(
+                v["dcgmExporter"]["version"],
+                p["version"].as_str().unwrap(),
+                "{name}"
+            );
+            if let Some(img) = p.get("image").and_then(|i| i.as_str()) {
+                let joined = format!(
+                    "{}/{}",
+                    v["dcgmExporter"]["repository"].as_str().unwrap(),
+                    v["dcgmExporter"]["image"].as_str().unwrap()
+                );
+                assert_eq!(joined, img, "{name}");
+            }
+        }
+
+        // Storage: every pod that runs work mounts it; datasets read-only.
+        if let Some(st) = lock["request"].get("storage") {
+            for (f, _, pod) in pods.iter().filter(|(f, _, _)| *f != "nccl-tests-job.yaml") {
+                let mounts = pod["containers"][0]["volumeMounts"].as_array().unwrap();
+                for (which, ro) in [("datasets", true), ("checkpoints", false)] {
+                    let Some(loc) = st.get(which).and_then(|s| s.as_str()) else {
+                        continue;
+                    };
+                    let m = mounts
+                        .iter()
+                        .find(|m| m["name"] == which)
+                        .unwrap_or_else(|| panic!("{name}/{f}: no {which} mount"));
+                    assert_eq!(m["mountPath"], format!("/data/{which}"), "{name}/{f}");
+                    assert_eq!(
+                        m.get("readOnly").and_then(Value::as_bool).unwrap_or(false),
+                        ro,
+                        "{name}/{f}"
+                    );
+                    let vol = pod["volumes"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|v| v["name"] == which)
+                        .unwrap();
+                    if let Some(rest) = loc.strip_prefix("nfs://") {
+                        let (host, path) = rest.split_once('/').unwrap();
+                        assert_eq!(vol["nfs"]["server"], host, "{name}/{f}");
+                        assert_eq!(vol["nfs"]["path"], format!("/{path}"), "{name}/{f}");
+                    } else if let Some(p) = loc
+                        .strip_prefix("lustre:")
+                        .or_else(|| loc.strip_prefix("hostpath:"))
+                    {
+                        assert_eq!(vol["hostPath"]["path"], p, "{name}/{f}");
+                    } else if let Some(c) = loc.strip_prefix("pvc:") {
+                        assert_eq!(vol["persistentVolumeClaim"]["claimName"], c, "{name}/{f}");
+                    }
+                }
+            }
+        }
+
+        // Train and serve: the shape of the request.
+        let req = &lock["request"];
+        let nodes = req
+            .get("cluster")
+            .map_or(1, |c| c["nodes"].as_integer().unwrap());
+        let gpn = req
+            .get("cluster")
+            .map_or(8, |c| c["gpus_per_node"].as_integer().unwrap());
+        assert_eq!(
+            docs.contains_key("pytorchjob.yaml"),
+            req.get("train").is_some(),
+            "{name}"
+        );
+        if let Some(j) = docs.get("pytorchjob.yaml") {
+            let s = &j[0]["spec"];
+            assert_eq!(s["nprocPerNode"], gpn.to_string(), "{name}");
+            assert_eq!(
+                s["pytorchReplicaSpecs"]["Worker"]["replicas"], nodes,
+                "{name}"
+            );
+            assert_eq!(s["elasticPolicy"]["rdzvBackend"], "c10d", "{name}");
+            assert_eq!(s["elasticPolicy"]["minReplicas"], nodes, "{name}");
+            assert_eq!(s["elasticPolicy"]["maxReplicas"], nodes, "{name}");
+            let c = get(s, "pytorchReplicaSpecs.Worker.template.spec.containers.0");
+            assert_eq!(c["resources"]["limits"]["nvidia.com/gpu"], gpn, "{name}");
+            let cmd: Vec<String> = req["train"]["command"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap().to_string())
+                .collect();
+            let mut got = strs(&c["command"]);
+            got.extend(strs(&c["args"]));
+            assert!(
+                got.ends_with(&cmd[1..]),
+                "{name}: {got:?} does not run {cmd:?}"
+            );
+            let fabric = req
+                .get("cluster")
+                .and_then(|c| c["fabric"].as_str())
+                .unwrap_or("none");
+            let pod = get(s, "pytorchReplicaSpecs.Worker.template.spec");
+            let rdma = nodes > 1 && (fabric == "infiniband" || fabric == "roce");
+            assert_eq!(
+                pod["hostNetwork"].as_bool().unwrap_or(false),
+                rdma,
+                "{name}"
+            );
+            assert_eq!(
+                c["resources"]["limits"]
+                    .get("rdma/rdma_shared_device_a")
+                    .is_some(),
+                rdma,
+                "{name}"
+            );
+        }
+        assert_eq!(
+            docs.contains_key("vllm-deployment.yaml"),
+            req.get("serve").is_some(),
+            "{name}"
+        );
+        if let Some(d) = docs.get("vllm-deployment.yaml") {
+            let s = &req["serve"];
+            let tp = s
+                .get("tensor_parallel")
+                .map_or(1, |v| v.as_integer().unwrap());
+            let len = s
+                .get("max_model_len")
+                .map_or(4096, |v| v.as_integer().unwrap());
+            let replicas = s.get("replicas").map_or(1, |v| v.as_integer().unwrap());
+            let c = get(&d[0], "spec.template.spec.containers.0");
+            assert_eq!(strs(&c["command"]), ["vllm", "serve"]);
+            assert_eq!(
+                strs(&c["args"]),
+                [
+                    s["model"].as_str().unwrap(),
+                    "--tensor-parallel-size",
+                    tp.to_string().as_str(),
+                    "--max-model-len",
+                    len.to_string().as_str(),
+                    "--port",
+                    "8000"
+                ]
+            );
+            assert_eq!(c["resources"]["limits"]["nvidia.com/gpu"], tp, "{name}");
+            assert_eq!(d[0]["spec"]["replicas"], replicas, "{name}");
+            assert_eq!(
+                docs["vllm-hpa.yaml"][0]["spec"]["minReplicas"], replicas,
+                "{name}"
+            );
+            for probe in ["readinessProbe", "livenessProbe", "startupProbe"] {
+                assert_eq!(c[probe]["httpGet"]["path"], "/health", "{name}");
+            }
+            assert_eq!(
+                docs["vllm-service.yaml"][0]["spec"]["ports"][0]["port"],
+                8000
+            );
+        }
+    }
+    assert!(checked_images >= 10, "only {checked_images} pods checked");
+}
+
+/// Writes `spec` into a fresh directory, locks and generates k8s; returns the `k8s/` dir.
+fn lock_and_generate(tag: &str, spec: &str) -> PathBuf {
+    let dir = tempdir(tag);
+    std::fs::write(dir.join("gpustack.toml"), spec).unwrap();
+    let out = run_in(&dir, &["lock"]);
+    assert_eq!(out.code, 0, "lock: {}", out.stderr);
+    let out = run_in(
+        &dir,
+        &["gen", "k8s", "--lock", "gpustack.lock", "--out", "out"],
+    );
+    assert_eq!(out.code, 0, "gen k8s: {}", out.stderr);
+    dir.join("out/k8s")
+}
+
+fn hostile_spec(command: &[&str], model: &str) -> String {
+    let base =
+        std::fs::read_to_string(root().join("fixtures/specs/h100-ib-train-serve.toml")).unwrap();
+    let cmd: Vec<String> = command
+        .iter()
+        .map(|a| toml::Value::String((*a).to_string()).to_string())
+        .collect();
+    let mut out = String::new();
+    for line in base.lines() {
+        if line.starts_with("command = ") {
+            out.push_str(&format!("command = [{}]\n", cmd.join(", ")));
+        } else if line.starts_with("model = ") {
+            out.push_str(&format!("model = {}\n", toml::Value::String(model.into())));
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Hostile but valid spec values stay data: the manifests still validate, and the command
+/// and model come back from the parsed YAML exactly as written.
+#[test]
+fn hostile_values_stay_data() {
+    let Some(t) = tools() else { return };
+    let hostile: &[&str] = &[
+        "print('x'); import os",
+        "$(id)",
+        "`id`",
+        "a\"b: c",
+        "- d",
+        "{e}",
+        "[f]",
+        "#g",
+        "&h *i",
+        "!!python/object:os.system",
+        "--flag='q'",
+        "{{ x }}",
+        "{% y %}",
+        "${z}",
+        "\\",
+        "yes",
+        "null",
+        "0x10",
+        "~",
+        "@at",
+        "key: value",
+        "x; rm -rf /",
+        "é ü 中",
+    ];
+    for (variant, first) in [
+        ("verbatim", vec!["python", "-c"]),
+        ("torchrun", vec!["python", "train.py"]),
+    ] {
+        let mut command: Vec<&str> = first.clone();
+        command.extend_from_slice(hostile);
+        let dir = lock_and_generate(
+            &format!("hostile-{variant}"),
+            &hostile_spec(&command, "1e3"),
+        );
+        validate_dir(&t, &dir, "1.30.0").unwrap_or_else(|e| panic!("{variant}: {e}"));
+        let docs = parse_yaml(&t.py, &dir);
+        let c = get(
+            &docs["pytorchjob.yaml"][0],
+            "spec.pytorchReplicaSpecs.Worker.template.spec.containers.0",
+        );
+        let mut got = strs(&c["command"]);
+        got.extend(strs(&c["args"]));
+        let want: Vec<String> = if variant == "torchrun" {
+            ["torchrun", "--nproc-per-node", "8"]
+                .iter()
+                .chain(command[1..].iter())
+                .map(|s| s.to_string())
+                .collect()
+        } else {
+            command.iter().map(|s| s.to_string()).collect()
+        };
+        assert_eq!(got, want, "{variant}");
+        let v = get(
+            &docs["vllm-deployment.yaml"][0],
+            "spec.template.spec.containers.0.args.0",
+        );
+        assert_eq!(
+            v, "1e3",
+            "{variant}: a model id that YAML would read as a number"
+        );
+        // Nothing hostile leaks into a comment or a key: every occurrence is inside a quoted
+        // scalar of the command/args lists.
+        let text = std::fs::read_to_string(dir.join("pytorchjob.yaml")).unwrap();
+        for h in hostile {
+            let quoted = serde_json::to_string(h).unwrap();
+            assert!(
+                text.contains(&format!("- {quoted}")),
+                "{variant}: {h:?} not quoted"
+            );
+        }
+        let _ = std::fs::remove_dir_all(dir.parent().unwrap().parent().unwrap());
+    }
+}
+
+fn corrupt(dir: &Path, file: &str, from: &str, to: &str) {
+    let p = dir.join(file);
+    let text = std::fs::read_to_string(&p).unwrap();
+    assert!(text.contains(from), "{file} has no `{from}`");
+    std::fs::write(&p, text.replacen(from, to, 1)).unwrap();
+}
+
+/// The validators really run: broken copies of generated manifests are rejected.
+#[test]
+fn validators_reject_broken_manifests() {
+    let Some(t) = tools() else { return };
+    let good = generate("h100-ib-train-serve", "k8s");
+    validate_dir(&t, &good, "1.30.0").unwrap();
+    // (what, file, text, replacement, a word the rejection must name)
+    let cases: &[(&str, &str, &str, &str, &str)] = &[
+        (
+            "replicas as a word",
+            "vllm-deployment.yaml",
+            "replicas: 2",
+            "replicas: two",
+            "'two' is not of type 'integer'",
+        ),
+        (
+            "unknown field",
+            "vllm-service.yaml",
+            "type: ClusterIP",
+            "typo: ClusterIP",
+            "'typo' was unexpected",
+        ),
+        (
+            "unknown kind (kubernetes-validate only warns)",
+            "vllm-pdb.yaml",
+            "kind: PodDisruptionBudget",
+            "kind: PodDisruptionBudgit",
+            "WARN",
+        ),
+        (
+            "nprocPerNode as a number",
+            "pytorchjob.yaml",
+            "nprocPerNode: \"8\"",
+            "nprocPerNode: 8",
+            "is not of type 'string'",
+        ),
+        (
+            "replica spec typo",
+            "pytorchjob.yaml",
+            "restartPolicy: OnFailure",
+            "restartPolicyy: OnFailure",
+            "'restartPolicyy' was unexpected",
+        ),
+        (
+            "GPU quantity as a word",
+            "pytorchjob.yaml",
+            "nvidia.com/gpu: 8",
+            "nvidia.com/gpu: eight",
+            "'eight' does not match",
+        ),
+        (
+            "duplicate key",
+            "gpu-operator-values.yaml",
+            "toolkit:\n",
+            "toolkit:\n  enabled: true\n",
+            "key-duplicates",
+        ),
+        (
+            "truthy value",
+            "gpu-operator-values.yaml",
+            "enabled: true",
+            "enabled: yes",
+            "truthy",
+        ),
+    ];
+    for (what, file, from, to, why) in cases {
+        let dir = tempdir(&format!("broken-{}", file.replace('.', "-")));
+        copy_dir(&good, &dir);
+        corrupt(&dir, file, from, to);
+        match validate_dir(&t, &dir, "1.30.0") {
+            Ok(()) => panic!("{what} in {file} was accepted"),
+            Err(e) => assert!(
+                e.contains(why),
+                "{what} in {file}: rejected, but not for `{why}`:\n{e}"
+            ),
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// Specs without deployment tables still get the cluster-wide files, with defaults.
+#[test]
+fn defaults_without_deployment_tables() {
+    let dir = generate("a100-pytorch", "k8s");
+    let files = yaml_files(&dir);
+    assert_eq!(
+        files,
+        [
+            "expected-bandwidth.yaml",
+            "gpu-operator-values.yaml",
+            "kustomization.yaml",
+            "namespace.yaml",
+            "nccl-env.yaml",
+            "nccl-tests-job.yaml",
+        ]
+    );
+    let ns = std::fs::read_to_string(dir.join("namespace.yaml")).unwrap();
+    assert!(ns.contains("name: \"gpustack\""), "{ns}");
+}
+
+/// A request gen k8s cannot satisfy fails with a diagnostic, not a broken manifest.
+#[test]
+fn tensor_parallel_beyond_a_node_is_refused() {
+    let spec = hostile_spec(&["python", "train.py"], "/models/x")
+        .replace("tensor_parallel = 8", "tensor_parallel = 16");
+    let dir = tempdir("tp16");
+    std::fs::write(dir.join("gpustack.toml"), spec).unwrap();
+    assert_eq!(run_in(&dir, &["lock"]).code, 0);
+    let out = run_in(
+        &dir,
+        &["gen", "k8s", "--lock", "gpustack.lock", "--out", "out"],
+    );
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("tensor_parallel"), "{}", out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The fabrics and shapes the example specs do not cover (EFA, RoCE, Ethernet, one node;
+/// PVC and hostPath storage) validate too, with RDMA settings exactly where they belong.
+#[test]
+fn fabric_variants_validate() {
+    let Some(t) = tools() else { return };
+    let base = hostile_spec(&["python", "train.py"], "meta-llama/Llama-3.1-8B");
+    for (fabric, nodes) in [("efa", 2), ("roce", 2), ("ethernet", 2), ("infiniband", 1)] {
+        let spec: String = base
+            .lines()
+            .map(|l| {
+                if l.starts_with("fabric = ") {
+                    format!("fabric = \"{fabric}\"")
+                } else if l.starts_with("nodes = ") {
+                    format!("nodes = {nodes}")
+                } else if l.starts_with("datasets = ") {
+                    "datasets = \"pvc:datasets\"".into()
+                } else if l.starts_with("checkpoints = ") {
+                    "checkpoints = \"hostpath:/mnt/ckpt\"".into()
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let dir = lock_and_generate(&format!("fabric-{fabric}-{nodes}"), &spec);
+        validate_dir(&t, &dir, "1.30.0").unwrap_or_else(|e| panic!("{fabric}×{nodes}: {e}"));
+        let docs = parse_yaml(&t.py, &dir);
+        let pod = get(
+            &docs["pytorchjob.yaml"][0],
+            "spec.pytorchReplicaSpecs.Worker.template.spec",
+        );
+        let rdma = nodes > 1 && (fabric == "infiniband" || fabric == "roce");
+        assert_eq!(
+            pod["hostNetwork"].as_bool().unwrap_or(false),
+            rdma,
+            "{fabric}"
+        );
+        assert_eq!(
+            pod["dnsPolicy"] == "ClusterFirstWithHostNet",
+            rdma,
+            "{fabric}"
+        );
+        let limits = &pod["containers"][0]["resources"]["limits"];
+        assert_eq!(
+            limits.get("rdma/rdma_shared_device_a").is_some(),
+            rdma,
+            "{fabric}"
+        );
+        let ns = &docs["namespace.yaml"][0]["metadata"]["labels"];
+        assert_eq!(
+            ns.get("pod-security.kubernetes.io/enforce").is_some(),
+            rdma,
+            "{fabric}"
+        );
+        let text = std::fs::read_to_string(dir.join("pytorchjob.yaml")).unwrap();
+        assert_eq!(
+            text.contains("vpc.amazonaws.com/efa"),
+            fabric == "efa",
+            "{fabric}: the EFA comment"
+        );
+        let vols = pod["volumes"].as_array().unwrap();
+        let v = |n: &str| vols.iter().find(|v| v["name"] == n).unwrap();
+        assert_eq!(
+            v("datasets")["persistentVolumeClaim"]["claimName"],
+            "datasets"
+        );
+        assert_eq!(v("datasets")["persistentVolumeClaim"]["readOnly"], true);
+        assert_eq!(v("checkpoints")["hostPath"]["path"], "/mnt/ckpt");
+        let serve = std::fs::read_to_string(dir.join("vllm-deployment.yaml")).unwrap();
+        assert!(serve.contains("Hugging Face id"), "{serve}");
+        let _ = std::fs::remove_dir_all(dir.parent().unwrap().parent().unwrap());
+    }
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# PATH shim for tests/slurm.rs, installed (copied) under the names torchrun, vllm,
+# all_reduce_perf, apptainer and srun. It records how it was called, exactly, and exits 0:
+#   $GPUSTACK_REC_DIR/<name>.<job id>.<node>.<task id>.argv   the arguments, NUL-separated
+#   $GPUSTACK_REC_DIR/<name>.<job id>.<node>.<task id>.env    `env -0`
+#   $GPUSTACK_REC_DIR/<name>.<job id>.<node>.<task id>.prog   how it was invoked ($0)
+# As `srun`, it then runs the real srun ($GPUSTACK_REAL_SRUN) with the same arguments.
+# As `apptainer`, it then runs what `apptainer exec [--nv] [--bind X] IMAGE CMD...` would
+# run inside the image: CMD, on the host.
+set -euo pipefail
+name="$(basename "$0")"
+rec="${GPUSTACK_REC_DIR:?GPUSTACK_REC_DIR is not set}/$name.${SLURM_JOB_ID:-nojob}.${SLURMD_NODENAME:-nonode}.${SLURM_PROCID:-0}"
+if [[ $# -gt 0 ]]; then printf '%s\0' "$@" >"$rec.argv"; else : >"$rec.argv"; fi
+env -0 >"$rec.env"
+printf '%s' "$0" >"$rec.prog"
+if [[ "$name" == srun ]]; then
+  exec "${GPUSTACK_REAL_SRUN:?GPUSTACK_REAL_SRUN is not set}" "$@"
+fi
+if [[ "$name" == apptainer ]]; then
+  [[ "${1:-}" == exec ]] || { echo "apptainer shim: only 'exec' is supported" >&2; exit 2; }
+  shift
+  while [[ $# -gt 0 ]]; do
+    case "$1" in
+      --nv | --cleanenv | --containall) shift ;;
+      --bind | -B | --env | --pwd) shift 2 ;;
+      --bind=* | --env=* | --pwd=*) shift ;;
+      -*) echo "apptainer shim: unknown option $1" >&2; exit 2 ;;
+      *) break ;;
+    esac
+  done
+  [[ $# -ge 2 ]] || { echo "apptainer shim: expected IMAGE CMD..." >&2; exit 2; }
+  shift # the image
+  exec "$@"
+fi
