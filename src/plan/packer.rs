@@ -1,16 +1,1323 @@
-//! The Packer plan (issue 4): not implemented yet.
+//! The Packer plan: VM images of the locked stack for AWS (`amazon-ebs`), GCP
+//! (`googlecompute`), Azure (`azure-arm`) and on premises (`qemu`), one source per
+//! `[packer].clouds` entry (`qemu` alone without a `[packer]` table).
+//!
+//! The image is provisioned by shell scripts, one per layer, each idempotent:
+//!
+//! * `base.sh`: the locked driver, CUDA toolkit, cuDNN and NCCL, the NCCL environment of the
+//!   container images, DCGM, Fabric Manager (only on NVSwitch GPUs, at exactly the driver's
+//!   version), the NVIDIA Container Toolkit with Docker's default runtime set to `nvidia`,
+//!   every pin held;
+//! * `performance.sh`: swap off, hugepages, CPU governor, irqbalance off, NUMA tools;
+//! * `monitoring.sh`: the DCGM Exporter as a systemd service;
+//! * `framework.sh`: uv, the locked Python and torch variant;
+//! * `inference.sh`, `training.sh`, `multinode.sh` (the fabric stack, as the Dockerfile
+//!   builds it): toggled by Packer variables
+//!   (`enable_inference`, `enable_training`, `enable_multinode`) through `dynamic
+//!   "provisioner"` blocks: an empty `only` means "every build" in Packer, so `only` cannot
+//!   switch a provisioner off;
+//! * `validate.sh`: nccl-tests against the locked NCCL (and MPI, with `enable_multinode`).
+//!
+//! The pins are the container plan's ([`DockerPlan`]): the same NCCL package, fabric
+//! tarballs and requirement lines, so a VM and a container of one lock agree.
+//!
+//! Image names are content-addressed: `<image_name>-<host>-<layers>`, where `<host>` is the
+//! first 12 hex digits of the lock's `host` layer hash (which covers the `base` layer too:
+//! driver, CUDA, cuDNN, NCCL, fabric stack, plus the host packages) and `<layers>` is the
+//! first 8 hex digits of the sha256 of the closure hashes of the optional layers the
+//! toggles install. The same lock and toggles give the same name; a changed pin in any
+//! installed layer gives another.
 
+use serde::Serialize;
+
+use super::docker::{DockerPlan, Requirement, SourceBuild};
 use super::Common;
+use crate::deploy::Cloud;
 use crate::error::{Diagnostic, Error, Stage};
 use crate::lock::Lock;
 use crate::render::RenderedFile;
+use crate::spec::{Component, Layer};
 
-/// `out/packer/`.
-pub fn render(_lock: &Lock, _common: &Common) -> Result<Vec<RenderedFile>, Error> {
-    Err(Diagnostic::new(
-        Stage::Generate,
-        "`gen packer` is not available in this build",
-    )
-    .hint("available targets: docker, apptainer")
-    .into())
+/// GCP image names are at most 63 characters; the suffix takes 1 + 12 + 1 + 8.
+const IMAGE_NAME_MAX: usize = 63 - 22;
+
+/// Default disk size of the built image, GiB (CUDA, a torch venv, vLLM and DeepSpeed fit
+/// with room for models to be pulled later).
+const DISK_SIZE_GB: u32 = 200;
+
+/// The SSH user and password of the qemu build VM, set by `cloud-init/user-data`; the
+/// account is locked at the end of the build and removed on the image's first boot.
+const QEMU_USER: &str = "packer";
+
+/// A Packer variable.
+#[derive(Clone, Debug, Serialize)]
+pub struct Variable {
+    /// `aws_instance_type`.
+    pub name: String,
+    /// `string`, `number` or `bool`.
+    pub kind: String,
+    /// The default, as text (`None`: the variable is required).
+    pub default: Option<String>,
+    /// What it is, and where the default comes from.
+    pub description: String,
+}
+
+/// A titled group of variables.
+#[derive(Clone, Debug, Serialize)]
+pub struct VarGroup {
+    /// `every`, `aws`, `gcp`, `azure` or `qemu`.
+    pub title: String,
+    /// Its variables.
+    pub vars: Vec<Variable>,
+}
+
+/// A value in `example.pkrvars.hcl`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Example {
+    /// Variable name.
+    pub name: String,
+    /// `string`, `number` or `bool`.
+    pub kind: String,
+    /// The value as text.
+    pub value: String,
+    /// Why the example sets it: `driver` (the kernel modules), `toggle`, `account` (an
+    /// example value of an account setting) or `required` (`CHANGE-ME`: a fact the lock lacks).
+    pub why: String,
+}
+
+/// A Packer plugin for `plugins.pkr.hcl`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Plugin {
+    /// `amazon`.
+    pub name: String,
+    /// `github.com/hashicorp/amazon`.
+    pub source: String,
+    /// `>= 1.0.0`.
+    pub version: String,
+}
+
+/// An environment variable passed from a Packer variable to a script.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScriptEnv {
+    /// `GPUSTACK_MAX_JOBS`.
+    pub name: String,
+    /// The Packer variable: `max_jobs`.
+    pub var: String,
+}
+
+/// A shell provisioner.
+#[derive(Clone, Debug, Serialize)]
+pub struct Provisioner {
+    /// `scripts/base.sh`.
+    pub script: String,
+    /// What it installs.
+    pub title: String,
+    /// The bool variable that switches it on, if any.
+    pub toggle: Option<String>,
+    /// Environment from Packer variables.
+    pub env: Vec<ScriptEnv>,
+}
+
+/// A layer installed into the image, for the image name and the manifest.
+#[derive(Clone, Debug, Serialize)]
+pub struct InstalledLayer {
+    /// `inference`, or `multinode` (the fabric stack, pinned by the `base` layer).
+    pub name: String,
+    /// Its closure hash in the lock.
+    pub hash: String,
+    /// The toggle that installs it, if any.
+    pub toggle: Option<String>,
+}
+
+/// Packages of one install step, in the package manager's pin syntax.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Pins {
+    /// `cuda-toolkit-12-8=12.8.1-1` (apt) or `cuda-toolkit-12-8-12.8.1-1` (dnf).
+    pub pins: Vec<String>,
+    /// Package names to hold at that version.
+    pub names: Vec<String>,
+    /// Comments: what is not verified about these pins.
+    pub unverified: Vec<String>,
+}
+
+/// The driver install.
+#[derive(Clone, Debug, Serialize)]
+pub struct Driver {
+    /// `570.211.01`.
+    pub version: String,
+    /// `570`.
+    pub branch: String,
+    /// Packages (apt) or module streams (dnf) with the open kernel modules.
+    pub open: Vec<String>,
+    /// The same with the proprietary kernel modules.
+    pub proprietary: Vec<String>,
+    /// Whether the spec names it as the installed driver of the hosts.
+    pub installed: bool,
+    /// What is not verified.
+    pub unverified: Vec<String>,
+}
+
+/// The CUDA toolkit install.
+#[derive(Clone, Debug, Serialize)]
+pub struct Cuda {
+    /// `12.8.1`.
+    pub version: String,
+    /// `12.8`.
+    pub mm: String,
+    /// `/usr/local/cuda-12.8`.
+    pub home: String,
+    /// The toolkit pins.
+    pub pins: Pins,
+    /// Forward compatibility packages (`cuda-compat-13-0`), when a component needs them.
+    pub compat: Vec<String>,
+}
+
+/// The NVIDIA Container Toolkit install.
+#[derive(Clone, Debug, Serialize)]
+pub struct Toolkit {
+    /// `1.20.0`.
+    pub version: String,
+    /// Pins.
+    pub pins: Pins,
+    /// The minimum safe version the lock's selection respected, when it names one.
+    pub floor: Option<String>,
+}
+
+/// The DCGM Exporter service.
+#[derive(Clone, Debug, Serialize)]
+pub struct Exporter {
+    /// `nvcr.io/nvidia/k8s/dcgm-exporter:4.6.0-4.8.3-ubuntu22.04`.
+    pub image: String,
+    /// `4.6.0-4.8.3`.
+    pub version: String,
+    /// Where the version comes from.
+    pub source: String,
+}
+
+/// uv, copied out of its (digest-pinned) image.
+#[derive(Clone, Debug, Serialize)]
+pub struct Uv {
+    /// `ghcr.io/astral-sh/uv:0.11.7@sha256:…`.
+    pub image: String,
+    /// `0.11.7`.
+    pub version: String,
+    /// Whether the image reference carries a digest.
+    pub pinned: bool,
+}
+
+/// A component compiled on the VM against the installed torch (the Dockerfile's `build`
+/// stage).
+#[derive(Clone, Debug, Serialize)]
+pub struct Compiled {
+    /// `deepspeed`.
+    pub name: String,
+    /// `0.19.8`.
+    pub version: String,
+    /// The wheel it builds: `/opt/gpustack/wheels/deepspeed-0.19.8-*.whl`.
+    pub wheel_glob: String,
+    /// sha256 of its source distribution, when the lock knows it.
+    pub sha256: Option<String>,
+    /// The requirement file that pins the source distribution by that hash.
+    pub sdist_file: String,
+}
+
+/// A Python layer: its requirement lines and what is compiled on the VM.
+#[derive(Clone, Debug, Serialize)]
+pub struct PyLayer {
+    /// `framework`, `inference`, `training`.
+    pub name: String,
+    /// `/opt/gpustack/requirements-framework.lock`.
+    pub file: String,
+    /// Requirement lines.
+    pub requirements: Vec<Requirement>,
+    /// Indexes besides PyPI, highest priority first (the torch variant's, an extra's own).
+    pub indexes: Vec<String>,
+    /// What is installed before compiling (the layer without its compiled components),
+    /// when something is compiled.
+    pub prebuild: Vec<Requirement>,
+    /// Its requirement file: `/opt/gpustack/requirements-framework-build.lock`.
+    pub prebuild_file: String,
+    /// Compiled against the installed torch before the install.
+    pub compiled: Vec<Compiled>,
+    /// Its closure hash.
+    pub hash: String,
+}
+
+/// nccl-tests.
+#[derive(Clone, Debug, Serialize)]
+pub struct NcclTests {
+    /// The source build (args with MPI when the lock has Open MPI).
+    pub build: SourceBuild,
+    /// `make` arguments without MPI.
+    pub args_single: Vec<String>,
+    /// Whether the MPI build is possible (Open MPI in the fabric stack).
+    pub mpi: bool,
+}
+
+/// The Packer plan. LOAD-BEARING: `generators/packer/*.j2` print these fields.
+#[derive(Clone, Debug, Serialize)]
+pub struct PackerPlan {
+    /// Shared values.
+    pub common: Common,
+    /// `ubuntu22.04`.
+    pub os: String,
+    /// `apt` or `dnf`.
+    pub pkg: String,
+    /// NVIDIA's repository name for the OS: `ubuntu2204`, `rhel9`.
+    pub repo: String,
+    /// Clouds, in `[packer].clouds` order: `aws`, `gcp`, `azure`, `qemu`.
+    pub clouds: Vec<String>,
+    /// `source.amazon-ebs.gpu`, ….
+    pub sources: Vec<String>,
+    /// Variables, grouped.
+    pub groups: Vec<VarGroup>,
+    /// Values of `example.pkrvars.hcl`.
+    pub examples: Vec<Example>,
+    /// Plugins for Packer ≥ 1.7.
+    pub plugins: Vec<Plugin>,
+    /// Shell provisioners, in order.
+    pub provisioners: Vec<Provisioner>,
+    /// `host` (or `base` when the lock has no host layer).
+    pub name_layer: String,
+    /// Its full closure hash.
+    pub name_hash: String,
+    /// Its first 12 hex digits.
+    pub name_tag: String,
+    /// Optional layers the image may hold.
+    pub layers: Vec<InstalledLayer>,
+    /// `cuda=12.8.1,driver=…`: the manifest's `versions`.
+    pub versions_line: String,
+    /// `execute_command` of every shell provisioner.
+    pub execute_command: String,
+    /// qemu build user.
+    pub qemu_user: String,
+    /// The qemu `-smbios` argument pointing cloud-init at Packer's HTTP server.
+    pub qemu_smbios: String,
+    /// Longest `image_name`.
+    pub image_name_max: usize,
+    /// Driver.
+    pub driver: Driver,
+    /// CUDA toolkit.
+    pub cuda: Option<Cuda>,
+    /// cuDNN.
+    pub cudnn: Option<Pins>,
+    /// NCCL.
+    pub nccl: Option<Pins>,
+    /// DCGM.
+    pub dcgm: Option<Pins>,
+    /// Fabric Manager.
+    pub fabricmanager: Option<Pins>,
+    /// Container Toolkit.
+    pub toolkit: Option<Toolkit>,
+    /// What `base.sh` holds at the installed version (apt names, dnf specs).
+    pub held: Vec<String>,
+    /// DCGM Exporter.
+    pub exporter: Option<Exporter>,
+    /// uv.
+    pub uv: Option<Uv>,
+    /// Python.
+    pub python: Option<String>,
+    /// Python layers.
+    pub py: Vec<PyLayer>,
+    /// Build environment of compiled components (`DS_BUILD_FUSED_ADAM=1`).
+    pub build_env: Vec<(String, String)>,
+    /// The fabric stack (the Dockerfile's `fabric` stage).
+    pub fabric: Vec<SourceBuild>,
+    /// OS packages the fabric build needs.
+    pub fabric_build_deps: Vec<String>,
+    /// OS packages the fabric stack needs at run time.
+    pub fabric_runtime_deps: Vec<String>,
+    /// nccl-tests.
+    pub nccl_tests: Option<NcclTests>,
+    /// What is not verified (comments in build.pkr.hcl).
+    pub unverified: Vec<String>,
+}
+
+fn bad(msg: String, hint: &str) -> Error {
+    Diagnostic::new(Stage::Generate, msg).hint(hint).into()
+}
+
+/// Public, documented base images of an OS release (generic configuration, not facts of
+/// the stack): Canonical's AMI names and owner, GCP image families, Azure Marketplace
+/// images and cloud images. `None` for an OS gpustack knows none for (the variables are
+/// then required).
+struct OsImages {
+    aws_ami_name: &'static str,
+    aws_owner: &'static str,
+    aws_user: &'static str,
+    gcp_family: &'static str,
+    gcp_project: &'static str,
+    azure: [&'static str; 3],
+    qemu_url: &'static str,
+    qemu_checksum: &'static str,
+}
+
+fn os_images(os: &str) -> Option<OsImages> {
+    let ubuntu = |aws_ami_name, gcp_family, azure, qemu_url, qemu_checksum| OsImages {
+        aws_ami_name,
+        aws_owner: "099720109477",
+        aws_user: "ubuntu",
+        gcp_family,
+        gcp_project: "ubuntu-os-cloud",
+        azure,
+        qemu_url,
+        qemu_checksum,
+    };
+    match os {
+        "ubuntu20.04" => Some(ubuntu(
+            "ubuntu/images/hvm-ssd/ubuntu-focal-20.04-amd64-server-*",
+            "ubuntu-2004-lts",
+            ["Canonical", "0001-com-ubuntu-server-focal", "20_04-lts-gen2"],
+            "https://cloud-images.ubuntu.com/releases/20.04/release/ubuntu-20.04-server-cloudimg-amd64.img",
+            "file:https://cloud-images.ubuntu.com/releases/20.04/release/SHA256SUMS",
+        )),
+        "ubuntu22.04" => Some(ubuntu(
+            "ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-*",
+            "ubuntu-2204-lts",
+            ["Canonical", "0001-com-ubuntu-server-jammy", "22_04-lts-gen2"],
+            "https://cloud-images.ubuntu.com/releases/22.04/release/ubuntu-22.04-server-cloudimg-amd64.img",
+            "file:https://cloud-images.ubuntu.com/releases/22.04/release/SHA256SUMS",
+        )),
+        "ubuntu24.04" => Some(ubuntu(
+            "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-amd64-server-*",
+            "ubuntu-2404-lts-amd64",
+            ["Canonical", "ubuntu-24_04-lts", "server"],
+            "https://cloud-images.ubuntu.com/releases/24.04/release/ubuntu-24.04-server-cloudimg-amd64.img",
+            "file:https://cloud-images.ubuntu.com/releases/24.04/release/SHA256SUMS",
+        )),
+        _ => None,
+    }
+}
+
+/// NVIDIA's repository directory for an OS: `ubuntu2204`, `rhel9`.
+fn repo_name(os: &str) -> String {
+    if let Some(v) = os.strip_prefix("ubuntu") {
+        format!("ubuntu{}", v.replace('.', ""))
+    } else if let Some(v) = os.strip_prefix("rockylinux") {
+        format!("rhel{v}")
+    } else {
+        os.replace('.', "")
+    }
+}
+
+/// `name=ver` apt pins in dnf's `name-ver` form (an epoch dropped).
+fn dnf_from_apt(pins: &[String]) -> Vec<String> {
+    pins.iter()
+        .map(|p| match p.split_once('=') {
+            Some((n, v)) => format!("{n}-{}", v.split_once(':').map_or(v, |(_, r)| r)),
+            None => p.clone(),
+        })
+        .collect()
+}
+
+impl Pins {
+    /// Pins; apt holds package names, dnf's versionlock takes the pinned specs.
+    fn new(pins: Vec<String>, apt: bool, unverified: Vec<String>) -> Pins {
+        let names = pins
+            .iter()
+            .map(|p| {
+                if apt {
+                    p.split('=').next().unwrap_or(p).to_string()
+                } else {
+                    p.clone()
+                }
+            })
+            .collect();
+        Pins {
+            pins,
+            names,
+            unverified,
+        }
+    }
+}
+
+/// The variables of every source and of each cloud, grouped.
+struct Vars {
+    groups: Vec<VarGroup>,
+}
+
+impl Vars {
+    fn group(&mut self, title: &str) {
+        self.groups.push(VarGroup {
+            title: title.into(),
+            vars: Vec::new(),
+        });
+    }
+
+    fn add(&mut self, name: &str, kind: &str, default: Option<&str>, description: String) {
+        let g = self.groups.last_mut().expect("a group");
+        g.vars.push(Variable {
+            name: name.into(),
+            kind: kind.into(),
+            default: default.map(str::to_string),
+            description,
+        });
+    }
+
+    /// `example.pkrvars.hcl`: the driver flavour, the toggles at their defaults, and every
+    /// other required variable (an example value for account settings, `CHANGE-ME` where
+    /// the lock lacks a fact).
+    fn examples(&self) -> Vec<Example> {
+        let mut out = Vec::new();
+        for v in self.groups.iter().flat_map(|g| &g.vars) {
+            let (value, why) = match (v.name.as_str(), &v.default) {
+                ("driver_kernel_modules", _) => ("open", "driver"),
+                (_, Some(d)) if v.kind == "bool" => (d.as_str(), "toggle"),
+                (_, Some(_)) => continue,
+                ("aws_region", None) => ("us-east-1", "account"),
+                ("gcp_project_id", None) => ("my-project", "account"),
+                ("gcp_zone", None) => ("us-central1-a", "account"),
+                ("azure_subscription_id", None) => {
+                    ("00000000-0000-0000-0000-000000000000", "account")
+                }
+                ("azure_resource_group", None) => ("images", "account"),
+                ("azure_location", None) => ("eastus", "account"),
+                (_, None) => ("CHANGE-ME", "required"),
+            };
+            out.push(Example {
+                name: v.name.clone(),
+                kind: v.kind.clone(),
+                value: value.into(),
+                why: why.into(),
+            });
+        }
+        out
+    }
+}
+
+/// What the variables need to know about the lock.
+struct VarCtx<'a> {
+    lock: &'a Lock,
+    common: &'a Common,
+    os: &'a str,
+    images: Option<OsImages>,
+    gpu: String,
+    inference: bool,
+    training: bool,
+    fabric: bool,
+}
+
+impl VarCtx<'_> {
+    fn image_prefix(&self) -> String {
+        let stack = &self.common.stack;
+        let mut p = if stack.starts_with(|c: char| c.is_ascii_digit()) {
+            format!("gpustack-{stack}")
+        } else {
+            stack.clone()
+        };
+        p.truncate(IMAGE_NAME_MAX);
+        p.trim_end_matches('-').to_string()
+    }
+
+    /// An instance type from the lock's `instance` fact, or a required variable.
+    fn instance(&self, v: &mut Vars, cloud: Cloud, name: &str, what: &str) {
+        let fact = self.lock.fact("instance", cloud.name());
+        match fact.and_then(|f| f.get("instance-type")).zip(fact) {
+            Some((t, f)) => v.add(
+                name,
+                "string",
+                Some(t),
+                format!(
+                    "{what} of the build VM; from the lock: {} ({}).",
+                    f.because.first().map_or("", String::as_str),
+                    f.source
+                ),
+            ),
+            None => v.add(
+                name,
+                "string",
+                None,
+                format!(
+                    "Required: the lock has no {} {} for {} (the catalog lists none with a sourced type name).",
+                    cloud.name(),
+                    what.to_lowercase(),
+                    self.gpu
+                ),
+            ),
+        }
+    }
+
+    /// A public image setting, or a required variable where gpustack knows none.
+    fn image(&self, v: &mut Vars, name: &str, value: Option<&str>, description: String) {
+        match value {
+            Some(x) => v.add(name, "string", Some(x), description),
+            None => v.add(
+                name,
+                "string",
+                None,
+                format!(
+                    "Required: gpustack knows no public image for {}; set the {} of one of that OS release.",
+                    self.os,
+                    name.replace('_', " ")
+                ),
+            ),
+        }
+    }
+
+    fn vars(&self, clouds: &[Cloud]) -> Vars {
+        let mut v = Vars { groups: Vec::new() };
+        v.group("every");
+        v.add(
+            "image_name",
+            "string",
+            Some(&self.image_prefix()),
+            format!(
+                "Prefix of the image name; the first 12 hex digits of the lock's host layer hash and 8 of the installed layers' hash are appended. At most {IMAGE_NAME_MAX} characters."
+            ),
+        );
+        v.add(
+            "driver_kernel_modules",
+            "string",
+            None,
+            format!(
+                "Kernel modules of the NVIDIA driver {}: \"open\" or \"proprietary\". Required: the lock does not record which flavour the locked GPUs need (NVIDIA's open modules support Turing and newer and are the only ones for Blackwell; Volta and older need the proprietary ones).",
+                self.lock.hardware.driver
+            ),
+        );
+        v.add(
+            "disk_size_gb",
+            "number",
+            Some(&DISK_SIZE_GB.to_string()),
+            "Size of the image's root disk, GiB.".into(),
+        );
+        v.add(
+            "max_jobs",
+            "number",
+            Some("8"),
+            "Parallel compile jobs for what is built on the VM (fabric stack, compiled Python packages, nccl-tests).".into(),
+        );
+        v.add(
+            "hugepages",
+            "number",
+            Some("0"),
+            "2 MiB hugepages reserved at boot (vm.nr_hugepages); 0 reserves none.".into(),
+        );
+        if self.inference {
+            v.add(
+                "enable_inference",
+                "bool",
+                Some("true"),
+                "Install the inference layer (scripts/inference.sh).".into(),
+            );
+        }
+        if self.training {
+            v.add(
+                "enable_training",
+                "bool",
+                Some("true"),
+                "Install the training layer (scripts/training.sh).".into(),
+            );
+        }
+        if self.fabric {
+            v.add(
+                "enable_multinode",
+                "bool",
+                Some(if self.common.nodes > 1 { "true" } else { "false" }),
+                format!(
+                    "Install the {} fabric stack and build nccl-tests with MPI (scripts/multinode.sh); the default follows [cluster].nodes ({}).",
+                    self.common.fabric, self.common.nodes
+                ),
+            );
+        }
+        let i = self.images.as_ref();
+        let os = self.os;
+        for c in clouds {
+            match c {
+                Cloud::Aws => {
+                    v.group("aws");
+                    v.add(
+                        "aws_region",
+                        "string",
+                        None,
+                        "AWS region to build in.".into(),
+                    );
+                    self.instance(&mut v, *c, "aws_instance_type", "Instance type");
+                    self.image(&mut v, "aws_source_ami_name", i.map(|i| i.aws_ami_name), format!("Name filter of the source AMI: Canonical's {os} server images for amd64 (the lock records no CPU architecture; use the arm64 name on Grace systems)."));
+                    self.image(
+                        &mut v,
+                        "aws_source_ami_owner",
+                        i.map(|i| i.aws_owner),
+                        "Owner of the source AMI (Canonical).".into(),
+                    );
+                    self.image(
+                        &mut v,
+                        "aws_ssh_username",
+                        i.map(|i| i.aws_user),
+                        "SSH user of the source AMI.".into(),
+                    );
+                    v.add(
+                        "aws_volume_iops",
+                        "number",
+                        Some("3000"),
+                        "gp3 IOPS of the root volume (3000 is gp3's baseline).".into(),
+                    );
+                    v.add("aws_volume_throughput", "number", Some("125"), "gp3 throughput of the root volume, MiB/s (125 is gp3's baseline; Packer 1.6.6 requires it for gp3).".into());
+                }
+                Cloud::Gcp => {
+                    v.group("gcp");
+                    v.add(
+                        "gcp_project_id",
+                        "string",
+                        None,
+                        "GCP project to build in.".into(),
+                    );
+                    v.add(
+                        "gcp_zone",
+                        "string",
+                        None,
+                        "GCP zone to build in (one that offers the machine type).".into(),
+                    );
+                    self.instance(&mut v, *c, "gcp_machine_type", "Machine type");
+                    let fact = self.lock.fact("instance", "gcp");
+                    match fact.and_then(|f| f.get("accelerator-type")) {
+                        Some(a) => {
+                            v.add("gcp_accelerator_type", "string", Some(a), "Guest accelerator type attached to the build VM; from the lock's instance fact.".into());
+                            v.add("gcp_accelerator_count", "number", Some(fact.and_then(|f| f.get("gpus")).unwrap_or("1")), "Guest accelerators attached to the build VM; from the lock's instance fact.".into());
+                        }
+                        None => {
+                            v.add("gcp_accelerator_type", "string", Some(""), "Guest accelerator type (empty: none). The lock names none: accelerator-optimized machine types attach their GPUs themselves.".into());
+                            v.add("gcp_accelerator_count", "number", Some("0"), "Guest accelerators attached to the build VM (0 with no accelerator type).".into());
+                        }
+                    }
+                    let settings = self.lock.fact("cloud", "gcp");
+                    match settings.and_then(|f| f.get("on-host-maintenance")).zip(settings) {
+                        Some((m, f)) => v.add("gcp_on_host_maintenance", "string", Some(m), format!("Host maintenance policy of the build VM; from the lock: {}", f.source)),
+                        None => v.add("gcp_on_host_maintenance", "string", None, "Required: the lock has no GCP settings; VMs with GPUs cannot live-migrate (normally TERMINATE).".into()),
+                    }
+                    self.image(
+                        &mut v,
+                        "gcp_source_image_family",
+                        i.map(|i| i.gcp_family),
+                        format!("Source image family: Canonical's {os} images."),
+                    );
+                    self.image(
+                        &mut v,
+                        "gcp_source_image_project",
+                        i.map(|i| i.gcp_project),
+                        "Project of the source image family.".into(),
+                    );
+                }
+                Cloud::Azure => {
+                    v.group("azure");
+                    v.add(
+                        "azure_subscription_id",
+                        "string",
+                        None,
+                        "Azure subscription to build in (authentication: the Azure CLI's login)."
+                            .into(),
+                    );
+                    v.add(
+                        "azure_resource_group",
+                        "string",
+                        None,
+                        "Resource group of the managed image.".into(),
+                    );
+                    v.add(
+                        "azure_location",
+                        "string",
+                        None,
+                        "Azure region to build in.".into(),
+                    );
+                    self.instance(&mut v, *c, "azure_vm_size", "VM size");
+                    self.image(
+                        &mut v,
+                        "azure_image_publisher",
+                        i.map(|i| i.azure[0]),
+                        format!("Marketplace image of {os}: publisher."),
+                    );
+                    self.image(
+                        &mut v,
+                        "azure_image_offer",
+                        i.map(|i| i.azure[1]),
+                        "Marketplace image: offer.".into(),
+                    );
+                    self.image(
+                        &mut v,
+                        "azure_image_sku",
+                        i.map(|i| i.azure[2]),
+                        "Marketplace image: SKU (generation 2).".into(),
+                    );
+                }
+                Cloud::Qemu => {
+                    v.group("qemu");
+                    self.image(&mut v, "qemu_source_image_url", i.map(|i| i.qemu_url), format!("Cloud image (qcow2, with cloud-init) of {os} the build VM boots, amd64 (the lock records no CPU architecture)."));
+                    self.image(&mut v, "qemu_source_image_checksum", i.map(|i| i.qemu_checksum), "Checksum of the cloud image: `file:` and the release's SHA256SUMS (fetched when Packer runs), or `sha256:<hex>`.".into());
+                    v.add(
+                        "qemu_accelerator",
+                        "string",
+                        Some("kvm"),
+                        "QEMU accelerator: kvm, or tcg where the build host has no KVM.".into(),
+                    );
+                    v.add(
+                        "qemu_memory_mb",
+                        "number",
+                        Some("8192"),
+                        "Memory of the build VM, MiB.".into(),
+                    );
+                    v.add(
+                        "qemu_cpus",
+                        "number",
+                        Some("4"),
+                        "CPUs of the build VM.".into(),
+                    );
+                }
+            }
+        }
+        v
+    }
+}
+
+/// The driver packages: NVIDIA's CUDA repository names for a branch at the exact version
+/// (apt), or the branch's module streams (dnf; the script checks the version).
+fn driver(lock: &Lock, apt: bool, repo: &str) -> Driver {
+    let drv = lock.hardware.driver.to_string();
+    let branch = lock.hardware.driver.major().to_string();
+    let (open, proprietary, note) = if apt {
+        (
+            vec![format!("nvidia-open-{branch}={drv}-1")],
+            vec![format!("cuda-drivers-{branch}={drv}-1")],
+            format!("`cuda-drivers-{branch}` / `nvidia-open-{branch}` at `{drv}-1`: NVIDIA's CUDA repository naming for a driver branch; the lock does not record the package version string. apt fails if it does not exist."),
+        )
+    } else {
+        (
+            vec![format!("nvidia-driver:{branch}-open")],
+            vec![format!("nvidia-driver:{branch}-dkms")],
+            format!("the `nvidia-driver:{branch}-open` / `nvidia-driver:{branch}-dkms` module streams of NVIDIA's {repo} repository pin the branch only; the script checks the exact version afterwards."),
+        )
+    };
+    Driver {
+        version: drv,
+        branch,
+        open,
+        proprietary,
+        installed: lock.hardware.driver_installed,
+        unverified: vec![note],
+    }
+}
+
+/// The CUDA toolkit meta-package at `<release>-1`, and the forward compatibility package
+/// any component needs.
+fn cuda(lock: &Lock, apt: bool) -> Option<Cuda> {
+    let c = lock.component(Component::Cuda)?;
+    let mm = format!("{}.{}", c.version.major(), c.version.minor());
+    let name = format!("cuda-toolkit-{}", mm.replace('.', "-"));
+    let pin = if apt {
+        format!("{name}={}-1", c.version)
+    } else {
+        format!("{name}-{}-1", c.version)
+    };
+    let mut compat: Vec<String> = lock
+        .components
+        .iter()
+        .filter(|x| x.get("compat") == Some("forward"))
+        .filter_map(|x| x.get("compat-package").map(str::to_string))
+        .collect();
+    compat.sort();
+    compat.dedup();
+    let note = format!(
+        "`{name}` at `{}-1`: the `<release>-1` version of NVIDIA's meta-packages (the nvidia/cuda images pin `cuda-libraries-X-Y=<release>-1` the same way).",
+        c.version
+    );
+    Some(Cuda {
+        version: c.version.to_string(),
+        home: format!("/usr/local/cuda-{mm}"),
+        mm,
+        pins: Pins::new(vec![pin], apt, vec![note]),
+        compat,
+    })
+}
+
+/// cuDNN runtime and development packages (catalog/env.toml notes on their naming).
+fn cudnn(lock: &Lock, cuda: Option<&Cuda>, apt: bool) -> Option<Pins> {
+    let d = lock.component(Component::Cudnn)?;
+    let c = cuda?;
+    let cm = c.mm.split('.').next().unwrap_or_default();
+    let v = d.version.to_string();
+    let major = d.version.major();
+    let dev = if apt { "dev" } else { "devel" };
+    let (rt, dv, ver) = if major >= 9 {
+        (
+            format!("libcudnn{major}-cuda-{cm}"),
+            format!("libcudnn{major}-{dev}-cuda-{cm}"),
+            format!("{v}-1"),
+        )
+    } else {
+        let suffix = if apt { "+cuda" } else { ".cuda" };
+        (
+            format!("libcudnn{major}"),
+            format!("libcudnn{major}-{dev}"),
+            format!("{v}-1{suffix}{}", c.mm),
+        )
+    };
+    let sep = if apt { "=" } else { "-" };
+    let mut notes = vec![format!(
+        "cuDNN {v} as `{rt}{sep}{ver}`: NVIDIA's package naming (catalog/env.toml notes); the lock does not record the package version string."
+    )];
+    if major < 9 {
+        notes.push(format!(
+            "cuDNN {major} packages carry the CUDA release they were built for, which need not be {}.",
+            c.mm
+        ));
+    }
+    Some(Pins::new(
+        vec![format!("{rt}{sep}{ver}"), format!("{dv}{sep}{ver}")],
+        apt,
+        notes,
+    ))
+}
+
+/// NCCL: the container plan's packages.
+fn nccl(dp: &DockerPlan, cuda: Option<&Cuda>, apt: bool) -> Option<Pins> {
+    let (r, d) = (dp.nccl_runtime.as_ref()?, dp.nccl_dev.as_ref()?);
+    let note = format!(
+        "NCCL as `{r}`: NVIDIA does not build every NCCL release for every CUDA minor ({}), and the lock does not record which exist.",
+        cuda.map_or("", |c| c.mm.as_str())
+    );
+    Some(Pins::new(vec![r.clone(), d.clone()], apt, vec![note]))
+}
+
+/// A host package's pins: the lock's apt or dnf list; on dnf with apt pins only, the same
+/// versions in RPM form (marked unverified).
+fn host_pins(lock: &Lock, name: &str, apt: bool) -> Option<Pins> {
+    let p = lock.package(name)?;
+    let mut notes = Vec::new();
+    let pins = if apt {
+        p.list("apt").to_vec()
+    } else if !p.list("dnf").is_empty() {
+        p.list("dnf").to_vec()
+    } else {
+        notes.push(format!(
+            "{name} {}: the lock has apt pins only; these dnf pins are the same versions in RPM's `name-version-release` form.",
+            p.version
+        ));
+        dnf_from_apt(p.list("apt"))
+    };
+    (!pins.is_empty()).then(|| Pins::new(pins, apt, notes))
+}
+
+/// The Container Toolkit, and the minimum safe version its selection respected (the
+/// lock's `because` line names it).
+fn toolkit(lock: &Lock, apt: bool) -> Option<Toolkit> {
+    let p = lock.package("nvidia-container-toolkit")?;
+    let floor = p.because.iter().find_map(|b| {
+        b.strip_prefix("not below ")
+            .and_then(|r| r.split_once(", the catalog's minimum safe version"))
+            .map(|(v, _)| v.to_string())
+    });
+    Some(Toolkit {
+        version: p.version.clone(),
+        pins: host_pins(lock, "nvidia-container-toolkit", apt)?,
+        floor,
+    })
+}
+
+/// The Python layers of the container plan, with what each compiles on the VM.
+fn py_layers(lock: &Lock, dp: &DockerPlan) -> Vec<PyLayer> {
+    dp.stages
+        .iter()
+        .map(|s| {
+            let compiled: Vec<Compiled> = s
+                .requirements
+                .iter()
+                .filter(|r| r.compiled)
+                .map(|r| Compiled {
+                    name: r.name.clone(),
+                    version: r.version.clone(),
+                    wheel_glob: format!(
+                        "/opt/gpustack/wheels/{}-{}-*.whl",
+                        r.name.replace('-', "_"),
+                        r.version
+                    ),
+                    sha256: r.sha256.clone(),
+                    sdist_file: format!("/opt/gpustack/requirements-{}-sdist.lock", r.name),
+                })
+                .collect();
+            PyLayer {
+                name: s.name.clone(),
+                file: format!("/opt/gpustack/{}", s.requirements_file),
+                requirements: s.requirements.clone(),
+                indexes: s.indexes.clone(),
+                prebuild: if compiled.is_empty() {
+                    Vec::new()
+                } else {
+                    s.requirements
+                        .iter()
+                        .filter(|r| !r.compiled)
+                        .cloned()
+                        .collect()
+                },
+                prebuild_file: format!("/opt/gpustack/requirements-{}-build.lock", s.name),
+                compiled,
+                hash: Layer::from_name(&s.name)
+                    .and_then(|l| lock.layer(l))
+                    .map(|l| l.hash.clone())
+                    .unwrap_or_default(),
+            }
+        })
+        .collect()
+}
+
+fn env(name: &str, var: &str) -> ScriptEnv {
+    ScriptEnv {
+        name: name.into(),
+        var: var.into(),
+    }
+}
+
+fn provisioner(
+    script: &str,
+    title: &str,
+    toggle: Option<&str>,
+    env: Vec<ScriptEnv>,
+) -> Provisioner {
+    Provisioner {
+        script: format!("scripts/{script}.sh"),
+        title: title.into(),
+        toggle: toggle.map(str::to_string),
+        env,
+    }
+}
+
+impl PackerPlan {
+    /// Plans the VM images from the lock.
+    pub fn new(lock: &Lock, common: &Common) -> Result<PackerPlan, Error> {
+        let dp = DockerPlan::new(lock, common)?;
+        let os = lock
+            .package("cuda-image")
+            .and_then(|p| p.get("os"))
+            .ok_or_else(|| {
+                bad(
+                    "the lock names no OS release (no `cuda-image` package)".into(),
+                    "re-lock with `gpustack lock`",
+                )
+            })?
+            .to_string();
+        let apt = dp.pkg == "apt";
+        let repo = repo_name(&os);
+        let clouds: Vec<Cloud> = lock
+            .request
+            .deploy
+            .packer
+            .as_ref()
+            .map_or_else(|| vec![Cloud::Qemu], |p| p.clouds.clone());
+        let has = |l: Layer| dp.stages.iter().any(|s| s.name == l.name());
+        let fabric = !dp.fabric.is_empty();
+
+        let vars = VarCtx {
+            lock,
+            common,
+            os: &os,
+            images: os_images(&os),
+            gpu: lock
+                .hardware
+                .gpus
+                .first()
+                .map_or_else(|| "the GPU".to_string(), |g| g.id.clone()),
+            inference: has(Layer::Inference),
+            training: has(Layer::Training),
+            fabric,
+        }
+        .vars(&clouds);
+        let examples = vars.examples();
+
+        let plugins = clouds
+            .iter()
+            .map(|c| {
+                let name = match c {
+                    Cloud::Aws => "amazon",
+                    Cloud::Gcp => "googlecompute",
+                    Cloud::Azure => "azure",
+                    Cloud::Qemu => "qemu",
+                };
+                Plugin {
+                    name: name.into(),
+                    source: format!("github.com/hashicorp/{name}"),
+                    version: ">= 1.0.0".into(),
+                }
+            })
+            .collect();
+        let sources = clouds
+            .iter()
+            .map(|c| {
+                match c {
+                    Cloud::Aws => "source.amazon-ebs.gpu",
+                    Cloud::Gcp => "source.googlecompute.gpu",
+                    Cloud::Azure => "source.azure-arm.gpu",
+                    Cloud::Qemu => "source.qemu.gpu",
+                }
+                .to_string()
+            })
+            .collect();
+
+        // Packages of base.sh.
+        let cuda = cuda(lock, apt);
+        let cudnn = cudnn(lock, cuda.as_ref(), apt);
+        let nccl = nccl(&dp, cuda.as_ref(), apt);
+        let dcgm = host_pins(lock, "dcgm", apt);
+        let fabricmanager = host_pins(lock, "nvidia-fabricmanager", apt);
+        let toolkit = toolkit(lock, apt);
+        let held = [
+            cuda.as_ref().map(|c| &c.pins),
+            cudnn.as_ref(),
+            nccl.as_ref(),
+            dcgm.as_ref(),
+            fabricmanager.as_ref(),
+            toolkit.as_ref().map(|t| &t.pins),
+        ]
+        .into_iter()
+        .flatten()
+        .flat_map(|p| p.names.iter().cloned())
+        .collect();
+
+        let mut unverified = Vec::new();
+        let exporter = lock.package("dcgm-exporter").and_then(|p| {
+            let image = format!("{}:{}-ubuntu22.04", p.get("image")?, p.version);
+            unverified.push(format!(
+                "DCGM Exporter image `{image}`: NVIDIA's tag scheme (`<dcgm>-<exporter>-<os>`); the lock records no digest, so it is pinned by tag only."
+            ));
+            Some(Exporter {
+                image,
+                version: p.version.clone(),
+                source: p.source.clone(),
+            })
+        });
+        let uv = lock
+            .package("uv")
+            .zip(dp.uv_image.as_ref())
+            .map(|(p, image)| Uv {
+                image: image.clone(),
+                version: p.version.clone(),
+                pinned: image.contains('@'),
+            });
+        let py = py_layers(lock, &dp);
+        if py.iter().any(|p| p.name == "framework") && uv.is_none() {
+            return Err(bad(
+                "the lock has a Python but no `uv` image to install it with".into(),
+                "re-lock with `gpustack lock`",
+            ));
+        }
+        let nccl_tests = dp.nccl_tests.clone().map(|b| NcclTests {
+            mpi: b.args.iter().any(|a| a == "MPI=1"),
+            args_single: b
+                .args
+                .iter()
+                .filter(|a| *a != "MPI=1" && !a.starts_with("MPI_HOME="))
+                .cloned()
+                .collect(),
+            build: b,
+        });
+
+        // The image name: the host layer (or base), then the optional layers installed.
+        let named = lock
+            .layer(Layer::Host)
+            .or_else(|| lock.layer(Layer::Base))
+            .ok_or_else(|| {
+                bad(
+                    "the lock has no layers".into(),
+                    "re-lock with `gpustack lock`",
+                )
+            })?;
+        let mut layers: Vec<InstalledLayer> = py
+            .iter()
+            .map(|p| InstalledLayer {
+                name: p.name.clone(),
+                hash: p.hash.clone(),
+                toggle: (p.name != "framework").then(|| format!("enable_{}", p.name)),
+            })
+            .collect();
+        if fabric {
+            layers.push(InstalledLayer {
+                name: "multinode".into(),
+                hash: lock
+                    .layer(Layer::Base)
+                    .map(|l| l.hash.clone())
+                    .unwrap_or_default(),
+                toggle: Some("enable_multinode".into()),
+            });
+        }
+        if let (Some(_), Some(l)) = (&nccl_tests, lock.layer(Layer::Validate)) {
+            layers.push(InstalledLayer {
+                name: "validate".into(),
+                hash: l.hash.clone(),
+                toggle: None,
+            });
+        }
+
+        // Provisioners, in order: base, tuning, monitoring, framework, then the toggled
+        // layers (the fabric first: training and nccl-tests use it), then nccl-tests.
+        let jobs = || env("GPUSTACK_MAX_JOBS", "max_jobs");
+        let mut provisioners = vec![
+            provisioner(
+                "base",
+                "driver, CUDA, cuDNN, NCCL, DCGM, Fabric Manager, Container Toolkit",
+                None,
+                vec![env(
+                    "GPUSTACK_DRIVER_KERNEL_MODULES",
+                    "driver_kernel_modules",
+                )],
+            ),
+            provisioner(
+                "performance",
+                "host tuning",
+                None,
+                vec![env("GPUSTACK_HUGEPAGES", "hugepages")],
+            ),
+        ];
+        if exporter.is_some() {
+            provisioners.push(provisioner(
+                "monitoring",
+                "DCGM Exporter service",
+                None,
+                vec![],
+            ));
+        }
+        if let Some(fw) = py.iter().find(|p| p.name == "framework") {
+            let env = if fw.compiled.is_empty() {
+                vec![]
+            } else {
+                vec![jobs()]
+            };
+            provisioners.push(provisioner("framework", "uv, Python, torch", None, env));
+        }
+        if fabric {
+            let title = format!("{} fabric stack", common.fabric);
+            provisioners.push(provisioner(
+                "multinode",
+                &title,
+                Some("enable_multinode"),
+                vec![jobs()],
+            ));
+        }
+        if has(Layer::Inference) {
+            provisioners.push(provisioner(
+                "inference",
+                "inference layer",
+                Some("enable_inference"),
+                vec![jobs()],
+            ));
+        }
+        if has(Layer::Training) {
+            provisioners.push(provisioner(
+                "training",
+                "training layer",
+                Some("enable_training"),
+                vec![jobs()],
+            ));
+        }
+        if nccl_tests.is_some() {
+            let mut env = vec![jobs()];
+            if fabric {
+                env.push(ScriptEnv {
+                    name: "GPUSTACK_MULTINODE".into(),
+                    var: "enable_multinode".into(),
+                });
+            }
+            provisioners.push(provisioner("validate", "nccl-tests", None, env));
+        }
+
+        // What is not verified, besides the notes next to each pin in the scripts.
+        unverified.extend(
+            dp.unverified
+                .iter()
+                .filter(|u| {
+                    !u.starts_with("nvidia/cuda base images")
+                        && !u.starts_with("NCCL ")
+                        && !u.starts_with("no validate stage")
+                })
+                .cloned(),
+        );
+        if let Some(u) = uv.as_ref().filter(|u| !u.pinned) {
+            unverified.push(format!("uv {}: image pinned by tag only", u.version));
+        }
+        unverified.push("NVIDIA's repository keyrings and the OS packages outside the stack (Docker, compilers, NUMA tools) come from the repositories over TLS, unpinned".into());
+
+        let driver = driver(lock, apt, &repo);
+        Ok(PackerPlan {
+            common: common.clone(),
+            pkg: dp.pkg.clone(),
+            repo,
+            os,
+            clouds: clouds.iter().map(|c| c.name().to_string()).collect(),
+            sources,
+            groups: vars.groups,
+            examples,
+            plugins,
+            provisioners,
+            name_layer: named.layer.name().to_string(),
+            name_tag: named
+                .hash
+                .trim_start_matches("sha256:")
+                .chars()
+                .take(12)
+                .collect(),
+            name_hash: named.hash.clone(),
+            layers,
+            versions_line: common
+                .versions
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(","),
+            execute_command: "sudo -n env {{ .Vars }} bash '{{ .Path }}'".into(),
+            qemu_user: QEMU_USER.into(),
+            qemu_smbios: "type=1,serial=ds=nocloud-net;s=http://{{ .HTTPIP }}:{{ .HTTPPort }}/"
+                .into(),
+            image_name_max: IMAGE_NAME_MAX,
+            driver,
+            cuda,
+            cudnn,
+            nccl,
+            dcgm,
+            fabricmanager,
+            toolkit,
+            held,
+            exporter,
+            uv,
+            python: dp.python.clone(),
+            py,
+            build_env: dp.build_env.clone(),
+            fabric: dp.fabric.clone(),
+            fabric_build_deps: dp.fabric_build_deps.clone(),
+            fabric_runtime_deps: dp.fabric_runtime_deps.clone(),
+            nccl_tests,
+            unverified,
+        })
+    }
+}
+
+/// `out/packer/`: the HCL templates, the example variables, the provisioning scripts and
+/// the qemu cloud-init seed.
+pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> {
+    let plan = PackerPlan::new(lock, common)?;
+    #[derive(Serialize)]
+    struct Top<'a> {
+        plan: &'a PackerPlan,
+    }
+    let top = Top { plan: &plan };
+    let t = |name: &str| crate::render::render(&format!("packer/{name}.j2"), &top);
+    let mut files = vec![
+        RenderedFile::new("build.pkr.hcl", t("build.pkr.hcl")?),
+        RenderedFile::new("variables.pkr.hcl", t("variables.pkr.hcl")?),
+        RenderedFile::new("plugins.pkr.hcl", t("plugins.pkr.hcl")?),
+        RenderedFile::new("example.pkrvars.hcl", t("example.pkrvars.hcl")?),
+    ];
+    if plan.clouds.iter().any(|c| c == "qemu") {
+        files.push(RenderedFile::new(
+            "cloud-init/user-data",
+            t("cloud-init/user-data")?,
+        ));
+        files.push(RenderedFile::new(
+            "cloud-init/meta-data",
+            t("cloud-init/meta-data")?,
+        ));
+        files.push(RenderedFile::new(
+            "scripts/qemu-cleanup.sh",
+            t("scripts/qemu-cleanup.sh")?,
+        ));
+    }
+    for p in &plan.provisioners {
+        files.push(RenderedFile::new(p.script.clone(), t(&p.script)?));
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(files)
 }
