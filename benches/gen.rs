@@ -77,10 +77,11 @@ fn main() {
             .map(|_| {
                 let t = Instant::now();
                 let lock = gpustack::Lock::parse("l", &text).unwrap();
-                files = 0;
-                for tg in &targets {
-                    files += gpustack::plan::generate(&lock, *tg).unwrap().len();
-                }
+                files = gpustack::plan::generate_many(&lock, &targets)
+                    .unwrap()
+                    .iter()
+                    .map(|(_, f)| f.len())
+                    .sum();
                 t.elapsed()
             })
             .collect();

@@ -268,10 +268,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
             )?;
             let lock = Lock::parse(&shown, &text)?;
             // Render everything first: a failure writes nothing.
-            let mut rendered = Vec::new();
-            for t in &chosen {
-                rendered.push((*t, gpustack::plan::generate(&lock, *t)?));
-            }
+            let rendered = gpustack::plan::generate_many(&lock, &chosen)?;
             let mut stale = Vec::new();
             for (t, files) in &rendered {
                 let dir = out.join(t.name());

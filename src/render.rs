@@ -116,10 +116,8 @@ fn environment() -> Environment<'static> {
     env.set_lstrip_blocks(true);
     env.set_keep_trailing_newline(true);
     env.set_undefined_behavior(UndefinedBehavior::Strict);
-    for (name, src) in TEMPLATES {
-        env.add_template(name, src)
-            .unwrap_or_else(|e| panic!("template {name} does not parse: {e}"));
-    }
+    // Templates compile on first use: `gen docker` does not pay for the Packer templates.
+    env.set_loader(|name| Ok(template_source(name).map(str::to_string)));
     env.add_filter("sh", |v: Value| text(&v).map(|s| sh_quote(&s)));
     env.add_filter("json", |v: Value| text(&v).map(|s| json_quote(&s)));
     env.add_filter("hcl", |v: Value| text(&v).map(|s| hcl_quote(&s)));

@@ -69,7 +69,23 @@ impl Target {
 
 /// Renders every file of `target` from `lock`.
 pub fn generate(lock: &Lock, target: Target) -> Result<Vec<RenderedFile>, Error> {
+    generate_with(lock, &Common::new(lock)?, target)
+}
+
+/// Renders several targets, deriving the shared values once.
+pub fn generate_many(
+    lock: &Lock,
+    targets: &[Target],
+) -> Result<Vec<(Target, Vec<RenderedFile>)>, Error> {
     let common = Common::new(lock)?;
+    targets
+        .iter()
+        .map(|t| Ok((*t, generate_with(lock, &common, *t)?)))
+        .collect()
+}
+
+fn generate_with(lock: &Lock, common: &Common, target: Target) -> Result<Vec<RenderedFile>, Error> {
+    let common = common.clone();
     match target {
         Target::Docker => docker::render(lock, &common),
         Target::Apptainer => docker::render_apptainer(lock, &common),
