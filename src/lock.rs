@@ -137,24 +137,6 @@ pub struct LockedComponent {
     pub because: Vec<String>,
 }
 
-impl LockedComponent {
-    /// A string field.
-    pub fn get(&self, key: &str) -> Option<&str> {
-        match self.fields.get(key) {
-            Some(Field::Str(s)) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// A list field.
-    pub fn list(&self, key: &str) -> &[String] {
-        match self.fields.get(key) {
-            Some(Field::List(v)) => v,
-            _ => &[],
-        }
-    }
-}
-
 /// A package the generators install (the `nvidia/cuda` base image, the fabric stack,
 /// nccl-tests, host packages), chosen by [`crate::select`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -213,6 +195,7 @@ macro_rules! field_access {
         }
     };
 }
+field_access!(LockedComponent);
 field_access!(LockedPackage);
 field_access!(LockedFact);
 
@@ -554,19 +537,7 @@ impl Lock {
             kv(&mut o, "requested", &c.requested);
             kv(&mut o, "source", &c.source);
             kv(&mut o, "catalog", &c.catalog);
-            for (k, v) in &c.fields {
-                match v {
-                    Field::Str(s) => kv(&mut o, k, s),
-                    Field::List(l) => list(&mut o, k, l),
-                }
-            }
-            if !c.because.is_empty() {
-                o.push_str("because = [\n");
-                for b in &c.because {
-                    let _ = writeln!(o, "    {},", quote(b));
-                }
-                o.push_str("]\n");
-            }
+            write_fields(&mut o, &c.fields, &c.because);
         }
         for p in &self.packages {
             o.push_str("\n[[package]]\n");
@@ -813,31 +784,11 @@ fn layers(
         }
         for c in &members {
             h.update(format!("{}={}\n", c.name.name(), c.version).as_bytes());
-            for (k, v) in c
-                .fields
-                .iter()
-                .filter(|(k, _)| PINNED_FIELDS.contains(&k.as_str()))
-            {
-                let v = match v {
-                    Field::Str(s) => s.clone(),
-                    Field::List(l) => l.join(","),
-                };
-                h.update(format!("  {k}={v}\n").as_bytes());
-            }
+            hash_pinned(&mut h, &c.fields, PINNED_FIELDS);
         }
         for p in &packages {
             h.update(format!("package {}={}\n", p.name, p.version).as_bytes());
-            for (k, v) in p
-                .fields
-                .iter()
-                .filter(|(k, _)| PACKAGE_PINNED_FIELDS.contains(&k.as_str()))
-            {
-                let v = match v {
-                    Field::Str(s) => s.clone(),
-                    Field::List(l) => l.join(","),
-                };
-                h.update(format!("  {k}={v}\n").as_bytes());
-            }
+            hash_pinned(&mut h, &p.fields, PACKAGE_PINNED_FIELDS);
         }
         out.push(LockedLayer {
             layer: l,
@@ -869,6 +820,17 @@ const PINNED_FIELDS: &[&str] = &[
     "wheel",
     "wheel-index",
 ];
+
+/// Feeds the pinned fields of a member into a layer hash: `  key=value`, lists joined by `,`.
+fn hash_pinned(h: &mut Sha256, fields: &BTreeMap<String, Field>, pinned: &[&str]) {
+    for (k, v) in fields.iter().filter(|(k, _)| pinned.contains(&k.as_str())) {
+        let v = match v {
+            Field::Str(s) => s.clone(),
+            Field::List(l) => l.join(","),
+        };
+        h.update(format!("  {k}={v}\n").as_bytes());
+    }
+}
 
 /// Package fields that change what a layer installs.
 const PACKAGE_PINNED_FIELDS: &[&str] = &[
@@ -976,6 +938,7 @@ struct FactWireL {
 
 fn wire_fields(
     raw: BTreeMap<String, toml::Value>,
+    what: &str,
     bad: &dyn Fn(String) -> Error,
 ) -> Result<BTreeMap<String, Field>, Error> {
     let mut fields = BTreeMap::new();
@@ -993,7 +956,7 @@ fn wire_fields(
             ),
             _ => {
                 return Err(bad(format!(
-                    "field `{k}` must be a string or a list of strings"
+                    "{what} `{k}` must be a string or a list of strings"
                 )))
             }
         };
@@ -1170,27 +1133,7 @@ impl LockWire {
                 .ok_or_else(|| bad(format!("unknown component `{}`", c.name)))?;
             let layer = Layer::from_any_name(&c.layer)
                 .ok_or_else(|| bad(format!("unknown layer `{}`", c.layer)))?;
-            let mut fields = BTreeMap::new();
-            for (k, v) in c.fields {
-                let f = match v {
-                    toml::Value::String(s) => Field::Str(s),
-                    toml::Value::Array(a) => Field::List(
-                        a.into_iter()
-                            .map(|x| {
-                                x.as_str()
-                                    .map(str::to_string)
-                                    .ok_or_else(|| bad(format!("`{k}` must list strings")))
-                            })
-                            .collect::<Result<_, _>>()?,
-                    ),
-                    _ => {
-                        return Err(bad(format!(
-                            "component field `{k}` must be a string or a list of strings"
-                        )))
-                    }
-                };
-                fields.insert(k, f);
-            }
+            let fields = wire_fields(c.fields, "component field", &bad)?;
             comps.push(LockedComponent {
                 name,
                 version: ver(&c.version)?,
@@ -1212,7 +1155,7 @@ impl LockWire {
                 layer,
                 source: p.source,
                 catalog: p.catalog,
-                fields: wire_fields(p.fields, &bad)?,
+                fields: wire_fields(p.fields, "package field", &bad)?,
                 because: p.because,
             });
         }
@@ -1223,7 +1166,7 @@ impl LockWire {
                 key: f.key,
                 source: f.source,
                 catalog: f.catalog,
-                fields: wire_fields(f.fields, &bad)?,
+                fields: wire_fields(f.fields, "fact field", &bad)?,
                 because: f.because,
             });
         }

@@ -121,6 +121,7 @@ pub(crate) fn sorted_files(dir: &Path, ext: &str) -> Vec<PathBuf> {
 /// found on `PATH` or in `.venv-validate/bin` (where `tests/run.sh` installs the PyPI
 /// ones). Missing: with `CI=true` the test fails; otherwise it prints a loud skip notice
 /// and the caller skips that check.
+#[allow(clippy::print_stderr)] // the loud skip notice is the point
 pub(crate) fn validator(name: &str) -> Option<PathBuf> {
     let venv = root().join(".venv-validate/bin").join(name);
     if venv.is_file() {
