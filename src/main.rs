@@ -113,7 +113,8 @@ enum CatalogCommand {
     },
     /// Every entry of one family with its source
     Show {
-        /// driver, cuda, gpu, os, python, cudnn, nccl, torch, vllm, deepspeed or extra
+        /// driver, cuda, gpu, os, python, cudnn, nccl, torch, vllm, deepspeed, extra, image,
+        /// package, instance, bandwidth or env
         family: String,
         /// A catalog overlay directory (repeatable)
         #[arg(long = "catalog", value_name = "DIR")]

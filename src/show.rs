@@ -6,7 +6,7 @@ use gpustack::catalog::{Catalog, Gpu, Origin};
 use gpustack::lock::{Field, LockedComponent};
 use gpustack::Lock;
 
-pub(crate) const FAMILIES: [&str; 15] = [
+pub(crate) const FAMILIES: [&str; 16] = [
     "driver",
     "cuda",
     "gpu",
@@ -22,6 +22,7 @@ pub(crate) const FAMILIES: [&str; 15] = [
     "package",
     "instance",
     "bandwidth",
+    "env",
 ];
 
 fn newest<T>(items: &[T], f: impl Fn(&T) -> String) -> String {
@@ -133,6 +134,11 @@ pub(crate) fn list(c: &Catalog) -> String {
             "bandwidth",
             c.bandwidth.len(),
             "published nccl-tests bus bandwidth figures".to_string(),
+        ),
+        (
+            "env",
+            c.env.len(),
+            "NCCL and fabric environment variables per fabric".to_string(),
         ),
     ];
     for (name, n, detail) in rows {
@@ -362,6 +368,12 @@ pub(crate) fn family(c: &Catalog, fam: &str) -> Option<String> {
                     i.gpus.map(|n| format!(", {n} GPUs")).unwrap_or_default()
                 );
                 src(&mut o, &i.origin);
+            }
+        }
+        "env" => {
+            for e in &c.env {
+                let _ = writeln!(o, "{}: {}={}", e.fabric, e.name, e.value);
+                src(&mut o, &e.origin);
             }
         }
         "bandwidth" => {
