@@ -155,3 +155,33 @@ pub fn diff_dir(dir: &Path, files: &[OutFile<'_>]) -> Vec<String> {
     }
     out
 }
+
+/// Reads every regular file under `dir` into memory, keyed by its relative `/`-separated
+/// path, in sorted order: what `gpustack check` compares. A missing `dir` is an empty tree.
+/// Symbolic links are not followed.
+pub fn read_tree(dir: &Path) -> Result<std::collections::BTreeMap<String, Vec<u8>>, Diagnostic> {
+    let mut out = std::collections::BTreeMap::new();
+    if !dir.exists() {
+        return Ok(out);
+    }
+    for e in walkdir::WalkDir::new(dir).sort_by_file_name() {
+        let e = e.map_err(|e| {
+            Diagnostic::new(Stage::Io, format!("cannot read `{}`: {e}", dir.display()))
+        })?;
+        if !e.file_type().is_file() {
+            continue;
+        }
+        let Ok(rel) = e.path().strip_prefix(dir) else {
+            continue;
+        };
+        let rel = rel.to_string_lossy().replace('\\', "/");
+        let bytes = std::fs::read(e.path()).map_err(|err| {
+            Diagnostic::new(
+                Stage::Io,
+                format!("cannot read `{}`: {err}", e.path().display()),
+            )
+        })?;
+        out.insert(rel, bytes);
+    }
+    Ok(out)
+}

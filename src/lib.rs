@@ -40,6 +40,7 @@
 
 pub mod arch;
 pub mod catalog;
+pub mod check;
 pub mod deploy;
 pub mod emit;
 pub mod error;

@@ -199,6 +199,17 @@ field_access!(LockedComponent);
 field_access!(LockedPackage);
 field_access!(LockedFact);
 
+/// A digest the lock records that does not match its content (see [`Lock::verify`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mismatch {
+    /// What was recomputed: `spec-digest`, or a layer's hash.
+    pub what: String,
+    /// The value written in the lock.
+    pub recorded: String,
+    /// The value its content gives.
+    pub computed: String,
+}
+
 /// A layer and its closure hash.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LockedLayer {
@@ -573,6 +584,64 @@ impl Lock {
             kv(&mut o, "hash", &l.hash);
         }
         o
+    }
+
+    /// Recomputes the digests the lock records from the lock's own content: `spec-digest`
+    /// over `[request]`, and each layer's closure hash over its members. A lock written by
+    /// gpustack always verifies; a hand edit (a version bumped in place, a layer hash copied
+    /// from elsewhere) does not. Returns every mismatch, in file order.
+    ///
+    /// ```
+    /// # use gpustack::{Catalog, Lock};
+    /// let catalog = Catalog::stock()?;
+    /// let spec = "[stack]\nname = \"demo\"\n[hardware]\ngpus = [\"a100\"]\n[components]\ntorch = \"*\"\n";
+    /// let lock = gpustack::lock_spec(&catalog, "gpustack.toml", spec)?;
+    /// assert!(lock.verify().is_empty());
+    /// let edited = lock.to_toml().replacen(&lock.components[1].version.to_string(), "99.9", 1);
+    /// let edited = Lock::parse("gpustack.lock", &edited)?;
+    /// assert!(!edited.verify().is_empty());
+    /// # Ok::<(), gpustack::Error>(())
+    /// ```
+    pub fn verify(&self) -> Vec<Mismatch> {
+        let mut out = Vec::new();
+        let digest = spec_digest(&self.request);
+        if digest != self.spec_digest {
+            out.push(Mismatch {
+                what: "spec-digest".into(),
+                recorded: self.spec_digest.clone(),
+                computed: digest,
+            });
+        }
+        // v1 locks hashed no packages or facts; their layers are recomputed the same way,
+        // since both lists are empty there.
+        let computed = layers(
+            &self.hardware,
+            &self.request,
+            &self.components,
+            &self.packages,
+            &self.facts,
+        );
+        for l in &self.layers {
+            let now = computed.iter().find(|c| c.layer == l.layer);
+            let now_hash = now.map_or_else(|| "(no such layer)".to_string(), |c| c.hash.clone());
+            if now_hash != l.hash {
+                out.push(Mismatch {
+                    what: format!("layer `{}` hash", l.layer.name()),
+                    recorded: l.hash.clone(),
+                    computed: now_hash,
+                });
+            }
+        }
+        for c in &computed {
+            if !self.layers.iter().any(|l| l.layer == c.layer) {
+                out.push(Mismatch {
+                    what: format!("layer `{}`", c.layer.name()),
+                    recorded: "(missing)".into(),
+                    computed: c.hash.clone(),
+                });
+            }
+        }
+        out
     }
 
     /// Parses a lock. `file` is used in messages only.

@@ -65,6 +65,33 @@ enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// Check the lock, the generated files and a node against each other (for CI)
+    #[command(
+        after_help = "Examples:\n  gpustack check\n  gpustack check --format github      # annotations on the pull request\n  gpustack check --hardware node.toml # a node's `gpustack probe` output\n  gpustack check --format json --strict\n\nChecks: integrity (the lock's digests match its content), staleness (the spec and the\ncatalog still give this lock), drift (files under --out are what the lock renders),\nconsistency (driver, image tags and NCCL environment agree across targets), hardware\n(the node runs the locked stack), hygiene (unpinned artifacts, end-of-life driver,\nknown-unsafe versions; warnings).\n\nExit codes: 0 no errors, 1 errors found (or warnings, with --strict), 2 invalid input."
+    )]
+    Check {
+        /// The spec (skipped when the default is absent)
+        #[arg(long, value_name = "PATH")]
+        spec: Option<PathBuf>,
+        /// The lock to check
+        #[arg(long, default_value = "gpustack.lock", value_name = "PATH")]
+        lock: PathBuf,
+        /// The generated files (skipped when the default is absent)
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// A node's hardware: the `[hardware]` table `gpustack probe` prints
+        #[arg(long, value_name = "FILE")]
+        hardware: Option<PathBuf>,
+        /// A catalog overlay directory (repeatable; later ones win)
+        #[arg(long = "catalog", value_name = "DIR")]
+        catalogs: Vec<PathBuf>,
+        /// Output format
+        #[arg(long, default_value = "text", value_parser = ["text", "json", "github"])]
+        format: String,
+        /// Fail on warnings too
+        #[arg(long)]
+        strict: bool,
+    },
     /// Explain why a component has its locked version
     #[command(
         after_help = "Examples:\n  gpustack why torch\n  gpustack why driver --lock lockfiles/h100-train.lock"
@@ -312,6 +339,80 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 return Ok(1);
             }
             Ok(0)
+        }
+        Command::Check {
+            spec,
+            lock,
+            out,
+            hardware,
+            catalogs,
+            format,
+            strict,
+        } => {
+            let catalog = load_catalog(&catalogs)?;
+            let lock_shown = lock.display().to_string();
+            let lock_text = read_text(
+                &lock,
+                Stage::Lock,
+                "lock",
+                "create it with `gpustack lock`, or pass `--lock PATH`",
+            )?;
+            // An explicit --spec or --out must exist; the defaults are used when present.
+            let spec_path = match spec {
+                Some(p) => Some(p),
+                None => Some(PathBuf::from("gpustack.toml")).filter(|p| p.exists()),
+            };
+            let spec_text = match &spec_path {
+                Some(p) => Some((
+                    p.display().to_string(),
+                    read_text(p, Stage::Spec, "spec", "pass `--spec PATH`")?,
+                )),
+                None => None,
+            };
+            let out_dir = match out {
+                Some(p) if !p.is_dir() => {
+                    return Err(Diagnostic::new(
+                        Stage::Usage,
+                        format!("output directory `{}` not found", p.display()),
+                    )
+                    .hint("generate it with `gpustack gen all`, or leave out `--out`")
+                    .into())
+                }
+                Some(p) => Some(p),
+                None => Some(PathBuf::from("out")).filter(|p| p.is_dir()),
+            };
+            let tree = match &out_dir {
+                Some(d) => Some((d.display().to_string(), gpustack::emit::read_tree(d)?)),
+                None => None,
+            };
+            let hw = match &hardware {
+                Some(p) => {
+                    let shown = p.display().to_string();
+                    let text = read_text(
+                        p,
+                        Stage::Spec,
+                        "hardware profile",
+                        "write one with `gpustack probe > node.toml`",
+                    )?;
+                    Some(gpustack::check::HostHardware::parse(
+                        &shown, &text, &catalog,
+                    )?)
+                }
+                None => None,
+            };
+            let report = gpustack::check::check(&gpustack::check::Inputs {
+                lock: (&lock_shown, &lock_text),
+                spec: spec_text.as_ref().map(|(p, t)| (p.as_str(), t.as_str())),
+                catalog: &catalog,
+                out: tree.as_ref().map(|(d, t)| (d.as_str(), t)),
+                hardware: hw.as_ref(),
+            })?;
+            match format.as_str() {
+                "json" => print!("{}", report.to_json()),
+                "github" => print!("{}", report.to_github()),
+                _ => print!("{}", report.to_text()),
+            }
+            Ok(report.exit_code(strict))
         }
         Command::Why { component, lock } => {
             let c = Component::from_name(&component).ok_or_else(|| {

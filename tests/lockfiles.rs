@@ -25,6 +25,7 @@ fn committed_locks_round_trip() {
             path.display()
         );
         assert_eq!(Lock::parse("again", &lock.to_toml()).unwrap(), lock);
+        assert_eq!(lock.verify(), vec![], "{}", path.display());
     }
 }
 
@@ -38,6 +39,9 @@ fn v1_and_v2_corpus_still_parses() {
         let lock = Lock::parse(&path.display().to_string(), &text)
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         assert!(!lock.components.is_empty());
+        // The digests a released gpustack wrote still verify: `check` does not call an
+        // old lock tampered.
+        assert_eq!(lock.verify(), vec![], "{}", path.display());
         assert!(lock
             .layers
             .iter()

@@ -1,0 +1,1275 @@
+//! `gpustack check`: every problem between the spec, the catalog, the lock, the generated
+//! files and the hardware, each with a typed [`Code`], reported together.
+//!
+//! # What is checked
+//!
+//! | check | needs | finds |
+//! |---|---|---|
+//! | integrity | the lock | [`Code::TamperedLock`]: a recorded digest does not match the lock's content ([`Lock::verify`]) |
+//! | staleness | spec + catalog | [`Code::StaleSpec`]: the spec changed since the lock was written; [`Code::StaleCatalog`]: the catalog now resolves the same spec differently |
+//! | drift | `--out` | [`Code::Drift`]: a generated file differs from what the lock renders now, is missing, or is extra; [`Code::OtherLock`]: a target was generated from another lock |
+//! | consistency | `--out` | [`Code::InconsistentDriver`], [`Code::InconsistentImage`], [`Code::InconsistentEnv`]: values read back from the generated files themselves disagree across targets |
+//! | hardware | `--hardware` | [`Code::DriverTooOld`], [`Code::ArchNotCovered`], [`Code::GpuNotLocked`] |
+//! | hygiene | the lock | warnings: [`Code::Unpinned`], [`Code::EolDriver`], [`Code::UnsafeVersion`] |
+//!
+//! Consistency is read back from the files, not recomputed from the lock: it holds even for
+//! an output tree assembled from several `gen` runs, and says which file disagrees.
+//!
+//! The checks are pure: the caller reads the files ([`crate::emit::read_tree`]) and passes
+//! their contents in [`Inputs`]. Invalid input (a lock or spec that does not parse, an
+//! unknown GPU in the hardware profile) is an [`Error`], not a finding.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use crate::arch::{best_way, Cc, RunsVia, Target};
+use crate::catalog::Catalog;
+use crate::error::{Diagnostic, Error, Location, Stage};
+use crate::lock::{spec_digest, Lock};
+use crate::plan;
+use crate::spec::{Component, Spec};
+use crate::version::Version;
+
+/// What kind of problem a finding is. The kebab-case names are the stable `code` of the
+/// JSON output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Code {
+    /// A digest recorded in the lock does not match its content: the lock was edited.
+    TamperedLock,
+    /// The spec changed since the lock was written.
+    StaleSpec,
+    /// The catalog now resolves the same spec to a different lock.
+    StaleCatalog,
+    /// A generated file differs from what the lock renders now.
+    Drift,
+    /// A target's files were generated from a different lock.
+    OtherLock,
+    /// The driver differs between the lock, the Packer scripts and the GPU Operator values.
+    InconsistentDriver,
+    /// An image reference in Kubernetes, Slurm or Apptainer is not the bake file's tag.
+    InconsistentImage,
+    /// The NCCL/fabric environment differs between Dockerfile, ConfigMap and `nccl.env`.
+    InconsistentEnv,
+    /// The node's driver cannot run the locked stack.
+    DriverTooOld,
+    /// A GPU of the node is not covered by the locked arch list.
+    ArchNotCovered,
+    /// A GPU of the node is not one the stack was locked for (its arch list covers it).
+    GpuNotLocked,
+    /// An artifact is pinned by name only: no sha256 or image digest.
+    Unpinned,
+    /// The locked driver's branch is end of life.
+    EolDriver,
+    /// A locked version has a known security problem.
+    UnsafeVersion,
+}
+
+impl Code {
+    /// The stable name (`stale-spec`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Code::TamperedLock => "tampered-lock",
+            Code::StaleSpec => "stale-spec",
+            Code::StaleCatalog => "stale-catalog",
+            Code::Drift => "drift",
+            Code::OtherLock => "other-lock",
+            Code::InconsistentDriver => "inconsistent-driver",
+            Code::InconsistentImage => "inconsistent-image",
+            Code::InconsistentEnv => "inconsistent-env",
+            Code::DriverTooOld => "driver-too-old",
+            Code::ArchNotCovered => "arch-not-covered",
+            Code::GpuNotLocked => "gpu-not-locked",
+            Code::Unpinned => "unpinned",
+            Code::EolDriver => "eol-driver",
+            Code::UnsafeVersion => "unsafe-version",
+        }
+    }
+
+    /// Errors fail the check (exit 1); warnings fail it only with `--strict`.
+    pub fn severity(self) -> Severity {
+        match self {
+            Code::GpuNotLocked | Code::Unpinned | Code::EolDriver | Code::UnsafeVersion => {
+                Severity::Warning
+            }
+            _ => Severity::Error,
+        }
+    }
+}
+
+/// How bad a finding is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Severity {
+    /// Fails the check.
+    Error,
+    /// Reported; fails the check only when warnings are denied.
+    Warning,
+}
+
+/// One problem.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// What kind of problem.
+    pub code: Code,
+    /// Error or warning (from the code).
+    pub severity: Severity,
+    /// The file it is about, as the user named it (`out/k8s/pytorchjob.yaml`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// 1-based line in that file, where one applies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
+    /// One sentence.
+    pub message: String,
+    /// Supporting lines: a short diff, the value each file has.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub detail: Vec<String>,
+    /// What to do about it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+impl Finding {
+    fn new(code: Code, message: impl Into<String>) -> Finding {
+        Finding {
+            code,
+            severity: code.severity(),
+            file: None,
+            line: None,
+            message: message.into(),
+            detail: Vec::new(),
+            hint: None,
+        }
+    }
+    fn at(mut self, file: &str, line: Option<usize>) -> Finding {
+        self.file = Some(file.to_string());
+        self.line = line.filter(|&l| l > 0);
+        self
+    }
+    fn detail(mut self, d: Vec<String>) -> Finding {
+        self.detail = d;
+        self
+    }
+    fn hint(mut self, h: impl Into<String>) -> Finding {
+        self.hint = Some(h.into());
+        self
+    }
+}
+
+/// A check that did not run, and why (no spec, no `--out`, …).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Skipped {
+    /// `staleness`, `drift`, `consistency`, `hardware`.
+    pub check: &'static str,
+    /// Why it did not run.
+    pub reason: String,
+}
+
+/// The result of [`check`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Report {
+    /// The lock checked, as named.
+    pub lock: String,
+    /// Checks that ran.
+    pub checked: Vec<&'static str>,
+    /// Checks that did not run.
+    pub skipped: Vec<Skipped>,
+    /// Every finding: errors first, then by code, file and line.
+    pub findings: Vec<Finding>,
+}
+
+/// The host facts `--hardware` gives: the `[hardware]` table `gpustack probe` prints.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostHardware {
+    /// Catalog GPU ids with their capability.
+    pub gpus: Vec<(String, Cc)>,
+    /// The installed driver.
+    pub driver: Option<Version>,
+}
+
+impl HostHardware {
+    /// Parses a `[hardware]` table (`gpus = ["h100"]`, `driver = "550.54.15"`), mapping GPU
+    /// names through the catalog.
+    ///
+    /// ```
+    /// let catalog = gpustack::Catalog::stock()?;
+    /// let hw = gpustack::check::HostHardware::parse(
+    ///     "node.toml", "[hardware]\ngpus = [\"h100\"]\ndriver = \"550.54.15\"\n", &catalog)?;
+    /// assert_eq!(hw.gpus[0].0, "h100");
+    /// # Ok::<(), gpustack::Error>(())
+    /// ```
+    pub fn parse(file: &str, text: &str, catalog: &Catalog) -> Result<HostHardware, Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Wire {
+            hardware: HwWire,
+        }
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct HwWire {
+            #[serde(default)]
+            gpus: Vec<toml::Spanned<String>>,
+            driver: Option<toml::Spanned<String>>,
+            #[serde(default)]
+            #[allow(dead_code)]
+            archs: Vec<String>,
+        }
+        let w: Wire = toml::from_str(text).map_err(|e| {
+            crate::error::toml_diagnostic(Stage::Spec, file, text, &e).hint(
+                "`--hardware` takes the `[hardware]` table `gpustack probe` prints, or raw `nvidia-smi` output",
+            )
+        })?;
+        let mut gpus = Vec::new();
+        for g in &w.hardware.gpus {
+            let Some(found) = catalog.gpu(g.get_ref()) else {
+                let ids: Vec<&str> = catalog.gpus.iter().map(|g| g.id.as_str()).collect();
+                let mut d = Diagnostic::new(Stage::Spec, format!("unknown GPU `{}`", g.get_ref()))
+                    .at_offset(file, text, g.span().start);
+                if let Some(s) = crate::error::did_you_mean(g.get_ref(), ids.iter().copied()) {
+                    d = d.hint(format!("did you mean `{s}`?"));
+                }
+                return Err(d.hint(format!("GPU ids are: {}", ids.join(", "))).into());
+            };
+            gpus.push((found.id.clone(), found.cc));
+        }
+        let driver = match &w.hardware.driver {
+            None => None,
+            Some(d) => Some(Version::parse(d.get_ref()).map_err(|e| {
+                Diagnostic::new(
+                    Stage::Spec,
+                    format!("invalid driver version `{}`: {e}", d.get_ref()),
+                )
+                .at_offset(file, text, d.span().start)
+                .hint("write the version `nvidia-smi` prints, like `550.54.15`")
+            })?),
+        };
+        Ok(HostHardware { gpus, driver })
+    }
+}
+
+/// What [`check`] looks at. Only `lock` is required; each other input enables checks.
+pub struct Inputs<'a> {
+    /// The lock, as named, and its text.
+    pub lock: (&'a str, &'a str),
+    /// The spec, as named, and its text: enables the staleness checks.
+    pub spec: Option<(&'a str, &'a str)>,
+    /// The catalog the spec resolves against (stock, or with overlays).
+    pub catalog: &'a Catalog,
+    /// The output directory as named (`out`) and its files by relative path
+    /// (`k8s/pytorchjob.yaml`): enables drift and consistency.
+    pub out: Option<(&'a str, &'a BTreeMap<String, Vec<u8>>)>,
+    /// The node's hardware: enables the hardware checks.
+    pub hardware: Option<&'a HostHardware>,
+}
+
+/// Runs every check the inputs allow.
+///
+/// ```
+/// use gpustack::check::{check, Inputs};
+/// let catalog = gpustack::Catalog::stock()?;
+/// let spec = "[stack]\nname = \"demo\"\n[hardware]\ngpus = [\"a100\"]\n[components]\ntorch = \"*\"\n";
+/// let lock = gpustack::lock_spec(&catalog, "gpustack.toml", spec)?.to_toml();
+/// let report = check(&Inputs {
+///     lock: ("gpustack.lock", &lock),
+///     spec: Some(("gpustack.toml", spec)),
+///     catalog: &catalog,
+///     out: None,
+///     hardware: None,
+/// })?;
+/// assert_eq!(report.errors(), 0);
+/// # Ok::<(), gpustack::Error>(())
+/// ```
+pub fn check(inputs: &Inputs<'_>) -> Result<Report, Error> {
+    let (lock_file, lock_text) = inputs.lock;
+    let lock = Lock::parse(lock_file, lock_text)?;
+    let mut report = Report {
+        lock: lock_file.to_string(),
+        checked: vec!["integrity", "hygiene"],
+        skipped: Vec::new(),
+        findings: Vec::new(),
+    };
+    let f = &mut report.findings;
+    integrity(&lock, lock_file, lock_text, f);
+    hygiene(&lock, lock_file, lock_text, f);
+    match inputs.spec {
+        Some((spec_file, spec_text)) => {
+            report.checked.push("staleness");
+            staleness(&lock, inputs, spec_file, spec_text, f)?;
+        }
+        None => report.skipped.push(Skipped {
+            check: "staleness",
+            reason: "no spec".into(),
+        }),
+    }
+    match inputs.out {
+        Some((dir, files)) => {
+            report.checked.push("drift");
+            report.checked.push("consistency");
+            drift(&lock, dir, files, f);
+            consistency(&lock, lock_file, dir, files, f);
+        }
+        None => {
+            for check in ["drift", "consistency"] {
+                report.skipped.push(Skipped {
+                    check,
+                    reason: "no output directory".into(),
+                });
+            }
+        }
+    }
+    match inputs.hardware {
+        Some(hw) => {
+            report.checked.push("hardware");
+            hardware(&lock, lock_file, lock_text, hw, inputs.catalog, f);
+        }
+        None => report.skipped.push(Skipped {
+            check: "hardware",
+            reason: "no hardware profile".into(),
+        }),
+    }
+    report.findings.sort_by(|a, b| {
+        (a.severity, a.code, &a.file, a.line).cmp(&(b.severity, b.code, &b.file, b.line))
+    });
+    report.findings.dedup();
+    Ok(report)
+}
+
+fn integrity(lock: &Lock, file: &str, text: &str, f: &mut Vec<Finding>) {
+    for m in lock.verify() {
+        let line = line_of(text, &m.recorded);
+        f.push(
+            Finding::new(
+                Code::TamperedLock,
+                format!(
+                    "the lock's {} does not match its content: it was edited by hand",
+                    m.what
+                ),
+            )
+            .at(file, line)
+            .detail(vec![
+                format!("recorded: {}", m.recorded),
+                format!("computed: {}", m.computed),
+            ])
+            .hint(
+                "edit gpustack.toml (or a catalog overlay), not the lock; then run `gpustack lock`",
+            ),
+        );
+    }
+}
+
+fn staleness(
+    lock: &Lock,
+    inputs: &Inputs<'_>,
+    spec_file: &str,
+    spec_text: &str,
+    f: &mut Vec<Finding>,
+) -> Result<(), Error> {
+    let (lock_file, lock_text) = inputs.lock;
+    let spec = Spec::parse(spec_file, spec_text, inputs.catalog)?;
+    let spec_changed = spec_digest(&spec) != lock.spec_digest;
+    let fresh = crate::solve::solve(inputs.catalog, &spec)
+        .map(|r| Lock::from_resolution(inputs.catalog, &r));
+    let fresh = match fresh {
+        Ok(l) => l,
+        Err(Error::NoSolution(e)) => {
+            f.push(
+                Finding::new(
+                    if spec_changed {
+                        Code::StaleSpec
+                    } else {
+                        Code::StaleCatalog
+                    },
+                    "the spec no longer resolves: `gpustack lock` would fail",
+                )
+                .at(spec_file, None)
+                .detail(e.to_string().lines().map(str::to_string).collect())
+                .hint("see the explanation; `gpustack lock` prints it too"),
+            );
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
+    let fresh_text = fresh.to_toml();
+    if fresh_text == lock_text {
+        return Ok(());
+    }
+    let mut detail = component_changes(lock, &fresh);
+    if detail.is_empty() {
+        detail = short_diff(lock_text, &fresh_text).1;
+    }
+    let finding = if spec_changed {
+        Finding::new(
+            Code::StaleSpec,
+            format!("the lock is stale: {spec_file} changed since it was written"),
+        )
+        .at(lock_file, line_of(lock_text, "[request]"))
+    } else {
+        let (line, _) = short_diff(lock_text, &fresh_text);
+        Finding::new(
+            Code::StaleCatalog,
+            if fresh.catalog_digest == lock.catalog_digest {
+                "the lock is stale: `gpustack lock` would write it differently".to_string()
+            } else {
+                "the lock is stale: the catalog changed since it was written".to_string()
+            },
+        )
+        .at(lock_file, line)
+    };
+    f.push(
+        finding.detail(detail).hint(
+            "run `gpustack lock` and commit the result (`gpustack diff` shows what it costs)",
+        ),
+    );
+    Ok(())
+}
+
+/// `torch 2.5.1+cu124 → 2.6.0+cu126`, one line per component that changed.
+fn component_changes(old: &Lock, new: &Lock) -> Vec<String> {
+    let mut out = Vec::new();
+    for c in Component::ALL {
+        match (old.component(c), new.component(c)) {
+            (Some(a), Some(b)) if a.version.as_str() != b.version.as_str() => {
+                out.push(format!("{} {} → {}", c.name(), a.version, b.version));
+            }
+            (Some(a), None) => out.push(format!("{} {} → (removed)", c.name(), a.version)),
+            (None, Some(b)) => out.push(format!("{} (new) → {}", c.name(), b.version)),
+            _ => {}
+        }
+    }
+    out
+}
+
+fn drift(lock: &Lock, dir: &str, files: &BTreeMap<String, Vec<u8>>, f: &mut Vec<Finding>) {
+    let lock_hash = plan::Common::new(lock).map(|c| c.lock_hash).ok();
+    for t in plan::Target::ALL {
+        let prefix = format!("{}/", t.name());
+        let present: Vec<(&String, &Vec<u8>)> = files
+            .iter()
+            .filter(|(p, _)| p.starts_with(&prefix))
+            .collect();
+        if present.is_empty() {
+            continue;
+        }
+        let shown_dir = join(dir, t.name());
+        let rendered = match plan::generate(lock, t) {
+            Ok(r) => r,
+            Err(e) => {
+                f.push(
+                    Finding::new(
+                        Code::Drift,
+                        format!("{shown_dir}/ cannot be compared: the lock does not render it"),
+                    )
+                    .at(&shown_dir, None)
+                    .detail(e.to_string().lines().map(str::to_string).collect()),
+                );
+                continue;
+            }
+        };
+        if let Some(h) = &lock_hash {
+            if let Some((path, other)) = present.iter().find_map(|(p, b)| {
+                let text = String::from_utf8_lossy(b);
+                header_lock_hash(&text).filter(|x| x != h).map(|x| (*p, x))
+            }) {
+                f.push(
+                    Finding::new(
+                        Code::OtherLock,
+                        format!(
+                            "{shown_dir}/ was generated from another lock ({}), not this one ({})",
+                            short_hash(&other),
+                            short_hash(h)
+                        ),
+                    )
+                    .at(&join(dir, path), None)
+                    .hint(format!("run `gpustack gen {}`", t.name())),
+                );
+            }
+        }
+        let mut expected = BTreeSet::new();
+        for r in &rendered {
+            let rel = format!("{prefix}{}", r.path);
+            let shown = join(dir, &rel);
+            expected.insert(rel.clone());
+            match files.get(&rel) {
+                None => f.push(
+                    Finding::new(Code::Drift, format!("{shown} is missing"))
+                        .at(&shown, None)
+                        .hint(format!("run `gpustack gen {}`", t.name())),
+                ),
+                Some(b) if b.as_slice() == r.contents.as_bytes() => {}
+                Some(b) => {
+                    let (line, detail) = short_diff(&String::from_utf8_lossy(b), &r.contents);
+                    f.push(
+                        Finding::new(
+                            Code::Drift,
+                            format!("{shown} differs from what the lock renders"),
+                        )
+                        .at(&shown, line)
+                        .detail(detail)
+                        .hint(format!(
+                            "generated files are not edited by hand: change gpustack.toml, then run `gpustack lock` and `gpustack gen {}`",
+                            t.name()
+                        )),
+                    );
+                }
+            }
+        }
+        for (p, _) in &present {
+            if !expected.contains(*p) {
+                let shown = join(dir, p);
+                f.push(
+                    Finding::new(Code::Drift, format!("{shown} is not generated by gpustack"))
+                        .at(&shown, None)
+                        .hint(format!(
+                            "`gpustack gen {}` replaces {shown_dir}/ as a whole; keep other files elsewhere",
+                            t.name()
+                        )),
+                );
+            }
+        }
+    }
+}
+
+/// Variables read back from one file: name → (line, value).
+type EnvMap = BTreeMap<String, (usize, String)>;
+
+/// A value read back from a generated file, with where it was found.
+struct Seen {
+    file: String,
+    line: usize,
+    value: String,
+}
+
+fn consistency(
+    lock: &Lock,
+    lock_file: &str,
+    dir: &str,
+    files: &BTreeMap<String, Vec<u8>>,
+    f: &mut Vec<Finding>,
+) {
+    let text = |p: &str| {
+        files
+            .get(p)
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+    };
+    // The driver: lock = Packer scripts = Packer manifest versions = GPU Operator values.
+    let mut drivers = Vec::new();
+    if let Some(t) = text("packer/scripts/base.sh") {
+        drivers.extend(find_values(&t, "packer/scripts/base.sh", |l| {
+            l.strip_prefix("readonly DRIVER_VERSION=").map(unquote_sh)
+        }));
+    }
+    if let Some(t) = text("packer/build.pkr.hcl") {
+        drivers.extend(find_values(&t, "packer/build.pkr.hcl", |l| {
+            let v = l
+                .trim()
+                .strip_prefix("versions")?
+                .trim_start()
+                .strip_prefix('=')?;
+            let v = v.trim().trim_matches('"');
+            v.split(',')
+                .find_map(|kv| kv.strip_prefix("driver="))
+                .map(str::to_string)
+        }));
+    }
+    if let Some(t) = text("k8s/gpu-operator-values.yaml") {
+        let mut in_driver = false;
+        for (i, l) in t.lines().enumerate() {
+            if !l.starts_with(' ') && !l.starts_with('#') && !l.is_empty() {
+                in_driver = l.trim_end() == "driver:";
+                continue;
+            }
+            if let Some(v) = l.strip_prefix("  version:").filter(|_| in_driver) {
+                drivers.push(Seen {
+                    file: "k8s/gpu-operator-values.yaml".into(),
+                    line: i + 1,
+                    value: v.trim().trim_matches('"').to_string(),
+                });
+            }
+        }
+    }
+    let want = lock.hardware.driver.to_string();
+    let wrong: Vec<&Seen> = drivers.iter().filter(|s| s.value != want).collect();
+    if let Some(first) = wrong.first() {
+        let mut detail = vec![format!("{lock_file}: {want}")];
+        detail.extend(
+            drivers
+                .iter()
+                .map(|s| format!("{}:{}: {}", join(dir, &s.file), s.line, s.value)),
+        );
+        f.push(
+            Finding::new(
+                Code::InconsistentDriver,
+                format!(
+                    "the driver differs across targets: {} says {}, the lock {want}",
+                    join(dir, &first.file),
+                    first.value
+                ),
+            )
+            .at(&join(dir, &first.file), Some(first.line))
+            .detail(detail)
+            .hint("regenerate every target from the one lock: `gpustack gen all`"),
+        );
+    }
+
+    // Images: every reference to the stack's images = the bake file's tag for that layer.
+    if let Some(bake) = text("docker/docker-bake.hcl") {
+        let tags = bake_tags(&bake);
+        let repos: BTreeSet<&str> = tags
+            .values()
+            .filter_map(|t| t.rsplit_once(':').map(|x| x.0))
+            .collect();
+        let mut refs = Vec::new();
+        for (p, b) in files {
+            let t = String::from_utf8_lossy(b);
+            if p.starts_with("k8s/") {
+                refs.extend(find_values(&t, p, |l| {
+                    l.trim()
+                        .strip_prefix("image:")
+                        .map(|v| v.trim().trim_matches('"').to_string())
+                }));
+            } else if p.starts_with("slurm/") && p.ends_with(".sbatch") {
+                refs.extend(find_values(&t, p, |l| {
+                    l.strip_prefix("image=")
+                        .map(|v| unquote_sh(v).replacen('#', "/", 1))
+                }));
+            } else if p.starts_with("apptainer/") {
+                refs.extend(find_values(&t, p, |l| {
+                    l.strip_prefix("From:").map(|v| v.trim().to_string())
+                }));
+            }
+        }
+        for r in refs {
+            let Some((repo, tag)) = r.value.rsplit_once(':') else {
+                continue;
+            };
+            if !repos.contains(repo) {
+                continue;
+            }
+            let layer = tag.split_once('-').map_or(tag, |x| x.0);
+            match tags.get(layer) {
+                Some(t) if *t == r.value => {}
+                Some(t) => f.push(
+                    Finding::new(
+                        Code::InconsistentImage,
+                        format!(
+                            "{} uses image {}, but the bake file builds {t}",
+                            join(dir, &r.file),
+                            r.value
+                        ),
+                    )
+                    .at(&join(dir, &r.file), Some(r.line))
+                    .detail(vec![format!(
+                        "{}: target \"{layer}\" tags {t}",
+                        join(dir, "docker/docker-bake.hcl")
+                    )])
+                    .hint("regenerate every target from the one lock: `gpustack gen all`"),
+                ),
+                None => f.push(
+                    Finding::new(
+                        Code::InconsistentImage,
+                        format!(
+                            "{} uses image {}, which the bake file does not build",
+                            join(dir, &r.file),
+                            r.value
+                        ),
+                    )
+                    .at(&join(dir, &r.file), Some(r.line))
+                    .hint("regenerate every target from the one lock: `gpustack gen all`"),
+                ),
+            }
+        }
+    }
+
+    // The NCCL/fabric environment: Dockerfile ENV = ConfigMap data = nccl.env.
+    let mut envs: Vec<(String, EnvMap)> = Vec::new();
+    if let Some(t) = text("docker/Dockerfile") {
+        envs.push(("docker/Dockerfile".into(), dockerfile_env(&t)));
+    }
+    if let Some(t) = text("k8s/nccl-env.yaml") {
+        envs.push(("k8s/nccl-env.yaml".into(), configmap_env(&t)));
+    }
+    if let Some(t) = text("slurm/env/nccl.env") {
+        envs.push(("slurm/env/nccl.env".into(), shell_env(&t)));
+    }
+    let mut names: BTreeSet<String> = lock
+        .facts
+        .iter()
+        .filter(|x| x.kind == "env")
+        .map(|x| x.key.clone())
+        .collect();
+    for (file, m) in &envs {
+        if file != "docker/Dockerfile" {
+            names.extend(m.keys().cloned());
+        }
+    }
+    if envs.len() >= 2 {
+        for name in &names {
+            let values: Vec<(&str, Option<&(usize, String)>)> = envs
+                .iter()
+                .map(|(file, m)| (file.as_str(), m.get(name)))
+                .collect();
+            let first = values[0].1.map(|x| &x.1);
+            if values.iter().all(|(_, v)| v.map(|x| &x.1) == first) {
+                continue;
+            }
+            let (file, at) = values
+                .iter()
+                .skip(1)
+                .find(|(_, v)| v.map(|x| &x.1) != first)
+                .map_or((values[0].0, values[0].1), |(file, v)| (file, *v));
+            let detail = values
+                .iter()
+                .map(|(file, v)| match v {
+                    Some((line, value)) => format!("{}:{line}: {name}={value}", join(dir, file)),
+                    None => format!("{}: {name} not set", join(dir, file)),
+                })
+                .collect();
+            f.push(
+                Finding::new(
+                    Code::InconsistentEnv,
+                    format!("`{name}` differs between the images, Kubernetes and Slurm"),
+                )
+                .at(&join(dir, file), at.map(|x| x.0))
+                .detail(detail)
+                .hint("regenerate every target from the one lock: `gpustack gen all`"),
+            );
+        }
+    }
+}
+
+fn hardware(
+    lock: &Lock,
+    lock_file: &str,
+    lock_text: &str,
+    hw: &HostHardware,
+    catalog: &Catalog,
+    f: &mut Vec<Finding>,
+) {
+    let arch_list: &[Target] = &lock.hardware.arch_list;
+    let listed: Vec<String> = arch_list.iter().map(ToString::to_string).collect();
+    for (id, cc) in &hw.gpus {
+        match best_way(arch_list, *cc) {
+            None => f.push(
+                Finding::new(
+                    Code::ArchNotCovered,
+                    format!(
+                        "the node's {id} (compute capability {cc}) is not covered by the locked arch list [{}]: kernels fail with \"no kernel image is available\"",
+                        listed.join(", ")
+                    ),
+                )
+                .at(lock_file, line_of(lock_text, "arch-list"))
+                .hint(format!("add \"{id}\" to `[hardware].gpus` in gpustack.toml and run `gpustack lock`")),
+            ),
+            Some(way) if !lock.hardware.gpus.iter().any(|g| &g.id == id) => f.push(
+                Finding::new(
+                    Code::GpuNotLocked,
+                    format!(
+                        "the node's {id} is not a GPU the stack was locked for; the arch list covers it{}",
+                        if way == RunsVia::PtxJit { " through PTX JIT only (slow first start)" } else { "" }
+                    ),
+                )
+                .at(lock_file, line_of(lock_text, "[hardware]"))
+                .hint(format!("add \"{id}\" to `[hardware].gpus` so the lock states it")),
+            ),
+            Some(_) => {}
+        }
+    }
+    let Some(have) = &hw.driver else { return };
+    let locked = &lock.hardware.driver;
+    // The authority: does the locked stack still resolve on this node? Re-solve the lock's
+    // own request with every component pinned and the node's driver as a host fact.
+    let mut spec = lock.request.clone();
+    spec.driver = Some(have.clone());
+    spec.components = lock
+        .components
+        .iter()
+        .filter(|c| c.name != Component::Driver)
+        .filter_map(|c| {
+            Some((
+                c.name,
+                crate::version::VersionReq::parse(&format!("=={}", c.version)).ok()?,
+            ))
+        })
+        .collect();
+    if !hw.gpus.is_empty() {
+        spec.gpus = lock.hardware.gpus.iter().map(|g| g.id.clone()).collect();
+    }
+    match crate::solve::solve(catalog, &spec) {
+        Ok(_) if have.cmp(locked) != std::cmp::Ordering::Less || lock.hardware.driver_installed => {}
+        Ok(_) => f.push(
+            Finding::new(
+                Code::DriverTooOld,
+                format!("the node's driver {have} is older than the locked driver {locked}, which the VM image and GPU Operator install"),
+            )
+            .at(lock_file, line_of(lock_text, "name = \"driver\""))
+            .hint("the locked stack runs on it, but the node is not the image gpustack generated: rebuild it from `gen packer`, or lock for this driver with `[hardware].driver`"),
+        ),
+        Err(Error::NoSolution(e)) => f.push(
+            Finding::new(
+                Code::DriverTooOld,
+                format!("the node's driver {have} cannot run the locked stack (locked for driver {locked})"),
+            )
+            .at(lock_file, line_of(lock_text, "name = \"driver\""))
+            .detail(e.to_string().lines().map(str::to_string).collect())
+            .hint(format!("upgrade the node's driver to {locked}, or set `[hardware].driver = \"{have}\"` and run `gpustack lock`")),
+        ),
+        Err(_) => {}
+    }
+}
+
+/// Known security problems by package: versions below `fixed` are affected.
+struct Advisory {
+    package: &'static str,
+    fixed: &'static str,
+    what: &'static str,
+    source: &'static str,
+}
+
+/// Sourced advisories `check` warns about. The catalog's own entries start at the fixed
+/// versions; these catch site overlays and old locks.
+const ADVISORIES: &[Advisory] = &[Advisory {
+    package: "nvidia-container-toolkit",
+    fixed: "1.17.8",
+    what: "CVE-2025-23266 (NVIDIAScape, container escape, CVSS 9.0) and CVE-2025-23267",
+    source: "https://nvd.nist.gov/vuln/detail/CVE-2025-23266 ; https://nvd.nist.gov/vuln/detail/CVE-2025-23267 ; catalog/packages.toml (nvidia-container-toolkit 1.17.8: minimum safe version)",
+}];
+
+fn hygiene(lock: &Lock, file: &str, text: &str, f: &mut Vec<Finding>) {
+    if let Some(d) = lock.component(Component::Driver) {
+        if d.get("branch-status") == Some("eol") {
+            f.push(
+                Finding::new(
+                    Code::EolDriver,
+                    format!(
+                        "driver {} is on an end-of-life branch ({}{}): no more security fixes",
+                        d.version,
+                        d.get("branch").unwrap_or("?"),
+                        d.get("eol")
+                            .map(|e| format!(", end of life {e}"))
+                            .unwrap_or_default()
+                    ),
+                )
+                .at(file, line_of(text, "name = \"driver\""))
+                .hint(
+                    "move to a supported production or LTS branch (`gpustack catalog show driver`)",
+                ),
+            );
+        }
+    }
+    for c in &lock.components {
+        let artifact = c.get("wheel").or_else(|| c.get("sdist"));
+        if let (Some(a), None) = (artifact, c.get("sha256")) {
+            f.push(
+                Finding::new(
+                    Code::Unpinned,
+                    format!("{} {}: `{a}` has no sha256", c.name.name(), c.version),
+                )
+                .at(
+                    file,
+                    line_of(text, &format!("name = \"{}\"", c.name.name())),
+                )
+                .hint("add the file's sha256 to the catalog entry (PyPI shows it) and re-lock"),
+            );
+        }
+    }
+    for p in &lock.packages {
+        let downloads = ["url", "tag", "image", "runtime-tag", "devel-tag"]
+            .iter()
+            .any(|k| p.get(k).is_some());
+        let pinned = p.get("sha256").is_some()
+            || p.get("image-digest").is_some()
+            || p.get("digest").is_some();
+        if downloads && !pinned {
+            f.push(
+                Finding::new(
+                    Code::Unpinned,
+                    format!(
+                        "{} {} is pinned by name only: no sha256 or image digest",
+                        p.name, p.version
+                    ),
+                )
+                .at(file, line_of(text, &format!("name = \"{}\"", p.name)))
+                .hint("add a published digest to the catalog entry and re-lock"),
+            );
+        }
+        if p.get("status") == Some("unsupported") {
+            f.push(
+                Finding::new(
+                    Code::UnsafeVersion,
+                    format!(
+                        "{} {}: NVIDIA lists these image tags as unsupported (no security updates; they may be deleted)",
+                        p.get("repository").unwrap_or(&p.name),
+                        p.version
+                    ),
+                )
+                .at(file, line_of(text, &format!("name = \"{}\"", p.name)))
+                .detail(vec![format!("source: {}", p.source)])
+                .hint("move to a CUDA release whose images NVIDIA still supports (`gpustack catalog show image`)"),
+            );
+        }
+        for a in ADVISORIES.iter().filter(|a| a.package == p.name) {
+            if let (Ok(fixed), Ok(have)) = (Version::parse(a.fixed), Version::parse(&p.version)) {
+                if have < fixed {
+                    f.push(
+                        Finding::new(
+                            Code::UnsafeVersion,
+                            format!(
+                                "{} {} is affected by {}; fixed in {}",
+                                p.name, p.version, a.what, a.fixed
+                            ),
+                        )
+                        .at(file, line_of(text, &format!("name = \"{}\"", p.name)))
+                        .detail(vec![format!("source: {}", a.source)])
+                        .hint(format!("lock {} >= {}", p.name, a.fixed)),
+                    );
+                }
+            }
+        }
+    }
+}
+
+impl Report {
+    /// The number of error findings.
+    pub fn errors(&self) -> usize {
+        self.findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .count()
+    }
+
+    /// The number of warnings.
+    pub fn warnings(&self) -> usize {
+        self.findings
+            .iter()
+            .filter(|f| f.severity == Severity::Warning)
+            .count()
+    }
+
+    /// The exit code: 0 clean, 1 when there are errors (or warnings, with `strict`).
+    pub fn exit_code(&self, strict: bool) -> u8 {
+        u8::from(self.errors() > 0 || (strict && self.warnings() > 0))
+    }
+
+    /// Human-readable text, one block per finding, then a summary line.
+    pub fn to_text(&self) -> String {
+        let mut o = String::new();
+        for x in &self.findings {
+            let sev = match x.severity {
+                Severity::Error => "error",
+                Severity::Warning => "warning",
+            };
+            o.push_str(&format!("{sev}[{}]: {}\n", x.code.name(), x.message));
+            if let Some(file) = &x.file {
+                match x.line {
+                    Some(l) => o.push_str(&format!("  --> {file}:{l}\n")),
+                    None => o.push_str(&format!("  --> {file}\n")),
+                }
+            }
+            for d in &x.detail {
+                o.push_str(&format!("    {d}\n"));
+            }
+            if let Some(h) = &x.hint {
+                o.push_str(&format!("  hint: {h}\n"));
+            }
+            o.push('\n');
+        }
+        let skipped: Vec<String> = self
+            .skipped
+            .iter()
+            .map(|s| format!("{} ({})", s.check, s.reason))
+            .collect();
+        o.push_str(&format!(
+            "checked {}: {}, {} error{}, {} warning{}{}\n",
+            self.lock,
+            self.checked.join(", "),
+            self.errors(),
+            if self.errors() == 1 { "" } else { "s" },
+            self.warnings(),
+            if self.warnings() == 1 { "" } else { "s" },
+            if skipped.is_empty() {
+                String::new()
+            } else {
+                format!("; skipped {}", skipped.join(", "))
+            }
+        ));
+        o
+    }
+
+    /// Stable JSON (see the book's "Checks in pull requests" for the schema).
+    pub fn to_json(&self) -> String {
+        #[derive(Serialize)]
+        struct Out<'a> {
+            format: u32,
+            #[serde(flatten)]
+            report: &'a Report,
+            errors: usize,
+            warnings: usize,
+        }
+        let mut s = serde_json::to_string_pretty(&Out {
+            format: 1,
+            report: self,
+            errors: self.errors(),
+            warnings: self.warnings(),
+        })
+        .unwrap_or_default();
+        s.push('\n');
+        s
+    }
+
+    /// GitHub Actions workflow commands: one `::error` or `::warning` annotation per
+    /// finding, then the text summary line.
+    pub fn to_github(&self) -> String {
+        let mut o = String::new();
+        for x in &self.findings {
+            let sev = match x.severity {
+                Severity::Error => "error",
+                Severity::Warning => "warning",
+            };
+            let mut props = Vec::new();
+            if let Some(file) = &x.file {
+                props.push(format!("file={}", gh_property(file)));
+                if let Some(l) = x.line {
+                    props.push(format!("line={l}"));
+                }
+            }
+            props.push(format!(
+                "title={}",
+                gh_property(&format!("gpustack {}", x.code.name()))
+            ));
+            let mut msg = x.message.clone();
+            for d in &x.detail {
+                msg.push('\n');
+                msg.push_str(d);
+            }
+            if let Some(h) = &x.hint {
+                msg.push_str("\nhint: ");
+                msg.push_str(h);
+            }
+            o.push_str(&format!("::{sev} {}::{}\n", props.join(","), gh_data(&msg)));
+        }
+        if let Some(last) = self.to_text().lines().last() {
+            o.push_str(last);
+            o.push('\n');
+        }
+        o
+    }
+}
+
+/// Escapes a workflow-command message (`%`, CR, LF), as the Actions toolkit does.
+fn gh_data(s: &str) -> String {
+    s.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+/// Escapes a workflow-command property (also `:` and `,`).
+fn gh_property(s: &str) -> String {
+    gh_data(s).replace(':', "%3A").replace(',', "%2C")
+}
+
+fn join(dir: &str, rel: &str) -> String {
+    if dir.is_empty() || dir == "." {
+        rel.to_string()
+    } else {
+        format!("{}/{rel}", dir.trim_end_matches('/'))
+    }
+}
+
+fn short_hash(h: &str) -> String {
+    let hex = h.trim_start_matches("sha256:");
+    format!("sha256:{}", &hex[..hex.len().min(12)])
+}
+
+/// The 1-based line of the first occurrence of `needle`.
+fn line_of(text: &str, needle: &str) -> Option<usize> {
+    let at = text.find(needle)?;
+    Some(Location::at_offset("", text, at).line)
+}
+
+/// The lock hash in a generated file's header: `gpustack.lock (sha256:…)` or the
+/// `gpustack.dev/lock` annotation / `dev.gpustack.lock` label.
+fn header_lock_hash(text: &str) -> Option<String> {
+    for l in text.lines().take(12) {
+        if let Some(i) = l.find("gpustack.lock (sha256:") {
+            let rest = &l[i + "gpustack.lock (".len()..];
+            return rest.split(')').next().map(str::to_string);
+        }
+    }
+    None
+}
+
+/// The first differing line (1-based, in `old`) and a short `-`/`+` diff around it.
+fn short_diff(old: &str, new: &str) -> (Option<usize>, Vec<String>) {
+    let a: Vec<&str> = old.lines().collect();
+    let b: Vec<&str> = new.lines().collect();
+    let prefix = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let suffix = a[prefix..]
+        .iter()
+        .rev()
+        .zip(b[prefix..].iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let removed = &a[prefix..a.len() - suffix];
+    let added = &b[prefix..b.len() - suffix];
+    const MAX: usize = 6;
+    let mut out = Vec::new();
+    for l in removed.iter().take(MAX) {
+        out.push(format!("- {l}"));
+    }
+    if removed.len() > MAX {
+        out.push(format!("  … {} more removed", removed.len() - MAX));
+    }
+    for l in added.iter().take(MAX) {
+        out.push(format!("+ {l}"));
+    }
+    if added.len() > MAX {
+        out.push(format!("  … {} more added", added.len() - MAX));
+    }
+    (Some(prefix + 1), out)
+}
+
+fn find_values(text: &str, file: &str, get: impl Fn(&str) -> Option<String>) -> Vec<Seen> {
+    text.lines()
+        .enumerate()
+        .filter_map(|(i, l)| {
+            get(l).map(|value| Seen {
+                file: file.to_string(),
+                line: i + 1,
+                value,
+            })
+        })
+        .collect()
+}
+
+/// Undoes the `sh` filter's quoting: `'a'\''b'` → `a'b`; bare words as they are.
+fn unquote_sh(s: &str) -> String {
+    let s = s.trim();
+    let mut out = String::new();
+    let mut chars = s.chars();
+    let mut quoted = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => quoted = !quoted,
+            '\\' if !quoted => {
+                if let Some(n) = chars.next() {
+                    out.push(n);
+                }
+            }
+            '"' if !quoted => {}
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Undoes JSON string quoting (`"a\"b"` → `a"b`); other text as it is.
+fn unquote_json(s: &str) -> String {
+    let s = s.trim();
+    serde_json::from_str::<String>(s).unwrap_or_else(|_| s.to_string())
+}
+
+/// `target "base" { … tags = ["…"] }` → layer → tag.
+fn bake_tags(text: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for l in text.lines() {
+        if let Some(rest) = l.strip_prefix("target \"") {
+            current = rest.split('"').next().map(str::to_string);
+        } else if let (Some(t), Some(rest)) = (&current, l.trim().strip_prefix("tags")) {
+            let v = rest.trim_start().trim_start_matches('=').trim();
+            let v = v.trim_start_matches('[').trim_end_matches(']');
+            if let Some(first) = v.split(',').next() {
+                out.insert(t.clone(), unquote_json(first));
+            }
+        }
+    }
+    out
+}
+
+/// `ENV A="1" \` / `    B="2"` → name → (line, value), for every ENV instruction.
+fn dockerfile_env(text: &str) -> EnvMap {
+    let mut out = BTreeMap::new();
+    let mut continuing = false;
+    for (i, l) in text.lines().enumerate() {
+        let body = if let Some(rest) = l.strip_prefix("ENV ") {
+            rest
+        } else if continuing {
+            l
+        } else {
+            continue;
+        };
+        continuing = body.trim_end().ends_with('\\');
+        let body = body.trim().trim_end_matches('\\').trim();
+        if let Some((k, v)) = body.split_once('=') {
+            if !k.contains(' ') {
+                out.insert(k.to_string(), (i + 1, unquote_json(v)));
+            }
+        }
+    }
+    out
+}
+
+/// A ConfigMap's `data:` entries.
+fn configmap_env(text: &str) -> EnvMap {
+    let mut out = BTreeMap::new();
+    let mut in_data = false;
+    for (i, l) in text.lines().enumerate() {
+        if !l.starts_with(' ') && !l.starts_with('#') && !l.is_empty() {
+            in_data = l.trim_end() == "data:";
+            continue;
+        }
+        if !in_data || l.trim_start().starts_with('#') {
+            continue;
+        }
+        let t = l.trim();
+        // `"KEY": "value"` with JSON-style quoting on both sides.
+        if let Some(rest) = t.strip_prefix('"') {
+            if let Some(end) = rest.find("\":") {
+                let key = unquote_json(&format!("\"{}\"", &rest[..end]));
+                out.insert(key, (i + 1, unquote_json(&rest[end + 2..])));
+            }
+        } else if let Some((k, v)) = t.split_once(':') {
+            out.insert(k.trim().to_string(), (i + 1, unquote_json(v)));
+        }
+    }
+    out
+}
+
+/// `export A=1` lines.
+fn shell_env(text: &str) -> EnvMap {
+    let mut out = BTreeMap::new();
+    for (i, l) in text.lines().enumerate() {
+        if let Some((k, v)) = l.strip_prefix("export ").and_then(|r| r.split_once('=')) {
+            out.insert(k.to_string(), (i + 1, unquote_sh(v)));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unquoting_matches_the_filters() {
+        for s in ["plain", "a b", "it's", "$HOME", "a\\b", "x'y'z", ""] {
+            assert_eq!(unquote_sh(&crate::render::sh_quote(s)), s, "{s}");
+            assert_eq!(unquote_json(&crate::render::json_quote(s)), s, "{s}");
+        }
+    }
+
+    #[test]
+    fn short_diff_points_at_the_first_change() {
+        let (line, d) = short_diff("a\nb\nc\n", "a\nB\nc\n");
+        assert_eq!(line, Some(2));
+        assert_eq!(d, vec!["- b", "+ B"]);
+    }
+
+    #[test]
+    fn github_escaping() {
+        assert_eq!(gh_property("a:b,c%\n"), "a%3Ab%2Cc%25%0A");
+        assert_eq!(gh_data("50%\nnext"), "50%25%0Anext");
+    }
+}

@@ -1,0 +1,528 @@
+//! `gpustack check`: each problem is planted in a copy of a clean project (spec, lock, and
+//! the committed golden outputs) and must be found, with its code, file and line.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{copy_dir, root, run_in, tempdir, Output};
+
+const STACK: &str = "h100-ib-train-serve";
+
+/// A clean project: gpustack.toml, gpustack.lock, out/ as `gen all` writes them.
+fn project(tag: &str) -> PathBuf {
+    let dir = tempdir(tag);
+    std::fs::copy(
+        root().join(format!("fixtures/specs/{STACK}.toml")),
+        dir.join("gpustack.toml"),
+    )
+    .unwrap();
+    std::fs::copy(
+        root().join(format!("lockfiles/{STACK}.lock")),
+        dir.join("gpustack.lock"),
+    )
+    .unwrap();
+    copy_dir(
+        &root().join(format!("fixtures/gen/{STACK}")),
+        &dir.join("out"),
+    );
+    dir
+}
+
+fn edit(path: &Path, from: &str, to: &str) {
+    let text = std::fs::read_to_string(path).unwrap();
+    assert!(text.contains(from), "{} has no `{from}`", path.display());
+    std::fs::write(path, text.replacen(from, to, 1)).unwrap();
+}
+
+fn line_of(path: &Path, needle: &str) -> usize {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines().position(|l| l.contains(needle)).unwrap() + 1
+}
+
+fn check(dir: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["check", "--format", "json"];
+    args.extend_from_slice(extra);
+    run_in(dir, &args)
+}
+
+fn findings(out: &Output) -> Vec<serde_json::Value> {
+    let v: serde_json::Value = serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}\n{}", out.stdout, out.stderr));
+    v["findings"].as_array().unwrap().clone()
+}
+
+/// The findings with `code`, as `file:line` strings.
+fn located(out: &Output, code: &str) -> Vec<String> {
+    findings(out)
+        .iter()
+        .filter(|f| f["code"] == code)
+        .map(|f| {
+            format!(
+                "{}:{}",
+                f["file"].as_str().unwrap_or("-"),
+                f["line"].as_u64().unwrap_or(0)
+            )
+        })
+        .collect()
+}
+
+fn errors(out: &Output) -> Vec<String> {
+    findings(out)
+        .iter()
+        .filter(|f| f["severity"] == "error")
+        .map(|f| format!("{} {}", f["code"], f["message"]))
+        .collect()
+}
+
+#[test]
+fn a_clean_project_passes_every_check() {
+    let dir = project("clean");
+    let out = check(&dir, &[]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(errors(&out).is_empty(), "{:?}", errors(&out));
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(v["format"], 1);
+    assert_eq!(
+        v["checked"],
+        serde_json::json!(["integrity", "hygiene", "staleness", "drift", "consistency"])
+    );
+    assert_eq!(v["skipped"][0]["check"], "hardware");
+    // Warnings are reported but do not fail the check, except with --strict.
+    assert!(v["warnings"].as_u64().unwrap() > 0);
+    assert_eq!(check(&dir, &["--strict"]).code, 1);
+    // Text is the default format; its last line summarizes.
+    let text = run_in(&dir, &["check"]);
+    assert_eq!(text.code, 0);
+    assert!(
+        text.stdout.lines().last().unwrap().starts_with(
+            "checked gpustack.lock: integrity, hygiene, staleness, drift, consistency, 0 errors"
+        ),
+        "{}",
+        text.stdout
+    );
+}
+
+#[test]
+fn a_changed_spec_makes_the_lock_stale() {
+    let dir = project("stale-spec");
+    edit(&dir.join("gpustack.toml"), "replicas = ", "replicas = 1");
+    let out = check(&dir, &[]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert_eq!(located(&out, "stale-spec").len(), 1, "{}", out.stdout);
+    assert!(located(&out, "stale-spec")[0].starts_with("gpustack.lock:"));
+}
+
+#[test]
+fn a_catalog_that_resolves_differently_makes_the_lock_stale() {
+    let dir = project("stale-catalog");
+    std::fs::create_dir_all(dir.join("site")).unwrap();
+    std::fs::write(
+        dir.join("site/nccl.toml"),
+        "family = \"nccl\"\n\n[[release]]\nversion = \"2.99.1\"\ncuda_majors = [12, 13]\nsource = \"site build of NCCL, https://example.org/nccl\"\n",
+    )
+    .unwrap();
+    let out = check(&dir, &["--catalog", "site"]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    let stale: Vec<serde_json::Value> = findings(&out)
+        .into_iter()
+        .filter(|f| f["code"] == "stale-catalog")
+        .collect();
+    assert_eq!(stale.len(), 1, "{}", out.stdout);
+    assert!(
+        stale[0]["detail"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d.as_str().unwrap().starts_with('+') && d.as_str().unwrap().contains("2.99.1")),
+        "{}",
+        stale[0]
+    );
+    // Without the overlay, the same project is fresh.
+    assert!(located(&check(&dir, &[]), "stale-catalog").is_empty());
+}
+
+#[test]
+fn a_hand_edited_lock_is_tampered() {
+    let dir = project("tampered");
+    let lock = dir.join("gpustack.lock");
+    let text = std::fs::read_to_string(&lock).unwrap();
+    // Bump NCCL in place without re-locking: the base layer's hash no longer matches.
+    let nccl = text.find("name = \"nccl\"\nversion = \"").unwrap();
+    let start = nccl + "name = \"nccl\"\nversion = \"".len();
+    let end = start + text[start..].find('"').unwrap();
+    let edited = format!("{}2.99.9{}", &text[..start], &text[end..]);
+    std::fs::write(&lock, edited).unwrap();
+    let out = check(&dir, &[]);
+    assert_eq!(out.code, 1);
+    let tampered = located(&out, "tampered-lock");
+    let base_line = line_of(&lock, "hash = \"sha256:");
+    assert!(
+        tampered.contains(&format!("gpustack.lock:{base_line}")),
+        "{tampered:?} (base layer hash at line {base_line})\n{}",
+        out.stdout
+    );
+    // An edited spec digest is found too.
+    let dir = project("tampered-digest");
+    let lock = dir.join("gpustack.lock");
+    edit(&lock, "spec-digest = \"sha256:", "spec-digest = \"sha256:0");
+    let out = check(&dir, &[]);
+    assert_eq!(
+        located(&out, "tampered-lock"),
+        vec![format!("gpustack.lock:{}", line_of(&lock, "spec-digest"))]
+    );
+}
+
+#[test]
+fn edited_missing_and_extra_files_are_drift() {
+    let dir = project("drift");
+    let job = dir.join("out/k8s/vllm-service.yaml");
+    let text = std::fs::read_to_string(&job).unwrap();
+    let (n, line) = text
+        .lines()
+        .enumerate()
+        .find(|(_, l)| l.contains("namespace:"))
+        .unwrap();
+    edit(&job, line, &line.replace("namespace:", "namespace: x"));
+    std::fs::remove_file(dir.join("out/slurm/serve.sbatch")).unwrap();
+    std::fs::write(dir.join("out/docker/notes.txt"), "mine\n").unwrap();
+    let out = check(&dir, &[]);
+    assert_eq!(out.code, 1);
+    let drift = located(&out, "drift");
+    assert_eq!(
+        drift,
+        vec![
+            "out/docker/notes.txt:0".to_string(),
+            format!("out/k8s/vllm-service.yaml:{}", n + 1),
+            "out/slurm/serve.sbatch:0".to_string(),
+        ],
+        "{}",
+        out.stdout
+    );
+    let text = run_in(&dir, &["check"]).stdout;
+    assert!(text.contains("out/slurm/serve.sbatch is missing"), "{text}");
+    assert!(text.contains("out/docker/notes.txt is not generated by gpustack"));
+    assert!(text.contains(&format!("+ {line}")), "{text}");
+}
+
+#[test]
+fn a_target_from_another_lock_is_reported() {
+    let dir = project("other-lock");
+    std::fs::remove_dir_all(dir.join("out/slurm")).unwrap();
+    copy_dir(
+        &root().join("fixtures/gen/slurm-apptainer-h100/slurm"),
+        &dir.join("out/slurm"),
+    );
+    let out = check(&dir, &[]);
+    assert_eq!(out.code, 1);
+    let other = located(&out, "other-lock");
+    assert_eq!(other.len(), 1, "{}", out.stdout);
+    assert!(other[0].starts_with("out/slurm/"), "{other:?}");
+}
+
+#[test]
+fn a_driver_that_differs_across_targets_is_inconsistent() {
+    let dir = project("driver");
+    let lock = std::fs::read_to_string(dir.join("gpustack.lock")).unwrap();
+    let driver = lock
+        .split("name = \"driver\"\nversion = \"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .to_string();
+    let base = dir.join("out/packer/scripts/base.sh");
+    edit(
+        &base,
+        &format!("readonly DRIVER_VERSION={driver}"),
+        "readonly DRIVER_VERSION=550.54.15",
+    );
+    let values = dir.join("out/k8s/gpu-operator-values.yaml");
+    edit(
+        &values,
+        &format!("version: \"{driver}\""),
+        "version: \"570.86.15\"",
+    );
+    let out = check(&dir, &[]);
+    assert_eq!(out.code, 1);
+    let found = located(&out, "inconsistent-driver");
+    assert_eq!(
+        found,
+        vec![format!(
+            "out/packer/scripts/base.sh:{}",
+            line_of(&base, "readonly DRIVER_VERSION=")
+        )],
+        "{}",
+        out.stdout
+    );
+    let f = findings(&out)
+        .into_iter()
+        .find(|f| f["code"] == "inconsistent-driver")
+        .unwrap();
+    let detail: Vec<&str> = f["detail"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap())
+        .collect();
+    assert!(
+        detail.contains(&format!("gpustack.lock: {driver}").as_str()),
+        "{detail:?}"
+    );
+    assert!(
+        detail.contains(
+            &format!(
+                "out/k8s/gpu-operator-values.yaml:{}: 570.86.15",
+                line_of(&values, "version: \"570.86.15\"")
+            )
+            .as_str()
+        ),
+        "{detail:?}"
+    );
+}
+
+#[test]
+fn an_image_tag_that_is_not_the_bake_files_is_inconsistent() {
+    let dir = project("image");
+    let job = dir.join("out/k8s/pytorchjob.yaml");
+    let text = std::fs::read_to_string(&job).unwrap();
+    let tag_at = text.find(":training-").unwrap() + ":training-".len();
+    let old = &text[tag_at..tag_at + 12];
+    edit(&job, &format!(":training-{old}"), ":training-000000000000");
+    let sbatch = dir.join("out/slurm/serve.sbatch");
+    edit(
+        &sbatch,
+        "image='registry.example.com#ml/llm-cluster:inference-",
+        "image='registry.example.com#ml/llm-cluster:inference-f",
+    );
+    let out = check(&dir, &[]);
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        located(&out, "inconsistent-image"),
+        vec![
+            format!(
+                "out/k8s/pytorchjob.yaml:{}",
+                line_of(&job, ":training-000000000000")
+            ),
+            format!("out/slurm/serve.sbatch:{}", line_of(&sbatch, "image='")),
+        ],
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn an_nccl_variable_that_differs_across_targets_is_inconsistent() {
+    let dir = project("env");
+    let env = dir.join("out/slurm/env/nccl.env");
+    edit(&env, "export NCCL_IB_DISABLE=0", "export NCCL_IB_DISABLE=1");
+    let cm = dir.join("out/k8s/nccl-env.yaml");
+    edit(&cm, "\ndata:\n", "\ndata:\n  \"NCCL_DEBUG\": \"INFO\"\n");
+    let out = check(&dir, &[]);
+    assert_eq!(out.code, 1);
+    let found = located(&out, "inconsistent-env");
+    assert_eq!(
+        found,
+        vec![
+            format!("out/k8s/nccl-env.yaml:{}", line_of(&cm, "NCCL_DEBUG")),
+            format!(
+                "out/slurm/env/nccl.env:{}",
+                line_of(&env, "NCCL_IB_DISABLE")
+            ),
+        ],
+        "{}",
+        out.stdout
+    );
+    let text = run_in(&dir, &["check"]).stdout;
+    assert!(text.contains("`NCCL_IB_DISABLE` differs"), "{text}");
+    assert!(text.contains("out/docker/Dockerfile:"), "{text}");
+    assert!(
+        text.contains("out/k8s/nccl-env.yaml: NCCL_DEBUG not set")
+            || text.contains("NCCL_DEBUG=INFO")
+    );
+}
+
+#[test]
+fn hardware_that_cannot_run_the_lock_is_reported() {
+    let dir = project("hardware");
+    // The lock's own hardware passes.
+    std::fs::write(
+        dir.join("same.toml"),
+        "[hardware]\ngpus = [\"h100\"]\ndriver = \"595.91.07\"\n",
+    )
+    .unwrap();
+    let ok = check(&dir, &["--hardware", "same.toml"]);
+    assert!(errors(&ok).is_empty(), "{:?}", errors(&ok));
+    // An older driver that still runs the stack (CUDA minor version compatibility) is not
+    // the one the VM image installs.
+    std::fs::write(
+        dir.join("older.toml"),
+        "[hardware]\ngpus = [\"h100\"]\ndriver = \"535.104.05\"\n",
+    )
+    .unwrap();
+    let older = check(&dir, &["--hardware", "older.toml"]);
+    assert_eq!(older.code, 1);
+    assert!(
+        errors(&older)
+            .iter()
+            .any(|e| e.contains("535.104.05 is older than the locked driver")),
+        "{:?}",
+        errors(&older)
+    );
+    // An A100 (sm_80) on a stack built for sm_90, with a driver too old for CUDA 12.
+    std::fs::write(
+        dir.join("node.toml"),
+        "[hardware]\ngpus = [\"a100\"]\ndriver = \"470.256.02\"\n",
+    )
+    .unwrap();
+    let out = check(&dir, &["--hardware", "node.toml"]);
+    assert_eq!(out.code, 1);
+    assert_eq!(located(&out, "arch-not-covered").len(), 1, "{}", out.stdout);
+    let old = findings(&out)
+        .into_iter()
+        .find(|f| f["code"] == "driver-too-old")
+        .unwrap_or_else(|| panic!("{}", out.stdout));
+    assert!(
+        old["message"]
+            .as_str()
+            .unwrap()
+            .contains("470.256.02 cannot run the locked stack"),
+        "{old}"
+    );
+    // The explanation names the rule and its source.
+    let detail = old["detail"].to_string();
+    assert!(detail.contains("driver"), "{detail}");
+    assert!(
+        detail.contains("source") || detail.contains("http"),
+        "{detail}"
+    );
+    // An unknown GPU is invalid input, not a finding.
+    std::fs::write(dir.join("bad.toml"), "[hardware]\ngpus = [\"h1000\"]\n").unwrap();
+    let bad = run_in(&dir, &["check", "--hardware", "bad.toml"]);
+    assert_eq!(bad.code, 2);
+    assert!(bad.stderr.contains("unknown GPU `h1000`"), "{}", bad.stderr);
+    assert!(bad.stderr.contains("bad.toml:2:"), "{}", bad.stderr);
+    assert!(
+        bad.stderr.contains("did you mean `h100`?"),
+        "{}",
+        bad.stderr
+    );
+}
+
+#[test]
+fn hygiene_warnings_name_the_artifact() {
+    let dir = project("hygiene");
+    let lock = dir.join("gpustack.lock");
+    let text = std::fs::read_to_string(&lock).unwrap();
+    let at = text
+        .find("name = \"nvidia-container-toolkit\"\nversion = \"")
+        .unwrap();
+    let start = at + "name = \"nvidia-container-toolkit\"\nversion = \"".len();
+    let end = start + text[start..].find('"').unwrap();
+    std::fs::write(&lock, format!("{}1.17.3{}", &text[..start], &text[end..])).unwrap();
+    let out = check(&dir, &[]);
+    let unsafe_ = findings(&out)
+        .into_iter()
+        .filter(|f| f["code"] == "unsafe-version")
+        .map(|f| f["message"].as_str().unwrap().to_string())
+        .collect::<Vec<_>>();
+    assert!(
+        unsafe_
+            .iter()
+            .any(|m| m.contains("nvidia-container-toolkit 1.17.3") && m.contains("CVE-2025-23266")),
+        "{unsafe_:?}"
+    );
+    // Unpinned artifacts: the nvidia/cuda image has no sourced digest.
+    assert!(
+        located(&out, "unpinned")
+            .iter()
+            .any(|l| *l == format!("gpustack.lock:{}", line_of(&lock, "name = \"cuda-image\""))),
+        "{}",
+        out.stdout
+    );
+    // An end-of-life driver branch.
+    let dir = tempdir("eol");
+    std::fs::copy(
+        root().join("lockfiles/t4-inference-old-driver.lock"),
+        dir.join("gpustack.lock"),
+    )
+    .unwrap();
+    let out = check(&dir, &[]);
+    assert_eq!(located(&out, "eol-driver").len(), 1, "{}", out.stdout);
+}
+
+#[test]
+fn github_format_prints_annotations() {
+    let dir = project("github");
+    edit(
+        &dir.join("out/slurm/env/nccl.env"),
+        "export NCCL_IB_DISABLE=0",
+        "export NCCL_IB_DISABLE=1",
+    );
+    let out = run_in(&dir, &["check", "--format", "github"]);
+    assert_eq!(out.code, 1);
+    let line = line_of(&dir.join("out/slurm/env/nccl.env"), "NCCL_IB_DISABLE");
+    assert!(
+        out.stdout.contains(&format!(
+            "::error file=out/slurm/env/nccl.env,line={line},title=gpustack drift::"
+        )),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("title=gpustack inconsistent-env::"));
+    // Multi-line messages stay one command each.
+    for l in out.stdout.lines() {
+        assert!(l.starts_with("::") || l.starts_with("checked "), "{l}");
+    }
+}
+
+#[test]
+fn invalid_inputs_exit_2() {
+    let dir = project("invalid");
+    std::fs::write(dir.join("gpustack.lock"), "version = 2\n[[component]\n").unwrap();
+    let out = run_in(&dir, &["check"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("gpustack.lock:2:"), "{}", out.stderr);
+    let dir = project("invalid-out");
+    let out = run_in(&dir, &["check", "--out", "nowhere"]);
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("output directory `nowhere` not found"),
+        "{}",
+        out.stderr
+    );
+    let out = run_in(&dir, &["check", "--spec", "missing.toml"]);
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("spec `missing.toml` not found"),
+        "{}",
+        out.stderr
+    );
+    let out = run_in(&dir, &["check", "--format", "yaml"]);
+    assert_eq!(out.code, 2);
+}
+
+#[test]
+fn every_committed_lock_and_output_tree_checks_clean() {
+    for name in common::example_names() {
+        let dir = tempdir(&format!("all-{name}"));
+        std::fs::copy(
+            root().join(format!("fixtures/specs/{name}.toml")),
+            dir.join("gpustack.toml"),
+        )
+        .unwrap();
+        std::fs::copy(
+            root().join(format!("lockfiles/{name}.lock")),
+            dir.join("gpustack.lock"),
+        )
+        .unwrap();
+        copy_dir(
+            &root().join(format!("fixtures/gen/{name}")),
+            &dir.join("out"),
+        );
+        let out = check(&dir, &[]);
+        assert_eq!(out.code, 0, "{name}: {:?}", errors(&out));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
