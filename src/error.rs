@@ -213,6 +213,8 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+impl std::error::Error for Diagnostic {}
+
 /// Turns a TOML parse error into a diagnostic at its span.
 pub(crate) fn toml_diagnostic(
     stage: Stage,

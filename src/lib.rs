@@ -44,6 +44,8 @@ pub mod check;
 pub mod deploy;
 pub mod emit;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod lock;
 pub mod plan;
 pub mod render;

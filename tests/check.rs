@@ -526,3 +526,90 @@ fn every_committed_lock_and_output_tree_checks_clean() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// The book documents the JSON format with an example; its keys must be the real ones.
+#[test]
+fn the_books_json_example_has_the_real_shape() {
+    fn shape(v: &serde_json::Value, path: &str, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    out.push(format!("{path}.{k}"));
+                    shape(x, &format!("{path}.{k}"), out);
+                }
+            }
+            serde_json::Value::Array(a) => {
+                for x in a {
+                    shape(x, &format!("{path}[]"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let book = std::fs::read_to_string(root().join("book/src/checks.md")).unwrap();
+    let block = book
+        .split("```json\n")
+        .nth(1)
+        .unwrap()
+        .split("```")
+        .next()
+        .unwrap();
+    let documented: serde_json::Value = serde_json::from_str(block).unwrap();
+    let dir = project("book-json");
+    edit(
+        &dir.join("out/slurm/env/nccl.env"),
+        "export NCCL_IB_DISABLE=0",
+        "export NCCL_IB_DISABLE=1",
+    );
+    let real: serde_json::Value = serde_json::from_str(&check(&dir, &[]).stdout).unwrap();
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    shape(&documented, "", &mut a);
+    shape(&real, "", &mut b);
+    a.sort();
+    a.dedup();
+    b.sort();
+    b.dedup();
+    assert_eq!(a, b);
+    assert_eq!(documented["findings"][0], real["findings"][0]);
+}
+
+/// The CI example is valid YAML and runs the commands the book says it runs.
+#[test]
+fn the_github_workflow_example_is_valid() {
+    let path = root().join("examples/ci/github-actions.yml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains(
+        "gpustack check --spec gpustack.toml --lock gpustack.lock --out out --format github"
+    ));
+    assert!(text.contains("gpustack diff base.lock gpustack.lock --format markdown"));
+    if let Some(yamllint) = common::validator("yamllint") {
+        let out = std::process::Command::new(yamllint)
+            .args(["-s", "-c"])
+            .arg(root().join("fixtures/schemas/yamllint.yaml"))
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    // The flags it uses exist.
+    let dir = project("workflow");
+    let out = run_in(
+        &dir,
+        &[
+            "check",
+            "--spec",
+            "gpustack.toml",
+            "--lock",
+            "gpustack.lock",
+            "--out",
+            "out",
+            "--format",
+            "github",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+}

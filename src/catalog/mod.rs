@@ -635,6 +635,15 @@ impl Catalog {
         Catalog::load(&[])
     }
 
+    /// The stock catalog's files as (display path, TOML text), in file-name order: the input
+    /// [`Catalog::from_layers`] takes, for tools that want to reorder or edit them.
+    pub fn stock_files() -> Vec<(String, String)> {
+        STOCK
+            .iter()
+            .map(|(p, t)| ((*p).to_string(), (*t).to_string()))
+            .collect()
+    }
+
     /// The stock catalog plus overlay directories, in order.
     pub fn load(overlays: &[&Path]) -> Result<Catalog, Error> {
         let mut sources: Vec<Vec<(String, String)>> = Vec::new();

@@ -1,0 +1,47 @@
+//! Replays the fuzz corpora (`fuzz/corpus/<target>/`) and every crash reproducer the fuzzers
+//! found (`fuzz/regressions/<target>/`) through the same entry points the fuzz targets call,
+//! on stable, in the normal test run: a fixed crash stays fixed.
+
+mod common;
+
+use common::root;
+
+fn replay(target: &str, run: &dyn Fn(&[u8])) -> usize {
+    let mut n = 0;
+    for dir in ["fuzz/corpus", "fuzz/regressions"] {
+        let dir = root().join(dir).join(target);
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut paths: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+        paths.sort();
+        for p in paths {
+            let data = std::fs::read(&p).unwrap();
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&data)));
+            assert!(r.is_ok(), "{} panics on {}", target, p.display());
+            n += 1;
+        }
+    }
+    n
+}
+
+#[test]
+fn catalog_corpus() {
+    assert!(replay("catalog", &gpustack::fuzzing::catalog) >= 15);
+}
+
+#[test]
+fn spec_corpus() {
+    let catalog = gpustack::Catalog::stock().unwrap();
+    assert!(replay("spec", &|d| gpustack::fuzzing::spec(d, &catalog)) >= 14);
+}
+
+#[test]
+fn lock_corpus() {
+    assert!(replay("lock", &gpustack::fuzzing::lock) >= 14);
+}
+
+#[test]
+fn render_corpus() {
+    assert!(replay("render", &gpustack::fuzzing::render) >= 14);
+}
