@@ -41,6 +41,7 @@
 pub mod arch;
 pub mod catalog;
 pub mod deploy;
+pub mod diff;
 pub mod emit;
 pub mod error;
 pub mod lock;
