@@ -42,6 +42,7 @@ pub mod arch;
 pub mod catalog;
 pub mod check;
 pub mod deploy;
+pub mod diff;
 pub mod emit;
 pub mod error;
 #[doc(hidden)]
