@@ -92,6 +92,19 @@ enum Command {
         #[arg(long)]
         strict: bool,
     },
+    /// Compare two locks: what changed and what it costs an operator
+    #[command(
+        after_help = "Examples:\n  gpustack diff main.lock gpustack.lock\n  gpustack diff old.lock new.lock --format markdown > comment.md\n  git show origin/main:gpustack.lock > base.lock && gpustack diff base.lock gpustack.lock\n\nEach change is classified by what it costs: driver branch (new VM image, drain and reboot),\ndriver patch, CUDA major (rebuild every container), CUDA minor, cuDNN/NCCL (re-run NCCL\nvalidation), framework (re-validate the model), and more; the layers to rebuild and the\ngenerated files that change follow.\n\nExit codes: 0 compared (whether or not the locks differ), 2 invalid input."
+    )]
+    Diff {
+        /// The old lock
+        old: PathBuf,
+        /// The new lock
+        new: PathBuf,
+        /// Output format
+        #[arg(long, default_value = "text", value_parser = ["text", "json", "markdown"])]
+        format: String,
+    },
     /// Explain why a component has its locked version
     #[command(
         after_help = "Examples:\n  gpustack why torch\n  gpustack why driver --lock lockfiles/h100-train.lock"
@@ -413,6 +426,26 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 _ => print!("{}", report.to_text()),
             }
             Ok(report.exit_code(strict))
+        }
+        Command::Diff { old, new, format } => {
+            let mut locks = Vec::new();
+            for p in [&old, &new] {
+                let shown = p.display().to_string();
+                let text = read_text(
+                    p,
+                    Stage::Lock,
+                    "lock",
+                    "pass two lock files: `gpustack diff OLD.lock NEW.lock`",
+                )?;
+                locks.push(Lock::parse(&shown, &text)?);
+            }
+            let d = gpustack::diff::diff(&locks[0], &locks[1]);
+            match format.as_str() {
+                "json" => print!("{}", d.to_json()),
+                "markdown" => print!("{}", d.to_markdown()),
+                _ => print!("{}", d.to_text()),
+            }
+            Ok(0)
         }
         Command::Why { component, lock } => {
             let c = Component::from_name(&component).ok_or_else(|| {
