@@ -45,6 +45,7 @@ pub mod emit;
 pub mod error;
 pub mod lock;
 pub mod plan;
+pub mod probe;
 pub mod render;
 mod select;
 pub mod solve;
