@@ -49,6 +49,7 @@ pub mod error;
 pub mod fuzzing;
 pub mod lock;
 pub mod plan;
+pub mod probe;
 pub mod render;
 mod select;
 pub mod solve;
