@@ -190,6 +190,21 @@ pub struct HostHardware {
 }
 
 impl HostHardware {
+    /// The hardware a [`crate::probe::Probe`] found.
+    pub fn from_probe(probe: &crate::probe::Probe, catalog: &Catalog) -> HostHardware {
+        HostHardware {
+            gpus: probe
+                .gpus
+                .iter()
+                .filter_map(|g| {
+                    let cc = g.cc.or_else(|| catalog.gpu(&g.id).map(|c| c.cc))?;
+                    Some((g.id.clone(), cc))
+                })
+                .collect(),
+            driver: probe.driver.clone(),
+        }
+    }
+
     /// Parses a `[hardware]` table (`gpus = ["h100"]`, `driver = "550.54.15"`), mapping GPU
     /// names through the catalog.
     ///

@@ -79,7 +79,8 @@ enum Command {
         /// The generated files (skipped when the default is absent)
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
-        /// A node's hardware: the `[hardware]` table `gpustack probe` prints
+        /// A node's hardware: the `[hardware]` table `gpustack probe` prints, or saved
+        /// nvidia-smi output
         #[arg(long, value_name = "FILE")]
         hardware: Option<PathBuf>,
         /// A catalog overlay directory (repeatable; later ones win)
@@ -103,6 +104,21 @@ enum Command {
         new: PathBuf,
         /// Output format
         #[arg(long, default_value = "text", value_parser = ["text", "json", "markdown"])]
+        format: String,
+    },
+    /// Read a node's GPUs and driver from nvidia-smi and print a `[hardware]` table
+    #[command(
+        after_help = "Examples:\n  gpustack probe > node.toml        # runs nvidia-smi on this node\n  gpustack probe --from smi.csv     # saved `nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv`\n  gpustack probe --from smi.xml     # saved `nvidia-smi -q -x`\n  gpustack check --hardware node.toml\n\nGPU names map to catalog ids through the catalog's `smi_names`; an unknown GPU is an error\n(exit 2) whose hint says how to add it in a catalog overlay."
+    )]
+    Probe {
+        /// Read saved nvidia-smi output (CSV or `-q -x` XML) instead of running nvidia-smi
+        #[arg(long, value_name = "FILE")]
+        from: Option<PathBuf>,
+        /// A catalog overlay directory (repeatable; later ones win)
+        #[arg(long = "catalog", value_name = "DIR")]
+        catalogs: Vec<PathBuf>,
+        /// Output format: the `[hardware]` TOML table, or JSON
+        #[arg(long, default_value = "toml", value_parser = ["toml", "json"])]
         format: String,
     },
     /// Explain why a component has its locked version
@@ -407,9 +423,14 @@ fn run(cli: Cli) -> Result<u8, Error> {
                         "hardware profile",
                         "write one with `gpustack probe > node.toml`",
                     )?;
-                    Some(gpustack::check::HostHardware::parse(
-                        &shown, &text, &catalog,
-                    )?)
+                    Some(match gpustack::probe::sniff(&text) {
+                        // Raw nvidia-smi output (CSV or XML): probe it here.
+                        Some(_) => {
+                            let probe = gpustack::probe::parse(&shown, &text, &catalog)?;
+                            gpustack::check::HostHardware::from_probe(&probe, &catalog)
+                        }
+                        None => gpustack::check::HostHardware::parse(&shown, &text, &catalog)?,
+                    })
                 }
                 None => None,
             };
@@ -444,6 +465,44 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 "json" => print!("{}", d.to_json()),
                 "markdown" => print!("{}", d.to_markdown()),
                 _ => print!("{}", d.to_text()),
+            }
+            Ok(0)
+        }
+        Command::Probe {
+            from,
+            catalogs,
+            format,
+        } => {
+            let catalog = load_catalog(&catalogs)?;
+            let (shown, text) = match &from {
+                Some(p) => (
+                    p.display().to_string(),
+                    read_text(
+                        p,
+                        Stage::Usage,
+                        "nvidia-smi output",
+                        "save it with `nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv > smi.csv`",
+                    )?,
+                ),
+                None => match gpustack::probe::run_nvidia_smi()? {
+                    Some(t) => ("nvidia-smi".to_string(), t),
+                    None => {
+                        return Err(Diagnostic::new(
+                            Stage::Usage,
+                            "`nvidia-smi` is not on PATH: this is not a node with an NVIDIA driver",
+                        )
+                        .hint("run `gpustack probe` on a GPU node, or pass saved output with `--from FILE`")
+                        .into())
+                    }
+                },
+            };
+            let probe = gpustack::probe::parse(&shown, &text, &catalog)?;
+            match format.as_str() {
+                "json" => println!(
+                    "{}",
+                    serde_json::to_string_pretty(&probe.to_json()).unwrap_or_default()
+                ),
+                _ => print!("{}", probe.hardware_toml()),
             }
             Ok(0)
         }

@@ -613,3 +613,54 @@ fn the_github_workflow_example_is_valid() {
     );
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
 }
+
+/// `probe` output feeds `check --hardware`, and so does raw nvidia-smi output.
+#[test]
+fn probe_output_and_raw_nvidia_smi_feed_check() {
+    let dir = project("probe");
+    let probed = run_in(
+        &dir,
+        &[
+            "probe",
+            "--from",
+            &root()
+                .join("fixtures/probe/h200-kmd-version.csv")
+                .display()
+                .to_string(),
+        ],
+    );
+    assert_eq!(probed.code, 0, "{}", probed.stderr);
+    assert!(
+        probed
+            .stdout
+            .contains("[hardware]\ngpus = [\"h200\"]\ndriver = \"610.43.02\"\n"),
+        "{}",
+        probed.stdout
+    );
+    std::fs::write(dir.join("node.toml"), &probed.stdout).unwrap();
+    let out = check(&dir, &["--hardware", "node.toml"]);
+    // H200 is Hopper (9.0): covered by the H100 stack's sm_90, but not named in the spec.
+    assert_eq!(located(&out, "gpu-not-locked").len(), 1, "{}", out.stdout);
+    assert!(errors(&out).is_empty(), "{:?}", errors(&out));
+    // Raw XML from an A100 node with an older driver.
+    let xml = root()
+        .join("fixtures/probe/a100-mig.xml")
+        .display()
+        .to_string();
+    let out = check(&dir, &["--hardware", &xml]);
+    assert_eq!(out.code, 1);
+    assert_eq!(located(&out, "arch-not-covered").len(), 1, "{}", out.stdout);
+    assert_eq!(located(&out, "driver-too-old").len(), 1, "{}", out.stdout);
+    // JSON output, and no nvidia-smi on PATH is a usage error.
+    let json = run_in(&dir, &["probe", "--format", "json", "--from", &xml]);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(v["gpus"][0]["id"], "a100", "{v}");
+    let none = std::process::Command::new(env!("CARGO_BIN_EXE_gpustack"))
+        .arg("probe")
+        .env("PATH", "/nonexistent")
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(none.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&none.stderr).contains("`nvidia-smi` is not on PATH"));
+}
