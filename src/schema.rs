@@ -35,7 +35,9 @@
 //! `$schema` is draft 2020-12, and the schema uses only keywords that mean the same in
 //! draft 7 (no `$ref`, `$defs`, `prefixItems` or `unevaluatedProperties`), because taplo
 //! validates with a draft 7 implementation. `tests/schema.rs` checks the keyword set and
-//! validates the schema against the 2020-12 metaschema.
+//! validates the schema against the 2020-12 metaschema. Beside the standard keywords, taplo's
+//! `x-taplo` extension (ignored by validators) gives each GPU id a hover text and makes a
+//! new `[hardware]` table start with `gpus`.
 //!
 //! ```
 //! let catalog = gpustack::Catalog::stock()?;
@@ -122,6 +124,7 @@ fn stack(catalog: &Catalog) -> Value {
     let os: Vec<&str> = catalog.os.iter().map(|o| o.id.as_str()).collect();
     let mut os_schema = names_of(
         &os,
+        &[],
         false,
         "An OS id from the catalog, case-insensitive. When set, gpustack picks only CUDA \
          releases that NVIDIA publishes `nvidia/cuda` images for on that OS (rule \
@@ -152,13 +155,18 @@ fn stack(catalog: &Catalog) -> Value {
 }
 
 fn hardware(catalog: &Catalog) -> Value {
-    let mut gpus: Vec<&str> = catalog
-        .gpus
-        .iter()
-        .flat_map(|g| std::iter::once(g.id.as_str()).chain(g.aliases.iter().map(String::as_str)))
-        .collect();
-    gpus.sort_unstable();
-    gpus.dedup();
+    // Every id and alias, sorted, each with its hover text.
+    let mut named: Vec<(&str, String)> = Vec::new();
+    for g in &catalog.gpus {
+        let about = format!("{}: compute capability {} ({})", g.name, g.cc, g.arch);
+        named.push((g.id.as_str(), about.clone()));
+        for a in &g.aliases {
+            named.push((a.as_str(), format!("alias of `{}`, {about}", g.id)));
+        }
+    }
+    named.sort_by(|a, b| a.0.cmp(b.0));
+    named.dedup_by(|a, b| a.0 == b.0);
+    let (gpus, gpu_docs): (Vec<&str>, Vec<String>) = named.into_iter().unzip();
     let example = catalog.gpus.first().map(|g| g.id.as_str());
     let mut t = table(
         "[hardware]",
@@ -174,7 +182,7 @@ fn hardware(catalog: &Catalog) -> Value {
                 json!({
                     "type": "array",
                     "description": "GPU ids or aliases from the catalog, case-insensitive; duplicates are dropped and the lock records canonical ids. `gpustack catalog show gpu` lists them. A GPU the catalog lacks can be given by its compute capability in `archs`.",
-                    "items": names_of(&gpus, true, "A GPU id or alias from the catalog, case-insensitive."),
+                    "items": names_of(&gpus, &gpu_docs, true, "A GPU id or alias from the catalog, case-insensitive."),
                     "examples": [example.into_iter().collect::<Vec<_>>()],
                 }),
             ),
@@ -202,6 +210,8 @@ fn hardware(catalog: &Catalog) -> Value {
             ),
         ],
     );
+    // Editors that complete a new [hardware] table also insert `gpus`.
+    t.insert("x-taplo".into(), json!({ "initKeys": ["gpus"] }));
     // "`[hardware]` names no GPU": one of the lists must have an entry.
     t.insert(
         "anyOf".into(),
@@ -553,18 +563,23 @@ fn integer(description: &str, max: i64, default: Option<i64>, example: i64) -> V
 
 /// A string naming one of `names`, matched case-insensitively (as the catalog matches GPU
 /// and OS names), optionally with surrounding whitespace (GPU names are trimmed). The
-/// `enum` is what editors offer; the pattern accepts the other spellings gpustack reads.
-fn names_of(names: &[&str], trim: bool, description: &str) -> Value {
+/// `enum` is what editors offer, with `docs` (one per name, or none) as taplo's hover text
+/// for each value; the pattern accepts the other spellings gpustack reads.
+fn names_of(names: &[&str], docs: &[String], trim: bool, description: &str) -> Value {
     if names.is_empty() {
         return json!({ "type": "string", "description": description, "enum": [] });
     }
     let alternatives: Vec<String> = names.iter().map(|n| any_case(n)).collect();
     let space = if trim { "\\s*" } else { "" };
+    let mut listed = json!({ "enum": names });
+    if !docs.is_empty() {
+        listed["x-taplo"] = json!({ "docs": { "enumValues": docs } });
+    }
     json!({
         "type": "string",
         "description": description,
         "anyOf": [
-            { "enum": names },
+            listed,
             { "pattern": format!("^{space}({}){space}$", alternatives.join("|")) },
         ],
     })
@@ -653,6 +668,7 @@ const KEYWORD_ORDER: &[&str] = &[
     "items",
     "default",
     "examples",
+    "x-taplo",
 ];
 
 /// Pretty JSON (two-space indent, as `serde_json::to_string_pretty`), with the keys of

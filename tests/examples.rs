@@ -263,3 +263,69 @@ fn pre_commit_hook_entries_are_gpustack_commands() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// ----- the book's "Library API" chapter ----------------------------------------------------
+
+/// The lines of a Rust file as the book quotes them: trimmed, doc-comment markers removed,
+/// blank lines dropped.
+fn quotable_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .map(|l| {
+            let l = l.trim();
+            let l = l
+                .strip_prefix("///")
+                .or_else(|| l.strip_prefix("//!"))
+                .unwrap_or(l);
+            l.trim().to_string()
+        })
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+#[test]
+fn book_library_code_is_quoted_from_tested_code() {
+    let mut corpus = Vec::new();
+    for dir in ["examples", "src", "src/catalog", "src/plan", "src/solve"] {
+        for path in sorted_files(&root().join(dir), "rs") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            corpus.push((path, quotable_lines(&text)));
+        }
+    }
+    let page = std::fs::read_to_string(root().join("book/src/library.md")).unwrap();
+    let mut blocks = 0;
+    let mut failures = Vec::new();
+    let mut lines = page.lines().enumerate();
+    while let Some((n, line)) = lines.next() {
+        if line.trim() != "```rust" {
+            continue;
+        }
+        blocks += 1;
+        let mut body = String::new();
+        for (_, l) in lines.by_ref() {
+            if l.trim_start().starts_with("```") {
+                break;
+            }
+            body.push_str(l);
+            body.push('\n');
+        }
+        // `// …` marks a cut: each piece must appear, contiguous, in one tested file.
+        for piece in body.split("// …\n") {
+            let want = quotable_lines(piece);
+            if want.is_empty() {
+                continue;
+            }
+            let found = corpus
+                .iter()
+                .any(|(_, have)| have.windows(want.len()).any(|w| w == want.as_slice()));
+            if !found {
+                failures.push(format!(
+                    "book/src/library.md:{}: not found in examples/ or src/:\n{}",
+                    n + 1,
+                    want.join("\n")
+                ));
+            }
+        }
+    }
+    assert!(blocks >= 10, "{blocks} rust blocks");
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}

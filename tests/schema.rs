@@ -130,6 +130,7 @@ const KEYWORDS: &[&str] = &[
     "items",
     "default",
     "examples",
+    "x-taplo",
 ];
 
 /// Walks every schema object (not the data under `enum`, `default`, `examples`).
@@ -308,12 +309,20 @@ fn every_enum_value_is_accepted_and_a_non_member_is_not() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    // The GPU enum is the catalog's ids and aliases.
+    // The GPU enum is the catalog's ids and aliases, each with taplo hover text naming the
+    // product.
     let gpus = &found.iter().find(|f| f.1 == "gpus").unwrap().3;
+    let listed = &schema["properties"]["hardware"]["properties"]["gpus"]["items"]["anyOf"][0];
+    let docs = listed["x-taplo"]["docs"]["enumValues"].as_array().unwrap();
+    assert_eq!(docs.len(), gpus.len());
     for g in &cat.gpus {
-        assert!(gpus.contains(&g.id), "{}", g.id);
-        for a in &g.aliases {
-            assert!(gpus.contains(a), "{a}");
+        for name in std::iter::once(&g.id).chain(&g.aliases) {
+            let i = gpus
+                .iter()
+                .position(|x| x == name)
+                .unwrap_or_else(|| panic!("{name} is not in the enum"));
+            let doc = docs[i].as_str().unwrap();
+            assert!(doc.contains(&g.name), "{name}: {doc}");
         }
     }
 }
@@ -929,6 +938,60 @@ fn validator_agrees_with_the_parser() {
         "{}",
         rejected["typo-stack-key"]
     );
+}
+
+/// taplo, the validator behind Even Better TOML: in `.venv-validate/bin` (`pip install
+/// taplo`) or on `PATH`. `tests/run.sh` does not install it yet, so a missing taplo is a
+/// loud skip even with `CI=true`.
+#[allow(clippy::print_stderr)]
+fn taplo() -> Option<std::path::PathBuf> {
+    let venv = root().join(".venv-validate/bin/taplo");
+    let found = venv.is_file().then_some(venv).or_else(|| {
+        std::env::split_paths(&std::env::var_os("PATH")?)
+            .map(|d| d.join("taplo"))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        eprintln!("\n!!! VALIDATOR MISSING: `taplo` (pip install taplo) — the editor-side check is SKIPPED.\n");
+    }
+    found
+}
+
+/// The editors' view: taplo (draft 7 semantics) gives every case the verdict
+/// check-jsonschema (2020-12) gives, through the same `#:schema` directive a user writes.
+#[test]
+fn taplo_agrees_with_the_parser() {
+    let Some(tool) = taplo() else { return };
+    let cat = catalog();
+    let cases = cases(&schema());
+    let dir = tempdir("taplo-cases");
+    std::fs::write(
+        dir.join("gpustack.schema.json"),
+        gpustack::schema::spec_schema_json(&cat),
+    )
+    .unwrap();
+    let mut failures = Vec::new();
+    for c in &cases {
+        let file = format!("{}.toml", c.name);
+        let text = format!("#:schema ./gpustack.schema.json\n{}", c.text);
+        std::fs::write(dir.join(&file), text).unwrap();
+        let (code, out) = run_tool(&tool, &["check", &file], &dir);
+        let schema_ok = code == 0;
+        if schema_ok != c.schema_ok {
+            let errors: Vec<&str> = out.lines().filter(|l| l.starts_with("error")).collect();
+            failures.push(format!(
+                "{}: taplo says ok = {schema_ok} (expected {}): {errors:?}",
+                c.name, c.schema_ok
+            ));
+        }
+    }
+    // The directive is what made taplo validate: without it, the typo passes.
+    let typo = cases.iter().find(|c| c.name == "typo-stack-key").unwrap();
+    std::fs::write(dir.join("no-directive.toml"), &typo.text).unwrap();
+    let (code, _) = run_tool(&tool, &["check", "no-directive.toml"], &dir);
+    assert_eq!(code, 0, "taplo validated a file without a schema");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]
