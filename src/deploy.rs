@@ -148,6 +148,13 @@ pub enum SlurmContainer {
 }
 
 impl SlurmContainer {
+    /// Every container runtime.
+    pub const ALL: [SlurmContainer; 3] = [
+        SlurmContainer::Pyxis,
+        SlurmContainer::Apptainer,
+        SlurmContainer::None,
+    ];
+
     /// The spec spelling.
     pub fn name(self) -> &'static str {
         match self {
@@ -353,7 +360,7 @@ pub fn is_dns_label(s: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
 }
 
-/// An image registry prefix: host[:port]/path, lowercase, no tag or digest.
+/// An image registry prefix: `host[:port]/path`, lowercase, no tag or digest.
 pub fn is_registry(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 200

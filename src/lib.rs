@@ -8,12 +8,29 @@
 //!
 //! ```text
 //! catalog/*.toml ─load─▶ Catalog ─┐
-//! gpustack.toml ──parse─▶ Spec ───┼─solve─▶ Resolution ─▶ Lock ─write─▶ gpustack.lock
-//!                                 │                               └─plan─▶ targets (later)
+//! gpustack.toml ──parse─▶ Spec ───┼─solve─▶ Resolution ─▶ Lock ─to_toml─▶ gpustack.lock
+//!                                                          └─plan::generate─▶ files ─emit─▶ out/<target>/
 //! ```
 //!
 //! Each stage is pure: only [`Catalog::load`], [`emit`] and the CLI touch the filesystem,
 //! and only the CLI prints.
+//!
+//! # Entry points
+//!
+//! * [`Catalog::stock`], [`Catalog::load`] (with overlay directories): the facts.
+//! * [`Spec::parse`]: a `gpustack.toml`, validated against the catalog.
+//! * [`solve()`]: a [`Resolution`] whose picks carry the reasons that bound them, or
+//!   [`Error::NoSolution`] with an [`Explanation`] and hints.
+//! * [`Lock::from_resolution`], [`Lock::to_toml`], [`Lock::parse`]: the lockfile;
+//!   [`lock_spec`] does parse, solve and lock in one call.
+//! * [`plan::generate`]: every file of a target ([`plan::Target`]) rendered in memory from a
+//!   lock; [`emit::replace_dir`] and [`emit::diff_dir`] write or compare them.
+//! * [`schema::spec_schema_json`]: the JSON Schema editors use to complete `gpustack.toml`.
+//!
+//! Errors are [`Error`]s: their `Display` is the CLI's message (`error: …`, `--> file:line`,
+//! `hint: …`) and [`Error::exit_code`] its exit status. The book's "Library API" chapter
+//! walks through these steps and states the versioning policy: what is public API, and how
+//! the lockfile format is versioned separately.
 //!
 //! ```
 //! use gpustack::{Catalog, Component, Lock, Spec};
@@ -51,6 +68,7 @@ pub mod lock;
 pub mod plan;
 pub mod probe;
 pub mod render;
+pub mod schema;
 mod select;
 pub mod solve;
 pub mod spec;
@@ -65,7 +83,17 @@ pub use spec::{Component, Layer, Spec};
 pub use version::{Version, VersionReq};
 
 /// Reads, parses and solves a spec, and builds its lock: the `gpustack lock` pipeline
-/// without the write.
+/// without the write. `spec_path` is used in messages only.
+///
+/// ```
+/// let catalog = gpustack::Catalog::stock()?;
+/// let text = std::fs::read_to_string("fixtures/specs/a100-pytorch.toml").unwrap();
+/// let lock = gpustack::lock_spec(&catalog, "a100-pytorch.toml", &text)?;
+/// // The bytes `gpustack lock` writes, and the committed lock of this example.
+/// let committed = std::fs::read_to_string("lockfiles/a100-pytorch.lock").unwrap();
+/// assert_eq!(lock.to_toml(), committed);
+/// # Ok::<(), gpustack::Error>(())
+/// ```
 pub fn lock_spec(catalog: &Catalog, spec_path: &str, spec_text: &str) -> Result<Lock, Error> {
     let spec = Spec::parse(spec_path, spec_text, catalog)?;
     let resolution = solve(catalog, &spec)?;

@@ -13,9 +13,10 @@
 //! torch = ">=2.4, <2.6"
 //! ```
 //!
-//! Parsing is two steps: TOML into [`SpecWire`]-like private types (unknown keys and
+//! Parsing is two steps: TOML into private wire types (`SpecWire`; unknown keys and
 //! tables are errors with a hint), then validation against the catalog (GPU names) into a
-//! [`Spec`], which is exactly the request the lock records.
+//! [`Spec`], which is exactly the request the lock records. The same wire types define the
+//! keys of the spec's JSON Schema ([`crate::schema`]).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -266,6 +267,14 @@ impl Layer {
 }
 
 /// The validated request.
+///
+/// Build one with [`Spec::parse`], which checks every value against the catalog (GPU ids
+/// become canonical, requirements are parsed, deployment values are validated) and
+/// reports every problem with its `file:line:col`. The fields are public so that a tool
+/// can read a request, or adjust a parsed one with typed values
+/// (`spec.components.insert(Component::Nccl, VersionReq::any())`). A `Spec` assembled
+/// field by field skips that validation: the solver ignores GPU ids the catalog does not
+/// know, so prefer parsing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Spec {
     /// `[stack].name`.
@@ -284,9 +293,10 @@ pub struct Spec {
     pub deploy: crate::deploy::Deploy,
 }
 
+/// The spec as written (also read by `crate::schema`, which lists its keys).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct SpecWire {
+pub(crate) struct SpecWire {
     stack: Option<Spanned<StackWire>>,
     #[serde(default)]
     hardware: Option<Spanned<HardwareWire>>,
@@ -304,14 +314,14 @@ struct SpecWire {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct StackWire {
+pub(crate) struct StackWire {
     name: Option<Spanned<String>>,
     os: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct HardwareWire {
+pub(crate) struct HardwareWire {
     #[serde(default)]
     gpus: Vec<Spanned<String>>,
     #[serde(default)]
@@ -335,6 +345,30 @@ const TOP_TABLES: &[&str] = &[
 
 impl Spec {
     /// Parses and validates `text` (read from `file`, used in messages only).
+    ///
+    /// Every problem is reported, each at its location and with a hint, as
+    /// [`Error::Invalid`]:
+    ///
+    /// ```
+    /// use gpustack::{Catalog, Spec};
+    /// let catalog = Catalog::stock()?;
+    /// let spec = Spec::parse("gpustack.toml", r#"
+    /// [stack]
+    /// name = "demo"
+    /// [hardware]
+    /// gpus = ["H100"]
+    /// [components]
+    /// torch = "*"
+    /// "#, &catalog)?;
+    /// assert_eq!(spec.gpus, ["h100"]); // canonical catalog ids
+    ///
+    /// let err = Spec::parse("gpustack.toml", "[stack]\nname = \"demo\"\n[hardware]\ngpus = [\"h1000\"]\n[components]\ntorch = \"*\"\n", &catalog)
+    ///     .unwrap_err();
+    /// let text = err.to_string();
+    /// assert!(text.starts_with("error: unknown GPU `h1000`\n  --> gpustack.toml:4:9"), "{text}");
+    /// assert_eq!(err.exit_code(), 2);
+    /// # Ok::<(), gpustack::Error>(())
+    /// ```
     pub fn parse(file: &str, text: &str, catalog: &Catalog) -> Result<Spec, Error> {
         if text.len() > 1 << 20 {
             return Err(

@@ -644,7 +644,15 @@ impl Catalog {
             .collect()
     }
 
-    /// The stock catalog plus overlay directories, in order.
+    /// The stock catalog plus overlay directories, in order: an overlay entry with the key
+    /// of an earlier entry replaces it, a new key adds an entry (the book's catalog chapter,
+    /// "Overlays"). Every problem in every overlay is reported at once, at its `file:line`.
+    ///
+    /// ```
+    /// use std::path::Path;
+    /// let err = gpustack::Catalog::load(&[Path::new("no-such-dir")]).unwrap_err();
+    /// assert!(err.to_string().starts_with("error: catalog overlay `no-such-dir` is not a directory"));
+    /// ```
     pub fn load(overlays: &[&Path]) -> Result<Catalog, Error> {
         let mut sources: Vec<Vec<(String, String)>> = Vec::new();
         let mut diags = Vec::new();

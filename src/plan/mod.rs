@@ -67,12 +67,24 @@ impl Target {
     }
 }
 
-/// Renders every file of `target` from `lock`.
+/// Renders every file of `target` from `lock`, in memory. Reads the lock only (never the
+/// catalog), so a committed `gpustack.lock` renders the same files anywhere.
+///
+/// ```
+/// use gpustack::plan::{generate, Target};
+/// let text = std::fs::read_to_string("lockfiles/h100-ib-train-serve.lock").unwrap();
+/// let lock = gpustack::Lock::parse("gpustack.lock", &text)?;
+/// let files = generate(&lock, Target::K8s)?;
+/// let job = files.iter().find(|f| f.path == "pytorchjob.yaml").unwrap();
+/// assert!(job.contents.contains("kind: PyTorchJob"));
+/// # Ok::<(), gpustack::Error>(())
+/// ```
 pub fn generate(lock: &Lock, target: Target) -> Result<Vec<RenderedFile>, Error> {
     generate_with(lock, &Common::new(lock)?, target)
 }
 
-/// Renders several targets, deriving the shared values once.
+/// Renders several targets, deriving the shared values ([`Common`]) once; the result is in
+/// the order of `targets`.
 pub fn generate_many(
     lock: &Lock,
     targets: &[Target],
