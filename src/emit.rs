@@ -57,6 +57,42 @@ fn relative_ok(p: &str) -> bool {
         && p.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
 }
 
+/// Whether `dir` can be replaced by [`replace_dir`]: absent, or a real directory. A
+/// symbolic link is refused (replacing it would silently drop the link, and following it
+/// would write outside the output directory), and so is a file, or a parent that is a file.
+/// `gen` calls this for every target before writing any.
+pub fn check_target_dir(dir: &Path) -> Result<(), Diagnostic> {
+    let shown = dir.display().to_string();
+    for a in dir.ancestors().skip(1) {
+        if a.as_os_str().is_empty() {
+            break;
+        }
+        if a.exists() && !a.is_dir() {
+            return Err(Diagnostic::new(
+                Stage::Io,
+                format!(
+                    "cannot write into `{shown}`: `{}` is not a directory",
+                    a.display()
+                ),
+            )
+            .hint("choose another --out"));
+        }
+    }
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.file_type().is_symlink() => Err(Diagnostic::new(
+            Stage::Io,
+            format!("cannot write into `{shown}`: it is a symbolic link"),
+        )
+        .hint("gpustack replaces each target directory as a whole and never writes through a link; remove the link or choose another --out")),
+        Ok(m) if !m.is_dir() => Err(Diagnostic::new(
+            Stage::Io,
+            format!("cannot write into `{shown}`: it is not a directory"),
+        )
+        .hint("remove it or choose another --out")),
+        _ => Ok(()),
+    }
+}
+
 /// Replaces directory `dir` with exactly `files`, all or nothing: the files are written to
 /// a sibling temporary directory which then takes `dir`'s place, so a failure leaves the
 /// old directory as it was and no stale file survives a regeneration.
@@ -91,13 +127,7 @@ pub fn replace_dir(dir: &Path, files: &[OutFile<'_>]) -> Result<(), Diagnostic> 
     };
     std::fs::create_dir_all(&parent)
         .map_err(|e| io(format!("cannot create `{}`", parent.display()), e))?;
-    if dir.exists() && !dir.is_dir() {
-        return Err(Diagnostic::new(
-            Stage::Io,
-            format!("cannot write into `{shown}`: it is not a directory"),
-        )
-        .hint("remove it or choose another --out"));
-    }
+    check_target_dir(dir)?;
     let name = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -324,8 +324,24 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 "create it with `gpustack lock`, or pass `--lock PATH`",
             )?;
             let lock = Lock::parse(&shown, &text)?;
-            // Render everything first: a failure writes nothing.
+            // The lock is the only input: one whose digests do not match its content was
+            // edited by hand, and rendering it would bake the edit into every target.
+            if let Some(m) = lock.verify().first() {
+                return Err(Diagnostic::new(
+                    Stage::Lock,
+                    format!("`{shown}` was edited by hand: its {} does not match its content", m.what),
+                )
+                .hint("change gpustack.toml (or a catalog overlay) and run `gpustack lock`; `gpustack check` lists every mismatch")
+                .into());
+            }
+            // Render everything first, and check every target directory: a failure writes
+            // nothing.
             let rendered = gpustack::plan::generate_many(&lock, &chosen)?;
+            if !check {
+                for (t, _) in &rendered {
+                    gpustack::emit::check_target_dir(&out.join(t.name()))?;
+                }
+            }
             let mut stale = Vec::new();
             for (t, files) in &rendered {
                 let dir = out.join(t.name());

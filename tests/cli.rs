@@ -308,6 +308,11 @@ fn help_has_examples_for_every_command() {
         &["why", "--help"],
         &["catalog", "--help"],
         &["init", "--help"],
+        &["gen", "--help"],
+        &["check", "--help"],
+        &["diff", "--help"],
+        &["matrix", "--help"],
+        &["probe", "--help"],
     ] {
         let out = run_in(&root, cmd);
         assert_eq!(out.code, 0);
@@ -451,4 +456,113 @@ fn gen_usage_errors_and_check() {
     // Regenerating removes the stray file.
     assert_eq!(run_in(&dir, &["gen", "docker"]).code, 0);
     assert!(!dir.join("out/docker/stray.txt").exists());
+}
+
+/// The book's command list is the binary's: a new subcommand cannot go undocumented.
+#[test]
+fn the_books_command_list_is_the_help() {
+    let help = run_in(&root(), &["--help"]).stdout;
+    let commands = |t: &str| -> String {
+        let start = t.find("Commands:\n").expect("a Commands: section");
+        t[start..]
+            .split("\n\n")
+            .next()
+            .unwrap()
+            .trim_end()
+            .to_string()
+    };
+    let book = std::fs::read_to_string(root().join("book/src/cli.md")).unwrap();
+    assert_eq!(commands(&book), commands(&help));
+    // And every subcommand has a section.
+    for line in commands(&help).lines().skip(1) {
+        let name = line.split_whitespace().next().unwrap();
+        if name != "help" {
+            assert!(
+                book.contains(&format!("## `gpustack {name}")),
+                "cli.md has no section for `{name}`"
+            );
+        }
+    }
+}
+
+/// Inputs no parser should choke on: far too large, or nested far too deep. Each is
+/// rejected with exit 2 and a message, without a crash or a hang.
+#[test]
+fn huge_and_deeply_nested_inputs_are_rejected() {
+    let dir = tempdir("huge");
+    let deep_array = format!(
+        "[stack]\nname = \"x\"\nx = {}1{}\n",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let deep_table = format!(
+        "[stack]\nname = \"x\"\nx = {}1{}\n",
+        "{a = ".repeat(50_000),
+        "}".repeat(50_000)
+    );
+    let huge = format!(
+        "[stack]\nname = \"x\"\n{}",
+        "# padding padding padding padding padding\n".repeat(40_000)
+    );
+    for (name, text, want) in [
+        ("deep-array", &deep_array, "error: "),
+        ("deep-table", &deep_table, "error: "),
+        ("huge", &huge, "larger than 1 MiB"),
+    ] {
+        std::fs::write(dir.join("gpustack.toml"), text).unwrap();
+        let out = run_in(&dir, &["lock"]);
+        assert_eq!(out.code, 2, "{name}: {}", out.stderr);
+        assert!(out.stderr.contains(want), "{name}: {}", out.stderr);
+        assert!(!dir.join("gpustack.lock").exists(), "{name} wrote a lock");
+        // The same text as a lock, and as a catalog overlay file.
+        std::fs::write(dir.join("gpustack.lock"), text).unwrap();
+        let out = run_in(&dir, &["gen", "docker"]);
+        assert_eq!(out.code, 2, "{name} as a lock: {}", out.stderr);
+        assert!(!dir.join("out").exists());
+        std::fs::remove_file(dir.join("gpustack.lock")).unwrap();
+        std::fs::create_dir_all(dir.join("site")).unwrap();
+        std::fs::write(dir.join("site/nccl.toml"), text).unwrap();
+        let out = run_in(&dir, &["catalog", "list", "--catalog", "site"]);
+        assert_eq!(out.code, 2, "{name} as an overlay: {}", out.stderr);
+        std::fs::remove_dir_all(dir.join("site")).unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `gen` replaces each target directory as a whole; a target directory that is a
+/// symbolic link (which could point anywhere) is refused before anything is written.
+#[test]
+fn gen_never_writes_through_a_symlink() {
+    let dir = tempdir("symlink");
+    std::fs::copy(
+        root().join("lockfiles/a100-pytorch.lock"),
+        dir.join("gpustack.lock"),
+    )
+    .unwrap();
+    let elsewhere = tempdir("symlink-target");
+    std::fs::write(elsewhere.join("precious.txt"), "keep me\n").unwrap();
+    std::fs::create_dir_all(dir.join("out")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, dir.join("out/slurm")).unwrap();
+    let out = run_in(&dir, &["gen", "all"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("cannot write into `out/slurm`: it is a symbolic link"),
+        "{}",
+        out.stderr
+    );
+    // Nothing written: not the other targets, not through the link.
+    let names: Vec<String> = std::fs::read_dir(dir.join("out"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec!["slurm".to_string()]);
+    let inside: Vec<_> = std::fs::read_dir(&elsewhere).unwrap().collect();
+    assert_eq!(inside.len(), 1);
+    assert_eq!(
+        std::fs::read_to_string(elsewhere.join("precious.txt")).unwrap(),
+        "keep me\n"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&elsewhere);
 }
