@@ -36,6 +36,7 @@
 //!   within each, newest first, then by distribution name.
 
 mod explain;
+pub mod matrix;
 pub mod rules;
 
 use std::collections::BTreeMap;
