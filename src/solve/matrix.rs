@@ -386,9 +386,9 @@ struct Enum<'p, 'a, 'c> {
     followers: Vec<Component>,
     /// The rank of each candidate of each member (CUDA's depends on torch: below).
     rank: BTreeMap<Component, BTreeMap<Cand, u32>>,
-    /// CUDA's domain in the solver's order, per torch candidate (`sort_cuda` looks at
-    /// torch only).
-    cuda_ranked: BTreeMap<Option<Cand>, Vec<Cand>>,
+    /// CUDA's domain in the solver's order, per major.minor of torch's CUDA (the only
+    /// thing of the assignment that `sort_cuda` looks at).
+    cuda_ranked: BTreeMap<Option<(u64, u64)>, Vec<Cand>>,
     found: Vec<Found>,
 }
 
@@ -415,12 +415,16 @@ impl<'p, 'a, 'c> Enum<'p, 'a, 'c> {
 
     /// CUDA's candidates in the solver's order given torch's pick.
     fn cuda_order(&mut self, assign: &[(Component, Cand)]) -> &[Cand] {
-        let torch = assign
+        let p = self.p;
+        let torch_cuda = assign
             .iter()
             .find(|(x, _)| *x == Component::Torch)
-            .map(|(_, k)| *k);
-        let p = self.p;
-        self.cuda_ranked.entry(torch).or_insert_with(|| {
+            .and_then(|(_, k)| match k {
+                Cand::Idx(i) => Some(&p.ctx.cat.torch[*i].cuda),
+                Cand::Host => None,
+            })
+            .map(|v| (v.major(), v.minor()));
+        self.cuda_ranked.entry(torch_cuda).or_insert_with(|| {
             let mut d = p.domains[&Component::Cuda].clone();
             sort_cuda(p.ctx, &mut d, assign);
             d
