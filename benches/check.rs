@@ -41,7 +41,11 @@ fn main() {
         "project", "check cold (min/med)", "in-process (min/med)", "files"
     );
     for spec_path in &specs {
-        let name = spec_path.file_stem().unwrap().to_string_lossy().into_owned();
+        let name = spec_path
+            .file_stem()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         let lock_path = root.join(format!("lockfiles/{name}.lock"));
         let out = root.join(format!("fixtures/gen/{name}"));
         let cold: Vec<Duration> = (0..runs)

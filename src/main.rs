@@ -106,6 +106,24 @@ enum Command {
         #[arg(long, default_value = "text", value_parser = ["text", "json", "markdown"])]
         format: String,
     },
+    /// List every stack the spec allows, for CI test matrices
+    #[command(
+        after_help = "Examples:\n  gpustack matrix\n  gpustack matrix --format github --limit 20   # a strategy.matrix.include list\n  gpustack matrix --spec fixtures/specs/a100-pytorch.toml\n\nThe axes are the components the spec lists (except the driver and extras); their\nrequirements stay ranges. Rows come best first: row 0 is what `gpustack lock` picks.\n\nExit codes: 0 at least one stack, 1 no compatible stack, 2 invalid input."
+    )]
+    Matrix {
+        /// The spec to read
+        #[arg(long, default_value = "gpustack.toml", value_name = "PATH")]
+        spec: PathBuf,
+        /// A catalog overlay directory (repeatable; later ones win)
+        #[arg(long = "catalog", value_name = "DIR")]
+        catalogs: Vec<PathBuf>,
+        /// Output format: JSON with every member, or GitHub's `strategy.matrix.include`
+        #[arg(long, default_value = "json", value_parser = ["json", "github"])]
+        format: String,
+        /// At most N rows (the best ones)
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+    },
     /// Read a node's GPUs and driver from nvidia-smi and print a `[hardware]` table
     #[command(
         after_help = "Examples:\n  gpustack probe > node.toml        # runs nvidia-smi on this node\n  gpustack probe --from smi.csv     # saved `nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv`\n  gpustack probe --from smi.xml     # saved `nvidia-smi -q -x`\n  gpustack check --hardware node.toml\n\nGPU names map to catalog ids through the catalog's `smi_names`; an unknown GPU is an error\n(exit 2) whose hint says how to add it in a catalog overlay."
@@ -482,6 +500,37 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 "markdown" => print!("{}", d.to_markdown()),
                 _ => print!("{}", d.to_text()),
             }
+            Ok(0)
+        }
+        Command::Matrix {
+            spec,
+            catalogs,
+            format,
+            limit,
+        } => {
+            let catalog = load_catalog(&catalogs)?;
+            let shown = spec.display().to_string();
+            let text = read_text(
+                &spec,
+                Stage::Spec,
+                "spec",
+                "create one with `gpustack init`, or pass `--spec PATH`",
+            )?;
+            let spec = gpustack::Spec::parse(&shown, &text, &catalog)?;
+            let m = gpustack::solve::matrix::matrix(&catalog, &spec, limit)?;
+            match format.as_str() {
+                "github" => print!("{}", m.to_github()),
+                _ => print!("{}", m.to_json()),
+            }
+            if m.truncated() {
+                eprintln!(
+                    "{} of {} stacks (--limit {})",
+                    m.rows.len(),
+                    m.total,
+                    m.rows.len()
+                );
+            }
+            std::mem::forget(catalog);
             Ok(0)
         }
         Command::Probe {

@@ -464,8 +464,9 @@ fn the_books_command_list_is_the_help() {
     let help = run_in(&root(), &["--help"]).stdout;
     let commands = |t: &str| -> String {
         let start = t.find("Commands:\n").expect("a Commands: section");
-        t[start..]
-            .split("\n\n")
+        let section = t[start..].split("\n\n").next().unwrap();
+        section
+            .split("\n```")
             .next()
             .unwrap()
             .trim_end()
@@ -565,4 +566,52 @@ fn gen_never_writes_through_a_symlink() {
     );
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&elsewhere);
+}
+
+/// `gpustack matrix`: row 0 is the lock's stack; `--limit` keeps the best rows; `github`
+/// is a `strategy.matrix.include` list; an impossible spec exits 1 with the explanation.
+#[test]
+fn matrix_lists_stacks_best_first() {
+    let root = root();
+    let spec = "fixtures/specs/a100-pytorch.toml";
+    let out = run_in(
+        &root,
+        &[
+            "matrix", "--spec", spec, "--format", "github", "--limit", "2",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let rows: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), 2);
+    assert!(out.stderr.contains("2 of "), "{}", out.stderr);
+    let lock = gpustack::Lock::parse(
+        "l",
+        &std::fs::read_to_string(root.join("lockfiles/a100-pytorch.lock")).unwrap(),
+    )
+    .unwrap();
+    for c in &lock.components {
+        assert_eq!(
+            rows[0][c.name.name()],
+            c.version.to_string(),
+            "{}",
+            c.name.name()
+        );
+    }
+    let json = run_in(&root, &["matrix", "--spec", spec]);
+    assert_eq!(json.code, 0);
+    assert!(serde_json::from_str::<serde_json::Value>(&json.stdout).is_ok());
+    let conflict = run_in(
+        &root,
+        &[
+            "matrix",
+            "--spec",
+            "fixtures/conflicts/arch-missing-from-wheel.toml",
+        ],
+    );
+    assert_eq!(conflict.code, 1);
+    assert!(
+        conflict.stderr.contains("no compatible stack"),
+        "{}",
+        conflict.stderr
+    );
 }

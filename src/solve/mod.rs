@@ -36,6 +36,7 @@
 //!   within each, newest first, then by distribution name.
 
 mod explain;
+pub mod matrix;
 pub mod rules;
 
 use std::collections::BTreeMap;
@@ -225,7 +226,8 @@ pub(crate) fn solve_assignment(
 /// Orders CUDA candidates: with an installed driver, fully supported releases first; then
 /// the release matching torch's CUDA major.minor; then releases with a known `nvidia/cuda`
 /// base image for the requested OS (any OS when none is requested); then newest (catalog
-/// order).
+/// order). Of `assign` it reads torch's CUDA major.minor only; [`matrix`] caches the
+/// order per major.minor and relies on that.
 pub(crate) fn sort_cuda(ctx: &Ctx<'_>, d: &mut [Cand], assign: &[(Component, Cand)]) {
     let torch_cuda = assign
         .iter()

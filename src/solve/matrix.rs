@@ -1,0 +1,952 @@
+//! Every stack a spec allows, for CI test matrices (`gpustack matrix`).
+//!
+//! `gpustack lock` turns each requirement of the spec into one version. A matrix keeps the
+//! requirements as ranges: it lists every combination of versions of the *axes* that the
+//! solver accepts, each with the complete stack that goes with it.
+//!
+//! # Axes and followers
+//!
+//! * **Axes** are the components the spec lists in `[components]`, except the driver and
+//!   the extras: CUDA, cuDNN, NCCL, Python, torch, vLLM and DeepSpeed, whichever are
+//!   listed. `torch = ">=2.4"` makes torch an axis whose values are every torch build
+//!   (release and CUDA variant, `2.5.1+cu124`) that matches and works with some value of
+//!   the other axes. [`matrix_over`] takes the axes explicitly instead (any member of the
+//!   stack but the driver: an implied Python, an extra).
+//! * **Followers** are the other members of the stack: the driver (the installed one when
+//!   `[hardware].driver` gives it; a CI job runs on a machine whose driver is a fact),
+//!   the extras, and the components the spec does not list but that the stack implies
+//!   (Python and CUDA under torch, torch under vLLM). A follower takes the solver's best
+//!   choice given the row, exactly as `gpustack lock` would. Extras follow because they
+//!   are add-ons that fit the framework (the solver's [preferences](super)) and because
+//!   they multiply: every extra listed as an axis multiplies the matrix by its number of
+//!   releases.
+//!
+//! A combination of axis versions is a **row** when the spec, with each axis requirement
+//! narrowed to `==` that version, resolves; the row carries that resolution's version of
+//! every member. So a CI job that pins the row's axis values (`torch = "==2.5.1+cu124"`)
+//! and runs `gpustack lock` gets exactly the row's stack. Versions are compared as
+//! requirements compare them, so two extras' distributions of one release (CuPy
+//! `14.2.0` for CUDA 12 and for CUDA 13) are one axis value; the row names the
+//! distribution the resolution picked.
+//!
+//! # Order
+//!
+//! Rows come best first, in the solver's own preference: two rows compare as their whole
+//! stacks do, component by component in the decision order (vLLM, DeepSpeed, torch,
+//! Python, the extras, CUDA, cuDNN, NCCL, driver), each by its rank among that
+//! component's candidates (newest first, with the documented exceptions). The first
+//! difference decides. Row 0 is therefore the stack `gpustack lock` picks.
+//!
+//! # Method
+//!
+//! One constraint problem for the whole spec (filter and arc consistency, as [`solve`]
+//! builds it), then a depth-first search that branches over *every* remaining candidate
+//! of each axis, with the solver's pairwise checks and forward checking; at each complete
+//! axis assignment a second search completes the followers, best candidate first, and
+//! stops at the first complete stack: the solver's own choice for that row. No full solve
+//! runs per combination, and the cartesian product of the axes is never built.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use super::rules::{Cand, Ctx};
+use super::{members, solve, sort_cuda, Problem};
+use crate::catalog::Catalog;
+use crate::error::{Diagnostic, Error, Stage};
+use crate::spec::{Component, Spec};
+use crate::version::Version;
+
+/// Every stack a spec allows, best first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Matrix {
+    /// The components that vary between rows, in [`Component`] order.
+    pub axes: Vec<Component>,
+    /// Every member of the stack, in [`Component`] order: the keys of each row.
+    pub members: Vec<Component>,
+    /// The rows, best first; at most `limit` of them.
+    pub rows: Vec<Row>,
+    /// How many rows exist, before `limit`.
+    pub total: usize,
+}
+
+/// One stack of the matrix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Row {
+    /// Every member's version as the lock writes it (torch with its variant:
+    /// `2.5.1+cu124`).
+    pub versions: BTreeMap<Component, Version>,
+    /// The PyPI distribution of each extra in the stack (`cupy-cuda12x`,
+    /// `flash_attn_3`).
+    pub distributions: BTreeMap<Component, String>,
+}
+
+impl Row {
+    /// The version of a member.
+    pub fn version(&self, c: Component) -> Option<&Version> {
+        self.versions.get(&c)
+    }
+}
+
+/// The axes [`matrix`] uses for a spec: the components it lists, except the driver and
+/// the extras, in [`Component`] order.
+///
+/// ```
+/// use gpustack::{Catalog, Component, Spec};
+/// let catalog = Catalog::stock().unwrap();
+/// let spec = Spec::parse("gpustack.toml", r#"
+/// [stack]
+/// name = "ci"
+/// [hardware]
+/// gpus = ["h100"]
+/// [components]
+/// torch = "*"
+/// python = ">=3.11"
+/// flash-attn = "*"
+/// "#, &catalog).unwrap();
+/// assert_eq!(gpustack::solve::matrix::default_axes(&spec), [Component::Python, Component::Torch]);
+/// ```
+pub fn default_axes(spec: &Spec) -> Vec<Component> {
+    spec.components
+        .keys()
+        .copied()
+        .filter(|c| *c != Component::Driver && !c.is_extra())
+        .collect()
+}
+
+/// Every stack the spec allows, over its [default axes](default_axes), best first; at
+/// most `limit` rows ([`Matrix::total`] counts them all).
+///
+/// An empty matrix is the same error as [`solve`]'s: [`Error::NoSolution`], explained.
+///
+/// ```
+/// use gpustack::{Catalog, Component, Spec};
+/// let catalog = Catalog::stock().unwrap();
+/// let spec = Spec::parse("gpustack.toml", r#"
+/// [stack]
+/// name = "ci"
+/// [hardware]
+/// gpus = ["h100"]
+/// driver = "550.54.15"
+/// [components]
+/// torch = ">=2.4"
+/// "#, &catalog).unwrap();
+/// let m = gpustack::solve::matrix::matrix(&catalog, &spec, None).unwrap();
+/// assert_eq!(m.axes, [Component::Torch]);
+/// // Row 0 is what `gpustack lock` picks.
+/// let lock = gpustack::solve(&catalog, &spec).unwrap();
+/// for pick in &lock.picks {
+///     assert_eq!(m.rows[0].version(pick.component), Some(&pick.version));
+/// }
+/// let first3 = gpustack::solve::matrix::matrix(&catalog, &spec, Some(3)).unwrap();
+/// assert_eq!((first3.rows.len(), first3.total), (3, m.total));
+/// assert!(first3.truncated());
+/// # Ok::<(), gpustack::Error>(())
+/// ```
+pub fn matrix(catalog: &Catalog, spec: &Spec, limit: Option<usize>) -> Result<Matrix, Error> {
+    matrix_over(catalog, spec, &default_axes(spec), limit)
+}
+
+/// [`matrix`] over the given axes: any members of the stack (listed or implied) but the
+/// driver. The others follow.
+///
+/// A component that is not in the stack, or the driver, is a usage error.
+pub fn matrix_over(
+    catalog: &Catalog,
+    spec: &Spec,
+    axes: &[Component],
+    limit: Option<usize>,
+) -> Result<Matrix, Error> {
+    let m = members(spec);
+    let mut errors = Vec::new();
+    for &c in axes {
+        if c == Component::Driver {
+            errors.push(
+                Diagnostic::new(Stage::Usage, "the driver cannot be an axis of the matrix")
+                    .hint("a CI job runs on a machine whose driver is a fact: give it as `[hardware].driver`, one spec per driver"),
+            );
+        } else if !m.contains_key(&c) {
+            errors.push(
+                Diagnostic::new(
+                    Stage::Usage,
+                    format!(
+                        "`{c}` is not in the stack of `{}`, so it cannot be an axis",
+                        spec.name
+                    ),
+                )
+                .hint(format!("add `{c} = \"*\"` to `[components]`")),
+            );
+        }
+    }
+    if !errors.is_empty() {
+        return Err(Error::Invalid(errors));
+    }
+    let axes: BTreeSet<Component> = axes.iter().copied().collect();
+    let ctx = Ctx::quiet(catalog, spec);
+    let p = Problem::new(&ctx, &m);
+    let mut found = if p.wiped.is_some() {
+        Vec::new()
+    } else {
+        let mut e = Enum::new(&p, &axes);
+        e.axes_dfs(&mut Vec::with_capacity(p.order.len()));
+        e.found
+    };
+    if found.is_empty() {
+        // The search is exhaustive: with no row, the spec has no stack, and `solve`
+        // explains why.
+        return match solve(catalog, spec) {
+            Err(e) => Err(e),
+            Ok(_) => unreachable!("the matrix is empty but the spec resolves"),
+        };
+    }
+    found.sort_by(|a, b| a.ranks.cmp(&b.ranks));
+    // Candidates of one version (two distributions of an extra's release) are one row:
+    // the better-ranked, as the pinned solve picks it.
+    let shared = axes.iter().any(|c| {
+        let d = &p.domains[c];
+        d.iter().enumerate().any(|(i, &a)| {
+            d[i + 1..]
+                .iter()
+                .any(|&b| ctx.version(*c, a) == ctx.version(*c, b))
+        })
+    });
+    let mut seen: BTreeSet<Vec<&Version>> = BTreeSet::new();
+    found.retain(|f| {
+        if !shared {
+            return true;
+        }
+        let key = f
+            .assign
+            .iter()
+            .filter(|(c, _)| axes.contains(c))
+            .map(|&(c, k)| ctx.version(c, k))
+            .collect();
+        seen.insert(key)
+    });
+    let total = found.len();
+    let rows = found
+        .iter()
+        .take(limit.unwrap_or(usize::MAX))
+        .map(|f| row(&ctx, &f.assign))
+        .collect();
+    Ok(Matrix {
+        axes: axes.into_iter().collect(),
+        members: m.keys().copied().collect(),
+        rows,
+        total,
+    })
+}
+
+fn row(ctx: &Ctx<'_>, assign: &[(Component, Cand)]) -> Row {
+    let mut versions = BTreeMap::new();
+    let mut distributions = BTreeMap::new();
+    for &(c, k) in assign {
+        versions.insert(c, ctx.version(c, k).clone());
+        if let (true, Cand::Idx(i)) = (c.is_extra(), k) {
+            distributions.insert(c, ctx.cat.extras[i].pypi_name.clone());
+        }
+    }
+    Row {
+        versions,
+        distributions,
+    }
+}
+
+impl Matrix {
+    /// `true` when `limit` left rows out.
+    pub fn truncated(&self) -> bool {
+        self.rows.len() < self.total
+    }
+
+    /// The matrix as JSON, for scripts: `axes`, `total`, `truncated`, and `rows`, each row
+    /// one object as [`Matrix::to_github`] writes it. Ends with a newline.
+    pub fn to_json(&self) -> String {
+        let names = |cs: &[Component]| {
+            let mut out = String::new();
+            for (i, c) in cs.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                json_str(&mut out, c.name());
+            }
+            out
+        };
+        let mut out = String::from("{\n");
+        let _ = writeln!(out, "  \"axes\": [{}],", names(&self.axes));
+        let _ = writeln!(out, "  \"members\": [{}],", names(&self.members));
+        let _ = writeln!(out, "  \"total\": {},", self.total);
+        let _ = writeln!(out, "  \"truncated\": {},", self.truncated());
+        out.push_str("  \"rows\": [");
+        for (i, r) in self.rows.iter().enumerate() {
+            out.push_str(if i == 0 { "\n    " } else { ",\n    " });
+            self.object(&mut out, r, " ");
+        }
+        out.push_str(if self.rows.is_empty() {
+            "]\n}\n"
+        } else {
+            "\n  ]\n}\n"
+        });
+        out
+    }
+
+    /// The rows as one line of JSON for a GitHub Actions `strategy.matrix.include`: an
+    /// array of objects, one per row, whose keys are the members' ids (`cuda`, `python`,
+    /// `torch`, …) and whose values are version strings; each extra also gets
+    /// `<id>-pypi-name`, its distribution. Ends with a newline.
+    ///
+    /// ```
+    /// use gpustack::{Catalog, Spec};
+    /// let catalog = Catalog::stock().unwrap();
+    /// let spec = Spec::parse("gpustack.toml", r#"
+    /// [stack]
+    /// name = "ci"
+    /// [hardware]
+    /// gpus = ["h100"]
+    /// driver = "550.54.15"
+    /// [components]
+    /// torch = "==2.5.1+cu124"
+    /// python = ">=3.12"
+    /// "#, &catalog).unwrap();
+    /// let m = gpustack::solve::matrix::matrix(&catalog, &spec, None).unwrap();
+    /// assert_eq!(
+    ///     m.to_github(),
+    ///     concat!(
+    ///         r#"[{"driver":"550.54.15","cuda":"12.4.1","python":"3.13","torch":"2.5.1+cu124"},"#,
+    ///         r#"{"driver":"550.54.15","cuda":"12.4.1","python":"3.12","torch":"2.5.1+cu124"}]"#,
+    ///         "\n",
+    ///     )
+    /// );
+    /// ```
+    pub fn to_github(&self) -> String {
+        let mut out = String::with_capacity(self.rows.len() * 40 * self.members.len() + 2);
+        out.push('[');
+        for (i, r) in self.rows.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            self.object(&mut out, r, "");
+        }
+        out.push_str("]\n");
+        out
+    }
+
+    /// One row as a JSON object on one line, keys in [`Component`] order; `sp` after
+    /// each `:` and `,`.
+    fn object(&self, out: &mut String, r: &Row, sp: &str) {
+        out.push('{');
+        let mut first = true;
+        let mut field = |key: &str, value: &str| {
+            if !std::mem::take(&mut first) {
+                out.push(',');
+                out.push_str(sp);
+            }
+            json_str(out, key);
+            out.push(':');
+            out.push_str(sp);
+            json_str(out, value);
+        };
+        for c in &self.members {
+            if let Some(v) = r.versions.get(c) {
+                field(c.name(), v.as_str());
+            }
+            if let Some(d) = r.distributions.get(c) {
+                field(&format!("{}-pypi-name", c.name()), d);
+            }
+        }
+        out.push('}');
+    }
+}
+
+/// Appends `s` as a JSON string.
+fn json_str(out: &mut String, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        // Ids and versions: nothing to escape.
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    } else {
+        out.push_str(&serde_json::Value::from(s).to_string());
+    }
+}
+
+/// One complete stack found by the enumeration.
+struct Found {
+    /// Rank of each member's candidate among that component's, in decision order.
+    ranks: Vec<u32>,
+    /// The assignment, in decision order.
+    assign: Vec<(Component, Cand)>,
+}
+
+/// The enumeration: a depth-first search over the axes, then the best completion of the
+/// followers for each complete axis assignment.
+struct Enum<'p, 'a, 'c> {
+    p: &'p Problem<'a, 'c>,
+    /// Axis components, in decision order.
+    axes: Vec<Component>,
+    /// The other members, in decision order.
+    followers: Vec<Component>,
+    /// The rank of each candidate of each member (CUDA's depends on torch: below).
+    rank: BTreeMap<Component, BTreeMap<Cand, u32>>,
+    /// CUDA's domain in the solver's order, per major.minor of torch's CUDA (the only
+    /// thing of the assignment that `sort_cuda` looks at).
+    cuda_ranked: BTreeMap<Option<(u64, u64)>, Vec<Cand>>,
+    found: Vec<Found>,
+}
+
+impl<'p, 'a, 'c> Enum<'p, 'a, 'c> {
+    fn new(p: &'p Problem<'a, 'c>, axes: &BTreeSet<Component>) -> Self {
+        let rank = p
+            .order
+            .iter()
+            .map(|&c| {
+                let r = (0u32..).zip(&p.domains[&c]).map(|(i, &k)| (k, i)).collect();
+                (c, r)
+            })
+            .collect();
+        let (axes, followers) = p.order.iter().partition(|c| axes.contains(c));
+        Enum {
+            p,
+            axes,
+            followers,
+            rank,
+            cuda_ranked: BTreeMap::new(),
+            found: Vec::new(),
+        }
+    }
+
+    /// CUDA's candidates in the solver's order given torch's pick.
+    fn cuda_order(&mut self, assign: &[(Component, Cand)]) -> &[Cand] {
+        let p = self.p;
+        let torch_cuda = assign
+            .iter()
+            .find(|(x, _)| *x == Component::Torch)
+            .and_then(|(_, k)| match k {
+                Cand::Idx(i) => Some(&p.ctx.cat.torch[*i].cuda),
+                Cand::Host => None,
+            })
+            .map(|v| (v.major(), v.minor()));
+        self.cuda_ranked.entry(torch_cuda).or_insert_with(|| {
+            let mut d = p.domains[&Component::Cuda].clone();
+            sort_cuda(p.ctx, &mut d, assign);
+            d
+        })
+    }
+
+    fn consistent(&self, assign: &[(Component, Cand)], c: Component, k: Cand) -> bool {
+        assign.iter().all(|&(x, a)| self.p.pair(x, a, c, k).is_ok()) && self.triple_ok(assign, c, k)
+    }
+
+    /// DeepSpeed's CUDA × torch × DeepSpeed rule, once all three are chosen.
+    fn triple_ok(&self, assign: &[(Component, Cand)], c: Component, k: Cand) -> bool {
+        let get = |x: Component| {
+            if x == c {
+                return Some(k);
+            }
+            assign.iter().find(|(y, _)| *y == x).map(|(_, k)| *k)
+        };
+        match (
+            get(Component::Cuda),
+            get(Component::Torch),
+            get(Component::Deepspeed),
+        ) {
+            (Some(Cand::Idx(cu)), Some(Cand::Idx(t)), Some(Cand::Idx(ds))) => {
+                self.p.ctx.check_triple(cu, t, ds).is_ok()
+            }
+            _ => true,
+        }
+    }
+
+    /// Every component in `rest` keeps a candidate compatible with the assignment.
+    fn alive<'r>(
+        &self,
+        assign: &[(Component, Cand)],
+        rest: impl IntoIterator<Item = &'r Component>,
+    ) -> bool {
+        rest.into_iter().all(|&y| {
+            self.p.domains[&y]
+                .iter()
+                .any(|&b| assign.iter().all(|&(x, a)| self.p.pair(x, a, y, b).is_ok()))
+        })
+    }
+
+    /// Branches over every candidate of every axis.
+    fn axes_dfs(&mut self, assign: &mut Vec<(Component, Cand)>) {
+        let depth = assign.len();
+        if depth == self.axes.len() {
+            self.complete(assign);
+            return;
+        }
+        let c = self.axes[depth];
+        for &k in &self.p.domains[&c] {
+            if !self.consistent(assign, c, k) {
+                continue;
+            }
+            assign.push((c, k));
+            if self.alive(assign, self.axes[depth + 1..].iter().chain(&self.followers)) {
+                self.axes_dfs(assign);
+            }
+            assign.pop();
+        }
+    }
+
+    /// Completes the followers as the solver's search would: candidates best first, the
+    /// first complete stack wins.
+    fn complete(&mut self, assign: &mut Vec<(Component, Cand)>) -> bool {
+        let i = assign.len() - self.axes.len();
+        if i == self.followers.len() {
+            self.record(assign);
+            return true;
+        }
+        let c = self.followers[i];
+        let cands = if c == Component::Cuda {
+            self.cuda_order(assign).to_vec()
+        } else {
+            self.p.domains[&c].clone()
+        };
+        for k in cands {
+            if !self.consistent(assign, c, k) {
+                continue;
+            }
+            assign.push((c, k));
+            let done = self.alive(assign, &self.followers[i + 1..]) && self.complete(assign);
+            assign.pop();
+            if done {
+                return true;
+            }
+        }
+        false
+    }
+
+    fn record(&mut self, assign: &[(Component, Cand)]) {
+        let mut full = Vec::with_capacity(assign.len());
+        for &c in &self.p.order {
+            if let Some(&x) = assign.iter().find(|(y, _)| *y == c) {
+                full.push(x);
+            }
+        }
+        let mut ranks = Vec::with_capacity(full.len());
+        for &(c, k) in &full {
+            let r = if c == Component::Cuda {
+                let order = self.cuda_order(&full);
+                (0u32..)
+                    .zip(order)
+                    .find(|(_, x)| **x == k)
+                    .map_or(u32::MAX, |(i, _)| i)
+            } else {
+                self.rank[&c][&k]
+            };
+            ranks.push(r);
+        }
+        self.found.push(Found {
+            ranks,
+            assign: full,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::solve::proptests::{random_catalog, random_spec, Rng};
+
+    use crate::version::VersionReq;
+
+    /// The spec with each axis narrowed to `==` a version (kept with its own requirement).
+    fn pinned(spec: &Spec, pins: &[(Component, &Version)]) -> Spec {
+        let mut s = spec.clone();
+        for &(c, v) in pins {
+            let req = match spec.components.get(&c) {
+                Some(r) => format!("{r}, =={v}"),
+                None => format!("=={v}"),
+            };
+            s.components.insert(c, VersionReq::parse(&req).unwrap());
+        }
+        s
+    }
+
+    /// Brute force: every combination of the axes' versions (those the requirements
+    /// allow), pinned into the spec and solved with the solver; the rows that resolve,
+    /// ordered by the documented preference (ranks among each component's candidates in
+    /// decision order). `None` when the product is too large to try.
+    fn oracle(cat: &Catalog, spec: &Spec, axes: &[Component], max: usize) -> Option<Vec<Row>> {
+        let ctx = Ctx::quiet(cat, spec);
+        let mut values: Vec<Vec<Version>> = Vec::new();
+        for &c in axes {
+            let mut vs: Vec<Version> = Vec::new();
+            for k in ctx.candidates(c) {
+                let v = ctx.version(c, k);
+                let allowed = spec.components.get(&c).is_none_or(|r| r.matches(v));
+                if allowed && !vs.contains(v) {
+                    vs.push(v.clone());
+                }
+            }
+            values.push(vs);
+        }
+        if values.iter().map(Vec::len).product::<usize>() > max {
+            return None;
+        }
+        let mut rows: Vec<(Vec<usize>, Row)> = Vec::new();
+        let mut combo = vec![0usize; axes.len()];
+        'product: loop {
+            if values.iter().all(|v| !v.is_empty()) {
+                let pins: Vec<(Component, &Version)> = axes
+                    .iter()
+                    .zip(&combo)
+                    .zip(&values)
+                    .map(|((&c, &i), vs)| (c, &vs[i]))
+                    .collect();
+                let s = pinned(spec, &pins);
+                // The solver's search on the pinned spec (`solve` without building the
+                // resolution's explanations; `solver_agrees_with_brute_force` checks it).
+                let m = members(&s);
+                let pctx = Ctx::quiet(cat, &s);
+                if let Some(assign) = Problem::new(&pctx, &m).search() {
+                    let ranks = assign
+                        .iter()
+                        .map(|&(c, k)| {
+                            let mut cands = ctx.candidates(c);
+                            if c == Component::Cuda {
+                                sort_cuda(&ctx, &mut cands, &assign);
+                            }
+                            cands.iter().position(|x| *x == k).unwrap()
+                        })
+                        .collect();
+                    let row = Row {
+                        versions: assign
+                            .iter()
+                            .map(|&(c, k)| (c, ctx.version(c, k).clone()))
+                            .collect(),
+                        distributions: assign
+                            .iter()
+                            .filter_map(|&(c, k)| match k {
+                                Cand::Idx(i) if c.is_extra() => {
+                                    Some((c, cat.extras[i].pypi_name.clone()))
+                                }
+                                _ => None,
+                            })
+                            .collect(),
+                    };
+                    rows.push((ranks, row));
+                }
+            }
+            for (i, n) in combo.iter_mut().enumerate() {
+                *n += 1;
+                if *n < values[i].len() {
+                    continue 'product;
+                }
+                *n = 0;
+            }
+            break;
+        }
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        Some(rows.into_iter().map(|(_, r)| r).collect())
+    }
+
+    fn cases() -> u64 {
+        std::env::var("GPUSTACK_PROPTEST_CASES")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(1000)
+    }
+
+    #[test]
+    fn matrix_agrees_with_brute_force() {
+        let (mut compared, mut skipped, mut empty, mut multi, mut custom) = (0, 0, 0, 0, 0);
+        for seed in 0..cases() {
+            let mut rng = Rng::new(seed + 4242);
+            let cat = Catalog::from_layers(&[random_catalog(&mut rng)]).unwrap();
+            for round in 0..2 {
+                let mut spec = random_spec(&mut rng, &cat);
+                if round == 1 {
+                    // Wider: every requirement `*`, so that more rows exist.
+                    for r in spec.components.values_mut() {
+                        *r = VersionReq::any();
+                    }
+                }
+                // Half the cases: the default axes; the others a random set of members
+                // (implied components and extras included).
+                let axes: Vec<Component> = if round == 0 {
+                    default_axes(&spec)
+                } else {
+                    let m = members(&spec);
+                    let mut a: Vec<Component> = m
+                        .keys()
+                        .copied()
+                        .filter(|c| *c != Component::Driver && rng.chance(50))
+                        .collect();
+                    if a.is_empty() {
+                        a = default_axes(&spec);
+                    }
+                    a
+                };
+                let Some(want) = oracle(&cat, &spec, &axes, 150) else {
+                    skipped += 1;
+                    continue;
+                };
+                compared += 1;
+                if round == 1 {
+                    custom += 1;
+                }
+                match matrix_over(&cat, &spec, &axes, None) {
+                    Ok(m) => {
+                        assert_eq!(m.total, m.rows.len());
+                        assert_eq!(
+                            m.rows, want,
+                            "seed {seed}: axes {axes:?} disagree on {spec:#?}"
+                        );
+                        if m.rows.len() > 1 {
+                            multi += 1;
+                        }
+                    }
+                    Err(Error::NoSolution(_)) => {
+                        assert!(
+                            want.is_empty(),
+                            "seed {seed}: matrix empty, oracle {want:#?}"
+                        );
+                        empty += 1;
+                    }
+                    Err(e) => panic!("seed {seed}: {e}"),
+                }
+            }
+        }
+        // The generator must exercise every outcome, or the test proves little.
+        let n = cases() as usize;
+        assert!(compared > n, "compared {compared}, skipped {skipped}");
+        assert!(
+            multi > n / 5 && empty > n / 10,
+            "multi-row {multi}, empty {empty}"
+        );
+        assert!(custom > n / 3, "custom axes {custom}");
+    }
+
+    fn stock() -> &'static Catalog {
+        static CAT: std::sync::OnceLock<Catalog> = std::sync::OnceLock::new();
+        CAT.get_or_init(|| Catalog::stock().unwrap())
+    }
+
+    fn example_specs() -> Vec<(String, Spec)> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/specs");
+        let mut paths: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+            .collect();
+        paths.sort();
+        paths
+            .iter()
+            .map(|p| {
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                let text = std::fs::read_to_string(p).unwrap();
+                let spec = Spec::parse(&name, &text, stock()).unwrap();
+                (name, spec)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn row_zero_is_the_lock_of_every_example_spec() {
+        let cat = stock();
+        let specs = example_specs();
+        assert!(specs.len() >= 10, "{} example specs", specs.len());
+        let mut several = 0;
+        for (name, spec) in &specs {
+            let m = matrix(cat, spec, None).unwrap();
+            let lock = solve(cat, spec).unwrap();
+            let first = &m.rows[0];
+            let want: BTreeMap<Component, Version> = lock
+                .picks
+                .iter()
+                .map(|p| (p.component, p.version.clone()))
+                .collect();
+            assert_eq!(first.versions, want, "{name}");
+            for (c, i) in &lock.chosen {
+                if c.is_extra() {
+                    let d = &cat.extras[i.unwrap()].pypi_name;
+                    assert_eq!(first.distributions.get(c), Some(d), "{name}: {c}");
+                }
+            }
+            assert_eq!(
+                m.members,
+                lock.picks.iter().map(|p| p.component).collect::<Vec<_>>()
+            );
+            assert_eq!(m.axes, default_axes(spec), "{name}");
+            if m.total > 1 {
+                several += 1;
+            }
+            // Every row is within the spec's ranges, no two rows share their axis values,
+            // and the first and last rows are what `solve` gives with the axes pinned.
+            let mut keys = BTreeSet::new();
+            for r in &m.rows {
+                for c in &m.axes {
+                    assert!(spec.components[c].matches(&r.versions[c]), "{name}: {c}");
+                }
+                let key: Vec<&Version> = m.axes.iter().map(|c| &r.versions[c]).collect();
+                assert!(keys.insert(key), "{name}: a duplicate row");
+            }
+            let n = m.rows.len();
+            for r in m.rows[..n.min(3)]
+                .iter()
+                .chain(&m.rows[n.saturating_sub(3)..])
+            {
+                let pins: Vec<(Component, &Version)> =
+                    m.axes.iter().map(|c| (*c, &r.versions[c])).collect();
+                let got = solve(cat, &pinned(spec, &pins)).unwrap();
+                let got: BTreeMap<Component, Version> = got
+                    .picks
+                    .iter()
+                    .map(|p| (p.component, p.version.clone()))
+                    .collect();
+                assert_eq!(got, r.versions, "{name}");
+            }
+        }
+        assert!(
+            several >= specs.len() / 2,
+            "only {several} specs have several rows"
+        );
+    }
+
+    fn spec(text: &str) -> Spec {
+        let text = format!("[stack]\nname = \"ci\"\n{text}");
+        Spec::parse("gpustack.toml", &text, stock()).unwrap()
+    }
+
+    #[test]
+    fn limit_keeps_the_best_rows_and_counts_all() {
+        let s = spec(
+            "[hardware]\ngpus = [\"a100\"]\n[components]\ntorch = \">=2.4\"\npython = \"*\"\n",
+        );
+        let all = matrix(stock(), &s, None).unwrap();
+        assert!(all.total > 10 && !all.truncated());
+        assert_eq!(all.rows.len(), all.total);
+        for n in [0, 1, 3, all.total - 1, all.total, all.total + 5] {
+            let m = matrix(stock(), &s, Some(n)).unwrap();
+            assert_eq!(m.total, all.total, "limit {n}");
+            assert_eq!(m.rows, all.rows[..n.min(all.total)], "limit {n}");
+            assert_eq!(m.truncated(), n < all.total, "limit {n}");
+            assert_eq!(m.to_json().contains("\"truncated\": true"), n < all.total);
+        }
+    }
+
+    /// A small example whose versions are settled releases: torch 2.4–2.5 on an installed
+    /// R550 driver, with CuPy 14.2 following (its CUDA 12 distribution).
+    const EXAMPLE: &str = "[hardware]\ngpus = [\"h100\"]\ndriver = \"550.54.15\"\n[components]\npython = \">=3.12\"\ntorch = \">=2.4, <2.6\"\ncupy = \"14.2\"\n";
+
+    #[test]
+    fn json_snapshot() {
+        let m = matrix(stock(), &spec(EXAMPLE), Some(3)).unwrap();
+        assert_eq!(
+            m.to_json(),
+            r#"{
+  "axes": ["python", "torch"],
+  "members": ["driver", "cuda", "python", "torch", "cupy"],
+  "total": 12,
+  "truncated": true,
+  "rows": [
+    {"driver": "550.54.15", "cuda": "12.4.1", "python": "3.13", "torch": "2.5.1+cu124", "cupy": "14.2.0", "cupy-pypi-name": "cupy-cuda12x"},
+    {"driver": "550.54.15", "cuda": "12.4.1", "python": "3.12", "torch": "2.5.1+cu124", "cupy": "14.2.0", "cupy-pypi-name": "cupy-cuda12x"},
+    {"driver": "550.54.15", "cuda": "12.1.1", "python": "3.13", "torch": "2.5.1+cu121", "cupy": "14.2.0", "cupy-pypi-name": "cupy-cuda12x"}
+  ]
+}
+"#
+        );
+        // Valid JSON, whose rows are the GitHub objects.
+        let v: serde_json::Value = serde_json::from_str(&m.to_json()).unwrap();
+        let g: serde_json::Value = serde_json::from_str(&m.to_github()).unwrap();
+        assert_eq!(v["rows"], g);
+        assert_eq!(v["total"], 12);
+    }
+
+    #[test]
+    fn github_snapshot() {
+        let m = matrix(stock(), &spec(EXAMPLE), Some(2)).unwrap();
+        let text = m.to_github();
+        assert_eq!(
+            text,
+            concat!(
+                r#"[{"driver":"550.54.15","cuda":"12.4.1","python":"3.13","torch":"2.5.1+cu124","cupy":"14.2.0","cupy-pypi-name":"cupy-cuda12x"},"#,
+                r#"{"driver":"550.54.15","cuda":"12.4.1","python":"3.12","torch":"2.5.1+cu124","cupy":"14.2.0","cupy-pypi-name":"cupy-cuda12x"}]"#,
+                "\n"
+            )
+        );
+        // One line, as `echo "include=…" >> "$GITHUB_OUTPUT"` needs.
+        assert_eq!(text.lines().count(), 1);
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v[1]["torch"], "2.5.1+cu124");
+        // An empty list (limit 0) is still an array.
+        let m = matrix(stock(), &spec(EXAMPLE), Some(0)).unwrap();
+        assert_eq!(m.to_github(), "[]\n");
+        assert!(m.to_json().contains("\"rows\": []\n"));
+    }
+
+    #[test]
+    fn an_empty_matrix_is_the_solver_s_conflict() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/conflicts");
+        let mut n = 0;
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_none_or(|e| e != "toml") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&p).unwrap();
+            let Ok(s) = Spec::parse("gpustack.toml", &text, stock()) else {
+                continue;
+            };
+            let want = solve(stock(), &s).unwrap_err();
+            let got = matrix(stock(), &s, None).unwrap_err();
+            assert_eq!(got.exit_code(), 1, "{}", p.display());
+            assert_eq!(got.to_string(), want.to_string(), "{}", p.display());
+            n += 1;
+        }
+        assert!(n >= 10, "{n} conflicts");
+    }
+
+    #[test]
+    fn axes_must_be_members_and_not_the_driver() {
+        let s = spec("[hardware]\ngpus = [\"h100\"]\n[components]\ntorch = \"*\"\n");
+        let e = matrix_over(stock(), &s, &[Component::Driver], None).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(
+            e.to_string()
+                .starts_with("error: the driver cannot be an axis"),
+            "{e}"
+        );
+        let e = matrix_over(stock(), &s, &[Component::FlashAttn], None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "error: `flash-attn` is not in the stack of `ci`, so it cannot be an axis\n\nhint: add `flash-attn = \"*\"` to `[components]`"
+        );
+        // Implied members can be axes: Python under torch.
+        let m = matrix_over(stock(), &s, &[Component::Torch, Component::Python], None).unwrap();
+        assert_eq!(m.axes, [Component::Python, Component::Torch]);
+        assert!(m.total > matrix(stock(), &s, None).unwrap().total);
+    }
+
+    #[test]
+    fn extras_follow_unless_they_are_axes() {
+        let s = spec("[hardware]\ngpus = [\"h100\"]\n[components]\ntorch = \"*\"\ncupy = \"*\"\nflash-attn = \"*\"\n");
+        assert_eq!(default_axes(&s), [Component::Torch]);
+        let m = matrix(stock(), &s, None).unwrap();
+        let torches: BTreeSet<&Version> = m
+            .rows
+            .iter()
+            .map(|r| &r.versions[&Component::Torch])
+            .collect();
+        assert_eq!(torches.len(), m.total, "one row per torch build");
+        // As axes: CuPy's releases multiply the rows. CuPy 14.2.0 comes as cupy-cuda12x
+        // and cupy-cuda13x, one axis value; each row names the distribution that fits
+        // torch's CUDA major (rule extra.cuda-major).
+        let m2 = matrix_over(stock(), &s, &[Component::Torch, Component::Cupy], None).unwrap();
+        assert!(m2.total > m.total);
+        assert_eq!(m2.rows[0], m.rows[0]);
+        let mut both = BTreeSet::new();
+        for r in &m2.rows {
+            let t = &r.versions[&Component::Torch];
+            let major = t.local().unwrap()[2..4].to_string();
+            let d = &r.distributions[&Component::Cupy];
+            assert_eq!(d, &format!("cupy-cuda{major}x"), "{t}");
+            if r.versions[&Component::Cupy].as_str() == "14.2.0" {
+                both.insert(d.clone());
+            }
+        }
+        assert_eq!(both.len(), 2, "{both:?}");
+    }
+}
