@@ -598,7 +598,6 @@ impl<'p, 'a, 'c> Enum<'p, 'a, 'c> {
 mod tests {
     use super::*;
     use crate::solve::proptests::{random_catalog, random_spec, Rng};
-
     use crate::version::VersionReq;
 
     /// The spec with each axis narrowed to `==` a version (kept with its own requirement).
