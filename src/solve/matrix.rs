@@ -43,9 +43,12 @@
 //! builds it), then a depth-first search that branches over *every* remaining candidate
 //! of each axis, with the solver's pairwise checks and forward checking; at each complete
 //! axis assignment a second search completes the followers, best candidate first, and
-//! stops at the first complete stack: the solver's own choice for that row. No full solve
-//! runs per combination, and the cartesian product of the axes is never built.
+//! stops at the first complete stack: the solver's own choice for that row. Each pairwise
+//! rule is evaluated at most once per pair of candidates (the searches ask the same
+//! questions many times). No full solve runs per combination, and the cartesian product
+//! of the axes is never built. Rows are then sorted by their stacks' ranks.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
@@ -376,112 +379,166 @@ struct Found {
     assign: Vec<(Component, Cand)>,
 }
 
+/// A member (by its index in the decision order) and a candidate (by its position in
+/// that member's domain, which is the solver's order for every member but CUDA).
+type Slot = (usize, usize);
+
 /// The enumeration: a depth-first search over the axes, then the best completion of the
-/// followers for each complete axis assignment.
+/// followers for each complete axis assignment. Candidates are positions in the domains,
+/// and each pairwise rule is evaluated once per pair of candidates (memoized): a matrix
+/// asks the same questions many times over.
 struct Enum<'p, 'a, 'c> {
     p: &'p Problem<'a, 'c>,
-    /// Axis components, in decision order.
-    axes: Vec<Component>,
-    /// The other members, in decision order.
-    followers: Vec<Component>,
-    /// The rank of each candidate of each member (CUDA's depends on torch: below).
-    rank: BTreeMap<Component, BTreeMap<Cand, u32>>,
-    /// CUDA's domain in the solver's order, per major.minor of torch's CUDA (the only
+    /// The members in decision order, and their domains.
+    comps: Vec<Component>,
+    doms: Vec<&'p [Cand]>,
+    /// Axis and follower members (indices into `comps`), in decision order.
+    axes: Vec<usize>,
+    followers: Vec<usize>,
+    /// `pair[x * n + y]` for `x < y`: 0 unknown, 1 compatible, 2 not; indexed by
+    /// `a * doms[y].len() + b`.
+    pair: Vec<Vec<Cell<u8>>>,
+    /// Members the three-component rule looks at.
+    cuda: Option<usize>,
+    torch: Option<usize>,
+    deepspeed: Option<usize>,
+    /// CUDA's positions in the solver's order, per major.minor of torch's CUDA (the only
     /// thing of the assignment that `sort_cuda` looks at).
-    cuda_ranked: BTreeMap<Option<(u64, u64)>, Vec<Cand>>,
+    cuda_ranked: BTreeMap<Option<(u64, u64)>, Vec<usize>>,
     found: Vec<Found>,
 }
 
 impl<'p, 'a, 'c> Enum<'p, 'a, 'c> {
     fn new(p: &'p Problem<'a, 'c>, axes: &BTreeSet<Component>) -> Self {
-        let rank = p
-            .order
-            .iter()
-            .map(|&c| {
-                let r = (0u32..).zip(&p.domains[&c]).map(|(i, &k)| (k, i)).collect();
-                (c, r)
-            })
-            .collect();
-        let (axes, followers) = p.order.iter().partition(|c| axes.contains(c));
+        let comps = p.order.clone();
+        let n = comps.len();
+        let doms: Vec<&[Cand]> = comps.iter().map(|c| p.domains[c].as_slice()).collect();
+        let mut pair = Vec::with_capacity(n * n);
+        for x in 0..n {
+            for y in 0..n {
+                let size = if x < y {
+                    doms[x].len() * doms[y].len()
+                } else {
+                    0
+                };
+                pair.push(vec![Cell::new(0u8); size]);
+            }
+        }
+        let index = |c: Component| comps.iter().position(|x| *x == c);
+        let (axes, followers) = (0..n).partition(|&i| axes.contains(&comps[i]));
         Enum {
             p,
+            cuda: index(Component::Cuda),
+            torch: index(Component::Torch),
+            deepspeed: index(Component::Deepspeed),
+            comps,
+            doms,
             axes,
             followers,
-            rank,
+            pair,
             cuda_ranked: BTreeMap::new(),
             found: Vec::new(),
         }
     }
 
-    /// CUDA's candidates in the solver's order given torch's pick.
-    fn cuda_order(&mut self, assign: &[(Component, Cand)]) -> &[Cand] {
-        let p = self.p;
-        let torch_cuda = assign
-            .iter()
-            .find(|(x, _)| *x == Component::Torch)
-            .and_then(|(_, k)| match k {
-                Cand::Idx(i) => Some(&p.ctx.cat.torch[*i].cuda),
+    /// The pairwise rules between two assigned candidates, memoized.
+    fn compatible(&self, (x, a): Slot, (y, b): Slot) -> bool {
+        let ((x, a), (y, b)) = if x < y {
+            ((x, a), (y, b))
+        } else {
+            ((y, b), (x, a))
+        };
+        let cell = &self.pair[x * self.comps.len() + y][a * self.doms[y].len() + b];
+        if cell.get() == 0 {
+            let ok = self
+                .p
+                .pair(
+                    self.comps[x],
+                    self.doms[x][a],
+                    self.comps[y],
+                    self.doms[y][b],
+                )
+                .is_ok();
+            cell.set(if ok { 1 } else { 2 });
+        }
+        cell.get() == 1
+    }
+
+    /// CUDA's positions in the solver's order given torch's pick.
+    fn cuda_order(&mut self, assign: &[Slot]) -> &[usize] {
+        let torch = self
+            .torch
+            .and_then(|t| assign.iter().find(|(x, _)| *x == t))
+            .and_then(|&(t, k)| match self.doms[t][k] {
+                Cand::Idx(i) => Some(&self.p.ctx.cat.torch[i].cuda),
                 Cand::Host => None,
             })
             .map(|v| (v.major(), v.minor()));
-        self.cuda_ranked.entry(torch_cuda).or_insert_with(|| {
-            let mut d = p.domains[&Component::Cuda].clone();
-            sort_cuda(p.ctx, &mut d, assign);
-            d
+        let (p, comps, doms) = (self.p, &self.comps, &self.doms);
+        let cuda = self.cuda.unwrap_or_default();
+        self.cuda_ranked.entry(torch).or_insert_with(|| {
+            let full: Vec<(Component, Cand)> = assign
+                .iter()
+                .map(|&(x, k)| (comps[x], doms[x][k]))
+                .collect();
+            let mut d = doms[cuda].to_vec();
+            sort_cuda(p.ctx, &mut d, &full);
+            d.iter()
+                .map(|k| doms[cuda].iter().position(|x| x == k).unwrap_or_default())
+                .collect()
         })
     }
 
-    fn consistent(&self, assign: &[(Component, Cand)], c: Component, k: Cand) -> bool {
-        assign.iter().all(|&(x, a)| self.p.pair(x, a, c, k).is_ok()) && self.triple_ok(assign, c, k)
+    fn consistent(&self, assign: &[Slot], s: Slot) -> bool {
+        assign.iter().all(|&a| self.compatible(a, s)) && self.triple_ok(assign, s)
     }
 
     /// DeepSpeed's CUDA × torch × DeepSpeed rule, once all three are chosen.
-    fn triple_ok(&self, assign: &[(Component, Cand)], c: Component, k: Cand) -> bool {
-        let get = |x: Component| {
-            if x == c {
-                return Some(k);
+    fn triple_ok(&self, assign: &[Slot], (c, k): Slot) -> bool {
+        let get = |x: Option<usize>| {
+            let x = x?;
+            let pos = if x == c {
+                k
+            } else {
+                assign.iter().find(|(y, _)| *y == x)?.1
+            };
+            match self.doms[x][pos] {
+                Cand::Idx(i) => Some(i),
+                Cand::Host => None,
             }
-            assign.iter().find(|(y, _)| *y == x).map(|(_, k)| *k)
         };
-        match (
-            get(Component::Cuda),
-            get(Component::Torch),
-            get(Component::Deepspeed),
-        ) {
-            (Some(Cand::Idx(cu)), Some(Cand::Idx(t)), Some(Cand::Idx(ds))) => {
-                self.p.ctx.check_triple(cu, t, ds).is_ok()
-            }
+        match (get(self.cuda), get(self.torch), get(self.deepspeed)) {
+            (Some(cu), Some(t), Some(ds)) => self.p.ctx.check_triple(cu, t, ds).is_ok(),
             _ => true,
         }
     }
 
-    /// Every component in `rest` keeps a candidate compatible with the assignment.
-    fn alive<'r>(
-        &self,
-        assign: &[(Component, Cand)],
-        rest: impl IntoIterator<Item = &'r Component>,
-    ) -> bool {
-        rest.into_iter().all(|&y| {
-            self.p.domains[&y]
-                .iter()
-                .any(|&b| assign.iter().all(|&(x, a)| self.p.pair(x, a, y, b).is_ok()))
+    /// Every member in `rest` keeps a candidate compatible with the assignment.
+    fn alive(&self, assign: &[Slot], rest: &[usize]) -> bool {
+        rest.iter().all(|&y| {
+            (0..self.doms[y].len()).any(|b| assign.iter().all(|&a| self.compatible(a, (y, b))))
         })
     }
 
     /// Branches over every candidate of every axis.
-    fn axes_dfs(&mut self, assign: &mut Vec<(Component, Cand)>) {
+    fn axes_dfs(&mut self, assign: &mut Vec<Slot>) {
         let depth = assign.len();
         if depth == self.axes.len() {
             self.complete(assign);
             return;
         }
         let c = self.axes[depth];
-        for &k in &self.p.domains[&c] {
-            if !self.consistent(assign, c, k) {
+        let rest: Vec<usize> = self.axes[depth + 1..]
+            .iter()
+            .chain(&self.followers)
+            .copied()
+            .collect();
+        for k in 0..self.doms[c].len() {
+            if !self.consistent(assign, (c, k)) {
                 continue;
             }
             assign.push((c, k));
-            if self.alive(assign, self.axes[depth + 1..].iter().chain(&self.followers)) {
+            if self.alive(assign, &rest) {
                 self.axes_dfs(assign);
             }
             assign.pop();
@@ -490,20 +547,20 @@ impl<'p, 'a, 'c> Enum<'p, 'a, 'c> {
 
     /// Completes the followers as the solver's search would: candidates best first, the
     /// first complete stack wins.
-    fn complete(&mut self, assign: &mut Vec<(Component, Cand)>) -> bool {
+    fn complete(&mut self, assign: &mut Vec<Slot>) -> bool {
         let i = assign.len() - self.axes.len();
         if i == self.followers.len() {
             self.record(assign);
             return true;
         }
         let c = self.followers[i];
-        let cands = if c == Component::Cuda {
+        let order: Vec<usize> = if Some(c) == self.cuda {
             self.cuda_order(assign).to_vec()
         } else {
-            self.p.domains[&c].clone()
+            (0..self.doms[c].len()).collect()
         };
-        for k in cands {
-            if !self.consistent(assign, c, k) {
+        for k in order {
+            if !self.consistent(assign, (c, k)) {
                 continue;
             }
             assign.push((c, k));
@@ -516,30 +573,24 @@ impl<'p, 'a, 'c> Enum<'p, 'a, 'c> {
         false
     }
 
-    fn record(&mut self, assign: &[(Component, Cand)]) {
-        let mut full = Vec::with_capacity(assign.len());
-        for &c in &self.p.order {
-            if let Some(&x) = assign.iter().find(|(y, _)| *y == c) {
-                full.push(x);
-            }
-        }
+    fn record(&mut self, assign: &[Slot]) {
+        let mut full: Vec<Slot> = assign.to_vec();
+        full.sort_unstable();
         let mut ranks = Vec::with_capacity(full.len());
         for &(c, k) in &full {
-            let r = if c == Component::Cuda {
+            let r = if Some(c) == self.cuda {
                 let order = self.cuda_order(&full);
-                (0u32..)
-                    .zip(order)
-                    .find(|(_, x)| **x == k)
-                    .map_or(u32::MAX, |(i, _)| i)
+                order.iter().position(|x| *x == k).unwrap_or(usize::MAX)
             } else {
-                self.rank[&c][&k]
+                k
             };
-            ranks.push(r);
+            ranks.push(u32::try_from(r).unwrap_or(u32::MAX));
         }
-        self.found.push(Found {
-            ranks,
-            assign: full,
-        });
+        let assign = full
+            .iter()
+            .map(|&(c, k)| (self.comps[c], self.doms[c][k]))
+            .collect();
+        self.found.push(Found { ranks, assign });
     }
 }
 
@@ -547,7 +598,6 @@ impl<'p, 'a, 'c> Enum<'p, 'a, 'c> {
 mod tests {
     use super::*;
     use crate::solve::proptests::{random_catalog, random_spec, Rng};
-
     use crate::version::VersionReq;
 
     /// The spec with each axis narrowed to `==` a version (kept with its own requirement).
