@@ -55,6 +55,13 @@ for p in $PARTITIONS; do
   IFS=: read -r _ _ gpus <<<"$p"
   ((gpus > max_gpus)) && max_gpus=$gpus
 done
+# slurmd refuses a gres File= that is not a device; a machine whose /dev/null was replaced
+# by a regular file (a stray `rm /dev/null` followed by `> /dev/null`) fails here, loudly.
+if [[ ! -c /dev/null ]]; then
+  echo "slurm-up: /dev/null is not a character device here ($(stat -c %F /dev/null)); the fake GPUs need one" >&2
+  echo "slurm-up: repair it as root: rm -f /dev/null && mknod -m 666 /dev/null c 1 3" >&2
+  exit 1
+fi
 for ((i = 0; i < max_gpus; i++)); do ln -sf /dev/null "$BASE/dev/nvidia$i"; done
 
 cat >"$BASE/etc/slurm.conf" <<CONF
