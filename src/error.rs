@@ -252,7 +252,8 @@ pub fn did_you_mean<'a>(
     best.map(|(_, c)| c)
 }
 
-fn levenshtein(a: &str, b: &str) -> usize {
+/// Levenshtein edit distance between two strings, by characters.
+pub(crate) fn levenshtein(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {

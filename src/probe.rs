@@ -537,20 +537,7 @@ fn close_gpus<'c>(catalog: &'c Catalog, name: &str) -> Vec<&'c Gpu> {
     scored.into_iter().take(3).map(|(_, g)| g).collect()
 }
 
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
-}
+use crate::error::levenshtein as edit_distance;
 
 // ---------------------------------------------------------------------------------------
 // CSV
