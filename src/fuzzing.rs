@@ -14,7 +14,7 @@ fn text(data: &[u8]) -> Option<&str> {
 pub fn catalog(data: &[u8]) {
     let Some(t) = text(data) else { return };
     let file = vec![("catalog/fuzz.toml".to_string(), t.to_string())];
-    let _ = Catalog::from_layers(&[file.clone()]);
+    let _ = Catalog::from_layers(std::slice::from_ref(&file));
     let _ = Catalog::from_layers(&[file, vec![("overlay/fuzz.toml".to_string(), t.to_string())]]);
 }
 
