@@ -457,7 +457,9 @@ fn component_changes(old: &Lock, new: &Lock) -> Vec<String> {
 }
 
 fn drift(lock: &Lock, dir: &str, files: &BTreeMap<String, Vec<u8>>, f: &mut Vec<Finding>) {
-    let lock_hash = plan::Common::new(lock).map(|c| c.lock_hash).ok();
+    // The shared values (and the lock hash every output names) are derived once.
+    let common = plan::Common::new(lock);
+    let lock_hash = common.as_ref().ok().map(|c| c.lock_hash.clone());
     for t in plan::Target::ALL {
         let prefix = format!("{}/", t.name());
         let present: Vec<(&String, &Vec<u8>)> = files
@@ -468,7 +470,11 @@ fn drift(lock: &Lock, dir: &str, files: &BTreeMap<String, Vec<u8>>, f: &mut Vec<
             continue;
         }
         let shown_dir = join(dir, t.name());
-        let rendered = match plan::generate(lock, t) {
+        let rendered = match &common {
+            Ok(c) => plan::generate_with(lock, c, t).map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        let rendered = match rendered {
             Ok(r) => r,
             Err(e) => {
                 f.push(
@@ -477,7 +483,7 @@ fn drift(lock: &Lock, dir: &str, files: &BTreeMap<String, Vec<u8>>, f: &mut Vec<
                         format!("{shown_dir}/ cannot be compared: the lock does not render it"),
                     )
                     .at(&shown_dir, None)
-                    .detail(e.to_string().lines().map(str::to_string).collect()),
+                    .detail(e.lines().map(str::to_string).collect()),
                 );
                 continue;
             }

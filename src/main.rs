@@ -240,6 +240,14 @@ fn read_text(path: &Path, stage: Stage, what: &str, hint: &str) -> Result<String
     })
 }
 
+/// Reads and parses a lock; returns the path as the user named it, for messages.
+fn read_lock(path: &Path, hint: &str) -> Result<(String, Lock), Error> {
+    let shown = path.display().to_string();
+    let text = read_text(path, Stage::Lock, "lock", hint)?;
+    let lock = Lock::parse(&shown, &text)?;
+    Ok((shown, lock))
+}
+
 fn run(cli: Cli) -> Result<u8, Error> {
     match cli.command {
         Command::Lock {
@@ -334,14 +342,10 @@ fn run(cli: Cli) -> Result<u8, Error> {
             }
             chosen.sort();
             chosen.dedup();
-            let shown = lock.display().to_string();
-            let text = read_text(
+            let (shown, lock) = read_lock(
                 &lock,
-                Stage::Lock,
-                "lock",
                 "create it with `gpustack lock`, or pass `--lock PATH`",
             )?;
-            let lock = Lock::parse(&shown, &text)?;
             // The lock is the only input: one whose digests do not match its content was
             // edited by hand, and rendering it would bake the edit into every target.
             if let Some(m) = lock.verify().first() {
@@ -483,18 +487,10 @@ fn run(cli: Cli) -> Result<u8, Error> {
             Ok(report.exit_code(strict))
         }
         Command::Diff { old, new, format } => {
-            let mut locks = Vec::new();
-            for p in [&old, &new] {
-                let shown = p.display().to_string();
-                let text = read_text(
-                    p,
-                    Stage::Lock,
-                    "lock",
-                    "pass two lock files: `gpustack diff OLD.lock NEW.lock`",
-                )?;
-                locks.push(Lock::parse(&shown, &text)?);
-            }
-            let d = gpustack::diff::diff(&locks[0], &locks[1]);
+            let hint = "pass two lock files: `gpustack diff OLD.lock NEW.lock`";
+            let (_, old) = read_lock(&old, hint)?;
+            let (_, new) = read_lock(&new, hint)?;
+            let d = gpustack::diff::diff(&old, &new);
             match format.as_str() {
                 "json" => print!("{}", d.to_json()),
                 "markdown" => print!("{}", d.to_markdown()),
@@ -580,14 +576,10 @@ fn run(cli: Cli) -> Result<u8, Error> {
                     ),
                 )
             })?;
-            let shown = lock.display().to_string();
-            let text = read_text(
+            let (_, lock) = read_lock(
                 &lock,
-                Stage::Lock,
-                "lock",
                 "create it with `gpustack lock`, or pass `--lock PATH`",
             )?;
-            let lock = Lock::parse(&shown, &text)?;
             let Some(lc) = lock.component(c) else {
                 return Err(Diagnostic::new(
                     Stage::Usage,

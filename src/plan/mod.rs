@@ -96,7 +96,13 @@ pub fn generate_many(
         .collect()
 }
 
-fn generate_with(lock: &Lock, common: &Common, target: Target) -> Result<Vec<RenderedFile>, Error> {
+/// Renders `target` with shared values already derived by [`Common::new`]: what
+/// [`generate_many`] does per target, for callers that render targets one at a time.
+pub fn generate_with(
+    lock: &Lock,
+    common: &Common,
+    target: Target,
+) -> Result<Vec<RenderedFile>, Error> {
     let common = common.clone();
     match target {
         Target::Docker => docker::render(lock, &common),
