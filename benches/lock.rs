@@ -11,14 +11,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn stats(mut v: Vec<Duration>) -> (Duration, Duration) {
-    v.sort();
-    (v[0], v[v.len() / 2])
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
+mod common;
+use common::{ms, stats};
 
 fn main() {
     let runs: usize = std::env::var("GPUSTACK_BENCH_RUNS")

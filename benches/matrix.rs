@@ -19,14 +19,8 @@ use std::time::{Duration, Instant};
 use gpustack::solve::matrix::matrix;
 use gpustack::{Catalog, Spec};
 
-fn stats(mut v: Vec<Duration>) -> (Duration, Duration) {
-    v.sort();
-    (v[0], v[v.len() / 2])
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
+mod common;
+use common::{ms, stats};
 
 /// The target's spec: one H100, torch, vLLM, DeepSpeed and every extra at `*`.
 fn everything(driver: Option<&str>) -> String {
