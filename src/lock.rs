@@ -1110,6 +1110,14 @@ struct LayerWire {
     hash: String,
 }
 
+/// `sha256:` followed by 64 lowercase hex digits: the only digest shape a lock records.
+/// Image tags are cut from layer hashes, so anything else must not get past the parser.
+fn is_sha256_digest(s: &str) -> bool {
+    s.strip_prefix("sha256:").is_some_and(|h| {
+        h.len() == 64 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
 impl LockWire {
     fn into_lock(self, file: &str, text: &str) -> Result<Lock, Error> {
         let bad = |what: String| -> Error {
@@ -1119,6 +1127,28 @@ impl LockWire {
                 .into()
         };
         let ver = |s: &str| Version::parse(s).map_err(|e| bad(e.to_string()));
+        let digest = |what: &str, s: &str| -> Result<(), Error> {
+            if is_sha256_digest(s) {
+                return Ok(());
+            }
+            let mut d = Diagnostic::new(
+                Stage::Lock,
+                format!(
+                    "{what} must be `sha256:` and 64 lowercase hex digits, not `{}`",
+                    s.escape_debug()
+                ),
+            )
+            .at(Location::file(file));
+            // Point at the value's line when it is written as a plain string.
+            if let Some(off) = text.find(&format!("\"{s}\"")) {
+                d = d.at_offset(file, text, off + 1);
+            }
+            Err(d
+                .hint("the lock is generated; regenerate it with `gpustack lock`")
+                .into())
+        };
+        digest("`spec-digest`", &self.inputs.spec_digest)?;
+        digest("`catalog-digest`", &self.inputs.catalog_digest)?;
         let mut diags = Vec::new();
         let deploy = crate::deploy::DeployWire {
             cluster: self.request.cluster,
@@ -1243,6 +1273,7 @@ impl LockWire {
         for l in self.layer {
             let layer = Layer::from_any_name(&l.name)
                 .ok_or_else(|| bad(format!("unknown layer `{}`", l.name)))?;
+            digest(&format!("layer `{}` hash", l.name), &l.hash)?;
             let components = l
                 .components
                 .iter()
