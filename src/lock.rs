@@ -1114,7 +1114,9 @@ struct LayerWire {
 /// Image tags are cut from layer hashes, so anything else must not get past the parser.
 fn is_sha256_digest(s: &str) -> bool {
     s.strip_prefix("sha256:").is_some_and(|h| {
-        h.len() == 64 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        h.len() == 64
+            && h.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     })
 }
 

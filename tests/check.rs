@@ -166,9 +166,16 @@ fn a_hand_edited_lock_is_tampered() {
     let dir = project("tampered-digest");
     let lock = dir.join("gpustack.lock");
     let text = std::fs::read_to_string(&lock).unwrap();
-    let old = text.lines().find(|l| l.starts_with("spec-digest = ")).unwrap();
+    let old = text
+        .lines()
+        .find(|l| l.starts_with("spec-digest = "))
+        .unwrap();
     // Still a well-formed digest (a malformed one is a parse error), just not this spec's.
-    edit(&lock, old, &format!("spec-digest = \"sha256:{}\"", "0".repeat(64)));
+    edit(
+        &lock,
+        old,
+        &format!("spec-digest = \"sha256:{}\"", "0".repeat(64)),
+    );
     let out = check(&dir, &[]);
     assert_eq!(
         located(&out, "tampered-lock"),
