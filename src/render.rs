@@ -7,7 +7,7 @@
 //!
 //! | filter | for | what it does |
 //! |---|---|---|
-//! | `sh` | shell words | single-quotes (`'` → `'\''`) unless the word is plainly safe |
+//! | `sh` | shell words | single-quotes (`'` → `'\''`) unless the word is plainly safe; refuses control characters |
 //! | `json` | JSON, YAML, Dockerfile exec form | a JSON string (YAML accepts it as a double-quoted scalar) |
 //! | `hcl` | HCL strings | a quoted HCL string, `${` and `%{` escaped |
 //! | `word` | bare words (tags, versions, names) | passes `[A-Za-z0-9._:/@+=,%-]` only, fails the render otherwise |
@@ -118,7 +118,22 @@ fn environment() -> Environment<'static> {
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     // Templates compile on first use: `gen docker` does not pay for the Packer templates.
     env.set_loader(|name| Ok(template_source(name).map(str::to_string)));
-    env.add_filter("sh", |v: Value| text(&v).map(|s| sh_quote(&s)));
+    env.add_filter("sh", |v: Value| {
+        let s = text(&v)?;
+        // Single quotes hold a newline for the shell, but not for the Dockerfile line or
+        // heredoc the word may sit in: a value with control characters is refused (load
+        // validation keeps them out; this is the second line of defence).
+        if s.chars().any(char::is_control) {
+            return Err(JinjaError::new(
+                ErrorKind::InvalidOperation,
+                format!(
+                    "`{}` holds control characters and cannot be printed as a shell word",
+                    s.escape_debug()
+                ),
+            ));
+        }
+        Ok(sh_quote(&s))
+    });
     env.add_filter("json", |v: Value| text(&v).map(|s| json_quote(&s)));
     env.add_filter("hcl", |v: Value| text(&v).map(|s| hcl_quote(&s)));
     env.add_filter("word", |v: Value| {

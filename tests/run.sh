@@ -63,6 +63,8 @@ cargo test --locked --no-fail-fast
 # release build, where they take about a minute; the debug run above uses 600.
 echo "== solver properties, 10,000 random catalogs (release)"
 GPUSTACK_PROPTEST_CASES=10000 cargo test --locked --release --lib proptests
+echo "== injection properties, 48 hostile values per field (release)"
+GPUSTACK_INJECTION_CASES=48 cargo test --locked --release --test injection
 if command -v mdbook >/dev/null 2>&1; then
   mdbook build book
 else

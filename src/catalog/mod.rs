@@ -665,6 +665,19 @@ impl Catalog {
         Catalog::assemble(true, &sources)
     }
 
+    /// The stock catalog with in-memory overlay layers on top, each a list of (display
+    /// path, TOML text): [`Catalog::load`] without the directories. The stock layer comes
+    /// pre-parsed, as for [`Catalog::stock`].
+    ///
+    /// ```
+    /// let site = vec![("site/env.toml".to_string(), "family = \"env\"\n\n[[env]]\nfabric = \"all\"\nname = \"NCCL_DEBUG\"\nvalue = \"WARN\"\nsource = \"site runbook\"\n".to_string())];
+    /// let catalog = gpustack::Catalog::stock_with(&[site]).unwrap();
+    /// assert!(catalog.env.iter().any(|e| e.name == "NCCL_DEBUG" && e.value == "WARN"));
+    /// ```
+    pub fn stock_with(overlays: &[Vec<(String, String)>]) -> Result<Catalog, Error> {
+        Catalog::assemble(true, overlays)
+    }
+
     /// Builds a catalog from in-memory layers: each a list of (display path, TOML text).
     /// The first layer is the base; later layers overlay it. Used by tests and by tools that
     /// keep catalogs elsewhere.
@@ -1238,12 +1251,11 @@ struct V<'a> {
 
 impl V<'_> {
     fn fail(&mut self, o: &Origin, msg: String) {
-        self.diags
-            .push(Diagnostic::new(Stage::Catalog, msg).at(Location {
-                file: o.file.clone(),
-                line: o.line,
-                col: 0,
-            }));
+        self.fail_hint(
+            o,
+            msg,
+            "the catalog reference in the book says what each family's fields accept".into(),
+        );
     }
     fn fail_hint(&mut self, o: &Origin, msg: String, hint: String) {
         self.diags.push(
@@ -1633,6 +1645,7 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
         }
     }
 
+    let mut bad_index = std::collections::BTreeSet::new();
     for (key, (w, o)) in l.wheel {
         v.source(&o);
         let t = &w.torch[0];
@@ -1659,6 +1672,18 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
                 format!("torch variant `{}` must look like `cu124`", w.variant),
             );
             continue;
+        }
+        // One `[[wheel]]` entry serves several releases: report its URL once, and keep the
+        // build so that the releases it serves do not also report a missing wheel.
+        if !safe_url(&w.index_url) && bad_index.insert((o.file.clone(), o.line)) {
+            v.fail_hint(
+                &o,
+                format!(
+                    "torch `index_url` `{}` must be an https:// URL without spaces, quotes or `$`",
+                    w.index_url.escape_debug()
+                ),
+                "write the wheel index as one plain URL, like `https://download.pytorch.org/whl/cu124`".into(),
+            );
         }
         let mut arch_list = Vec::new();
         for a in &w.arch_list {
