@@ -51,7 +51,8 @@ pub struct OutFile<'a> {
     pub executable: bool,
 }
 
-fn relative_ok(p: &str) -> bool {
+/// A relative, `/`-separated path with no empty, `.` or `..` component.
+pub(crate) fn relative_ok(p: &str) -> bool {
     !p.is_empty()
         && !p.starts_with('/')
         && p.split('/').all(|c| !c.is_empty() && c != "." && c != "..")

@@ -1149,6 +1149,20 @@ impl LockWire {
                 .hint("the lock is generated; regenerate it with `gpustack lock`")
                 .into())
         };
+        // The stack name becomes file names (`apptainer/<name>.def`) and image names: a
+        // lock must not smuggle in what a spec may not hold.
+        if !crate::catalog::valid_id(&self.request.name) {
+            return Err(Diagnostic::new(
+                Stage::Lock,
+                format!(
+                    "invalid stack name `{}` in [request]: expected [a-z0-9][a-z0-9-]*, at most 63 characters",
+                    self.request.name.escape_debug()
+                ),
+            )
+            .at(Location::file(file))
+            .hint("the lock is generated from gpustack.toml: fix `[stack].name` there and run `gpustack lock`")
+            .into());
+        }
         digest("`spec-digest`", &self.inputs.spec_digest)?;
         digest("`catalog-digest`", &self.inputs.catalog_digest)?;
         let mut diags = Vec::new();

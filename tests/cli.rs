@@ -615,3 +615,86 @@ fn matrix_lists_stacks_best_first() {
         conflict.stderr
     );
 }
+
+/// A lock whose stack name would make a file escape `--out` (`apptainer/../../evil.def`),
+/// even with its digest recomputed so that it passes the tamper check, is refused at parse;
+/// nothing is written anywhere.
+#[test]
+fn gen_refuses_a_lock_name_that_escapes_out() {
+    let dir = tempdir("escape");
+    let text = std::fs::read_to_string(root().join("lockfiles/a100-pytorch.lock")).unwrap();
+    let mut lock = gpustack::Lock::parse("gpustack.lock", &text).unwrap();
+    lock.request.name = "../../evil".into();
+    lock.spec_digest = gpustack::lock::spec_digest(&lock.request);
+    // The library refuses it too, for a lock built in memory (no parse to catch it).
+    let e = gpustack::plan::generate(&lock, gpustack::plan::Target::Apptainer).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("refusing to generate `../../evil.def`: it would land outside the `apptainer` directory"),
+        "{e}"
+    );
+    std::fs::create_dir_all(dir.join("work")).unwrap();
+    std::fs::write(dir.join("work/gpustack.lock"), lock.to_toml()).unwrap();
+    let out = run_in(&dir.join("work"), &["gen", "all"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("error: invalid stack name `../../evil` in [request]")
+            && out.stderr.contains("hint: "),
+        "{}",
+        out.stderr
+    );
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, vec!["work".to_string()]);
+    let work: Vec<_> = std::fs::read_dir(dir.join("work")).unwrap().collect();
+    assert_eq!(work.len(), 1, "only the lock");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An output directory that cannot be created or written: exit 2 with the path and a hint,
+/// and no target half-written. `/proc` refuses new directories even to root; a read-only
+/// directory is tried too when the tests do not run as root (root ignores permissions).
+#[test]
+fn gen_reports_an_unwritable_output_directory() {
+    let dir = tempdir("unwritable");
+    std::fs::copy(
+        root().join("lockfiles/a100-pytorch.lock"),
+        dir.join("gpustack.lock"),
+    )
+    .unwrap();
+    if std::path::Path::new("/proc/self").exists() {
+        let out = run_in(&dir, &["gen", "all", "--out", "/proc/gpustack-out"]);
+        assert_eq!(out.code, 2, "{}", out.stderr);
+        assert!(
+            out.stderr
+                .contains("error: cannot create `/proc/gpustack-out`")
+                && out
+                    .stderr
+                    .contains("hint: check that the output directory is writable"),
+            "{}",
+            out.stderr
+        );
+    }
+    let root_user = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(true);
+    if !root_user {
+        use std::os::unix::fs::PermissionsExt;
+        let ro = dir.join("ro");
+        std::fs::create_dir(&ro).unwrap();
+        std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).unwrap();
+        let out = run_in(&dir, &["gen", "all", "--out", "ro/out"]);
+        assert_eq!(out.code, 2, "{}", out.stderr);
+        assert!(out.stderr.contains("ro/out"), "{}", out.stderr);
+        assert!(out.stderr.contains("hint: "), "{}", out.stderr);
+        assert_eq!(std::fs::read_dir(&ro).unwrap().count(), 0);
+        std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -981,9 +981,12 @@ fn ingest(
             );
         }
     };
-    let dup = |key: &str, span: &std::ops::Range<usize>, diags: &mut Vec<Diagnostic>| {
+    let dup = |key: &str,
+               span: &std::ops::Range<usize>,
+               first: &Origin,
+               diags: &mut Vec<Diagnostic>| {
         diags.push(
-            Diagnostic::new(Stage::Catalog, format!("duplicate {fam} entry `{key}`"))
+            Diagnostic::new(Stage::Catalog, format!("duplicate {fam} entry `{key}` (first at {}:{})", first.file, first.line))
                 .at_offset(path, text, span.start)
                 .hint("an entry may appear once per catalog layer; an overlay directory replaces earlier layers' entries"),
         );
@@ -1072,8 +1075,8 @@ fn ingest(
             &b.get_ref().source,
         );
         let key = b.get_ref().branch.clone();
-        if out.branch.contains_key(&key) {
-            dup(&key, &span, diags);
+        if let Some((_, first)) = out.branch.get(&key) {
+            dup(&key, &span, first, diags);
         }
         out.branch.insert(key, (b, o));
     }
@@ -1084,8 +1087,8 @@ fn ingest(
                 let v = e.into_inner();
                 let o = origin(path, entries.next(&span, stringify!($field), &v), &v.source);
                 let key: String = $keyfn(&v);
-                if out.$field.contains_key(&key) {
-                    dup(&key, &span, diags);
+                if let Some((_, first)) = out.$field.get(&key) {
+                    dup(&key, &span, first, diags);
                 }
                 out.$field.insert(key, (v, o));
             }
@@ -1102,8 +1105,8 @@ fn ingest(
         let o = origin(path, entries.next(&span, "wheel", &v), &v.source);
         for t in &v.torch {
             let key = format!("{t}+{}", v.variant);
-            if out.wheel.contains_key(&key) {
-                dup(&key, &span, diags);
+            if let Some((_, first)) = out.wheel.get(&key) {
+                dup(&key, &span, first, diags);
             }
             let mut one = v.clone();
             one.torch = vec![t.clone()];
@@ -1116,8 +1119,8 @@ fn ingest(
         let o = origin(path, entries.next(&span, fam_static, &v), &v.source);
         check_release_fields(fam, &v, path, text, &span, diags);
         let key = (fam.to_string(), v.version.clone());
-        if out.release.contains_key(&key) {
-            dup(&v.version, &span, diags);
+        if let Some((_, first)) = out.release.get(&key) {
+            dup(&v.version, &span, first, diags);
         }
         out.release.insert(key, (v, o));
     }

@@ -104,13 +104,28 @@ pub fn generate_with(
     target: Target,
 ) -> Result<Vec<RenderedFile>, Error> {
     let common = common.clone();
-    match target {
+    let files = match target {
         Target::Docker => docker::render(lock, &common),
         Target::Apptainer => docker::render_apptainer(lock, &common),
         Target::Packer => packer::render(lock, &common),
         Target::K8s => k8s::render(lock, &common),
         Target::Slurm => slurm::render(lock, &common),
+    }?;
+    // Every path stays inside the target's directory, whatever the lock holds: checked
+    // here, before anything is written, so a bad path fails the whole run.
+    if let Some(f) = files.iter().find(|f| !crate::emit::relative_ok(&f.path)) {
+        return Err(Diagnostic::new(
+            Stage::Generate,
+            format!(
+                "refusing to generate `{}`: it would land outside the `{}` directory",
+                f.path.escape_debug(),
+                target.name()
+            ),
+        )
+        .hint("the lock's names must be plain; regenerate it with `gpustack lock`")
+        .into());
     }
+    Ok(files)
 }
 
 /// An environment variable every target sets.
