@@ -666,7 +666,7 @@ impl DeployWire {
                 at.fail(
                     s.partition.span(),
                     "`partition` must be 1 to 64 characters".into(),
-                    "",
+                    "name the Slurm partition the jobs run in, like `partition = \"gpu\"`",
                 );
             }
             d.slurm = Some(Slurm {
@@ -682,7 +682,11 @@ impl DeployWire {
                 match parse_storage(v.get_ref()) {
                     Ok(r) => Some(r),
                     Err(e) => {
-                        at.fail(v.span(), e, "");
+                        at.fail(
+                            v.span(),
+                            e,
+                            "like `nfs://nfs.example.com/datasets`, `lustre:/lustre/ckpt`, `hostpath:/data` or `pvc:datasets`",
+                        );
                         None
                     }
                 }

@@ -236,6 +236,7 @@ fn read_text(path: &Path, stage: Stage, what: &str, hint: &str) -> Result<String
                 e.utf8_error().valid_up_to()
             ),
         )
+        .hint("save it as UTF-8, e.g. `iconv -f latin1 -t utf-8 FILE`")
         .into()
     })
 }

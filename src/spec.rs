@@ -386,6 +386,10 @@ impl Spec {
                 } else {
                     d = d.hint("the spec's tables are [stack], [hardware], [components], and for the generators [cluster], [image], [train], [serve], [packer], [k8s], [slurm], [storage]; see the spec reference in the book");
                 }
+            } else if d.message.starts_with("duplicate key") {
+                d = d.hint("a key, and a table, may appear once: keep one of them");
+            } else if d.hints.is_empty() {
+                d = d.hint("gpustack.toml is TOML (https://toml.io/en/v1.0.0): check the brackets, quotes and `=` near this point");
             }
             d
         })?;

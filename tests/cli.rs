@@ -121,6 +121,11 @@ fn bad_input_is_rejected_with_exit_2_and_nothing_written() {
                 out.stderr
             ));
         }
+        // Every error says what to do next: a `hint:` line (clap's usage errors end in its
+        // own "For more information, try '--help'").
+        if !out.stderr.contains("\nhint: ") && !out.stderr.contains("try '--help'") {
+            failures.push(format!("{name}: no `hint:` in\n{}", out.stderr));
+        }
         let text = format!("exit: {}\n{}", out.code, out.stderr);
         if let Some(f) = check_snapshot(&case.join("expected.snap"), &text) {
             failures.push(f);

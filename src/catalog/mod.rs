@@ -811,7 +811,8 @@ fn read_overlay(dir: &Path, diags: &mut Vec<Diagnostic>) -> Vec<(String, String)
                             e.utf8_error().valid_up_to()
                         ),
                     )
-                    .at(Location::file(&display)),
+                    .at(Location::file(&display))
+                    .hint("save it as UTF-8, e.g. `iconv -f latin1 -t utf-8 FILE`"),
                 ),
             },
             Err(e) => diags.push(
