@@ -3,7 +3,9 @@
 //!
 //! * cold: a fresh `gpustack gen all --lock L --out DIR` process per run (parse the lock,
 //!   plan, render every target, write every file);
-//! * in-process: lock parse + plan + render of every target, without writing.
+//! * in-process: lock parse + plan + render of every target, without writing;
+//! * per generator, in-process: the plan + render of each target alone, the shared values
+//!   ([`gpustack::plan::Common`]) derived once beforehand.
 //!
 //! The budget (issue 3): `gen all` cold ≤ 5 ms per lock. Prints minimum and median;
 //! `book/src/performance.md` records the figures with the machine and date.
@@ -34,6 +36,7 @@ fn main() {
         "{:<30} {:>24} {:>26} {:>6}",
         "lock", "gen all cold (min/med)", "plan+render (min/med)", "files"
     );
+    let mut per = Vec::new();
     for lock_path in &locks {
         let name = lock_path
             .file_stem()
@@ -79,6 +82,21 @@ fn main() {
                 t.elapsed()
             })
             .collect();
+        let common = gpustack::plan::Common::new(&lock).unwrap();
+        let per_target: Vec<String> = targets
+            .iter()
+            .map(|t| {
+                let times: Vec<Duration> = (0..runs)
+                    .map(|_| {
+                        let s = Instant::now();
+                        gpustack::plan::generate_with(&lock, &common, *t).unwrap();
+                        s.elapsed()
+                    })
+                    .collect();
+                format!("{} {:.3}", t.name(), ms(stats(times).1))
+            })
+            .collect();
+        per.push(format!("{name:<30} {}", per_target.join("  ")));
         let (cmin, cmed) = stats(cold);
         let (wmin, wmed) = stats(warm);
         println!(
@@ -89,6 +107,10 @@ fn main() {
             ms(wmed),
             names.join(" ")
         );
+    }
+    println!("\nper generator, in-process median (ms):");
+    for p in per {
+        println!("{p}");
     }
     let _ = std::fs::remove_dir_all(&out);
 }
