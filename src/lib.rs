@@ -72,6 +72,8 @@ pub mod schema;
 mod select;
 pub mod solve;
 pub mod spec;
+#[doc(hidden)]
+pub mod synth;
 pub mod version;
 
 pub use arch::{Cc, Target};

@@ -1730,12 +1730,15 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
 
     c.torch_releases = torch_rel.into_values().collect();
     newest_first(&mut c.torch_releases, |t| &t.version);
+    // Lookups by set, not by scanning a list per entry: loading stays linear in the
+    // catalog's size (`benches/scale.rs`).
+    let wheels: BTreeSet<(&Version, &str)> = c
+        .torch
+        .iter()
+        .map(|b| (&b.version, b.variant.as_str()))
+        .collect();
     for r in &c.torch_releases {
-        if !c
-            .torch
-            .iter()
-            .any(|b| b.version == r.version && b.variant == r.pypi_variant)
-        {
+        if !wheels.contains(&(&r.version, r.pypi_variant.as_str())) {
             v.fail(&r.origin, format!("torch `{}` says its PyPI wheel is `{}`, but no `[[wheel]]` entry has that variant", r.version, r.pypi_variant));
         }
     }
@@ -1755,10 +1758,13 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
     c.forward_compat.sort_by(|a, b| a.cuda.cmp(&b.cuda));
 
     // Cross-family references.
+    let cudnn: BTreeSet<&Version> = c.cudnn.iter().map(|r| &r.version).collect();
+    let nccl: BTreeSet<&Version> = c.nccl.iter().map(|r| &r.version).collect();
+    let torch_releases: BTreeSet<&Version> = c.torch_releases.iter().map(|t| &t.version).collect();
     for b in &c.torch {
-        for (what, pin, list) in [("cudnn", &b.cudnn, &c.cudnn), ("nccl", &b.nccl, &c.nccl)] {
+        for (what, pin, list) in [("cudnn", &b.cudnn, &cudnn), ("nccl", &b.nccl, &nccl)] {
             if let Some(p) = pin {
-                if !list.iter().any(|r| r.version == *p) {
+                if !list.contains(p) {
                     v.fail(
                         &b.origin,
                         format!(
@@ -1771,7 +1777,7 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
         }
     }
     for r in &c.vllm {
-        if !c.torch_releases.iter().any(|t| t.version == r.torch) {
+        if !torch_releases.contains(&r.torch) {
             v.fail(
                 &r.origin,
                 format!(
@@ -2095,12 +2101,13 @@ fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
         });
     }
 
+    let cuda_releases: BTreeSet<&Version> = c.cuda.iter().map(|r| &r.version).collect();
     for (_, (i, o)) in l.image {
         v.source(&o);
         let Some(cuda) = v.version(&o, "cuda", &i.cuda) else {
             continue;
         };
-        if !c.cuda.iter().any(|r| r.version == cuda) {
+        if !cuda_releases.contains(&cuda) {
             v.fail(
                 &o,
                 format!("image for CUDA `{cuda}`, which `cuda.toml` does not list"),

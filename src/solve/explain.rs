@@ -5,7 +5,7 @@
 //! for the neighbours those rules point at, what was left of them and why. Hints are not
 //! guessed: each is a change to the request that the solver has checked resolves.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use super::rules::{Cand, Compat, Ctx, Rule, Violation};
@@ -237,10 +237,53 @@ fn hints(ctx: &Ctx<'_>) -> Vec<String> {
             cat.branch_of(v)
                 .is_some_and(|b| b.supported && b.kind != crate::catalog::BranchKind::Nfb)
         };
+        // Whether any upgrade can resolve: one solve with the driver left to the solver,
+        // among the catalog drivers from the installed one up (the same rules apply to a
+        // catalog driver as to an installed one of that version). Only then are upgrades
+        // tried one by one.
+        let req = spec.components.get(&Component::Driver);
+        let floor = match req {
+            Some(r) if !r.is_any() => format!("{r}, >={host}"),
+            _ => format!(">={host}"),
+        };
+        let possible = VersionReq::parse(&floor).map_or(true, |floor| {
+            let mut s = spec.clone();
+            s.driver = None;
+            s.components.insert(Component::Driver, floor);
+            solve_assignment(cat, &s).is_some()
+        });
+        if !possible {
+            ups.clear();
+        }
+        // Drivers of one branch that compare alike with every driver threshold the rules
+        // read (the CUDA releases' full-support minimums, the minor-version floors, the GPUs'
+        // minimum drivers) and with the driver requirement are interchangeable to the
+        // solver, so only the lowest of each such class is solved: the others would give
+        // the same result, hence no other hint.
+        let mut thresholds: Vec<&Version> = cat
+            .cuda
+            .iter()
+            .filter_map(|r| r.driver_min.as_ref())
+            .chain(cat.minor_compat.iter().map(|m| &m.driver_min))
+            .chain(cat.gpus.iter().filter_map(|g| g.min_driver.as_ref()))
+            .collect();
+        thresholds.sort();
+        thresholds.dedup();
+        let class = |v: &Version| {
+            (
+                v.major(),
+                thresholds.partition_point(|t| *t <= v),
+                req.is_none_or(|r| r.matches(v)),
+            )
+        };
+        let mut tried = BTreeSet::new();
         let (mut any, mut on_supported, mut full_done) = (false, false, false);
         for up in ups {
             if any && on_supported && full_done {
                 break;
+            }
+            if !tried.insert(class(up)) {
+                continue;
             }
             let mut s = spec.clone();
             s.driver = Some(up.clone());
@@ -249,11 +292,7 @@ fn hints(ctx: &Ctx<'_>) -> Vec<String> {
             };
             let full = r.cuda_compat.as_ref().is_none_or(|c| *c == Compat::Full)
                 && r.torch_compat.as_ref().is_none_or(|c| *c == Compat::Full);
-            let picks: BTreeMap<Component, Version> = r
-                .picks
-                .iter()
-                .map(|p| (p.component, p.version.clone()))
-                .collect();
+            let picks = r.versions;
             let how = match r.cuda_compat.as_ref().or(r.torch_compat.as_ref()) {
                 Some(Compat::MinorVersion) => " through minor-version compatibility",
                 Some(Compat::Forward { .. }) => " through forward compatibility (cuda-compat)",

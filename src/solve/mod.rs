@@ -39,7 +39,7 @@ mod explain;
 pub mod matrix;
 pub mod rules;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::arch::{Cc, Target};
 use crate::catalog::{Catalog, Origin};
@@ -48,7 +48,7 @@ use crate::spec::{Component, Spec};
 use crate::version::Version;
 
 pub use explain::{Cause, Explanation};
-use rules::{Cand, Ctx};
+use rules::{Cand, Ctx, Join, PairKey};
 pub use rules::{Compat, Rule, Violation};
 
 /// Decision order.
@@ -201,12 +201,28 @@ pub fn solve(catalog: &Catalog, spec: &Spec) -> Result<Resolution, Error> {
     }
 }
 
+/// A solution's versions and how the driver runs CUDA and torch, without the reasons
+/// (`because`) and digest of a [`Resolution`]: what the driver-upgrade hints read.
+pub(crate) struct Outcome {
+    pub(crate) versions: BTreeMap<Component, Version>,
+    pub(crate) cuda_compat: Option<Compat>,
+    pub(crate) torch_compat: Option<Compat>,
+}
+
 /// Solves without explaining failures (hints use it; explaining would recurse).
-pub(crate) fn solve_quiet(catalog: &Catalog, spec: &Spec) -> Option<Resolution> {
+pub(crate) fn solve_quiet(catalog: &Catalog, spec: &Spec) -> Option<Outcome> {
     let members = members(spec);
     let quiet = Ctx::quiet(catalog, spec);
     let assign = Problem::new(&quiet, &members).search()?;
-    Some(resolution(&Ctx::new(catalog, spec), &members, &assign))
+    let (cuda_compat, torch_compat, _) = compats(&quiet, &assign);
+    Some(Outcome {
+        versions: assign
+            .iter()
+            .map(|(c, k)| (*c, quiet.version(*c, *k).clone()))
+            .collect(),
+        cuda_compat,
+        torch_compat,
+    })
 }
 
 /// Only decides whether a spec is satisfiable (used for hints and tests); the picks as
@@ -237,7 +253,7 @@ pub(crate) fn sort_cuda(ctx: &Ctx<'_>, d: &mut [Cand], assign: &[(Component, Can
             Cand::Host => None,
         });
     let host = ctx.host_driver.clone();
-    d.sort_by_key(|k| {
+    d.sort_by_cached_key(|k| {
         let Cand::Idx(i) = k else {
             return (true, true, true, true, 0usize);
         };
@@ -254,10 +270,7 @@ pub(crate) fn sort_cuda(ctx: &Ctx<'_>, d: &mut [Cand], assign: &[(Component, Can
         let same = torch_cuda
             .as_ref()
             .is_some_and(|t| t.major() == r.version.major() && t.minor() == r.version.minor());
-        let image =
-            ctx.cat.images.iter().any(|im| {
-                im.cuda == r.version && ctx.spec.os.as_deref().is_none_or(|os| im.os == os)
-            });
+        let image = ctx.imaged.contains(&r.version);
         (forward, !full, !same, !image, *i)
     });
 }
@@ -353,38 +366,68 @@ impl<'a, 'c> Problem<'a, 'c> {
             changed = false;
             for &x in &comps {
                 for &y in &comps {
-                    if x == y {
+                    // Without a rule between them every candidate of `y` supports every
+                    // candidate of `x` (no domain is empty here).
+                    if x == y || !rules::has_rule(x, y) {
                         continue;
                     }
-                    let dy = self.domains[&y].clone();
+                    let dy = &self.domains[&y];
+                    // The candidates of `y` that can support a candidate of `x`, grouped by
+                    // their pin ([`Ctx::join`]), one per rule key ([`Ctx::pair_key`]): the
+                    // others of a key pass and fail the same checks.
+                    let mut groups: BTreeMap<Join, Vec<Cand>> = BTreeMap::new();
+                    let mut seen = BTreeSet::new();
+                    for &b in dy {
+                        let j = self.ctx.join(y, b, x);
+                        let fresh = match self.ctx.pair_key(y, b, x) {
+                            Some(k) => seen.insert((j.clone(), k)),
+                            None => true,
+                        };
+                        if fresh {
+                            groups.entry(j).or_default().push(b);
+                        }
+                    }
+                    let any_pin = groups.get(&Join::Any).map_or(&[][..], Vec::as_slice);
+                    let first = dy.first().copied();
                     let dx = self.domains[&x].clone();
                     let mut keep = Vec::with_capacity(dx.len());
+                    // Candidates of `x` with one rule key share the answer.
+                    let mut memo: BTreeMap<PairKey<'_>, bool> = BTreeMap::new();
                     for a in dx {
-                        let mut first_err = None;
-                        let ok = dy.iter().any(|&b| match self.pair(x, a, y, b) {
-                            Ok(()) => true,
-                            Err(v) => {
-                                if first_err.is_none() {
-                                    first_err = Some(v);
+                        let ok = |b: &Cand| self.pair(x, a, y, *b).is_ok();
+                        let key = self.ctx.pair_key(x, a, y);
+                        let known = key.as_ref().and_then(|k| memo.get(k).copied());
+                        let supported = known.unwrap_or_else(|| {
+                            let found = match self.ctx.join(x, a, y) {
+                                Join::Any => groups.values().flatten().any(ok),
+                                j => {
+                                    let same = groups.get(&j).map_or(&[][..], Vec::as_slice);
+                                    same.iter().chain(any_pin).any(ok)
                                 }
-                                false
+                            };
+                            if let Some(k) = key {
+                                memo.insert(k, found);
                             }
+                            found
                         });
-                        if ok {
+                        if supported {
                             keep.push(a);
-                        } else {
-                            let violation = first_err.unwrap_or_else(|| Violation {
+                            continue;
+                        }
+                        // Every candidate of `y` rejects `a`: the first one's reason.
+                        let violation = first
+                            .and_then(|b| self.pair(x, a, y, b).err())
+                            .unwrap_or_else(|| Violation {
                                 rule: Rule::Request,
                                 message: format!("no {} is left to go with it", y.display()),
                                 facts: vec![],
                             });
-                            self.removed.entry(x).or_default().push(Removal {
-                                cand: a,
-                                violation,
-                                against: Some(y),
-                            });
-                            changed = true;
-                        }
+                        self.removed.entry(x).or_default().push(Removal {
+                            cand: a,
+                            violation,
+                            against: Some(y),
+                        });
+                        changed = true;
                     }
                     let empty = keep.is_empty();
                     self.domains.insert(x, keep);
@@ -487,16 +530,14 @@ impl<'a, 'c> Problem<'a, 'c> {
 #[cfg(test)]
 mod proptests;
 
-fn resolution(
+/// How the driver runs the CUDA toolkit, torch's bundled runtime and vLLM's wheel CUDA in
+/// an assignment (each `None` when the assignment lacks the component).
+fn compats(
     ctx: &Ctx<'_>,
-    members: &BTreeMap<Component, String>,
     assign: &[(Component, Cand)],
-) -> Resolution {
+) -> (Option<Compat>, Option<Compat>, Option<Compat>) {
     let get = |c: Component| assign.iter().find(|(x, _)| *x == c).map(|(_, k)| *k);
     let driver = get(Component::Driver).map(|k| ctx.version(Component::Driver, k).clone());
-    let mut used: Vec<Origin> = Vec::new();
-    let mut picks = Vec::new();
-    let mut chosen = BTreeMap::new();
     let cuda_compat = match (&driver, get(Component::Cuda)) {
         (Some(d), Some(Cand::Idx(i))) => {
             let r = &ctx.cat.cuda[i];
@@ -523,6 +564,20 @@ fn resolution(
         }
         _ => None,
     };
+    (cuda_compat, torch_compat, vllm_compat)
+}
+
+fn resolution(
+    ctx: &Ctx<'_>,
+    members: &BTreeMap<Component, String>,
+    assign: &[(Component, Cand)],
+) -> Resolution {
+    let get = |c: Component| assign.iter().find(|(x, _)| *x == c).map(|(_, k)| *k);
+    let driver = get(Component::Driver).map(|k| ctx.version(Component::Driver, k).clone());
+    let mut used: Vec<Origin> = Vec::new();
+    let mut picks = Vec::new();
+    let mut chosen = BTreeMap::new();
+    let (cuda_compat, torch_compat, vllm_compat) = compats(ctx, assign);
     for c in Component::ALL {
         let Some(k) = get(c) else { continue };
         let origin = ctx.origin(c, k).cloned();

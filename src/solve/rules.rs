@@ -3,12 +3,13 @@
 //! A rule looks at one, two or three chosen candidates and either accepts them or returns
 //! a [`Violation`] in the user's words, naming the facts (with their sources) that decide.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::arch::{best_way, Cc, RunsVia, Target};
 use crate::catalog::{Catalog, Origin};
 use crate::spec::{extra_pattern, Component, Spec};
-use crate::version::Version;
+use crate::version::{Version, VersionReq};
 
 /// Every rule the solver applies. The id (`Rule::id`) is stable and documented.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -157,6 +158,13 @@ pub(crate) struct Ctx<'c> {
     /// Build violation messages and fact lists. Off during search (the hot path), on when
     /// explaining or recording `because`.
     pub(crate) verbose: bool,
+    /// Per CUDA major.minor: the lowest full-feature driver minimum of its releases, and
+    /// the origin of the first (newest) of them. Every driver × wheel check asks for both;
+    /// computed once here instead of scanning the CUDA releases on each check.
+    runtimes: BTreeMap<(u64, u64), (Option<&'c Version>, &'c Origin)>,
+    /// The CUDA releases with an `nvidia/cuda` image for the requested OS (any OS when none
+    /// is requested), for the CUDA candidate order.
+    pub(crate) imaged: std::collections::BTreeSet<&'c Version>,
 }
 
 fn vlist(vs: &[&Version]) -> String {
@@ -172,6 +180,23 @@ impl<'c> Ctx<'c> {
         let targets = spec.arch_list(cat);
         let gpus: Vec<_> = spec.gpus.iter().filter_map(|g| cat.gpu(g)).collect();
         let all_datacenter = !gpus.is_empty() && gpus.iter().all(|g| g.datacenter);
+        let mut runtimes: BTreeMap<(u64, u64), (Option<&Version>, &Origin)> = BTreeMap::new();
+        for r in &cat.cuda {
+            let e = runtimes
+                .entry((r.version.major(), r.version.minor()))
+                .or_insert((None, &r.origin));
+            if let Some(m) = &r.driver_min {
+                if e.0.is_none_or(|x| m < x) {
+                    e.0 = Some(m);
+                }
+            }
+        }
+        let imaged = cat
+            .images
+            .iter()
+            .filter(|im| spec.os.as_deref().is_none_or(|os| im.os == os))
+            .map(|im| &im.cuda)
+            .collect();
         Ctx {
             cat,
             spec,
@@ -180,6 +205,8 @@ impl<'c> Ctx<'c> {
             all_datacenter,
             host_driver: spec.driver.clone(),
             verbose: true,
+            runtimes,
+            imaged,
         }
     }
 
@@ -271,13 +298,11 @@ impl<'c> Ctx<'c> {
                     return vec![Cand::Host];
                 }
                 let mut v: Vec<usize> = (0..self.cat.drivers.len()).collect();
-                // Prefer supported production/LTS branches, then newest.
+                // Prefer supported production/LTS branches, then newest (the catalog's
+                // order, which the stable sort keeps).
                 v.sort_by_key(|&i| {
                     let b = &self.cat.branches[self.cat.drivers[i].branch];
-                    (
-                        !(b.supported && b.kind != crate::catalog::BranchKind::Nfb),
-                        std::cmp::Reverse(self.cat.drivers[i].version.clone()),
-                    )
+                    !(b.supported && b.kind != crate::catalog::BranchKind::Nfb)
                 });
                 return v.into_iter().map(Cand::Idx).collect();
             }
@@ -287,7 +312,7 @@ impl<'c> Ctx<'c> {
                     // With an installed driver: builds it runs without the cuda-compat
                     // package first; then newest release; then builds it runs with full
                     // support; then the PyPI default; then newest CUDA.
-                    v.sort_by_key(|&i| {
+                    v.sort_by_cached_key(|&i| {
                         let b = &self.cat.torch[i];
                         let mode = self.compat_for(
                             h,
@@ -298,10 +323,10 @@ impl<'c> Ctx<'c> {
                         let forward = matches!(mode, Compat::Forward { .. });
                         (
                             forward,
-                            std::cmp::Reverse(b.version.clone()),
+                            std::cmp::Reverse(&b.version),
                             mode != Compat::Full,
                             !b.pypi_default,
-                            std::cmp::Reverse(b.cuda.clone()),
+                            std::cmp::Reverse(&b.cuda),
                         )
                     });
                 }
@@ -311,7 +336,7 @@ impl<'c> Ctx<'c> {
                 let mut v: Vec<usize> = (0..self.cat.vllm.len()).collect();
                 if let Some(h) = &self.host_driver {
                     // vLLM wheels the installed driver runs without cuda-compat first.
-                    v.sort_by_key(|&i| {
+                    v.sort_by_cached_key(|&i| {
                         let r = &self.cat.vllm[i];
                         let mode =
                             self.compat_for(h, &r.cuda, self.full_min_for_runtime(&r.cuda), false);
@@ -342,21 +367,17 @@ impl<'c> Ctx<'c> {
     }
 
     /// The lowest full-feature driver minimum of any release of a CUDA major.minor.
-    pub(crate) fn full_min_for_runtime(&self, cuda: &Version) -> Option<&Version> {
-        self.cat
-            .cuda
-            .iter()
-            .filter(|r| r.version.major() == cuda.major() && r.version.minor() == cuda.minor())
-            .filter_map(|r| r.driver_min.as_ref())
-            .min()
+    pub(crate) fn full_min_for_runtime(&self, cuda: &Version) -> Option<&'c Version> {
+        self.runtimes
+            .get(&(cuda.major(), cuda.minor()))
+            .and_then(|r| r.0)
     }
 
-    fn cuda_release_origin(&self, cuda: &Version) -> Option<&Origin> {
-        self.cat
-            .cuda
-            .iter()
-            .find(|r| r.version.major() == cuda.major() && r.version.minor() == cuda.minor())
-            .map(|r| &r.origin)
+    /// The origin of the newest CUDA release of a major.minor.
+    fn cuda_release_origin(&self, cuda: &Version) -> Option<&'c Origin> {
+        self.runtimes
+            .get(&(cuda.major(), cuda.minor()))
+            .map(|r| r.1)
     }
 
     /// Unary rules: the request, the host and the GPUs.
@@ -446,8 +467,8 @@ impl<'c> Ctx<'c> {
                 }
                 for cc in &self.ccs {
                     if best_way(&b.arch_list, *cc).is_none() {
-                        let list = crate::arch::torch_list(&b.arch_list).join(";");
-                        return Err(self.violation(Rule::TorchArchList, || format!("torch {} is built for `{list}`, which has no kernels for compute capability {cc}{}", b.full, self.gpu_names_for(*cc)), || vec![b.origin.clone()]));
+                        // The list is formatted only for a message (not in the quiet search).
+                        return Err(self.violation(Rule::TorchArchList, || format!("torch {} is built for `{}`, which has no kernels for compute capability {cc}{}", b.full, crate::arch::torch_list(&b.arch_list).join(";"), self.gpu_names_for(*cc)), || vec![b.origin.clone()]));
                     }
                 }
             }
@@ -910,6 +931,138 @@ impl<'c> Ctx<'c> {
         }
     }
 
+    /// What the pairwise rules between `c` and `other` read of candidate `k` of `c`, as a
+    /// key: two candidates of `c` with equal keys pass or fail the same checks against
+    /// every candidate of `other` (only their messages may differ). `None` where no key is
+    /// defined: such candidates are compared one by one. Arc consistency checks one
+    /// candidate per key, so that a neighbour's many releases that the rules cannot tell
+    /// apart (every patch of one CUDA minor, to a driver) cost one check, not one each.
+    ///
+    /// Must read everything [`Ctx::check_pair`] reads; the solver's tests check that equal
+    /// keys give equal results over whole catalogs.
+    pub(crate) fn pair_key(&self, c: Component, k: Cand, other: Component) -> Option<PairKey<'c>> {
+        use Component as C;
+        use KeyPart::{Num, Req, Ver};
+        let i = idx(k)?;
+        let cat = self.cat;
+        let req_text = |r: &'c Option<VersionReq>| Req(r.as_ref());
+        let parts = match (c, other) {
+            // What a driver check reads of CUDA code: its major.minor (the full-support
+            // minimum of the minor, minor-version and forward compatibility), the release's
+            // own minimum, and whether PTX JIT is needed.
+            (C::Cuda, C::Driver) => {
+                let r = &cat.cuda[i];
+                let m = r.driver_min.as_ref().map_or(Num(u64::MAX), Ver);
+                vec![Num(r.version.major()), Num(r.version.minor()), m]
+            }
+            (C::Torch, C::Driver) => {
+                let t = &cat.torch[i];
+                let ptx = u64::from(self.needs_ptx(&t.arch_list));
+                vec![Num(t.cuda.major()), Num(t.cuda.minor()), Num(ptx)]
+            }
+            (C::Vllm, C::Driver) => {
+                let r = &cat.vllm[i];
+                vec![Num(r.cuda.major()), Num(r.cuda.minor())]
+            }
+            (C::Cuda, C::Cudnn | C::Nccl | C::Torch) => {
+                let r = &cat.cuda[i];
+                vec![Num(r.version.major()), Num(r.version.minor())]
+            }
+            (C::Cudnn | C::Nccl, C::Cuda) => {
+                let l = self.lib(c, i);
+                l.cuda_majors.iter().map(|m| Num(*m)).collect()
+            }
+            (C::Torch, C::Cuda) => {
+                let t = &cat.torch[i];
+                vec![Num(t.cuda.major()), Num(t.cuda.minor())]
+            }
+            (C::Torch, C::Cudnn | C::Nccl) => {
+                let t = &cat.torch[i];
+                let pin = if other == C::Cudnn { &t.cudnn } else { &t.nccl };
+                vec![pin.as_ref().map_or(Num(u64::MAX), Ver), Num(t.cuda.major())]
+            }
+            (C::Torch, C::Python) => vec![Req(Some(&cat.torch[i].python))],
+            (C::Vllm, C::Python) => vec![Req(Some(&cat.vllm[i].python))],
+            (C::Deepspeed, C::Python) => vec![req_text(&cat.deepspeed[i].python)],
+            (extra_pattern!(), C::Python) => vec![req_text(&cat.extras[i].python)],
+            (C::Deepspeed, C::Torch) => vec![req_text(&cat.deepspeed[i].torch)],
+            (extra_pattern!(), C::Torch) => {
+                let e = &cat.extras[i];
+                let mut v = vec![req_text(&e.torch)];
+                if let Some(m) = &e.cuda_majors {
+                    v.extend(m.iter().map(|m| Num(*m)));
+                }
+                v
+            }
+            (C::Torch, extra_pattern!() | C::Deepspeed) => {
+                let t = &cat.torch[i];
+                vec![Ver(&t.version), Num(t.cuda.major())]
+            }
+            (C::Python, _) => vec![Ver(&cat.python[i].version)],
+            // No rule between the two: every candidate behaves alike.
+            (a, b) if !has_rule(a, b) => Vec::new(),
+            _ => return None,
+        };
+        Some(PairKey(parts))
+    }
+
+    /// A necessary condition of the exact pins among the pairwise rules, as a key: a
+    /// candidate of `c` whose join is [`Join::Key`] passes the checks against a candidate
+    /// of `other` only if that one's join is the same key or [`Join::Any`]. vLLM pins one
+    /// torch release (and its wheel's CUDA major), a torch wheel pins one cuDNN and one
+    /// NCCL, an extra may require `==` one torch release. Arc consistency looks supports
+    /// up by this key instead of scanning the neighbour's whole domain.
+    pub(crate) fn join(&self, c: Component, k: Cand, other: Component) -> Join {
+        use Component as C;
+        let Some(i) = idx(k) else { return Join::Any };
+        let cat = self.cat;
+        // Releases equal under `cmp_release` have equal numeric parts once trailing zeros
+        // are dropped (the phase is left to the check itself).
+        let release = |v: &Version, tag: u64| {
+            let p = v.parts();
+            let n = p.iter().rposition(|x| *x != 0).map_or(0, |n| n + 1);
+            let mut key = vec![tag];
+            key.extend_from_slice(&p[..n]);
+            Join::Key(key)
+        };
+        let exact = |v: &Version| {
+            let mut key = vec![u64::MAX, v.parts().len() as u64];
+            key.extend_from_slice(v.parts());
+            Join::Key(key)
+        };
+        match (c, other) {
+            (C::Torch, C::Vllm) => {
+                let t = &cat.torch[i];
+                release(&t.version, t.cuda.major())
+            }
+            (C::Vllm, C::Torch) => {
+                let r = &cat.vllm[i];
+                release(&r.torch, r.cuda.major())
+            }
+            (C::Cudnn | C::Nccl, C::Torch) => exact(&self.lib(c, i).version),
+            (C::Torch, C::Cudnn | C::Nccl) => {
+                let t = &cat.torch[i];
+                let pin = if other == C::Cudnn { &t.cudnn } else { &t.nccl };
+                pin.as_ref().map_or(Join::Any, exact)
+            }
+            (C::Torch, extra_pattern!()) => release(&cat.torch[i].version, 0),
+            (extra_pattern!(), C::Torch) => match cat.extras[i].torch.as_ref().map(|r| r.clauses())
+            {
+                Some([crate::version::Clause::Eq(v)]) => release(v, 0),
+                _ => Join::Any,
+            },
+            _ => Join::Any,
+        }
+    }
+
+    fn lib(&self, c: Component, i: usize) -> &'c crate::catalog::LibRelease {
+        if c == Component::Cudnn {
+            &self.cat.cudnn[i]
+        } else {
+            &self.cat.nccl[i]
+        }
+    }
+
     fn check_pair_driver(
         &self,
         d: &Version,
@@ -1036,5 +1189,177 @@ fn idx(c: Cand) -> Option<usize> {
     match c {
         Cand::Host => None,
         Cand::Idx(i) => Some(i),
+    }
+}
+
+/// A part of a [`PairKey`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum KeyPart<'c> {
+    Num(u64),
+    Ver(&'c Version),
+    /// A requirement, or none; compared by its clauses.
+    Req(Option<&'c VersionReq>),
+}
+
+impl Ord for KeyPart<'_> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        use crate::version::Clause;
+        fn clause(c: &Clause) -> (u8, Option<&Version>) {
+            match c {
+                Clause::Any => (0, None),
+                Clause::Prefix(v) => (1, Some(v)),
+                Clause::Eq(v) => (2, Some(v)),
+                Clause::Ne(v) => (3, Some(v)),
+                Clause::Ge(v) => (4, Some(v)),
+                Clause::Gt(v) => (5, Some(v)),
+                Clause::Le(v) => (6, Some(v)),
+                Clause::Lt(v) => (7, Some(v)),
+            }
+        }
+        let rank = |p: &KeyPart<'_>| match p {
+            KeyPart::Num(_) => 0,
+            KeyPart::Ver(_) => 1,
+            KeyPart::Req(_) => 2,
+        };
+        match (self, other) {
+            (KeyPart::Num(a), KeyPart::Num(b)) => a.cmp(b),
+            (KeyPart::Ver(a), KeyPart::Ver(b)) => a.cmp(b),
+            (KeyPart::Req(a), KeyPart::Req(b)) => match (a, b) {
+                (Some(x), Some(y)) => x
+                    .clauses()
+                    .iter()
+                    .map(clause)
+                    .cmp(y.clauses().iter().map(clause)),
+                _ => a.is_some().cmp(&b.is_some()),
+            },
+            _ => rank(self).cmp(&rank(other)),
+        }
+    }
+}
+
+impl PartialOrd for KeyPart<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// See [`Ctx::pair_key`].
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct PairKey<'c>(Vec<KeyPart<'c>>);
+
+/// See [`Ctx::join`].
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Join {
+    /// May pass against any candidate.
+    Any,
+    /// Passes only against candidates with the same key, or [`Join::Any`].
+    Key(Vec<u64>),
+}
+
+/// Whether [`Ctx::check_pair`] has a rule between two components (in either order).
+pub(crate) fn has_rule(a: Component, b: Component) -> bool {
+    use Component as C;
+    let (a, b) = if a < b { (a, b) } else { (b, a) };
+    matches!(
+        (a, b),
+        (C::Driver, C::Cuda | C::Torch | C::Vllm)
+            | (C::Cuda, C::Cudnn | C::Nccl | C::Torch)
+            | (C::Cudnn | C::Nccl, C::Torch)
+            | (
+                C::Python,
+                C::Torch | C::Vllm | C::Deepspeed | extra_pattern!()
+            )
+            | (C::Torch, C::Vllm | C::Deepspeed | extra_pattern!())
+    )
+}
+
+#[cfg(test)]
+mod key_tests {
+    //! [`Ctx::pair_key`] and [`Ctx::join`] must agree with [`Ctx::check_pair`]: arc
+    //! consistency trusts them to skip checks.
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn pair(ctx: &Ctx<'_>, x: Component, a: Cand, y: Component, b: Cand) -> bool {
+        if x < y {
+            ctx.check_pair(x, a, y, b).is_ok()
+        } else {
+            ctx.check_pair(y, b, x, a).is_ok()
+        }
+    }
+
+    fn check(cat: &Catalog, hardware: &str) {
+        let mut text = format!("[stack]\nname = \"keys\"\n[hardware]\n{hardware}\n[components]\n");
+        for c in ["cudnn", "nccl", "python", "torch", "vllm", "deepspeed"] {
+            text.push_str(&format!("{c} = \"*\"\n"));
+        }
+        for c in Component::EXTRAS {
+            text.push_str(&format!("{} = \"*\"\n", c.name()));
+        }
+        let spec = Spec::parse("keys.toml", &text, cat).unwrap();
+        let ctx = Ctx::quiet(cat, &spec);
+        let mut checked = 0;
+        for x in Component::ALL {
+            for y in Component::ALL {
+                if x == y {
+                    continue;
+                }
+                let (xs, ys) = (ctx.candidates(x), ctx.candidates(y));
+                if !has_rule(x, y) {
+                    assert!(xs
+                        .iter()
+                        .all(|&a| ys.iter().all(|&b| pair(&ctx, x, a, y, b))));
+                    continue;
+                }
+                // Candidates of `x` with one key: the same answers against every `y`.
+                let mut rows: BTreeMap<PairKey<'_>, Vec<bool>> = BTreeMap::new();
+                for &a in &xs {
+                    let row: Vec<bool> = ys.iter().map(|&b| pair(&ctx, x, a, y, b)).collect();
+                    checked += row.len();
+                    // Candidates of `y` with one key: the same answer against `a`.
+                    let mut cols: BTreeMap<PairKey<'_>, bool> = BTreeMap::new();
+                    for (&b, &ok) in ys.iter().zip(&row) {
+                        if let Some(k) = ctx.pair_key(y, b, x) {
+                            let first = *cols.entry(k).or_insert(ok);
+                            assert_eq!(first, ok, "{x:?} {a:?} vs {y:?} {b:?}");
+                        }
+                        // A pin: a pass needs equal keys, or an `Any`.
+                        let (ja, jb) = (ctx.join(x, a, y), ctx.join(y, b, x));
+                        if ok {
+                            assert!(
+                                ja == jb || ja == Join::Any || jb == Join::Any,
+                                "{x:?} {a:?} vs {y:?} {b:?}: {ja:?} {jb:?}"
+                            );
+                        }
+                    }
+                    if let Some(k) = ctx.pair_key(x, a, y) {
+                        let first = rows.entry(k).or_insert_with(|| row.clone());
+                        assert_eq!(*first, row, "{x:?} {a:?} against {y:?}");
+                    }
+                }
+            }
+        }
+        assert!(checked > 10_000, "{checked}");
+    }
+
+    #[test]
+    fn keys_and_pins_agree_with_the_rules_on_the_stock_catalog() {
+        let cat = Catalog::stock().unwrap();
+        for hardware in [
+            "gpus = [\"h100\"]",
+            "gpus = [\"v100\"]\ndriver = \"535.54.03\"",
+            "gpus = [\"rtx-4090\"]\ndriver = \"550.144.03\"",
+            "gpus = [\"t4\", \"a100\"]",
+        ] {
+            check(&cat, hardware);
+        }
+    }
+
+    #[test]
+    fn keys_and_pins_agree_with_the_rules_on_a_synthetic_catalog() {
+        // Copies share every field but their versions and pins: keys must tell them apart
+        // where a rule does, and group them where none does.
+        let cat = Catalog::from_layers(&[crate::synth::scaled_catalog(2)]).unwrap();
+        check(&cat, "gpus = [\"h100\"]\ndriver = \"550.54.15\"");
     }
 }
