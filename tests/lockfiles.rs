@@ -102,18 +102,16 @@ fn layer_hashes_chain_and_react_only_to_pins() {
         other.layers[0].hash, lock.layers[0].hash,
         "base must not change"
     );
-    for i in 1..4 {
+    for (i, name) in names.iter().enumerate().take(4).skip(1) {
         assert_ne!(
             other.layers[i].hash, lock.layers[i].hash,
-            "{} must change",
-            names[i]
+            "{name} must change"
         );
     }
-    for i in 4..6 {
+    for (i, name) in names.iter().enumerate().take(6).skip(4) {
         assert_eq!(
             other.layers[i].hash, lock.layers[i].hash,
-            "{} sits on base only and must not change",
-            names[i]
+            "{name} sits on base only and must not change"
         );
     }
 }

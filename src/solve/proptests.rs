@@ -311,7 +311,7 @@ pub(crate) fn random_spec(rng: &mut Rng, cat: &Catalog) -> Spec {
         gpus.push(rng.pick(&cat.gpus).id.clone());
     }
     let driver = if rng.chance(50) {
-        Some(Version::parse(*rng.pick::<&str>(&DRIVERS[..])).unwrap())
+        Some(Version::parse(rng.pick::<&str>(&DRIVERS[..])).unwrap())
     } else {
         None
     };
@@ -371,6 +371,9 @@ pub(crate) fn random_spec(rng: &mut Rng, cat: &Catalog) -> Spec {
     }
 }
 
+/// An assignment with its rank vector (lower is better).
+type Ranked = (Vec<usize>, Vec<(Component, Cand)>);
+
 /// Brute force: every combination, every rule, best by the documented order.
 pub(crate) fn oracle(cat: &Catalog, spec: &Spec) -> Option<BTreeMap<Component, Version>> {
     let ctx = Ctx::new(cat, spec);
@@ -380,7 +383,7 @@ pub(crate) fn oracle(cat: &Catalog, spec: &Spec) -> Option<BTreeMap<Component, V
         .copied()
         .filter(|c| m.contains_key(c))
         .collect();
-    let mut best: Option<(Vec<usize>, Vec<(Component, Cand)>)> = None;
+    let mut best: Option<Ranked> = None;
     let mut assign: Vec<(Component, Cand)> = Vec::new();
     enumerate(&ctx, &order, &mut assign, &mut Vec::new(), &mut best);
     best.map(|(_, a)| {
@@ -395,10 +398,10 @@ fn enumerate(
     order: &[Component],
     assign: &mut Vec<(Component, Cand)>,
     ranks: &mut Vec<usize>,
-    best: &mut Option<(Vec<usize>, Vec<(Component, Cand)>)>,
+    best: &mut Option<Ranked>,
 ) {
     if assign.len() == order.len() {
-        if valid(ctx, assign) && best.as_ref().is_none_or(|(r, _)| &ranks[..] < &r[..]) {
+        if valid(ctx, assign) && best.as_ref().is_none_or(|(r, _)| ranks[..] < r[..]) {
             *best = Some((ranks.clone(), assign.clone()));
         }
         return;
@@ -530,7 +533,7 @@ fn solver_agrees_with_brute_force() {
     for seed in 0..cases() {
         let mut rng = Rng::new(seed + 1);
         let files = random_catalog(&mut rng);
-        let cat = match Catalog::from_layers(&[files.clone()]) {
+        let cat = match Catalog::from_layers(std::slice::from_ref(&files)) {
             Ok(c) => c,
             Err(e) => panic!("seed {seed}: random catalog invalid: {e}\n{files:#?}"),
         };
@@ -570,7 +573,7 @@ fn catalog_order_does_not_change_the_lock() {
     for seed in 0..cases() / 4 {
         let mut rng = Rng::new(seed + 7);
         let files = random_catalog(&mut rng);
-        let cat = Catalog::from_layers(&[files.clone()]).unwrap();
+        let cat = Catalog::from_layers(std::slice::from_ref(&files)).unwrap();
         let reordered = reorder(&files, seed as usize);
         assert_ne!(
             files, reordered,
@@ -665,7 +668,7 @@ fn an_unrelated_component_never_changes_the_result() {
     for seed in 0..cases() / 4 {
         let mut rng = Rng::new(seed + 4242);
         let files = random_catalog(&mut rng);
-        let cat = Catalog::from_layers(&[files.clone()]).unwrap();
+        let cat = Catalog::from_layers(std::slice::from_ref(&files)).unwrap();
         let spec = random_spec(&mut rng, &cat);
         let unrelated: Vec<Component> = Component::EXTRAS
             .iter()
