@@ -167,9 +167,24 @@ fn env() -> &'static Environment<'static> {
 
 /// Renders template `name` (relative to `generators/`) with `ctx`.
 pub fn render(name: &str, ctx: &impl Serialize) -> Result<String, Error> {
+    render_with(name, &Context::new(ctx))
+}
+
+/// A template context converted once, for a plan that renders several files: each file
+/// then shares it instead of converting the plan again.
+pub struct Context(Value);
+
+impl Context {
+    /// Converts `ctx` for the templates.
+    pub fn new(ctx: &impl Serialize) -> Context {
+        Context(Value::from_serialize(ctx))
+    }
+}
+
+/// Renders template `name` with a context converted beforehand.
+pub fn render_with(name: &str, ctx: &Context) -> Result<String, Error> {
     let t = env().get_template(name).map_err(|e| internal(name, &e))?;
-    t.render(Value::from_serialize(ctx))
-        .map_err(|e| internal(name, &e))
+    t.render(ctx.0.clone()).map_err(|e| internal(name, &e))
 }
 
 fn internal(name: &str, e: &JinjaError) -> Error {

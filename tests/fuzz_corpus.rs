@@ -1,21 +1,31 @@
 //! Replays the fuzz corpora (`fuzz/corpus/<target>/`) and every crash reproducer the fuzzers
 //! found (`fuzz/regressions/<target>/`) through the same entry points the fuzz targets call,
 //! on stable, in the normal test run: a fixed crash stays fixed.
+//!
+//! The corpora are the fuzzers' minimized corpora (`cargo fuzz cmin`), thousands of inputs
+//! per target. A debug `cargo test` replays every reproducer and every 16th corpus input;
+//! `tests/run.sh` replays all of them in a release build (`GPUSTACK_FUZZ_CORPUS=all`).
 
 mod common;
 
 use common::root;
 
 fn replay(target: &str, run: &dyn Fn(&[u8])) -> usize {
+    let all = std::env::var("GPUSTACK_FUZZ_CORPUS").is_ok_and(|v| v == "all");
     let mut n = 0;
     for dir in ["fuzz/corpus", "fuzz/regressions"] {
+        let every = if all || dir == "fuzz/regressions" {
+            1
+        } else {
+            16
+        };
         let dir = root().join(dir).join(target);
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
         let mut paths: Vec<_> = entries.flatten().map(|e| e.path()).collect();
         paths.sort();
-        for p in paths {
+        for p in paths.into_iter().step_by(every) {
             let data = std::fs::read(&p).unwrap();
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&data)));
             assert!(r.is_ok(), "{} panics on {}", target, p.display());

@@ -65,6 +65,8 @@ echo "== solver properties, 10,000 random catalogs (release)"
 GPUSTACK_PROPTEST_CASES=10000 cargo test --locked --release --lib proptests
 echo "== injection properties, 48 hostile values per field (release)"
 GPUSTACK_INJECTION_CASES=48 cargo test --locked --release --test injection
+echo "== every fuzz corpus input and crash reproducer (release)"
+GPUSTACK_FUZZ_CORPUS=all cargo test --locked --release --test fuzz_corpus
 if command -v mdbook >/dev/null 2>&1; then
   mdbook build book
 else

@@ -643,14 +643,12 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
     struct Top<'a> {
         plan: &'a DockerPlan,
     }
-    let top = Top { plan: &plan };
+    let top = crate::render::Context::new(&Top { plan: &plan });
+    let t = |name: &str| crate::render::render_with(name, &top);
     let mut files = vec![
-        RenderedFile::new("Dockerfile", render_t("docker/Dockerfile.j2", &top)?),
-        RenderedFile::new(
-            "docker-bake.hcl",
-            render_t("docker/docker-bake.hcl.j2", &top)?,
-        ),
-        RenderedFile::new(".dockerignore", render_t("docker/dockerignore.j2", &top)?),
+        RenderedFile::new("Dockerfile", t("docker/Dockerfile.j2")?),
+        RenderedFile::new("docker-bake.hcl", t("docker/docker-bake.hcl.j2")?),
+        RenderedFile::new(".dockerignore", t("docker/dockerignore.j2")?),
     ];
     if !plan.compiled.is_empty() {
         #[derive(Serialize)]

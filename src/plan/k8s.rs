@@ -746,8 +746,8 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
     struct Top<'a> {
         plan: &'a K8sPlan,
     }
-    let top = Top { plan: &plan };
-    let t = |name: &str| crate::render::render(&format!("k8s/{name}.j2"), &top);
+    let top = crate::render::Context::new(&Top { plan: &plan });
+    let t = |name: &str| crate::render::render_with(&format!("k8s/{name}.j2"), &top);
     let mut files = vec![
         RenderedFile::new("kustomization.yaml", t("kustomization.yaml")?),
         RenderedFile::new("namespace.yaml", t("namespace.yaml")?),

@@ -1293,8 +1293,8 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
     struct Top<'a> {
         plan: &'a PackerPlan,
     }
-    let top = Top { plan: &plan };
-    let t = |name: &str| crate::render::render(&format!("packer/{name}.j2"), &top);
+    let top = crate::render::Context::new(&Top { plan: &plan });
+    let t = |name: &str| crate::render::render_with(&format!("packer/{name}.j2"), &top);
     let mut files = vec![
         RenderedFile::new("build.pkr.hcl", t("build.pkr.hcl")?),
         RenderedFile::new("variables.pkr.hcl", t("variables.pkr.hcl")?),

@@ -557,8 +557,8 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
     struct Top<'a> {
         plan: &'a SlurmPlan,
     }
-    let top = Top { plan: &plan };
-    let r = crate::render::render;
+    let top = crate::render::Context::new(&Top { plan: &plan });
+    let r = crate::render::render_with;
     let mut files = vec![
         RenderedFile::new("env/nccl.env", r("slurm/nccl.env.j2", &top)?),
         // Plain text, not interpreted by anything: the same lines the test script echoes.
