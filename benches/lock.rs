@@ -8,11 +8,11 @@
 //! with the machine and date. No timing is asserted: targets live here, not in tests.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{ms, stats};
+use common::{cold, ms, stats};
 
 fn main() {
     let runs: usize = std::env::var("GPUSTACK_BENCH_RUNS")
@@ -53,16 +53,12 @@ fn main() {
         let text = std::fs::read_to_string(spec).unwrap();
         let cold: Vec<Duration> = (0..runs)
             .map(|_| {
-                let t = Instant::now();
-                let st = Command::new(bin)
-                    .args(["lock", "--spec"])
-                    .arg(spec)
-                    .args(["--out", "-"])
-                    .stdout(Stdio::null())
-                    .status()
-                    .unwrap();
-                assert!(st.success());
-                t.elapsed()
+                cold(
+                    Command::new(bin)
+                        .args(["lock", "--spec"])
+                        .arg(spec)
+                        .args(["--out", "-"]),
+                )
             })
             .collect();
         let solve: Vec<Duration> = (0..runs)

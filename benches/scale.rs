@@ -32,14 +32,14 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use gpustack::synth::{scaled_catalog, version_counts, WORST_CASE_SPEC};
 use gpustack::Catalog;
 
 mod common;
-use common::{ms, stats};
+use common::{cold, ms, stats};
 
 /// The example specs timed at every factor.
 const SPECS: &[&str] = &[
@@ -161,18 +161,14 @@ fn main() {
             row(
                 "cold lock a100-pytorch",
                 measure(runs, || {
-                    let t = Instant::now();
-                    let st = Command::new(env!("CARGO_BIN_EXE_gpustack"))
-                        .args(["lock", "--spec"])
-                        .arg(&spec)
-                        .arg("--catalog")
-                        .arg(&dir)
-                        .args(["--out", "-"])
-                        .stdout(Stdio::null())
-                        .status()
-                        .unwrap();
-                    assert!(st.success());
-                    t.elapsed()
+                    cold(
+                        Command::new(env!("CARGO_BIN_EXE_gpustack"))
+                            .args(["lock", "--spec"])
+                            .arg(&spec)
+                            .arg("--catalog")
+                            .arg(&dir)
+                            .args(["--out", "-"]),
+                    )
                 }),
             );
             let _ = std::fs::remove_dir_all(&dir);

@@ -60,29 +60,17 @@ fn every_versioned_family_grows_by_the_factor_and_copies_say_so() {
         assert_eq!(cat.minor_compat.len(), plain.minor_compat.len());
         // Each entry is synthetic exactly when its version is a copy.
         let marked = |source: &str| source == SOURCE;
+        let same = |v: &gpustack::Version, o: &gpustack::catalog::Origin| {
+            assert_eq!(is_copy(v), marked(&o.source), "{v}")
+        };
         for r in &cat.cuda {
-            assert_eq!(
-                is_copy(&r.version),
-                marked(&r.origin.source),
-                "{}",
-                r.version
-            );
+            same(&r.version, &r.origin);
         }
         for r in cat.cudnn.iter().chain(&cat.nccl) {
-            assert_eq!(
-                is_copy(&r.version),
-                marked(&r.origin.source),
-                "{}",
-                r.version
-            );
+            same(&r.version, &r.origin);
         }
         for r in &cat.python {
-            assert_eq!(
-                is_copy(&r.version),
-                marked(&r.origin.source),
-                "{}",
-                r.version
-            );
+            same(&r.version, &r.origin);
         }
         for t in &cat.torch {
             let copy = is_copy(&t.version);
@@ -101,29 +89,14 @@ fn every_versioned_family_grows_by_the_factor_and_copies_say_so() {
             }
         }
         for r in &cat.vllm {
-            assert_eq!(
-                is_copy(&r.version),
-                marked(&r.origin.source),
-                "{}",
-                r.version
-            );
+            same(&r.version, &r.origin);
             assert_eq!(is_copy(&r.version), is_copy(&r.torch), "{}", r.version);
         }
         for r in &cat.deepspeed {
-            assert_eq!(
-                is_copy(&r.version),
-                marked(&r.origin.source),
-                "{}",
-                r.version
-            );
+            same(&r.version, &r.origin);
         }
         for e in &cat.extras {
-            assert_eq!(
-                is_copy(&e.version),
-                marked(&e.origin.source),
-                "{}",
-                e.version
-            );
+            same(&e.version, &e.origin);
             assert!(!is_copy(&e.version) || e.files.is_empty());
         }
         for i in &cat.images {

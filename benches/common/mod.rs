@@ -12,3 +12,17 @@ pub(crate) fn stats(mut v: Vec<Duration>) -> (Duration, Duration) {
 pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
+
+/// Wall time of one fresh process: `cmd` run to completion with stdout discarded, which must
+/// succeed.
+#[allow(dead_code)] // not every bench starts processes
+pub(crate) fn cold(cmd: &mut std::process::Command) -> Duration {
+    let t = std::time::Instant::now();
+    let st = cmd
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("the command starts");
+    let d = t.elapsed();
+    assert!(st.success(), "{cmd:?} failed");
+    d
+}
