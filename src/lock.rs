@@ -1122,32 +1122,26 @@ fn is_sha256_digest(s: &str) -> bool {
 
 impl LockWire {
     fn into_lock(self, file: &str, text: &str) -> Result<Lock, Error> {
-        let bad = |what: String| -> Error {
+        let diag = |what: String| -> Diagnostic {
             Diagnostic::new(Stage::Lock, what)
                 .at(Location::file(file))
                 .hint("the lock is generated; regenerate it with `gpustack lock`")
-                .into()
         };
+        let bad = |what: String| -> Error { diag(what).into() };
         let ver = |s: &str| Version::parse(s).map_err(|e| bad(e.to_string()));
         let digest = |what: &str, s: &str| -> Result<(), Error> {
             if is_sha256_digest(s) {
                 return Ok(());
             }
-            let mut d = Diagnostic::new(
-                Stage::Lock,
-                format!(
-                    "{what} must be `sha256:` and 64 lowercase hex digits, not `{}`",
-                    s.escape_debug()
-                ),
-            )
-            .at(Location::file(file));
+            let mut d = diag(format!(
+                "{what} must be `sha256:` and 64 lowercase hex digits, not `{}`",
+                s.escape_debug()
+            ));
             // Point at the value's line when it is written as a plain string.
             if let Some(off) = text.find(&format!("\"{s}\"")) {
                 d = d.at_offset(file, text, off + 1);
             }
-            Err(d
-                .hint("the lock is generated; regenerate it with `gpustack lock`")
-                .into())
+            Err(d.into())
         };
         // The stack name becomes file names (`apptainer/<name>.def`) and image names: a
         // lock must not smuggle in what a spec may not hold.

@@ -673,7 +673,7 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
         if !compiled.requirements.is_empty() {
             files.push(RenderedFile::new(
                 "requirements-compiled.lock",
-                render_t(
+                crate::render::render(
                     "docker/requirements.lock.j2",
                     &Ctx {
                         plan: &plan,
@@ -694,7 +694,7 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
         };
         files.push(RenderedFile::new(
             "requirements-build.lock",
-            render_t("docker/requirements.lock.j2", &Ctx { plan: &plan, stage })?,
+            crate::render::render("docker/requirements.lock.j2", &Ctx { plan: &plan, stage })?,
         ));
     }
     for s in &plan.stages {
@@ -705,7 +705,7 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
         }
         files.push(RenderedFile::new(
             s.requirements_file.clone(),
-            render_t(
+            crate::render::render(
                 "docker/requirements.lock.j2",
                 &Ctx {
                     plan: &plan,
@@ -732,7 +732,7 @@ pub fn render_apptainer(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile
         image: &'a str,
     }
     let image = common.images.get(top).map_or("", String::as_str);
-    let text = render_t(
+    let text = crate::render::render(
         "apptainer/stack.def.j2",
         &Ctx {
             plan: &plan,
@@ -744,8 +744,4 @@ pub fn render_apptainer(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile
         format!("{}.def", common.stack),
         text,
     )])
-}
-
-fn render_t(name: &str, ctx: &impl Serialize) -> Result<String, Error> {
-    crate::render::render(name, ctx)
 }
