@@ -26,10 +26,8 @@ use crate::lock::Lock;
 use crate::render::RenderedFile;
 use crate::spec::{Component, Layer};
 
-/// Where bare-metal jobs find torchrun and vLLM: the virtual environment of the VM image.
-pub const HOST_VENV: &str = "/opt/venv";
-/// Where bare-metal jobs find nccl-tests' binaries on the VM image.
-pub const HOST_NCCL_TESTS: &str = "/opt/nccl-tests/build";
+/// The VM image's paths bare-metal jobs use: decided by the host plan.
+pub use super::host::{HOST_NCCL_TESTS, HOST_VENV};
 /// torchrun's default rendezvous port.
 pub const MASTER_PORT: u32 = 29500;
 /// vLLM's default port.
