@@ -922,6 +922,7 @@ const PACKAGE_PINNED_FIELDS: &[&str] = &[
     "devel-tag",
     "dnf",
     "image-digest",
+    "image-tag",
     "runtime-digest",
     "runtime-tag",
     "sha256",

@@ -757,7 +757,7 @@ fn nccl_build(out: &mut Selection, cat: &Catalog, r: &Resolution) {
         nccl.as_str(),
         &rel.origin,
         f,
-        vec![format!("{from} as NVIDIA's packages"), why],
+        vec![format!("{from}, installed from NVIDIA's packages"), why],
     );
 }
 
