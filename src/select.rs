@@ -607,6 +607,28 @@ fn kernel_modules(out: &mut Selection, cat: &Catalog, r: &Resolution, driver: &V
             found.push((g, e));
         }
     }
+    let mut from_arch_list = false;
+    if r.spec.gpus.is_empty() {
+        // No GPUs named: the architectures of the catalog's GPUs with a locked compute
+        // capability, by their architecture's entry (a product's own entry needs the
+        // product).
+        from_arch_list = true;
+        for t in &r.arch_list {
+            let Some(g) = cat.gpus.iter().find(|g| g.cc == t.cc) else {
+                continue;
+            };
+            if found.iter().any(|(x, _): &(&crate::catalog::Gpu, _)| x.arch == g.arch) {
+                continue;
+            }
+            if let Some(e) = cat
+                .kernel_modules
+                .iter()
+                .find(|k| k.arch.as_deref() == Some(g.arch.as_str()))
+            {
+                found.push((g, e));
+            }
+        }
+    }
     let Some(first) = found.first() else {
         return;
     };
@@ -663,13 +685,33 @@ fn kernel_modules(out: &mut Selection, cat: &Catalog, r: &Resolution, driver: &V
             }
         }
     };
+    if from_arch_list {
+        because.insert(
+            0,
+            format!(
+                "no GPUs named: the architectures of the locked arch list ({})",
+                found
+                    .iter()
+                    .map(|(g, _)| g.arch.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        );
+    }
     because.push("a Packer build may override it (variable driver_kernel_modules)".into());
     let mut f = BTreeMap::new();
     f.insert("flavour".into(), s(flavour));
-    f.insert(
-        "gpus".into(),
-        Field::List(found.iter().map(|(g, _)| g.id.clone()).collect()),
-    );
+    if from_arch_list {
+        f.insert(
+            "archs".into(),
+            Field::List(found.iter().map(|(g, _)| g.arch.clone()).collect()),
+        );
+    } else {
+        f.insert(
+            "gpus".into(),
+            Field::List(found.iter().map(|(g, _)| g.id.clone()).collect()),
+        );
+    }
     for (_, e) in &found {
         out.used.push(e.origin.clone());
     }
