@@ -618,7 +618,12 @@ impl VarCtx<'_> {
                 format!(
                     "Kernel modules of the NVIDIA driver {}: \"open\" or \"proprietary\". The default is the lock's: {} ({}). Override it only for hardware the lock does not describe.",
                     self.lock.hardware.driver,
-                    k.because.first().map_or("", String::as_str),
+                    k.because
+                        .iter()
+                        .filter(|b| !b.contains("Packer"))
+                        .map(String::as_str)
+                        .collect::<Vec<_>>()
+                        .join("; "),
                     k.source
                 ),
             ),
