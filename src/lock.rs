@@ -853,7 +853,12 @@ fn layers(
             // The CUDA build of the NCCL packages the base image installs.
             for f in facts.iter().filter(|f| f.kind == "nccl-build") {
                 h.update(
-                    format!("nccl-build {}=cuda{}\n", f.key, f.get("cuda").unwrap_or("")).as_bytes(),
+                    format!(
+                        "nccl-build {}=cuda{}\n",
+                        f.get("nccl").unwrap_or(""),
+                        f.get("cuda").unwrap_or("")
+                    )
+                    .as_bytes(),
                 );
             }
         }

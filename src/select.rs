@@ -796,7 +796,7 @@ fn nccl_build(out: &mut Selection, cat: &Catalog, r: &Resolution) {
     push_fact(
         out,
         "nccl-build",
-        nccl.as_str(),
+        "nccl",
         &rel.origin,
         f,
         vec![format!("{from}, installed from NVIDIA's packages"), why],
