@@ -865,9 +865,7 @@ fn layers(
         if l == Layer::Host {
             // The driver's kernel modules a VM image installs.
             for f in facts.iter().filter(|f| f.kind == "kernel-modules") {
-                h.update(
-                    format!("kernel-modules={}\n", f.get("flavour").unwrap_or("")).as_bytes(),
-                );
+                h.update(format!("kernel-modules={}\n", f.get("flavour").unwrap_or("")).as_bytes());
             }
         }
         for c in &members {

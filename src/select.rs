@@ -617,7 +617,10 @@ fn kernel_modules(out: &mut Selection, cat: &Catalog, r: &Resolution, driver: &V
             let Some(g) = cat.gpus.iter().find(|g| g.cc == t.cc) else {
                 continue;
             };
-            if found.iter().any(|(x, _): &(&crate::catalog::Gpu, _)| x.arch == g.arch) {
+            if found
+                .iter()
+                .any(|(x, _): &(&crate::catalog::Gpu, _)| x.arch == g.arch)
+            {
                 continue;
             }
             if let Some(e) = cat
@@ -633,7 +636,9 @@ fn kernel_modules(out: &mut Selection, cat: &Catalog, r: &Resolution, driver: &V
         return;
     };
     let branch = driver.major();
-    let unsupported = found.iter().find(|(_, e)| e.open == OpenModules::Unsupported);
+    let unsupported = found
+        .iter()
+        .find(|(_, e)| e.open == OpenModules::Unsupported);
     let required = found.iter().find(|(_, e)| e.open == OpenModules::Required);
     let (flavour, decider, mut because) = match (unsupported, required) {
         (Some((g, e)), other) => {

@@ -98,7 +98,11 @@ fn qemu_images_validate_offline_without_a_var_file() {
         }
         seen += 1;
         let vars = read(&out, "variables.pkr.hcl");
-        for v in ["qemu_source_image_url", "qemu_source_image_checksum", "driver_kernel_modules"] {
+        for v in [
+            "qemu_source_image_url",
+            "qemu_source_image_checksum",
+            "driver_kernel_modules",
+        ] {
             let block = vars
                 .split(&format!("variable \"{v}\""))
                 .nth(1)
@@ -108,7 +112,10 @@ fn qemu_images_validate_offline_without_a_var_file() {
                 failures.push(format!("{name}: `{v}` has no default"));
             }
         }
-        let url = vars.split("variable \"qemu_source_image_url\"").nth(1).unwrap_or_default();
+        let url = vars
+            .split("variable \"qemu_source_image_url\"")
+            .nth(1)
+            .unwrap_or_default();
         if url.contains("/release/") || url.contains(".latest.") || url.contains("/current/") {
             failures.push(format!("{name}: the qemu image is a moving release"));
         }
@@ -116,7 +123,9 @@ fn qemu_images_validate_offline_without_a_var_file() {
         std::fs::remove_file(dir.join("example.pkrvars.hcl")).unwrap();
         let (code, text) = packer(&tool, &["validate", "."], &dir);
         if code != 0 {
-            failures.push(format!("{name}: packer validate without variables (exit {code}):\n{text}"));
+            failures.push(format!(
+                "{name}: packer validate without variables (exit {code}):\n{text}"
+            ));
         }
     }
     assert!(seen >= 3, "only {seen} qemu-only examples");

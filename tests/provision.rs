@@ -215,9 +215,7 @@ fn as_request(pin: &str, apt: bool) -> Request {
                     .iter()
                     .enumerate()
                     .skip(1)
-                    .find(|(_, f)| {
-                        f.starts_with(|c: char| c.is_ascii_digit()) && f.contains('.')
-                    })
+                    .find(|(_, f)| f.starts_with(|c: char| c.is_ascii_digit()) && f.contains('.'))
                     .map(|(i, _)| i)
                     .unwrap();
                 (parts[..i].join("-"), parts[i..].join("-"))
@@ -267,12 +265,7 @@ fn expected_pins(lock: &Lock, cat: &Catalog, apt: bool) -> (BTreeSet<Request>, O
     if let Some(c) = lock.component(Component::Cuda) {
         let v = &c.version;
         out.insert(as_request(
-            &format!(
-                "cuda-toolkit-{}-{}={}-1",
-                v.major(),
-                v.minor(),
-                v.as_str()
-            ),
+            &format!("cuda-toolkit-{}-{}={}-1", v.major(), v.minor(), v.as_str()),
             apt,
         ));
         let nccl = lock
@@ -288,7 +281,11 @@ fn expected_pins(lock: &Lock, cat: &Catalog, apt: bool) -> (BTreeSet<Request>, O
             .find(|n| n.version.as_str() == version)
             .expect("the NCCL release is the catalog's");
         let b = Version::parse(build).unwrap();
-        assert_eq!(b.major(), v.major(), "NCCL build {build} is not CUDA {v}'s major");
+        assert_eq!(
+            b.major(),
+            v.major(),
+            "NCCL build {build} is not CUDA {v}'s major"
+        );
         if nccl.get("known") == Some("true") {
             assert!(
                 rel.cuda_builds.contains(&b),
@@ -323,10 +320,19 @@ fn expected_pins(lock: &Lock, cat: &Catalog, apt: bool) -> (BTreeSet<Request>, O
 }
 
 /// Checks one example's record against its lock and the catalog; the failures, if any.
-fn check(name: &str, lock: &Lock, cat: &Catalog, r: &Record, k8s_exporter: Option<&str>) -> Vec<String> {
+fn check(
+    name: &str,
+    lock: &Lock,
+    cat: &Catalog,
+    r: &Record,
+    k8s_exporter: Option<&str>,
+) -> Vec<String> {
     let mut f = Vec::new();
     if !r.ok {
-        f.push(format!("{name}: the scripts failed on the stand-in machine:\n{}", r.output));
+        f.push(format!(
+            "{name}: the scripts failed on the stand-in machine:\n{}",
+            r.output
+        ));
         return f;
     }
     let os = os_of(lock);
@@ -341,15 +347,28 @@ fn check(name: &str, lock: &Lock, cat: &Catalog, r: &Record, k8s_exporter: Optio
         .cloned()
         .collect();
     for q in pinned.difference(&expected) {
-        f.push(format!("{name}: requested {q:?}, which the lock does not pin"));
+        f.push(format!(
+            "{name}: requested {q:?}, which the lock does not pin"
+        ));
     }
     for q in expected.difference(&pinned) {
-        f.push(format!("{name}: the lock pins {q:?}, which no script requested"));
+        f.push(format!(
+            "{name}: the lock pins {q:?}, which no script requested"
+        ));
     }
     if let Some(v) = &cudnn {
-        let c: Vec<&Request> = r.requests.iter().filter(|q| q.name.starts_with("libcudnn")).collect();
-        if c.is_empty() || c.iter().any(|q| !q.version.as_deref().unwrap_or("").starts_with(v.as_str())) {
-            f.push(format!("{name}: cuDNN requests {c:?} are not at the locked {v}"));
+        let c: Vec<&Request> = r
+            .requests
+            .iter()
+            .filter(|q| q.name.starts_with("libcudnn"))
+            .collect();
+        if c.is_empty()
+            || c.iter()
+                .any(|q| !q.version.as_deref().unwrap_or("").starts_with(v.as_str()))
+        {
+            f.push(format!(
+                "{name}: cuDNN requests {c:?} are not at the locked {v}"
+            ));
         }
     }
     // Every pin is held at its version.
@@ -357,9 +376,9 @@ fn check(name: &str, lock: &Lock, cat: &Catalog, r: &Record, k8s_exporter: Optio
         let held = if apt {
             r.holds.contains(&q.name)
         } else {
-            r.holds.iter().any(|h| {
-                h == &format!("{}-{}", q.name, q.version.as_deref().unwrap_or(""))
-            })
+            r.holds
+                .iter()
+                .any(|h| h == &format!("{}-{}", q.name, q.version.as_deref().unwrap_or("")))
         };
         if !held {
             f.push(format!("{name}: {q:?} is not held"));
@@ -389,27 +408,44 @@ fn check(name: &str, lock: &Lock, cat: &Catalog, r: &Record, k8s_exporter: Optio
     }
     if !apt {
         let br = lock.hardware.driver.major();
-        let flavour = lock.fact("kernel-modules", "driver").and_then(|x| x.get("flavour")).unwrap();
+        let flavour = lock
+            .fact("kernel-modules", "driver")
+            .and_then(|x| x.get("flavour"))
+            .unwrap();
         let stream = format!(
             "nvidia-driver:{br}-{}",
             if flavour == "open" { "open" } else { "dkms" }
         );
         if r.modules != [stream.clone()] {
-            f.push(format!("{name}: module streams {:?}, expected [{stream}]", r.modules));
+            f.push(format!(
+                "{name}: module streams {:?}, expected [{stream}]",
+                r.modules
+            ));
         }
         if r.log.contains("dnf module install") {
-            f.push(format!("{name}: `dnf module install` takes a stream's newest driver"));
+            f.push(format!(
+                "{name}: `dnf module install` takes a stream's newest driver"
+            ));
         }
-        let crb = if os == "rockylinux8" { "powertools" } else { "crb" };
+        let crb = if os == "rockylinux8" {
+            "powertools"
+        } else {
+            "crb"
+        };
         if !r.repos.contains(crb) || !r.installed_names.contains("epel-release") {
-            f.push(format!("{name}: {crb} and EPEL are not both enabled ({:?})", r.repos));
+            f.push(format!(
+                "{name}: {crb} and EPEL are not both enabled ({:?})",
+                r.repos
+            ));
         }
     }
     if let Some(e) = k8s_exporter {
         if !r.docker.lines().any(|l| l == format!("pull {e}")) {
             f.push(format!(
                 "{name}: the VM image pulls {:?}, the GPU Operator values name {e}",
-                r.docker.lines().find(|l| l.starts_with("pull ") && l.contains("dcgm-exporter"))
+                r.docker
+                    .lines()
+                    .find(|l| l.starts_with("pull ") && l.contains("dcgm-exporter"))
             ));
         }
     }
@@ -426,7 +462,12 @@ fn operator_exporter(values: &str) -> Option<String> {
             .find_map(|l| l.trim().strip_prefix(&format!("{k}: ")))
             .map(|v| v.trim_matches('"').to_string())
     };
-    Some(format!("{}/{}:{}", field("repository")?, field("image")?, field("version")?))
+    Some(format!(
+        "{}/{}:{}",
+        field("repository")?,
+        field("image")?,
+        field("version")?
+    ))
 }
 
 fn values_of(name: &str) -> String {
@@ -494,7 +535,8 @@ fn the_harness_rejects_broken_provisioning() {
     let r = provision_dir(&dir, &os_of(&lock), "nccl-minor");
     let f = check("h100-ib-train-serve", &lock, &cat, &r, None);
     assert!(
-        f.iter().any(|x| x.contains("libnccl2") && x.contains("12.8")),
+        f.iter()
+            .any(|x| x.contains("libnccl2") && x.contains("12.8")),
         "{f:?}"
     );
 }
@@ -513,7 +555,9 @@ fn the_record_parsers_read_what_packer_and_helm_see() {
         "cuda-toolkit-12-4"
     );
     assert_eq!(
-        as_request("datacenter-gpu-manager-4-core=1:4.6.0-1", false).version.as_deref(),
+        as_request("datacenter-gpu-manager-4-core=1:4.6.0-1", false)
+            .version
+            .as_deref(),
         Some("4.6.0-1")
     );
 }

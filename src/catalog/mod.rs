@@ -1603,7 +1603,10 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
         }
         if let Some(g) = &k.gpu {
             if !c.gpus.iter().any(|x| x.id == *g) {
-                v.fail(&o, format!("`gpu = \"{g}\"` is not a GPU id of the catalog"));
+                v.fail(
+                    &o,
+                    format!("`gpu = \"{g}\"` is not a GPU id of the catalog"),
+                );
             }
         }
         if let Some(a) = &k.arch {
@@ -1611,10 +1614,7 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
                 v.fail(&o, format!("`arch = \"{a}\"` is not the `arch` of any GPU"));
             }
         }
-        let open_default_from = k
-            .open_default_from
-            .as_deref()
-            .and_then(|b| v.branch(&o, b));
+        let open_default_from = k.open_default_from.as_deref().and_then(|b| v.branch(&o, b));
         if (open == OpenModules::Supported) != open_default_from.is_some() {
             v.fail(
                 &o,

@@ -416,12 +416,20 @@ fn os_images(os: &str) -> Option<OsImages> {
         "ubuntu20.04" => Some(ubuntu(
             "ubuntu/images/hvm-ssd/ubuntu-focal-20.04-amd64-server-*",
             "ubuntu-2004-lts",
-            ["Canonical", "0001-com-ubuntu-server-focal", "20_04-lts-gen2"],
+            [
+                "Canonical",
+                "0001-com-ubuntu-server-focal",
+                "20_04-lts-gen2",
+            ],
         )),
         "ubuntu22.04" => Some(ubuntu(
             "ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-*",
             "ubuntu-2204-lts",
-            ["Canonical", "0001-com-ubuntu-server-jammy", "22_04-lts-gen2"],
+            [
+                "Canonical",
+                "0001-com-ubuntu-server-jammy",
+                "22_04-lts-gen2",
+            ],
         )),
         "ubuntu24.04" => Some(ubuntu(
             "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-amd64-server-*",
