@@ -218,3 +218,108 @@ impl HostPlan {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Catalog;
+
+    fn host(spec: &str) -> HostPlan {
+        let cat = Catalog::stock().unwrap();
+        let spec = if spec.contains("[components]") {
+            spec.to_string()
+        } else {
+            format!("{spec}[components]\ncuda = \"*\"\n")
+        };
+        let text = format!("[stack]\nname = \"t\"\n{spec}");
+        HostPlan::new(&crate::lock_spec(&cat, "gpustack.toml", &text).unwrap())
+    }
+
+    fn flavour(spec: &str) -> (String, Vec<String>) {
+        let k = host(spec).kernel_modules.unwrap();
+        (k.name, k.because)
+    }
+
+    #[test]
+    fn the_kernel_module_flavour_follows_the_gpus_and_the_branch() {
+        // Volta cannot use the open modules, whatever the branch.
+        let (f, why) = flavour("[hardware]\ngpus = [\"v100\"]\n[components]\ncuda = \"*\"\n");
+        assert_eq!(f, "proprietary");
+        assert!(
+            why[0].contains("cannot use NVIDIA's open kernel modules"),
+            "{why:?}"
+        );
+        // Hopper: the branch's default (open from R560).
+        let (f, _) = flavour("[hardware]\ngpus = [\"h100\"]\ndriver = \"550.54.15\"\n");
+        assert_eq!(f, "proprietary");
+        let (f, _) = flavour("[hardware]\ngpus = [\"h100\"]\ndriver = \"595.91.07\"\n");
+        assert_eq!(f, "open");
+        // Grace Hopper (by product) and Blackwell need them, on any branch.
+        let (f, why) = flavour("[hardware]\ngpus = [\"gh200\"]\n");
+        assert_eq!(f, "open");
+        assert!(why[0].contains("GH200"), "{why:?}");
+        let (f, _) = flavour("[hardware]\ngpus = [\"b200\"]\n");
+        assert_eq!(f, "open");
+        // No GPUs: the arch list's architectures.
+        let (f, why) = flavour("[hardware]\narchs = [\"sm_80\"]\ndriver = \"535.183.06\"\n");
+        assert_eq!(f, "proprietary");
+        assert!(why[0].starts_with("no GPUs named"), "{why:?}");
+    }
+
+    #[test]
+    fn nccl_packages_are_a_build_nvidia_publishes() {
+        // NCCL 2.27.5 has +cuda12.4 and +cuda12.9 builds, none for 12.8: the newer one.
+        let h = host(
+            "[hardware]\ngpus = [\"h100\"]\n[components]\ncuda = \"12.8\"\nnccl = \"2.27.5\"\n",
+        );
+        let b = h.nccl.unwrap();
+        assert_eq!((b.cuda.as_str(), b.known), ("12.9", true));
+        assert_eq!(
+            b.pins(true),
+            (
+                "libnccl2=2.27.5-1+cuda12.9".to_string(),
+                "libnccl-dev=2.27.5-1+cuda12.9".to_string()
+            )
+        );
+        assert_eq!(b.pins(false).0, "libnccl-2.27.5-1+cuda12.9");
+        // The locked minor when NVIDIA builds it.
+        let h = host(
+            "[hardware]\ngpus = [\"h100\"]\n[components]\ncuda = \"12.4\"\nnccl = \"2.21.5\"\n",
+        );
+        assert_eq!(h.nccl.unwrap().cuda, "12.4");
+    }
+
+    #[test]
+    fn dcgm_diagnostics_follow_the_cuda_the_driver_runs() {
+        // R595 runs CUDA 13; a V100 on R580 cannot (CUDA 13 dropped Volta): CUDA 12.
+        let h = host("[hardware]\ngpus = [\"h100\"]\ndriver = \"595.91.07\"\n");
+        assert_eq!(
+            h.dcgm_diag.unwrap().package,
+            "datacenter-gpu-manager-4-cuda13"
+        );
+        let h = host("[hardware]\ngpus = [\"v100\"]\n[components]\ncuda = \"*\"\n");
+        assert_eq!(
+            h.dcgm_diag.unwrap().package,
+            "datacenter-gpu-manager-4-cuda12"
+        );
+        // A CUDA 13 toolkit on R535 through cuda-compat: the driver still reports 12.
+        let h = host(
+            "[hardware]\ngpus = [\"h100\"]\ndriver = \"535.104.05\"\n[components]\ncuda = \"13.0\"\n",
+        );
+        assert_eq!(h.dcgm_diag.unwrap().cuda_major, "12");
+    }
+
+    #[test]
+    fn one_exporter_reference_with_a_published_tag() {
+        let e = host("[hardware]\ngpus = [\"h100\"]\n").exporter.unwrap();
+        assert_eq!(
+            e.reference,
+            "nvcr.io/nvidia/k8s/dcgm-exporter:4.6.0-4.8.3-distroless"
+        );
+        assert_eq!(
+            format!("{}/{}:{}", e.repository, e.name, e.tag),
+            e.reference
+        );
+        assert!(e.tag_sourced);
+    }
+}
