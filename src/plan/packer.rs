@@ -870,7 +870,7 @@ fn driver(lock: &Lock, apt: bool, repo: &str) -> Driver {
                 .cloned()
                 .chain([format!("kmod-nvidia-latest-dkms-{drv}")])
                 .collect(),
-            format!("`nvidia-driver`, `nvidia-driver-cuda` and `kmod-nvidia-open-dkms` / `kmod-nvidia-latest-dkms` at `{drv}`: the package names of NVIDIA's {repo} repository (as NVIDIA's repository for Amazon Linux 2023 lists them, e.g. kmod-nvidia-open-dkms-580.126.16); dnf fails if that version does not exist."),
+            format!("`nvidia-driver`, `nvidia-driver-cuda` and `kmod-nvidia-open-dkms` / `kmod-nvidia-latest-dkms` at `{drv}`: the package names of NVIDIA's {repo} repository (an EL9 host's `rpm -qa` lists kmod-nvidia-open-dkms-570.124.06-1.el9 and nvidia-driver-570.124.06-1.el9; NVIDIA's Amazon Linux 2023 repository both -dkms flavours); dnf fails if that version does not exist."),
         )
     };
     Driver {
