@@ -184,6 +184,10 @@ codec_struct!(FileWire {
     forward_compat,
     targets,
     gpu,
+    generation,
+    gpu_support,
+    torch_minimum,
+    tested,
     os,
     wheel,
     release,
@@ -296,12 +300,43 @@ codec_struct!(GpuWire {
     smi_names,
     min_driver,
     last_driver_branch,
+    cpu,
+    source,
+    note,
+});
+codec_struct!(GenerationWire {
+    arch,
+    min_driver,
+    last_driver_branch,
+    source,
+    note,
+});
+codec_struct!(GpuSupportWire {
+    cc,
+    since,
+    source,
+    note,
+});
+codec_struct!(TorchMinimumWire {
+    torch,
+    deepspeed,
+    source,
+    note,
+});
+codec_struct!(TestedWire {
+    name,
+    cuda,
+    cudnn,
+    nccl,
+    python,
+    torch,
     source,
     note,
 });
 codec_struct!(OsWire {
     id,
     cuda,
+    glibc,
     source,
     note,
 });
@@ -319,6 +354,7 @@ codec_struct!(ReleaseWire {
     cuda,
     cuda_mismatch_ok,
     files,
+    platforms,
 });
 codec_struct!(TorchWheelWire {
     torch,
@@ -347,6 +383,7 @@ codec_struct!(ExtraWire {
     pypi_variant,
     prebuilt,
     files,
+    platforms,
     source,
     note,
 });
