@@ -85,12 +85,21 @@ fn conflicts_are_explained() {
 fn conflict_neighbours_lock() {
     let root = root();
     let cases = sorted_files(&root.join("fixtures/neighbours"), "toml");
-    assert!(cases.len() >= 4, "expected neighbours, found {}", cases.len());
+    assert!(
+        cases.len() >= 4,
+        "expected neighbours, found {}",
+        cases.len()
+    );
     let mut failures = Vec::new();
     for case in &cases {
         let name = case.file_stem().unwrap().to_str().unwrap();
-        if !root.join(format!("fixtures/conflicts/{name}.toml")).exists() {
-            failures.push(format!("neighbours/{name}.toml has no conflicts/{name}.toml"));
+        if !root
+            .join(format!("fixtures/conflicts/{name}.toml"))
+            .exists()
+        {
+            failures.push(format!(
+                "neighbours/{name}.toml has no conflicts/{name}.toml"
+            ));
         }
         let rel = format!("fixtures/neighbours/{name}.toml");
         let out = run_in(&root, &["lock", "--spec", &rel, "--out", "-"]);

@@ -50,7 +50,12 @@ fn absolute_path(text: &str) -> Option<String> {
             continue;
         }
         let prev = if i == 0 { b' ' } else { b[i - 1] };
-        if prev.is_ascii_alphanumeric() || matches!(prev, b':' | b'/' | b'.' | b'-' | b'_' | b'<' | b'>' | b'=' | b'`') {
+        if prev.is_ascii_alphanumeric()
+            || matches!(
+                prev,
+                b':' | b'/' | b'.' | b'-' | b'_' | b'<' | b'>' | b'=' | b'`'
+            )
+        {
             continue;
         }
         let rest = &text[i + 1..];
