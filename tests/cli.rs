@@ -78,6 +78,38 @@ fn conflicts_are_explained() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// Every `fixtures/neighbours/NAME.toml` is the valid neighbour of the conflict
+/// `fixtures/conflicts/NAME.toml`: one fact changed so that the rule the conflict breaks
+/// holds, and it locks. A rule that rejects its neighbour too is stricter than its source.
+#[test]
+fn conflict_neighbours_lock() {
+    let root = root();
+    let cases = sorted_files(&root.join("fixtures/neighbours"), "toml");
+    assert!(
+        cases.len() >= 4,
+        "expected neighbours, found {}",
+        cases.len()
+    );
+    let mut failures = Vec::new();
+    for case in &cases {
+        let name = case.file_stem().unwrap().to_str().unwrap();
+        if !root
+            .join(format!("fixtures/conflicts/{name}.toml"))
+            .exists()
+        {
+            failures.push(format!(
+                "neighbours/{name}.toml has no conflicts/{name}.toml"
+            ));
+        }
+        let rel = format!("fixtures/neighbours/{name}.toml");
+        let out = run_in(&root, &["lock", "--spec", &rel, "--out", "-"]);
+        if out.code != 0 {
+            failures.push(format!("{rel}: exit {}\n{}", out.code, out.stderr));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
 #[test]
 fn bad_input_is_rejected_with_exit_2_and_nothing_written() {
     let root = root();

@@ -445,11 +445,13 @@ fn manifests_agree_with_the_lock_and_the_images() {
             );
         }
         if let Some(p) = package("dcgm-exporter") {
-            assert_eq!(
-                v["dcgmExporter"]["version"],
-                p["version"].as_str().unwrap(),
-                "{name}"
-            );
+            // The tag NVIDIA publishes for the version (`-distroless` flavour), else the version.
+            let tag = p
+                .get("image-tag")
+                .or_else(|| p.get("version"))
+                .and_then(|t| t.as_str())
+                .unwrap();
+            assert_eq!(v["dcgmExporter"]["version"], tag, "{name}");
             if let Some(img) = p.get("image").and_then(|i| i.as_str()) {
                 let joined = format!(
                     "{}/{}",
