@@ -62,6 +62,7 @@ pub mod deploy;
 pub mod diff;
 pub mod emit;
 pub mod error;
+pub mod import;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod lock;
