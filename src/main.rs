@@ -239,6 +239,10 @@ enum ImportCommand {
         /// The simple index (a PyTorch variant index gives `torch-<variant>.toml`)
         #[arg(long, default_value = gpustack::import::PYPI, value_name = "URL")]
         index: String,
+        /// When --index is a mirror: the index URL the entries record (`files`, an
+        /// extra's `index`), e.g. https://pypi.org/simple
+        #[arg(long, value_name = "URL")]
+        record_index: Option<String>,
         /// Overlay directory to write into (files are replaced whole)
         #[arg(long, default_value = "catalog-import", value_name = "DIR")]
         out: PathBuf,
@@ -865,6 +869,7 @@ fn import(from: ImportCommand) -> Result<u8, Error> {
         ImportCommand::Pypi {
             requests,
             index,
+            record_index,
             out,
             catalogs,
             date,
@@ -875,6 +880,7 @@ fn import(from: ImportCommand) -> Result<u8, Error> {
             let http = gpustack::import::Http::new(offline);
             let opts = gpustack::import::PypiOptions {
                 index,
+                record_index,
                 date,
                 follow_pins: !no_follow,
             };

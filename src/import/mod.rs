@@ -597,6 +597,9 @@ fn kind_of(base: &Catalog, project: &str) -> Option<Kind> {
 pub struct PypiOptions {
     /// The simple index (`https://pypi.org/simple`, `https://download.pytorch.org/whl/cu124`).
     pub index: String,
+    /// The index URL the entries record (`files`, an extra's `index`, a variant's
+    /// `index_url`) when `index` is a mirror of it; `None`: `index` itself.
+    pub record_index: Option<String>,
     /// The date entries record as read; `None`: each page's `Date` header.
     pub date: Option<String>,
     /// Also import the cuDNN/NCCL releases a torch wheel pins and the torch release a
@@ -608,6 +611,7 @@ impl Default for PypiOptions {
     fn default() -> PypiOptions {
         PypiOptions {
             index: PYPI.to_string(),
+            record_index: None,
             date: None,
             follow_pins: true,
         }
@@ -627,6 +631,9 @@ fn suffix_of(index: &str) -> String {
         return String::new();
     }
     let last = index.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+    if last == "simple" {
+        return String::new(); // PyPI or a mirror of it
+    }
     let slug: String = last
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
@@ -697,8 +704,18 @@ pub fn import_pypi(
         entries,
         command: "catalog import pypi".into(),
         origin: opts.index.trim_end_matches('/').to_string(),
-        file_suffix: suffix_of(&opts.index),
+        file_suffix: suffix_of(opts.recorded()),
     })
+}
+
+impl PypiOptions {
+    /// The index URL entries record.
+    fn recorded(&self) -> &str {
+        self.record_index
+            .as_deref()
+            .unwrap_or(&self.index)
+            .trim_end_matches('/')
+    }
 }
 
 struct Ctx<'a> {
@@ -961,7 +978,8 @@ impl Ctx<'_> {
                 let python = rel
                     .python_from_tags()
                     .or_else(|| md.requires_python.clone());
-                let from_pypi = is_pypi(&opts.index) && local.is_none();
+                // Wheels without a `+cuXYZ` label are the PyPI-default build.
+                let from_pypi = local.is_none();
                 if from_pypi {
                     let mut r = Entry::new(
                         Family::Torch,
@@ -992,7 +1010,22 @@ impl Ctx<'_> {
                 w.set("torch", Value::Strs(vec![public.clone()]));
                 w.str("variant", &variant);
                 w.str("cuda", &cuda);
-                w.str("index_url", opts.index.trim_end_matches('/'));
+                if from_pypi {
+                    // The same build, with its `+cuXYZ` label, on PyTorch's variant index:
+                    // where a lock that pins the label installs it from.
+                    let pytorch = format!("https://download.pytorch.org/whl/{variant}");
+                    match build {
+                        Some(b) => w.str("index_url", &b.index_url),
+                        None => {
+                            w.str("index_url", &pytorch);
+                            w.notes.push(format!(
+                                "`index_url` is PyTorch's index for the `+{variant}` build of this PyPI wheel"
+                            ));
+                        }
+                    }
+                } else {
+                    w.str("index_url", opts.recorded());
+                }
                 w.not_derived(
                     "arch_list",
                     "TORCH_CUDA_ARCH_LIST is compiled into the binaries, not in the metadata; an empty list is never picked",
@@ -1031,7 +1064,7 @@ impl Ctx<'_> {
                         w.str("python", p);
                     }
                 }
-                let rows = rel.file_rows(&opts.index, &public, true);
+                let rows = rel.file_rows(opts.recorded(), &public, true);
                 w.set("files", Value::Files(rows));
                 if runtime.is_none() {
                     w.notes.push(format!(
@@ -1055,7 +1088,7 @@ impl Ctx<'_> {
                         e.str("torch", t);
                         let known = Version::parse(t)
                             .is_ok_and(|tv| base.torch_releases.iter().any(|r| r.version == tv));
-                        if !known && opts.follow_pins && is_pypi(&opts.index) {
+                        if !known && opts.follow_pins {
                             follow.push(("torch".to_string(), Some(t.to_string())));
                         }
                     }
@@ -1082,7 +1115,7 @@ impl Ctx<'_> {
                         .and_then(|k| k.min_cc.map(|c| (Value::Str(c.to_string()), k.origin.location()))),
                     false,
                 );
-                e.set("files", Value::Files(rel.file_rows(&opts.index, &public, false)));
+                e.set("files", Value::Files(rel.file_rows(opts.recorded(), &public, false)));
                 e.source = source;
                 new.push(e);
             }
@@ -1180,7 +1213,7 @@ impl Ctx<'_> {
                     }
                 }
                 e.str("pypi_name", pypi_name);
-                e.str("index", opts.index.trim_end_matches('/'));
+                e.str("index", opts.recorded());
                 e.not_derived(
                     "pypi_variant",
                     "the CUDA variant of the wheel on the index is in its build, not its metadata",
@@ -1191,7 +1224,7 @@ impl Ctx<'_> {
                     }),
                     false,
                 );
-                e.set("files", Value::Files(rel.file_rows(&opts.index, &public, false)));
+                e.set("files", Value::Files(rel.file_rows(opts.recorded(), &public, false)));
                 e.source = source;
                 new.push(e);
             }
