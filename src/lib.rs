@@ -62,9 +62,9 @@ pub mod deploy;
 pub mod diff;
 pub mod emit;
 pub mod error;
-pub mod import;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod import;
 pub mod lock;
 pub mod plan;
 pub mod probe;

@@ -813,7 +813,9 @@ fn read_manifests_dated(
     let mut date = None;
     for s in sources {
         let text = if s.starts_with("https://") || s.starts_with("http://") {
-            let r = http.fetch(&Request::get(s.clone())).map_err(ImportError::Fetch)?;
+            let r = http
+                .fetch(&Request::get(s.clone()))
+                .map_err(ImportError::Fetch)?;
             if r.status != 200 {
                 return Err(ImportError::Status {
                     url: s.clone(),

@@ -74,7 +74,10 @@ fn serve(mut s: TcpStream, base: &str, log: &Mutex<Vec<String>>) {
     let range = headers.get("range").cloned();
     log.lock().unwrap().push(format!(
         "GET {path}{}{}",
-        range.as_deref().map(|r| format!(" Range: {r}")).unwrap_or_default(),
+        range
+            .as_deref()
+            .map(|r| format!(" Range: {r}"))
+            .unwrap_or_default(),
         headers
             .get("accept")
             .filter(|a| a.contains("pypi"))
@@ -101,10 +104,22 @@ fn serve(mut s: TcpStream, base: &str, log: &Mutex<Vec<String>>) {
     let _ = s.read(&mut sink);
 }
 
-type Reply = (&'static str, Option<String>, Option<String>, Vec<u8>, String);
+type Reply = (
+    &'static str,
+    Option<String>,
+    Option<String>,
+    Vec<u8>,
+    String,
+);
 
 fn respond(path: &str, range: Option<&str>, base: &str) -> Reply {
-    let not_found: Reply = ("404 Not Found", None, None, b"not found".to_vec(), String::new());
+    let not_found: Reply = (
+        "404 Not Found",
+        None,
+        None,
+        b"not found".to_vec(),
+        String::new(),
+    );
     let pypi = fixtures().join("pypi");
     if path.starts_with("/simple/") {
         let index: serde_json::Value =
@@ -139,7 +154,13 @@ fn respond(path: &str, range: Option<&str>, base: &str) -> Reply {
     let name = path.rsplit('/').next().unwrap_or("");
     if name.ends_with(".metadata") {
         return match std::fs::read(pypi.join("files").join(name)) {
-            Ok(b) => ("200 OK", Some("application/octet-stream".into()), None, b, String::new()),
+            Ok(b) => (
+                "200 OK",
+                Some("application/octet-stream".into()),
+                None,
+                b,
+                String::new(),
+            ),
             Err(_) => not_found,
         };
     }
@@ -150,7 +171,13 @@ fn respond(path: &str, range: Option<&str>, base: &str) -> Reply {
     let total: u64 = size.trim().parse().unwrap();
     let Some(spec) = range.and_then(|r| r.strip_prefix("bytes=")) else {
         // Only ranges were recorded; a whole-file download is a test failure.
-        return ("500 Unrecorded", None, None, b"not recorded".to_vec(), String::new());
+        return (
+            "500 Unrecorded",
+            None,
+            None,
+            b"not recorded".to_vec(),
+            String::new(),
+        );
     };
     let (a, b) = match spec.split_once('-').unwrap() {
         ("", n) => (total - n.parse::<u64>().unwrap(), total - 1),
@@ -178,7 +205,13 @@ fn respond(path: &str, range: Option<&str>, base: &str) -> Reply {
             );
         }
     }
-    ("500 Unrecorded", None, None, b"range not recorded".to_vec(), String::new())
+    (
+        "500 Unrecorded",
+        None,
+        None,
+        b"range not recorded".to_vec(),
+        String::new(),
+    )
 }
 
 fn read(dir: &Path, name: &str) -> String {
@@ -236,8 +269,14 @@ fn pypi_import_follows_pins_and_writes_loadable_overlay_on_a_bare_catalog() {
         get("torch 2.4.0").field("python").as_deref(),
         Some(">=3.8, <3.13")
     );
-    assert_eq!(get("cudnn 9.1.0.70").field("cuda_majors").as_deref(), Some("11, 12"));
-    assert_eq!(get("nccl 2.20.5").field("cuda_majors").as_deref(), Some("11, 12"));
+    assert_eq!(
+        get("cudnn 9.1.0.70").field("cuda_majors").as_deref(),
+        Some("11, 12")
+    );
+    assert_eq!(
+        get("nccl 2.20.5").field("cuda_majors").as_deref(),
+        Some("11, 12")
+    );
     for e in &imp.entries {
         assert!(e.source.starts_with(&server.base), "{}", e.source);
         assert!(e.source.ends_with(&format!("read {DATE}")), "{}", e.source);
@@ -247,7 +286,10 @@ fn pypi_import_follows_pins_and_writes_loadable_overlay_on_a_bare_catalog() {
     // comment, so vLLM has no release while the rest is in.
     let files = imp.files();
     let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
-    assert_eq!(names, ["cudnn.toml", "nccl.toml", "torch.toml", "vllm.toml"]);
+    assert_eq!(
+        names,
+        ["cudnn.toml", "nccl.toml", "torch.toml", "vllm.toml"]
+    );
     let layer: Vec<(String, String)> = files
         .iter()
         .map(|f| (format!("import/{}", f.name), f.contents.clone()))
@@ -256,29 +298,46 @@ fn pypi_import_follows_pins_and_writes_loadable_overlay_on_a_bare_catalog() {
     assert_eq!(c.torch.len(), 1);
     assert!(c.vllm.is_empty());
     let vllm_toml = &files[3].contents;
-    assert!(vllm_toml.contains("# INCOMPLETE: needs `cuda`"), "{vllm_toml}");
+    assert!(
+        vllm_toml.contains("# INCOMPLETE: needs `cuda`"),
+        "{vllm_toml}"
+    );
     assert!(vllm_toml.contains("# torch = \"2.4.0\""), "{vllm_toml}");
 
     // The summary lists what was not derived.
     let summary = imp.summary();
-    assert!(summary.contains("torch 2.4.0+cu121 `arch_list`"), "{summary}");
-    assert!(summary.contains("vllm 0.6.3.post1: needs cuda"), "{summary}");
+    assert!(
+        summary.contains("torch 2.4.0+cu121 `arch_list`"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("vllm 0.6.3.post1: needs cuda"),
+        "{summary}"
+    );
 
     // Which paths were taken: PEP 691 pages; PEP 658 for torch (the page offers it);
     // range reads for the vLLM wheel (no metadata offered): its tail (end of central
     // directory and the directory itself), then the METADATA entry, which starts before it.
     let log = server.requests();
-    assert!(log.contains(&"GET /simple/vllm/ Accept: pep691".to_string()), "{log:#?}");
+    assert!(
+        log.contains(&"GET /simple/vllm/ Accept: pep691".to_string()),
+        "{log:#?}"
+    );
     assert!(log
         .iter()
         .any(|l| l.ends_with("torch-2.4.0-cp310-cp310-manylinux1_x86_64.whl.metadata")));
-    assert!(!log.iter().any(|l| l.contains("torch-2.4.0") && l.contains("Range")));
+    assert!(!log
+        .iter()
+        .any(|l| l.contains("torch-2.4.0") && l.contains("Range")));
     let vllm_reads: Vec<&String> = log
         .iter()
         .filter(|l| l.contains("vllm-0.6.3.post1-cp38-abi3-manylinux1_x86_64.whl"))
         .collect();
     assert_eq!(
-        vllm_reads.iter().map(|l| l.split(" Range: ").nth(1).unwrap_or("")).collect::<Vec<_>>(),
+        vllm_reads
+            .iter()
+            .map(|l| l.split(" Range: ").nth(1).unwrap_or(""))
+            .collect::<Vec<_>>(),
         ["bytes=-65536", "bytes=194712996-194717616"],
         "{log:#?}"
     );
@@ -314,12 +373,20 @@ fn cli_import_keeps_stock_facts_and_the_overlay_loads() {
     let vllm = read(&dir.join("site"), "vllm.toml");
     // The CUDA and min_cc of the stock entry are kept, and say where from.
     assert!(vllm.contains("cuda = \"12.1\""), "{vllm}");
-    assert!(vllm.contains("`cuda` kept from catalog/vllm.toml:"), "{vllm}");
+    assert!(
+        vllm.contains("`cuda` kept from catalog/vllm.toml:"),
+        "{vllm}"
+    );
     assert!(!vllm.contains("INCOMPLETE"), "{vllm}");
     // The date is the recorded responses' Date header.
     assert!(vllm.contains("read 2026-11-25"), "{vllm}");
     let torch = read(&dir.join("site"), "torch.toml");
-    assert!(torch.contains("arch_list = [\"5.0\", \"6.0\", \"7.0\", \"7.5\", \"8.0\", \"8.6\", \"9.0\"]"), "{torch}");
+    assert!(
+        torch.contains(
+            "arch_list = [\"5.0\", \"6.0\", \"7.0\", \"7.5\", \"8.0\", \"8.6\", \"9.0\"]"
+        ),
+        "{torch}"
+    );
     let ds = read(&dir.join("site"), "deepspeed.toml");
     assert!(ds.contains("PKG-INFO of the sdist"), "{ds}");
     assert!(ds.contains("deepspeed-0.14.4.tar.gz sha256 bb2f404b4a1d06aedd40c64d661f71307c22945d04a42d397ad39bbfeef9c8b8"), "{ds}");
@@ -330,7 +397,11 @@ fn cli_import_keeps_stock_facts_and_the_overlay_loads() {
     let show = run_in(&dir, &["catalog", "show", "deepspeed", "--catalog", "site"]);
     assert_eq!(show.code, 0, "{}", show.stderr);
     assert!(show.stdout.contains("0.14.4"), "{}", show.stdout);
-    assert!(out.stdout.contains("not derived from upstream metadata:"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("not derived from upstream metadata:"),
+        "{}",
+        out.stdout
+    );
 }
 
 #[test]
@@ -362,7 +433,10 @@ fn redist_manifests_from_files_and_urls() {
     assert!(c.contains("cuda_nvcc 12.6.85"), "{c}");
     assert!(c.contains("source = \"https://developer.download.nvidia.com/compute/cuda/redist/redistrib_12.6.3.json (NVIDIA redistrib manifest, release_date 2024-11-20), read 2026-11-25\""), "{c}");
     let d = read(&dir.join("nv"), "cudnn-redist.toml");
-    assert!(d.contains("version = \"9.8.0.87\"\ncuda_majors = [11, 12]"), "{d}");
+    assert!(
+        d.contains("version = \"9.8.0.87\"\ncuda_majors = [11, 12]"),
+        "{d}"
+    );
     let show = run_in(&dir, &["catalog", "show", "cuda", "--catalog", "nv"]);
     assert_eq!(show.code, 0, "{}", show.stderr);
 
@@ -378,7 +452,13 @@ fn offline_and_unreachable_are_clear_errors() {
     let dir = tempdir("import-offline");
     let out = run_in(
         &dir,
-        &["catalog", "import", "pypi", "vllm==0.6.3.post1", "--offline"],
+        &[
+            "catalog",
+            "import",
+            "pypi",
+            "vllm==0.6.3.post1",
+            "--offline",
+        ],
     );
     assert_eq!(out.code, 2);
     assert!(
@@ -408,7 +488,11 @@ fn offline_and_unreachable_are_clear_errors() {
         "{}",
         out.stderr
     );
-    assert!(out.stderr.contains("hint: check the network"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("hint: check the network"),
+        "{}",
+        out.stderr
+    );
     let out = run_in(&dir, &["catalog", "import", "pypi", "numpy"]);
     assert_eq!(out.code, 2);
     assert!(
@@ -458,7 +542,11 @@ fn outdated_lists_what_the_catalog_lacks() {
     // DeepSpeed: the recorded page is PyPI's whole project. Every reported release is
     // one the catalog lacks and PyPI has, from the catalog's oldest on; 0.14.4 is on PyPI.
     let stock = Catalog::stock().unwrap();
-    let have: Vec<String> = stock.deepspeed.iter().map(|d| d.version.to_string()).collect();
+    let have: Vec<String> = stock
+        .deepspeed
+        .iter()
+        .map(|d| d.version.to_string())
+        .collect();
     let ds = family("deepspeed");
     let missing = strings(&ds["missing"]);
     assert!(!missing.is_empty());
@@ -467,8 +555,13 @@ fn outdated_lists_what_the_catalog_lacks() {
         assert!(!have.contains(v), "{v} is in the catalog");
         assert!(page.contains(&format!("deepspeed-{v}.tar.gz")), "{v}");
     }
-    assert_eq!(missing.contains(&"0.14.4".to_string()), !have.contains(&"0.14.4".to_string()));
-    assert!(!missing.iter().any(|v| v.starts_with("0.9.") || v.starts_with("0.10.")));
+    assert_eq!(
+        missing.contains(&"0.14.4".to_string()),
+        !have.contains(&"0.14.4".to_string())
+    );
+    assert!(!missing
+        .iter()
+        .any(|v| v.starts_with("0.9.") || v.starts_with("0.10.")));
     // The manifest's release is in the stock catalog.
     let cu = family("cuda (redistrib manifests)");
     assert!(strings(&cu["missing"]).is_empty(), "{cu:#}");
@@ -476,7 +569,8 @@ fn outdated_lists_what_the_catalog_lacks() {
     let text = run_in(&dir, &["catalog", "outdated", "--index", &server.index()]);
     assert_eq!(text.code, 0, "{}", text.stderr);
     assert!(
-        text.stdout.contains("  import: gpustack catalog import pypi deepspeed=="),
+        text.stdout
+            .contains("  import: gpustack catalog import pypi deepspeed=="),
         "{}",
         text.stdout
     );
@@ -514,5 +608,106 @@ fn network_live_pypi_agrees_with_the_catalog() {
         .unwrap();
     for f in &entry.files {
         assert!(vllm.contains(&f.sha256), "{} not in {vllm}", f.sha256);
+    }
+}
+
+/// Replaces `catalog/<file>.toml:<line>` with `catalog/<file>.toml:N`: the book's example
+/// must not break whenever a stock file gains a line.
+fn without_lines(s: &str) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(i) = rest.find(".toml:") {
+        out.push_str(&rest[..i + 6]);
+        rest = &rest[i + 6..];
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits > 0 && out.contains("catalog/") {
+            out.push('N');
+        } else {
+            out.push_str(&rest[..digits]);
+        }
+        rest = &rest[digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The catalog chapter's importer example (```` ```console import-example ````) is what
+/// the commands print and write.
+#[test]
+fn book_import_example_is_what_the_commands_do() {
+    let book = std::fs::read_to_string(root().join("book/src/catalog.md")).unwrap();
+    let start = book
+        .find("```console import-example\n")
+        .expect("the example block");
+    let body = &book[start + "```console import-example\n".len()..];
+    let body = &body[..body.find("\n```").unwrap() + 1];
+    let dir = tempdir("book-import");
+    common::copy_dir(
+        &fixtures().join("redist"),
+        &dir.join("fixtures/import/redist"),
+    );
+    let mut actual = String::new();
+    for line in body.lines().filter_map(|l| l.strip_prefix("$ ")) {
+        actual.push_str(&format!("$ {line}\n"));
+        let args: Vec<&str> = line.split_whitespace().collect();
+        match args[0] {
+            "gpustack" => {
+                let out = run_in(&dir, &args[1..]);
+                assert_eq!(out.code, 0, "{line}: {}", out.stderr);
+                actual.push_str(&out.stdout);
+            }
+            "cat" => actual.push_str(&read(&dir, args[1])),
+            other => panic!("the example runs `{other}`, which this test does not know"),
+        }
+    }
+    assert_eq!(
+        without_lines(&actual),
+        body,
+        "book/src/catalog.md's import example is out of date; the commands print:\n{}",
+        without_lines(&actual)
+    );
+}
+
+/// The maintainer workflow: the script is shellcheck-clean and uses flags that exist; the
+/// scheduled CI example is yamllint-clean and runs the script.
+#[test]
+fn refresh_workflow_script_and_ci_example() {
+    let script = root().join("scripts/refresh-catalog.sh");
+    let text = std::fs::read_to_string(&script).unwrap();
+    for needle in [
+        "catalog outdated",
+        "catalog import pypi",
+        "catalog import redist",
+        "--out",
+    ] {
+        assert!(text.contains(needle), "{needle}");
+    }
+    if let Some(sc) = common::validator("shellcheck") {
+        let (code, out) = common::run_tool(&sc, &[script.to_str().unwrap()], &root());
+        assert_eq!(code, 0, "{out}");
+    }
+    let ci = root().join("examples/ci/refresh-catalog.yml");
+    let yaml = std::fs::read_to_string(&ci).unwrap();
+    assert!(yaml.contains("scripts/refresh-catalog.sh"));
+    assert!(yaml.contains("cron:"));
+    if let Some(yl) = common::validator("yamllint") {
+        let cfg = root().join("fixtures/schemas/yamllint.yaml");
+        let (code, out) = common::run_tool(
+            &yl,
+            &["-s", "-c", cfg.to_str().unwrap(), ci.to_str().unwrap()],
+            &root(),
+        );
+        assert_eq!(code, 0, "{out}");
+    }
+    // The flags the script passes exist.
+    let dir = tempdir("refresh-flags");
+    for args in [
+        &["catalog", "outdated", "--help"][..],
+        &["catalog", "import", "pypi", "--help"][..],
+        &["catalog", "import", "redist", "--help"][..],
+    ] {
+        let out = run_in(&dir, args);
+        assert_eq!(out.code, 0);
+        assert!(out.stdout.contains("--date") && out.stdout.contains("--offline"));
     }
 }

@@ -153,7 +153,9 @@ pub(crate) fn wheel_metadata(fetch: &dyn Fetch, url: &str) -> Result<String, Imp
                 }
             };
             if local.len() < 30 || local[..4] != *b"PK\x03\x04" {
-                return Err(bad("no local file header where the central directory points"));
+                return Err(bad(
+                    "no local file header where the central directory points",
+                ));
             }
             let data_at =
                 30 + usize::try_from(u16_at(&local, 26) + u16_at(&local, 28)).unwrap_or(0);
@@ -291,7 +293,11 @@ fn pkg_info(tar: &[u8]) -> Result<Option<String>, ImportError> {
             let Some(b) = tar.get(body..body.saturating_add(size)) else {
                 return Ok(None);
             };
-            long_name = Some(String::from_utf8_lossy(b).trim_end_matches('\0').to_string());
+            long_name = Some(
+                String::from_utf8_lossy(b)
+                    .trim_end_matches('\0')
+                    .to_string(),
+            );
         } else if kind == b'x' || kind == b'g' {
             // pax headers: a `path=` record renames the next member.
             if let Some(b) = tar.get(body..body.saturating_add(size)) {

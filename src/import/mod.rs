@@ -296,16 +296,23 @@ impl Entry {
 
     /// The value of a field written, for tests and the summary.
     pub fn field(&self, k: &str) -> Option<String> {
-        self.fields.iter().find(|(n, _)| *n == k).map(|(_, v)| match v {
-            Value::Str(s) => s.clone(),
-            Value::Strs(l) => l.join(", "),
-            Value::Ints(l) => l.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
-            Value::Files(f) => f
-                .iter()
-                .map(|f| format!("{} {}", f.filename, f.sha256))
-                .collect::<Vec<_>>()
-                .join("\n"),
-        })
+        self.fields
+            .iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| match v {
+                Value::Str(s) => s.clone(),
+                Value::Strs(l) => l.join(", "),
+                Value::Ints(l) => l
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                Value::Files(f) => f
+                    .iter()
+                    .map(|f| format!("{} {}", f.filename, f.sha256))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            })
     }
 }
 
@@ -433,7 +440,10 @@ fn write_value(v: &Value) -> String {
         ),
         Value::Ints(l) => format!(
             "[{}]",
-            l.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+            l.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         Value::Files(files) => {
             let mut s = String::from("[\n");
@@ -664,8 +674,7 @@ pub fn import_pypi(
             Some((n, v)) => (n.trim(), Some(v.trim().to_string())),
             None => (r.trim(), None),
         };
-        if name.is_empty() || r.contains(['<', '>', '~', '!']) || version.as_deref() == Some("")
-        {
+        if name.is_empty() || r.contains(['<', '>', '~', '!']) || version.as_deref() == Some("") {
             return Err(ImportError::Usage(format!(
                 "invalid request `{r}`: write NAME or NAME==VERSION"
             )));
@@ -820,7 +829,11 @@ impl Release<'_> {
 /// Normalizes a PEP 440 specifier for the catalog (`>=2.0.0,<3` → `>=2.0.0, <3`); `None`
 /// when the catalog's requirement syntax cannot hold it (`~=`, `===`, wildcards).
 fn catalog_req(spec: &str) -> Option<String> {
-    let s = spec.split(',').map(str::trim).collect::<Vec<_>>().join(", ");
+    let s = spec
+        .split(',')
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(", ");
     (!s.contains('*') && VersionReq::parse(&s).is_ok()).then_some(s)
 }
 
@@ -940,7 +953,12 @@ impl Ctx<'_> {
                 .find(|r| r.name.starts_with(name_prefix))
                 .and_then(|r| r.exact().map(|v| (r.name.clone(), v.to_string())))
         };
-        let public = rel.version.split('+').next().unwrap_or(&rel.version).to_string();
+        let public = rel
+            .version
+            .split('+')
+            .next()
+            .unwrap_or(&rel.version)
+            .to_string();
         let Ok(sort) = Version::parse(&public) else {
             return Err(ImportError::Malformed {
                 url: page.url.clone(),
@@ -1080,7 +1098,12 @@ impl Ctx<'_> {
                 new.push(w);
             }
             Kind::Vllm => {
-                let mut e = Entry::new(Family::Vllm, "release", format!("vllm {public}"), sort.clone());
+                let mut e = Entry::new(
+                    Family::Vllm,
+                    "release",
+                    format!("vllm {public}"),
+                    sort.clone(),
+                );
                 e.str("version", &public);
                 let torch = reqs.iter().find(|r| r.name == "torch");
                 match torch.and_then(|r| r.exact()) {
@@ -1111,11 +1134,16 @@ impl Ctx<'_> {
                 e.not_derived(
                     "min_cc",
                     "the lowest compute capability is stated in vLLM's docs, not its metadata",
-                    known
-                        .and_then(|k| k.min_cc.map(|c| (Value::Str(c.to_string()), k.origin.location()))),
+                    known.and_then(|k| {
+                        k.min_cc
+                            .map(|c| (Value::Str(c.to_string()), k.origin.location()))
+                    }),
                     false,
                 );
-                e.set("files", Value::Files(rel.file_rows(opts.recorded(), &public, false)));
+                e.set(
+                    "files",
+                    Value::Files(rel.file_rows(opts.recorded(), &public, false)),
+                );
                 e.source = source;
                 new.push(e);
             }
@@ -1132,14 +1160,18 @@ impl Ctx<'_> {
                     Some("") => e.notes.push("Requires-Dist: torch (no version)".into()),
                     Some(s) => match catalog_req(s) {
                         Some(req) => e.str("torch", req),
-                        None => e.notes.push(format!("Requires-Dist: torch{s} (not representable)")),
+                        None => e
+                            .notes
+                            .push(format!("Requires-Dist: torch{s} (not representable)")),
                     },
                     None => e.notes.push("no torch in Requires-Dist".into()),
                 }
                 match md.requires_python.as_deref() {
                     Some(p) => match catalog_req(p) {
                         Some(req) => e.str("python", req),
-                        None => e.notes.push(format!("Requires-Python {p} (not representable)")),
+                        None => e
+                            .notes
+                            .push(format!("Requires-Python {p} (not representable)")),
                     },
                     None => e.notes.push("no Requires-Python".into()),
                 }
@@ -1149,7 +1181,9 @@ impl Ctx<'_> {
                     "op_builder/builder.py's cuda_minor_mismatch_ok is source code, not metadata",
                     known.filter(|k| !k.cuda_mismatch_ok.is_empty()).map(|k| {
                         (
-                            Value::Strs(k.cuda_mismatch_ok.iter().map(ToString::to_string).collect()),
+                            Value::Strs(
+                                k.cuda_mismatch_ok.iter().map(ToString::to_string).collect(),
+                            ),
                             k.origin.location(),
                         )
                     }),
@@ -1167,7 +1201,11 @@ impl Ctx<'_> {
                 let mut e = Entry::new(
                     Family::Extra,
                     "extra",
-                    format!("{} {public} ({})", component.name(), pypi::normalize(project)),
+                    format!(
+                        "{} {public} ({})",
+                        component.name(),
+                        pypi::normalize(project)
+                    ),
                     sort.clone(),
                 );
                 let known = base.extras.iter().find(|x| {
@@ -1184,10 +1222,15 @@ impl Ctx<'_> {
                 e.str("version", &public);
                 e.str("layer", component.layer().name());
                 let torch = reqs.iter().find(|r| r.name == "torch");
-                if let Some(s) = torch.map(|r| r.specifier.as_str()).filter(|s| !s.is_empty()) {
+                if let Some(s) = torch
+                    .map(|r| r.specifier.as_str())
+                    .filter(|s| !s.is_empty())
+                {
                     match catalog_req(s) {
                         Some(req) => e.str("torch", req),
-                        None => e.notes.push(format!("Requires-Dist: torch{s} (not representable)")),
+                        None => e
+                            .notes
+                            .push(format!("Requires-Dist: torch{s} (not representable)")),
                     }
                 }
                 e.not_derived(
@@ -1203,13 +1246,18 @@ impl Ctx<'_> {
                 e.not_derived(
                     "min_cc",
                     "a lowest compute capability is stated in docs, not metadata",
-                    known.and_then(|k| k.min_cc.map(|c| (Value::Str(c.to_string()), k.origin.location()))),
+                    known.and_then(|k| {
+                        k.min_cc
+                            .map(|c| (Value::Str(c.to_string()), k.origin.location()))
+                    }),
                     false,
                 );
                 if let Some(p) = md.requires_python.as_deref() {
                     match catalog_req(p) {
                         Some(req) => e.str("python", req),
-                        None => e.notes.push(format!("Requires-Python {p} (not representable)")),
+                        None => e
+                            .notes
+                            .push(format!("Requires-Python {p} (not representable)")),
                     }
                 }
                 e.str("pypi_name", pypi_name);
@@ -1224,7 +1272,10 @@ impl Ctx<'_> {
                     }),
                     false,
                 );
-                e.set("files", Value::Files(rel.file_rows(opts.recorded(), &public, false)));
+                e.set(
+                    "files",
+                    Value::Files(rel.file_rows(opts.recorded(), &public, false)),
+                );
                 e.source = source;
                 new.push(e);
             }
@@ -1246,7 +1297,11 @@ impl Ctx<'_> {
     /// A cuDNN or NCCL release: which `nvidia-*-cuXX` projects have a Linux x86_64 wheel
     /// of exactly this version (11, 12 and 13 are asked).
     fn import_lib(&mut self, cudnn: bool, version: &str) -> Result<(), ImportError> {
-        let stem = if cudnn { "nvidia-cudnn-cu" } else { "nvidia-nccl-cu" };
+        let stem = if cudnn {
+            "nvidia-cudnn-cu"
+        } else {
+            "nvidia-nccl-cu"
+        };
         let Ok(sort) = Version::parse(version) else {
             return Err(ImportError::Usage(format!(
                 "`{version}` is not a version the catalog can hold"
@@ -1285,15 +1340,27 @@ impl Ctx<'_> {
             });
         }
         let family = if cudnn { Family::Cudnn } else { Family::Nccl };
-        let mut e = Entry::new(family, "release", format!("{} {version}", family.name()), sort.clone());
+        let mut e = Entry::new(
+            family,
+            "release",
+            format!("{} {version}", family.name()),
+            sort.clone(),
+        );
         e.str("version", version);
         e.set("cuda_majors", Value::Ints(majors));
-        let list = if cudnn { &self.base.cudnn } else { &self.base.nccl };
+        let list = if cudnn {
+            &self.base.cudnn
+        } else {
+            &self.base.nccl
+        };
         let known = list.iter().find(|l| l.version == sort);
         e.not_derived(
             "min_cc",
             "the lowest compute capability is in NVIDIA's support matrix, not the package metadata",
-            known.and_then(|k| k.min_cc.map(|c| (Value::Str(c.to_string()), k.origin.location()))),
+            known.and_then(|k| {
+                k.min_cc
+                    .map(|c| (Value::Str(c.to_string()), k.origin.location()))
+            }),
             false,
         );
         e.source = format!(
@@ -1327,7 +1394,10 @@ mod tests {
         assert_eq!(cuda_of_label("cu130").as_deref(), Some("13.0"));
         assert_eq!(cuda_of_label("cpu"), None);
         assert_eq!(suffix_of("https://pypi.org/simple/"), "");
-        assert_eq!(suffix_of("https://download.pytorch.org/whl/cu124"), "-cu124");
+        assert_eq!(
+            suffix_of("https://download.pytorch.org/whl/cu124"),
+            "-cu124"
+        );
         assert_eq!(catalog_req(">=2.0.0,<3").as_deref(), Some(">=2.0.0, <3"));
         assert_eq!(catalog_req("~=2.0"), None);
         assert_eq!(quote("a\"b\\c\nd"), r#""a\"b\\c\nd""#);

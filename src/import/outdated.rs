@@ -91,7 +91,7 @@ pub fn outdated(
 ) -> Result<Report, ImportError> {
     let mut report = Report::default();
     let read = |project: &str,
-                    report: &mut Report|
+                report: &mut Report|
      -> Result<Option<(BTreeSet<Version>, String)>, ImportError> {
         match pypi::project_page(fetch, index, project)? {
             Some(p) => {
@@ -110,8 +110,16 @@ pub fn outdated(
     };
     let set = |it: &mut dyn Iterator<Item = &Version>| it.cloned().collect::<BTreeSet<Version>>();
     let groups: Vec<(&str, Vec<String>, BTreeSet<Version>)> = vec![
-        ("torch", vec!["torch".into()], set(&mut base.torch_releases.iter().map(|r| &r.version))),
-        ("vllm", vec!["vllm".into()], set(&mut base.vllm.iter().map(|r| &r.version))),
+        (
+            "torch",
+            vec!["torch".into()],
+            set(&mut base.torch_releases.iter().map(|r| &r.version)),
+        ),
+        (
+            "vllm",
+            vec!["vllm".into()],
+            set(&mut base.vllm.iter().map(|r| &r.version)),
+        ),
         (
             "deepspeed",
             vec!["deepspeed".into()],
@@ -185,9 +193,16 @@ pub fn outdated(
         }
         if !sources.is_empty() {
             // Manifests are named one by one: every one the catalog lacks is reported.
-            let mut r = compare(format!("{product} (redistrib manifests)"), sources, Vec::new(), &BTreeSet::new(), &up);
+            let mut r = compare(
+                format!("{product} (redistrib manifests)"),
+                sources,
+                Vec::new(),
+                &BTreeSet::new(),
+                &up,
+            );
             r.catalog_newest = newest(&have);
-            r.missing.retain(|v| Version::parse(v).is_ok_and(|v| !have.contains(&v)));
+            r.missing
+                .retain(|v| Version::parse(v).is_ok_and(|v| !have.contains(&v)));
             report.families.push(r);
         }
     }
@@ -215,9 +230,10 @@ impl Report {
                 f.missing.join(", ")
             ));
             if let Some(p) = f.projects.last() {
-                let newest = f.missing.last().map(String::as_str).unwrap_or_default();
+                let args: Vec<String> = f.missing.iter().map(|v| format!("{p}=={v}")).collect();
                 out.push_str(&format!(
-                    "  import: gpustack catalog import pypi {p}=={newest}\n"
+                    "  import: gpustack catalog import pypi {}\n",
+                    args.join(" ")
                 ));
             } else if f.family.starts_with("cuda") || f.family.starts_with("cudnn") {
                 out.push_str("  import: gpustack catalog import redist FILE_OR_URL\n");

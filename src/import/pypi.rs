@@ -318,7 +318,11 @@ pub(crate) fn parse_filename(project: &str, filename: &str) -> Option<FileName> 
 /// `true` for a final or post release (no `a`, `b`, `rc`, `dev`); the local label is
 /// ignored.
 pub(crate) fn is_final(version: &str) -> bool {
-    let public = version.split('+').next().unwrap_or(version).to_ascii_lowercase();
+    let public = version
+        .split('+')
+        .next()
+        .unwrap_or(version)
+        .to_ascii_lowercase();
     let core = match public.find(".post") {
         Some(i) => &public[..i],
         None => &public,
@@ -447,7 +451,10 @@ pub(crate) fn metadata_of(
     }
     if file.filename.ends_with(".whl") {
         let text = archive::wheel_metadata(fetch, &file.url)?;
-        Ok((parse_metadata(&text), "METADATA read by HTTP range requests"))
+        Ok((
+            parse_metadata(&text),
+            "METADATA read by HTTP range requests",
+        ))
     } else {
         let text = archive::sdist_metadata(fetch, &file.url)?;
         Ok((parse_metadata(&text), "PKG-INFO of the sdist"))

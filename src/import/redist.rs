@@ -57,8 +57,8 @@ pub fn parse(shown: &str, text: &str) -> Result<Manifest, ImportError> {
     let s = |k: &str| obj.get(k).and_then(|x| x.as_str()).map(str::to_string);
     let product = s("release_product")
         .ok_or_else(|| bad("no `release_product`: not a redistrib manifest".into()))?;
-    let label =
-        s("release_label").ok_or_else(|| bad("no `release_label`: not a redistrib manifest".into()))?;
+    let label = s("release_label")
+        .ok_or_else(|| bad("no `release_label`: not a redistrib manifest".into()))?;
     if Version::parse(&label).is_err() {
         return Err(bad(format!("`release_label` `{label}` is not a version")));
     }

@@ -197,13 +197,18 @@ pub(crate) fn generate(name: &str, target: &str) -> PathBuf {
 #[allow(clippy::print_stderr)] // the loud skip notice is the point
 pub(crate) fn network(host: &str, port: u16) -> bool {
     use std::net::ToSocketAddrs;
-    let reachable = (host, port).to_socket_addrs().ok().and_then(|mut a| a.next()).is_some_and(
-        |addr| std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(5)).is_ok(),
-    );
+    let reachable = (host, port)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .is_some_and(|addr| {
+            std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(5)).is_ok()
+        });
     if reachable {
         return true;
     }
-    let msg = format!("\n!!! NETWORK UNREACHABLE: `{host}:{port}` — this network test is SKIPPED.\n");
+    let msg =
+        format!("\n!!! NETWORK UNREACHABLE: `{host}:{port}` — this network test is SKIPPED.\n");
     if std::env::var("CI").is_ok_and(|v| v == "true") {
         panic!("{msg}CI=true: a skipped network test is a failure");
     }
