@@ -152,9 +152,9 @@ enum Command {
         #[arg(long, default_value = "gpustack.lock", value_name = "PATH")]
         lock: PathBuf,
     },
-    /// Show what the catalog holds
+    /// Show what the catalog holds; import releases from upstream
     #[command(
-        after_help = "Examples:\n  gpustack catalog list\n  gpustack catalog show torch\n  gpustack catalog show gpu --catalog site-catalog/"
+        after_help = "Examples:\n  gpustack catalog list\n  gpustack catalog show torch\n  gpustack catalog show gpu --catalog site-catalog/\n  gpustack catalog outdated\n  gpustack catalog import pypi vllm==0.6.3.post1 --out site-catalog/"
     )]
     Catalog {
         #[command(subcommand)]

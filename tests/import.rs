@@ -711,3 +711,106 @@ fn refresh_workflow_script_and_ci_example() {
         assert!(out.stdout.contains("--date") && out.stdout.contains("--offline"));
     }
 }
+
+/// A PyTorch variant index (PEP 503 HTML with PEP 658 `data-dist-info-metadata`, as
+/// download.pytorch.org serves it), answered from memory. The page is synthetic (that host
+/// is not reachable from CI); the metadata file is the recorded torch 2.4.0 one.
+struct VariantIndex {
+    html: String,
+    metadata: Vec<u8>,
+}
+
+impl import::Fetch for VariantIndex {
+    fn fetch(&self, req: &import::Request) -> Result<import::Response, import::FetchError> {
+        let ok = |body: Vec<u8>, ct: &str| import::Response {
+            status: 200,
+            body,
+            content_type: Some(ct.into()),
+            date: Some("Wed, 25 Nov 2026 18:00:00 GMT".into()),
+            content_range: None,
+        };
+        Ok(
+            if req.url == "https://download.pytorch.org/whl/cu121/torch/" {
+                ok(self.html.clone().into_bytes(), "text/html")
+            } else if req.url.ends_with(".metadata") {
+                ok(self.metadata.clone(), "application/octet-stream")
+            } else {
+                import::Response {
+                    status: 404,
+                    ..Default::default()
+                }
+            },
+        )
+    }
+}
+
+#[test]
+fn variant_index_html_gives_a_wheel_entry_with_its_own_python_range() {
+    use sha2::Digest;
+    let metadata = std::fs::read(
+        fixtures().join("pypi/files/torch-2.4.0-cp310-cp310-manylinux1_x86_64.whl.metadata"),
+    )
+    .unwrap();
+    let md_sha: String = sha2::Sha256::digest(&metadata)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let mut html =
+        String::from("<!DOCTYPE html>\n<html>\n  <body>\n    <h1>Links for torch</h1>\n");
+    for (py, h) in [("39", "1"), ("310", "2"), ("311", "3"), ("312", "4")] {
+        html.push_str(&format!(
+            "    <a href=\"/whl/cu121/torch-2.4.0%2Bcu121-cp{py}-cp{py}-linux_x86_64.whl#sha256={}\" data-dist-info-metadata=\"sha256={md_sha}\" data-core-metadata=\"sha256={md_sha}\">torch-2.4.0+cu121-cp{py}-cp{py}-linux_x86_64.whl</a><br/>\n",
+            h.repeat(64)
+        ));
+    }
+    html.push_str("    <a href=\"/whl/cu121/torch-2.4.0%2Bcu121-cp311-cp311-win_amd64.whl#sha256=abc\">torch-2.4.0+cu121-cp311-cp311-win_amd64.whl</a><br/>\n  </body>\n</html>\n");
+    let index = VariantIndex { html, metadata };
+    let opts = PypiOptions {
+        index: "https://download.pytorch.org/whl/cu121".into(),
+        record_index: None,
+        date: None,
+        follow_pins: false,
+    };
+    let stock = Catalog::stock().unwrap();
+    let imp = import::import_pypi(&index, &stock, &["torch==2.4.0".into()], &opts).unwrap();
+    assert_eq!(
+        imp.entries.len(),
+        1,
+        "only the [[wheel]]: the release is PyPI's"
+    );
+    let w = &imp.entries[0];
+    assert_eq!(w.label, "torch 2.4.0+cu121");
+    assert_eq!(
+        w.field("index_url").as_deref(),
+        Some("https://download.pytorch.org/whl/cu121")
+    );
+    assert_eq!(w.field("python").as_deref(), Some(">=3.9, <3.13"));
+    assert_eq!(w.field("cudnn").as_deref(), Some("9.1.0.70"));
+    assert!(w.missing.is_empty(), "{:?}", w.missing);
+    assert!(
+        w.source.contains("PEP 503 HTML project page"),
+        "{}",
+        w.source
+    );
+    assert!(w.source.ends_with("read 2026-11-25"), "{}", w.source);
+    let files = imp.files();
+    assert_eq!(files.len(), 1);
+    assert_eq!(files[0].name, "torch-cu121.toml");
+    let layer = vec![(
+        "import/torch-cu121.toml".to_string(),
+        files[0].contents.clone(),
+    )];
+    Catalog::stock_with(&[layer]).unwrap_or_else(|e| panic!("{e}"));
+
+    // On a catalog without torch 2.4.0, the wheel cannot stand alone: commented out.
+    let bare_catalog = Catalog::from_layers(&[bare()]).unwrap();
+    let imp = import::import_pypi(&index, &bare_catalog, &["torch==2.4.0".into()], &opts).unwrap();
+    assert_eq!(imp.entries[0].missing.len(), 1);
+    assert!(imp.entries[0].missing[0]
+        .contains("import `torch==2.4.0` from https://pypi.org/simple first"));
+    let layer = vec![(
+        "import/torch-cu121.toml".to_string(),
+        imp.files()[0].contents.clone(),
+    )];
+    Catalog::from_layers(&[bare(), layer]).unwrap_or_else(|e| panic!("{e}"));
+}

@@ -1276,6 +1276,18 @@ impl Ctx<'_> {
                     "files",
                     Value::Files(rel.file_rows(opts.recorded(), &public, false)),
                 );
+                // A pure-Python wheel has no CUDA build: nothing to derive there.
+                let wheels = rel.linux_wheels();
+                let pure = !wheels.is_empty()
+                    && wheels
+                        .iter()
+                        .all(|(_, n)| n.wheel.as_ref().is_some_and(|w| w.platform == "any"));
+                if pure {
+                    e.not_derived.retain(|n| {
+                        n.kept_from.is_some()
+                            || !matches!(n.field, "cuda_majors" | "min_cc" | "pypi_variant")
+                    });
+                }
                 e.source = source;
                 new.push(e);
             }
