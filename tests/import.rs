@@ -609,6 +609,50 @@ fn network_live_pypi_agrees_with_the_catalog() {
     for f in &entry.files {
         assert!(vllm.contains(&f.sha256), "{} not in {vllm}", f.sha256);
     }
+
+    // torch 2.11.0, the first release that pins the `cuda-toolkit` meta-package: what the
+    // importer derives agrees with the hand-made stock entry.
+    let opts = PypiOptions {
+        date: Some(DATE.into()),
+        follow_pins: false,
+        ..PypiOptions::default()
+    };
+    let imp =
+        import::import_pypi(&Http::new(false), &stock, &["torch==2.11.0".into()], &opts).unwrap();
+    let rel = imp
+        .entries
+        .iter()
+        .find(|e| e.label == "torch 2.11.0")
+        .unwrap();
+    let want = stock
+        .torch_releases
+        .iter()
+        .find(|r| r.version.to_string() == "2.11.0")
+        .unwrap();
+    assert_eq!(rel.field("pypi_variant").unwrap(), want.pypi_variant);
+    assert_eq!(rel.field("python").unwrap(), want.python.to_string());
+    let wheel = imp
+        .entries
+        .iter()
+        .find(|e| e.label == "torch 2.11.0+cu130")
+        .unwrap();
+    let build = stock
+        .torch
+        .iter()
+        .find(|b| b.full.to_string() == "2.11.0+cu130")
+        .unwrap();
+    assert_eq!(wheel.field("cuda").unwrap(), build.cuda.to_string());
+    for (field, pin) in [
+        ("cudnn", &build.cudnn),
+        ("nccl", &build.nccl),
+        ("cusparselt", &build.cusparselt),
+    ] {
+        assert_eq!(
+            wheel.field(field),
+            pin.as_ref().map(ToString::to_string),
+            "{field}"
+        );
+    }
 }
 
 /// Replaces `catalog/<file>.toml:<line>` with `catalog/<file>.toml:N`: the book's example
@@ -813,4 +857,39 @@ fn variant_index_html_gives_a_wheel_entry_with_its_own_python_range() {
         imp.files()[0].contents.clone(),
     )];
     Catalog::from_layers(&[bare(), layer]).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// A PEP 658 metadata file whose sha256 is not the one the page states is refused.
+#[test]
+fn metadata_with_the_wrong_hash_is_refused() {
+    let metadata = std::fs::read(
+        fixtures().join("pypi/files/torch-2.4.0-cp310-cp310-manylinux1_x86_64.whl.metadata"),
+    )
+    .unwrap();
+    let html = format!(
+        "<a href=\"/whl/cu121/torch-2.4.0%2Bcu121-cp311-cp311-linux_x86_64.whl#sha256={}\" data-core-metadata=\"sha256={}\">torch-2.4.0+cu121-cp311-cp311-linux_x86_64.whl</a>\n",
+        "1".repeat(64),
+        "0".repeat(64)
+    );
+    let index = VariantIndex { html, metadata };
+    let opts = PypiOptions {
+        index: "https://download.pytorch.org/whl/cu121".into(),
+        ..PypiOptions::default()
+    };
+    let err = import::import_pypi(
+        &index,
+        &Catalog::stock().unwrap(),
+        &["torch==2.4.0".into()],
+        &opts,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().starts_with("cannot read `https://download.pytorch.org/whl/cu121/torch-2.4.0%2Bcu121-cp311-cp311-linux_x86_64.whl.metadata`: sha256 "),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .ends_with(&format!("differs from the page's {}", "0".repeat(64))),
+        "{err}"
+    );
 }

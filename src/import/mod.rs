@@ -970,7 +970,11 @@ impl Ctx<'_> {
         match kind {
             Kind::Torch => {
                 let local = rel.version.split_once('+').map(|(_, l)| l.to_string());
-                let runtime = pin("nvidia-cuda-runtime-cu").map(|(_, v)| v);
+                // The CUDA runtime wheel pin: `nvidia-cuda-runtime-cu12==12.4.127`, or from
+                // torch 2.11 on the `cuda-toolkit[...]==13.0.2` meta-package.
+                let runtime = pin("nvidia-cuda-runtime-cu")
+                    .or_else(|| pin("cuda-toolkit").filter(|(n, _)| n == "cuda-toolkit"))
+                    .map(|(_, v)| v);
                 let cuda = runtime
                     .as_deref()
                     .and_then(|v| Version::parse(v).ok())
@@ -983,7 +987,7 @@ impl Ctx<'_> {
                     return Err(ImportError::Malformed {
                         url: page.url.clone(),
                         what: format!(
-                            "torch {} pins no `nvidia-cuda-runtime-cuXX` and has no `+cuXYZ` label: not a CUDA build",
+                            "torch {} pins neither `nvidia-cuda-runtime-cuXX` nor `cuda-toolkit` and has no `+cuXYZ` label: not a CUDA build",
                             rel.version
                         ),
                     });
@@ -1086,7 +1090,7 @@ impl Ctx<'_> {
                 w.set("files", Value::Files(rows));
                 if runtime.is_none() {
                     w.notes.push(format!(
-                        "`cuda` from the `+{variant}` label (the wheel pins no nvidia-cuda-runtime)"
+                        "`cuda` from the `+{variant}` label (the wheel pins no CUDA runtime wheel)"
                     ));
                 }
                 if !from_pypi && !has_release {
