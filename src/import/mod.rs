@@ -8,7 +8,7 @@
 //!                                  from it, or left out and listed; never guessed)
 //! ```
 //!
-//! * [`pypi`] reads project pages and core metadata; [`archive`] reads a wheel's
+//! * `pypi` reads project pages and core metadata; `archive` reads a wheel's
 //!   `METADATA` through HTTP range requests and an sdist's `PKG-INFO`; [`redist`] reads
 //!   NVIDIA's redistrib manifests; [`outdated`] compares upstream with the catalog.
 //! * Only [`http`] touches the network, behind the [`Fetch`] trait, so every parser is
