@@ -342,6 +342,10 @@ fn pypi_import_follows_pins_and_writes_loadable_overlay_on_a_bare_catalog() {
         "{log:#?}"
     );
 
+    // A name without a version takes the newest final release the page has.
+    let nccl = import::import_pypi(&http, &base, &["nvidia-nccl-cu12".into()], &opts).unwrap();
+    assert_eq!(nccl.entries[0].label, "nccl 2.20.5");
+
     // Same responses, same bytes.
     let again = import::import_pypi(&http, &base, &["vllm==0.6.3.post1".into()], &opts).unwrap();
     assert_eq!(again.files(), files);
@@ -388,7 +392,7 @@ fn cli_import_keeps_stock_facts_and_the_overlay_loads() {
         "{torch}"
     );
     let ds = read(&dir.join("site"), "deepspeed.toml");
-    assert!(ds.contains("PKG-INFO of the sdist"), "{ds}");
+    assert!(ds.contains("PKG-INFO of deepspeed-0.14.4.tar.gz"), "{ds}");
     assert!(ds.contains("deepspeed-0.14.4.tar.gz sha256 bb2f404b4a1d06aedd40c64d661f71307c22945d04a42d397ad39bbfeef9c8b8"), "{ds}");
     let extras = read(&dir.join("site"), "extras.toml");
     assert!(extras.contains("torch = \"==2.4.0\""), "{extras}");

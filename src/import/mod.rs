@@ -814,15 +814,14 @@ impl Release<'_> {
             .unwrap_or_else(today)
     }
 
-    fn source(&self, md: Option<(&pypi::DistFile, &str)>, opts: &PypiOptions) -> String {
-        let what = match md {
-            Some((f, how)) => format!(
-                "{} project page: files, sha256, tags; {how} of {}",
-                self.page.format, f.filename
-            ),
-            None => format!("{} project page: files, sha256, tags", self.page.format),
-        };
-        format!("{} ({what}), read {}", self.page.url, self.date(opts))
+    fn source(&self, md: &pypi::DistFile, how: &str, opts: &PypiOptions) -> String {
+        format!(
+            "{} ({} project page: files, sha256, tags; {how} of {}), read {}",
+            self.page.url,
+            self.page.format,
+            md.filename,
+            self.date(opts)
+        )
     }
 }
 
@@ -937,11 +936,15 @@ impl Ctx<'_> {
         })?;
         let rel = Ctx::release(page, project, version)?;
         let md_file = rel.metadata_file();
-        let (md, how) = match md_file {
-            Some(f) => pypi::metadata_of(fetch, f)?,
-            None => unreachable!("a release has at least one file"),
+        let Some(md_file) = md_file else {
+            return Err(ImportError::NoRelease {
+                project: project.to_string(),
+                version: version.map(str::to_string),
+                have: Vec::new(),
+            });
         };
-        let source = rel.source(md_file.map(|f| (f, how)), opts);
+        let (md, how) = pypi::metadata_of(fetch, md_file)?;
+        let source = rel.source(md_file, how, opts);
         let reqs: Vec<pypi::Requirement> = md
             .requires_dist
             .iter()

@@ -457,7 +457,7 @@ pub(crate) fn metadata_of(
         ))
     } else {
         let text = archive::sdist_metadata(fetch, &file.url)?;
-        Ok((parse_metadata(&text), "PKG-INFO of the sdist"))
+        Ok((parse_metadata(&text), "PKG-INFO"))
     }
 }
 
