@@ -563,6 +563,8 @@ fn outdated_lists_what_the_catalog_lacks() {
         missing.contains(&"0.14.4".to_string()),
         !have.contains(&"0.14.4".to_string())
     );
+    let args: Vec<String> = missing.iter().map(|v| format!("deepspeed=={v}")).collect();
+    assert_eq!(strings(&ds["import"]), args);
     assert!(!missing
         .iter()
         .any(|v| v.starts_with("0.9.") || v.starts_with("0.10.")));

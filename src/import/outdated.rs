@@ -26,6 +26,9 @@ pub struct FamilyReport {
     pub upstream_newest: Option<String>,
     /// Releases upstream has and the catalog lacks, oldest first.
     pub missing: Vec<String>,
+    /// The `catalog import pypi` arguments that add them (`nvidia-cudnn-cu12==9.28.1.4`,
+    /// each with a project that has the release); empty for manifests.
+    pub import: Vec<String>,
 }
 
 /// The whole report.
@@ -58,25 +61,30 @@ fn compare(
     sources: Vec<String>,
     projects: Vec<String>,
     have: &BTreeSet<Version>,
-    up: &BTreeSet<Version>,
+    up: &BTreeMap<Version, String>,
 ) -> FamilyReport {
     let from = have.first();
-    let up: BTreeSet<Version> = up
+    let up: BTreeMap<&Version, &String> = up
         .iter()
-        .filter(|v| from.is_none_or(|f| *v >= f))
-        .cloned()
+        .filter(|(v, _)| from.is_none_or(|f| *v >= f))
+        .collect();
+    let missing: Vec<(&Version, &String)> = up
+        .iter()
+        .filter(|(v, _)| !have.contains(**v))
+        .map(|(v, p)| (*v, *p))
         .collect();
     FamilyReport {
         family,
         sources,
+        import: if projects.is_empty() {
+            Vec::new()
+        } else {
+            missing.iter().map(|(v, p)| format!("{p}=={v}")).collect()
+        },
         projects,
         catalog_newest: newest(have),
-        upstream_newest: newest(&up),
-        missing: up
-            .iter()
-            .filter(|v| !have.contains(*v))
-            .map(ToString::to_string)
-            .collect(),
+        upstream_newest: up.keys().next_back().map(ToString::to_string),
+        missing: missing.iter().map(|(v, _)| v.to_string()).collect(),
     }
 }
 
@@ -137,12 +145,14 @@ pub fn outdated(
         ),
     ];
     for (family, projects, have) in groups {
-        let mut up = BTreeSet::new();
+        let mut up = BTreeMap::new();
         let mut sources = Vec::new();
         let mut found = Vec::new();
         for p in &projects {
             if let Some((v, s)) = read(p, &mut report)? {
-                up.extend(v);
+                for v in v {
+                    up.entry(v).or_insert_with(|| p.clone());
+                }
                 sources.push(s);
                 found.push(p.clone());
             }
@@ -165,6 +175,7 @@ pub fn outdated(
     }
     for (pypi_name, (component, have)) in extras {
         if let Some((up, s)) = read(&pypi_name, &mut report)? {
+            let up = up.into_iter().map(|v| (v, pypi_name.clone())).collect();
             report.families.push(compare(
                 format!("extra {component} ({pypi_name})"),
                 vec![s],
@@ -178,7 +189,7 @@ pub fn outdated(
         ("cuda", set(&mut base.cuda.iter().map(|r| &r.version))),
         ("cudnn", set(&mut base.cudnn.iter().map(|r| &r.version))),
     ] {
-        let mut up = BTreeSet::new();
+        let mut up = BTreeMap::new();
         let mut sources = Vec::new();
         for m in manifests.iter().filter(|m| m.product == product) {
             let v = if product == "cuda" {
@@ -187,7 +198,7 @@ pub fn outdated(
                 m.components.get("cudnn").map(|c| c.version.clone())
             };
             if let Some(v) = v.and_then(|v| Version::parse(&v).ok()) {
-                up.insert(v);
+                up.insert(v, String::new());
                 sources.push(super::redist::canonical_url(&m.product, &m.label));
             }
         }
@@ -229,11 +240,10 @@ impl Report {
                 f.missing.len(),
                 f.missing.join(", ")
             ));
-            if let Some(p) = f.projects.last() {
-                let args: Vec<String> = f.missing.iter().map(|v| format!("{p}=={v}")).collect();
+            if !f.import.is_empty() {
                 out.push_str(&format!(
                     "  import: gpustack catalog import pypi {}\n",
-                    args.join(" ")
+                    f.import.join(" ")
                 ));
             } else if f.family.starts_with("cuda") || f.family.starts_with("cudnn") {
                 out.push_str("  import: gpustack catalog import redist FILE_OR_URL\n");
@@ -255,6 +265,7 @@ impl Report {
                 "catalog_newest": f.catalog_newest,
                 "upstream_newest": f.upstream_newest,
                 "missing": f.missing,
+                "import": f.import,
             })).collect::<Vec<_>>(),
             "not_found": self.not_found,
         })
