@@ -221,6 +221,11 @@ pub struct NotDerived {
 }
 
 /// One catalog entry, built from upstream data: the input of the TOML writer.
+///
+/// The fields are kept as (catalog key, value) pairs in the catalog's own order because
+/// this is a serialization plan, like cargo's `emit_package` table: the importer decides
+/// every value once, the writer only lays them out, and the catalog loader (`wire.rs`,
+/// `deny_unknown_fields`) is what checks the keys when the overlay is loaded back.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
     /// Its family (and so its overlay file).
@@ -1406,6 +1411,45 @@ fn cuda_of_label(label: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_incomplete_entry_is_written_commented_out() {
+        let mut e = Entry::new(
+            Family::Vllm,
+            "release",
+            "vllm 9.9.9".into(),
+            Version::parse("9.9.9").unwrap(),
+        );
+        e.str("version", "9.9.9");
+        e.str("torch", "2.99.0");
+        e.not_derived("cuda", "not in the metadata", None, true);
+        e.source = "https://pypi.org/simple/vllm/ (…), read 2026-11-25".into();
+        assert_eq!(
+            write_entry(&e),
+            "# INCOMPLETE: needs `cuda` (not derivable from upstream metadata); fill in and uncomment\n\
+             # [[release]]\n\
+             # version = \"9.9.9\"\n\
+             # torch = \"2.99.0\"\n\
+             # source = \"https://pypi.org/simple/vllm/ (…), read 2026-11-25\"\n\
+             # note = \"`cuda` not derived (not in the metadata)\"\n"
+        );
+        let imp = Import {
+            entries: vec![e],
+            command: "catalog import pypi".into(),
+            origin: PYPI.into(),
+            file_suffix: String::new(),
+        };
+        assert_eq!(
+            imp.summary(),
+            "vllm.toml: vllm 9.9.9 (commented out)\n\
+             \n\
+             not derived from upstream metadata:\n  \
+             vllm 9.9.9 `cuda`: not in the metadata (left out)\n\
+             \n\
+             incomplete (written commented out: fill in the fields and uncomment):\n  \
+             vllm 9.9.9: needs cuda\n"
+        );
+    }
 
     #[test]
     fn small_helpers() {
