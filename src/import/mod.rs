@@ -1117,6 +1117,15 @@ impl Ctx<'_> {
                     sort.clone(),
                 );
                 e.str("version", &public);
+                let others: Vec<String> = reqs
+                    .iter()
+                    .filter(|r| r.name != "torch" && r.exact().is_some())
+                    .map(|r| format!("{}{}", r.name, r.specifier))
+                    .collect();
+                if !others.is_empty() {
+                    e.notes
+                        .push(format!("other exact pins: {}", others.join(", ")));
+                }
                 let torch = reqs.iter().find(|r| r.name == "torch");
                 match torch.and_then(|r| r.exact()) {
                     Some(t) => {
