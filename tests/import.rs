@@ -553,7 +553,6 @@ fn outdated_lists_what_the_catalog_lacks() {
         .collect();
     let ds = family("deepspeed");
     let missing = strings(&ds["missing"]);
-    assert!(!missing.is_empty());
     let page = std::fs::read_to_string(fixtures().join("pypi/simple/deepspeed.json")).unwrap();
     for v in &missing {
         assert!(!have.contains(v), "{v} is in the catalog");
@@ -571,15 +570,70 @@ fn outdated_lists_what_the_catalog_lacks() {
     // The manifest's release is in the stock catalog.
     let cu = family("cuda (redistrib manifests)");
     assert!(strings(&cu["missing"]).is_empty(), "{cu:#}");
-    // The text form names the import command.
+    // The text form names the import command, or says the family is up to date.
     let text = run_in(&dir, &["catalog", "outdated", "--index", &server.index()]);
     assert_eq!(text.code, 0, "{}", text.stderr);
-    assert!(
-        text.stdout
-            .contains("  import: gpustack catalog import pypi deepspeed=="),
-        "{}",
-        text.stdout
+    if missing.is_empty() {
+        assert!(
+            text.stdout.contains("deepspeed: up to date"),
+            "{}",
+            text.stdout
+        );
+    } else {
+        assert!(
+            text.stdout
+                .contains("  import: gpustack catalog import pypi deepspeed=="),
+            "{}",
+            text.stdout
+        );
+    }
+}
+
+/// On a catalog with one DeepSpeed release, every later one on the recorded page is
+/// reported, oldest first, with the arguments that import it; older ones are not.
+#[test]
+fn outdated_starts_at_the_catalogs_oldest_release() {
+    let server = Server::start();
+    let mut layer = bare();
+    layer.push((
+        "bare/deepspeed.toml".into(),
+        "family = \"deepspeed\"\n[[release]]\nversion = \"0.14.0\"\nsource = \"https://pypi.org/project/deepspeed/0.14.0/\"\n".into(),
+    ));
+    let base = Catalog::from_layers(&[layer]).unwrap();
+    let report =
+        import::outdated::outdated(&Http::new(false), &base, &server.index(), &[], Some(DATE))
+            .unwrap();
+    let ds = report
+        .families
+        .iter()
+        .find(|f| f.family == "deepspeed")
+        .unwrap();
+    assert_eq!(ds.catalog_newest.as_deref(), Some("0.14.0"));
+    assert_eq!(
+        &ds.missing[..5],
+        ["0.14.1", "0.14.2", "0.14.3", "0.14.4", "0.14.5"]
     );
+    assert_eq!(ds.import[3], "deepspeed==0.14.4");
+    assert!(!ds
+        .missing
+        .iter()
+        .any(|v| v == "0.14.0" || v.starts_with("0.13.")));
+    assert_eq!(
+        ds.upstream_newest.as_deref(),
+        ds.missing.last().map(String::as_str)
+    );
+    assert_eq!(
+        ds.sources,
+        [format!("{}/deepspeed/ (read {DATE})", server.index())]
+    );
+    // Families the catalog has no release of list everything the index has.
+    let cudnn = report
+        .families
+        .iter()
+        .find(|f| f.family == "cudnn")
+        .unwrap();
+    assert_eq!(cudnn.missing, ["9.1.0.70"]);
+    assert_eq!(cudnn.import, ["nvidia-cudnn-cu11==9.1.0.70"]);
 }
 
 /// Live PyPI, pinned to one release so the answer does not move: vLLM 0.6.3.post1's wheel
