@@ -978,6 +978,15 @@ impl Ctx<'_> {
         match kind {
             Kind::Torch => {
                 let local = rel.version.split_once('+').map(|(_, l)| l.to_string());
+                if let Some(l) = local.as_deref().filter(|l| cuda_of_label(l).is_none()) {
+                    return Err(ImportError::Malformed {
+                        url: page.url.clone(),
+                        what: format!(
+                            "torch {} is a `+{l}` build; the catalog lists CUDA builds (`+cuXYZ`)",
+                            rel.version
+                        ),
+                    });
+                }
                 // The CUDA runtime wheel pin: `nvidia-cuda-runtime-cu12==12.4.127`, or from
                 // torch 2.11 on the `cuda-toolkit[...]==13.0.2` meta-package.
                 let runtime = pin("nvidia-cuda-runtime-cu")
