@@ -61,6 +61,12 @@ pub struct Cluster {
     pub nodes: u32,
     /// GPUs per node.
     pub gpus_per_node: u32,
+    /// CPUs a job may use on each node (`cpus_per_node`); none: the workload plan's
+    /// conservative default.
+    pub cpus_per_node: Option<u32>,
+    /// Memory a job may use on each node, GiB (`memory_gib_per_node`); none: the workload
+    /// plan's conservative default.
+    pub memory_gib_per_node: Option<u32>,
 }
 
 /// `[image]`.
@@ -75,8 +81,163 @@ pub struct Image {
 /// `[train]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Train {
-    /// The training command, one argument per element.
+    /// The training command, one argument per element, as written.
     pub command: Vec<String>,
+    /// What the command starts, read once from it (see [`Entry::parse`]).
+    pub entry: Entry,
+    /// Where the training code is (`workdir`): shared storage mounted as the working
+    /// directory on every target; none: the directory the Slurm job is submitted from, and
+    /// the code image on Kubernetes.
+    pub workdir: Option<StorageRef>,
+}
+
+/// What `[train].command` starts, in torchrun's terms: torchrun runs its
+/// `training_script` with `python -u`, a module with `python -u -m` (`-m`), or an
+/// executable as it is (`--no-python`). A leading interpreter (`python`, `python3`,
+/// `python3.12`, with `-u`) is read here and nowhere else: every target's launcher is
+/// derived from this value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Entry {
+    /// A Python script: `python train.py …` or `train.py …`.
+    Script {
+        /// The script path, relative to the working directory or absolute.
+        path: String,
+        /// Its arguments.
+        args: Vec<String>,
+    },
+    /// A module: `python -m pkg.train …`.
+    Module {
+        /// The dotted module name.
+        name: String,
+        /// Its arguments.
+        args: Vec<String>,
+    },
+    /// Any other program, run as it is once per GPU: `./train.sh …`.
+    Executable {
+        /// The program.
+        program: String,
+        /// Its arguments.
+        args: Vec<String>,
+    },
+}
+
+/// Launchers that start one process per GPU themselves: a `[train].command` must not start
+/// with one, since gpustack starts torchrun with the cluster's shape.
+const LAUNCHERS: [&str; 7] = [
+    "torchrun",
+    "deepspeed",
+    "accelerate",
+    "srun",
+    "mpirun",
+    "mpiexec",
+    "horovodrun",
+];
+
+fn is_python(word: &str) -> bool {
+    let base = word.rsplit('/').next().unwrap_or(word);
+    base == "python"
+        || base.strip_prefix("python3").is_some_and(|rest| {
+            rest.is_empty()
+                || rest
+                    .strip_prefix('.')
+                    .is_some_and(|m| !m.is_empty() && m.bytes().all(|c| c.is_ascii_digit()))
+        })
+}
+
+impl Entry {
+    /// Reads a training command. Errors are (message, hint).
+    pub fn parse(command: &[String]) -> Result<Entry, (String, String)> {
+        let Some(first) = command.first() else {
+            return Err((
+                "`command` is empty".into(),
+                "like `command = [\"python\", \"train.py\"]`".into(),
+            ));
+        };
+        let base = first.rsplit('/').next().unwrap_or(first);
+        if LAUNCHERS.contains(&base)
+            || (is_python(first)
+                && command
+                    .iter()
+                    .skip(1)
+                    .any(|a| a == "torch.distributed.run" || a == "torch.distributed.launch"))
+        {
+            return Err((
+                format!("`command` starts with the launcher `{}`", base.escape_debug()),
+                "gpustack starts torchrun itself, one per node with [cluster].gpus_per_node processes; write the command torchrun runs, like `[\"python\", \"train.py\", \"--lr\", \"3e-4\"]`".into(),
+            ));
+        }
+        if !is_python(first) {
+            let rest = command[1..].to_vec();
+            return Ok(
+                if std::path::Path::new(base)
+                    .extension()
+                    .is_some_and(|e| e == "py")
+                {
+                    Entry::Script {
+                        path: first.clone(),
+                        args: rest,
+                    }
+                } else {
+                    Entry::Executable {
+                        program: first.clone(),
+                        args: rest,
+                    }
+                },
+            );
+        }
+        // The interpreter: torchrun runs scripts and modules with `python -u` already, so
+        // `-u` is dropped; other interpreter options cannot be passed through torchrun.
+        let mut i = 1;
+        while command.get(i).is_some_and(|a| a == "-u") {
+            i += 1;
+        }
+        match command.get(i).map(String::as_str) {
+            None => Err((
+                format!("`command` runs `{}` without a script", first.escape_debug()),
+                "name the script or module, like `[\"python\", \"train.py\"]` or `[\"python\", \"-m\", \"pkg.train\"]`".into(),
+            )),
+            Some("-m") => match command.get(i + 1) {
+                Some(m)
+                    if !m.is_empty()
+                        && m.split('.').all(|p| {
+                            !p.is_empty()
+                                && !p.starts_with(|c: char| c.is_ascii_digit())
+                                && p.chars().all(|c| c.is_alphanumeric() || c == '_')
+                        }) =>
+                {
+                    Ok(Entry::Module {
+                        name: m.clone(),
+                        args: command[i + 2..].to_vec(),
+                    })
+                }
+                Some(m) => Err((
+                    format!("`{}` is not a Python module name", m.escape_debug()),
+                    "`-m` takes a dotted module name, like `pkg.train`".into(),
+                )),
+                None => Err((
+                    "`command` ends with `-m`".into(),
+                    "name the module, like `[\"python\", \"-m\", \"pkg.train\"]`".into(),
+                )),
+            },
+            Some(opt) if opt.starts_with('-') => Err((
+                format!("the interpreter option `{}` cannot be passed through torchrun", opt.escape_debug()),
+                "torchrun runs the script with `python -u`; set interpreter options through the environment (e.g. PYTHONOPTIMIZE) or start an executable script".into(),
+            )),
+            Some(script) => Ok(Entry::Script {
+                path: script.to_string(),
+                args: command[i + 1..].to_vec(),
+            }),
+        }
+    }
+
+    /// The arguments the program receives.
+    pub fn args(&self) -> &[String] {
+        match self {
+            Entry::Script { args, .. }
+            | Entry::Module { args, .. }
+            | Entry::Executable { args, .. } => args,
+        }
+    }
 }
 
 /// `[serve]`.
@@ -221,6 +382,9 @@ pub struct Storage {
     pub datasets: Option<StorageRef>,
     /// Checkpoints, mounted read-write.
     pub checkpoints: Option<StorageRef>,
+    /// Models, mounted at `/models` for the vLLM server (read-only when `[serve].model` is
+    /// a path there, read-write as the Hugging Face cache when it is a hub id).
+    pub models: Option<StorageRef>,
 }
 
 /// All deployment tables of a spec.
@@ -267,6 +431,8 @@ pub(crate) struct ClusterWire {
     fabric: S<String>,
     nodes: S<i64>,
     gpus_per_node: S<i64>,
+    cpus_per_node: Option<S<i64>>,
+    memory_gib_per_node: Option<S<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -280,6 +446,7 @@ pub(crate) struct ImageWire {
 #[serde(deny_unknown_fields)]
 pub(crate) struct TrainWire {
     command: S<Vec<String>>,
+    workdir: Option<S<String>>,
 }
 
 #[derive(Deserialize)]
@@ -317,6 +484,7 @@ pub(crate) struct SlurmWire {
 pub(crate) struct StorageWire {
     datasets: Option<S<String>>,
     checkpoints: Option<S<String>>,
+    models: Option<S<String>>,
 }
 
 /// Reports problems at a span of the spec text.
@@ -348,6 +516,9 @@ impl At<'_> {
         u32::try_from(n).unwrap_or(1)
     }
 }
+
+/// Where every target mounts `[storage].models`.
+pub const MODELS_DIR: &str = "/models";
 
 /// A DNS-1123 label: `[a-z0-9]([a-z0-9-]*[a-z0-9])?`, at most 63 characters.
 pub fn is_dns_label(s: &str) -> bool {
@@ -480,10 +651,20 @@ impl DeployWire {
             };
             let nodes = at.count(&c.nodes, "nodes", 4096);
             let gpus_per_node = at.count(&c.gpus_per_node, "gpus_per_node", 16);
+            let cpus_per_node = c
+                .cpus_per_node
+                .as_ref()
+                .map(|v| at.count(v, "cpus_per_node", 4096));
+            let memory_gib_per_node = c
+                .memory_gib_per_node
+                .as_ref()
+                .map(|v| at.count(v, "memory_gib_per_node", 65_536));
             d.cluster = Some(Cluster {
                 fabric,
                 nodes,
                 gpus_per_node,
+                cpus_per_node,
+                memory_gib_per_node,
             });
         }
         if let Some(i) = self.image {
@@ -537,12 +718,41 @@ impl DeployWire {
             {
                 at.fail(t.command.span(), format!("command argument `{}` is empty, too long or contains control characters", bad.escape_debug()), "each argument is passed as one word; newlines and control characters are not allowed");
             }
+            let entry = match Entry::parse(cmd) {
+                Ok(e) => e,
+                Err((msg, hint)) => {
+                    at.fail(t.command.span(), msg, &hint);
+                    Entry::Executable {
+                        program: String::new(),
+                        args: Vec::new(),
+                    }
+                }
+            };
+            let workdir = t.workdir.as_ref().and_then(|w| match parse_storage(w.get_ref()) {
+                Ok(StorageRef::Pvc { .. }) => {
+                    at.fail(
+                        w.span(),
+                        format!("`workdir = \"{}\"`: a PersistentVolumeClaim cannot be mounted by Slurm jobs", w.get_ref().escape_debug()),
+                        "use storage every node reaches (`nfs://host/path`, `lustre:/path`, `hostpath:/path`), or leave `workdir` out: Slurm then uses the directory the job is submitted from and Kubernetes the code image",
+                    );
+                    None
+                }
+                Ok(r) => Some(r),
+                Err(e) => {
+                    at.fail(w.span(), e, "like `workdir = \"lustre:/lustre/home/me/project\"`");
+                    None
+                }
+            });
             d.train = Some(Train {
                 command: t.command.into_inner(),
+                entry,
+                workdir,
             });
         }
+        let mut model_span = None;
         if let Some(s) = self.serve {
             let s = s.into_inner();
+            model_span = Some(s.model.span());
             if !is_model(s.model.get_ref()) {
                 at.fail(s.model.span(), format!("invalid model `{}`", s.model.get_ref().escape_debug()), "use an absolute path like `/models/llama-3-70b` or a Hugging Face id like `meta-llama/Llama-3.1-8B`");
             }
@@ -694,7 +904,23 @@ impl DeployWire {
             d.storage = Some(Storage {
                 datasets: one(&s.datasets),
                 checkpoints: one(&s.checkpoints),
+                models: one(&s.models),
             });
+        }
+        // A model path is served from `[storage].models`, which every target mounts at
+        // `/models`: the path must lie there.
+        if let (Some(serve), Some(span)) = (&d.serve, model_span) {
+            let models = d.storage.as_ref().and_then(|s| s.models.as_ref());
+            if models.is_some()
+                && serve.model.starts_with('/')
+                && !serve.model.starts_with(&format!("{MODELS_DIR}/"))
+            {
+                at.fail(
+                    span,
+                    format!("`model = \"{}\"` is not under {MODELS_DIR}, where [storage].models is mounted", serve.model.escape_debug()),
+                    "name the model by its path under /models (`/models/<dir>`), or by a Hugging Face id",
+                );
+            }
         }
         d
     }

@@ -297,9 +297,15 @@ fn an_image_tag_that_is_not_the_bake_files_is_inconsistent() {
     let dir = project("image");
     let job = dir.join("out/k8s/pytorchjob.yaml");
     let text = std::fs::read_to_string(&job).unwrap();
-    let tag_at = text.find(":training-").unwrap() + ":training-".len();
+    let image_line = text.find("image: \"").unwrap();
+    let tag_at = image_line + text[image_line..].find(":training-").unwrap() + ":training-".len();
     let old = &text[tag_at..tag_at + 12];
-    edit(&job, &format!(":training-{old}"), ":training-000000000000");
+    // The training pods run the code image (`…-code:training-<hash>`).
+    edit(
+        &job,
+        &format!("-code:training-{old}"),
+        "-code:training-000000000000",
+    );
     let sbatch = dir.join("out/slurm/serve.sbatch");
     edit(
         &sbatch,
@@ -673,4 +679,22 @@ fn probe_output_and_raw_nvidia_smi_feed_check() {
         .unwrap();
     assert_eq!(none.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&none.stderr).contains("`nvidia-smi` is not on PATH"));
+}
+
+#[test]
+fn a_training_command_that_differs_across_targets_is_inconsistent() {
+    let dir = project("command");
+    let sbatch = dir.join("out/slurm/train.sbatch");
+    edit(&sbatch, "  ds_config.json\n", "  other.json\n");
+    let out = check(&dir, &[]);
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        located(&out, "inconsistent-command"),
+        vec![format!(
+            "out/slurm/train.sbatch:{}",
+            line_of(&sbatch, "entry=(")
+        )],
+        "{}",
+        out.stdout
+    );
 }
