@@ -152,9 +152,9 @@ enum Command {
         #[arg(long, default_value = "gpustack.lock", value_name = "PATH")]
         lock: PathBuf,
     },
-    /// Show what the catalog holds
+    /// Show what the catalog holds; import releases from upstream
     #[command(
-        after_help = "Examples:\n  gpustack catalog list\n  gpustack catalog show torch\n  gpustack catalog show gpu --catalog site-catalog/"
+        after_help = "Examples:\n  gpustack catalog list\n  gpustack catalog show torch\n  gpustack catalog show gpu --catalog site-catalog/\n  gpustack catalog outdated\n  gpustack catalog import pypi vllm==0.6.3.post1 --out site-catalog/"
     )]
     Catalog {
         #[command(subcommand)]
@@ -193,6 +193,90 @@ enum CatalogCommand {
         /// A catalog overlay directory (repeatable)
         #[arg(long = "catalog", value_name = "DIR")]
         catalogs: Vec<PathBuf>,
+    },
+    /// Write overlay TOML from upstream metadata (PyPI, NVIDIA redistrib manifests)
+    #[command(
+        after_help = "Examples:\n  gpustack catalog import pypi vllm==0.6.3.post1 --out site-catalog/\n  gpustack catalog import pypi torch==2.5.1 --index https://download.pytorch.org/whl/cu124\n  gpustack catalog import redist redistrib_12.6.3.json --date 2026-11-25\n  gpustack lock --catalog site-catalog/\n\nEvery entry records its source URL and the date it was read (--date, else the\nresponse's Date header). Facts upstream metadata does not carry (arch lists, driver\nminimums, rules) are kept from the catalog or left out, and listed; never guessed."
+    )]
+    Import {
+        #[command(subcommand)]
+        from: ImportCommand,
+    },
+    /// What upstream has that the catalog lacks, per family
+    #[command(
+        after_help = "Examples:\n  gpustack catalog outdated\n  gpustack catalog outdated --format json\n  gpustack catalog outdated --redist redistrib_13.0.2.json\n\nPython families (torch, vllm, deepspeed, cuDNN and NCCL wheels, extras) are read from\nthe index; CUDA and cuDNN releases from the manifests given with --redist."
+    )]
+    Outdated {
+        /// A catalog overlay directory (repeatable)
+        #[arg(long = "catalog", value_name = "DIR")]
+        catalogs: Vec<PathBuf>,
+        /// The simple index to compare with
+        #[arg(long, default_value = gpustack::import::PYPI, value_name = "URL")]
+        index: String,
+        /// An NVIDIA redistrib manifest, file or URL (repeatable)
+        #[arg(long = "redist", value_name = "FILE_OR_URL")]
+        redist: Vec<String>,
+        /// Output format
+        #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+        format: String,
+        /// The date the report records as read (YYYY-MM-DD); default: the Date header
+        #[arg(long, value_name = "YYYY-MM-DD")]
+        date: Option<String>,
+        /// Fail instead of using the network
+        #[arg(long)]
+        offline: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ImportCommand {
+    /// Releases from a Python simple index (PEP 691/503 + PEP 658 metadata)
+    Pypi {
+        /// `NAME` (newest release) or `NAME==VERSION`: torch, vllm, deepspeed,
+        /// nvidia-cudnn-cuXX, nvidia-nccl-cuXX or an extra's distribution
+        #[arg(required = true, value_name = "NAME[==VERSION]")]
+        requests: Vec<String>,
+        /// The simple index (a PyTorch variant index gives `torch-<variant>.toml`)
+        #[arg(long, default_value = gpustack::import::PYPI, value_name = "URL")]
+        index: String,
+        /// When --index is a mirror: the index URL the entries record (`files`, an
+        /// extra's `index`), e.g. https://pypi.org/simple
+        #[arg(long, value_name = "URL")]
+        record_index: Option<String>,
+        /// Overlay directory to write into (files are replaced whole)
+        #[arg(long, default_value = "catalog-import", value_name = "DIR")]
+        out: PathBuf,
+        /// The catalog the overlay sits on (repeatable): facts not derived are kept from it
+        #[arg(long = "catalog", value_name = "DIR")]
+        catalogs: Vec<PathBuf>,
+        /// The date entries record as read (YYYY-MM-DD); default: the Date header
+        #[arg(long, value_name = "YYYY-MM-DD")]
+        date: Option<String>,
+        /// Do not also import the cuDNN/NCCL/torch releases a pin names
+        #[arg(long)]
+        no_follow: bool,
+        /// Fail instead of using the network
+        #[arg(long)]
+        offline: bool,
+    },
+    /// CUDA and cuDNN releases from NVIDIA `redistrib_X.Y.Z.json` manifests
+    Redist {
+        /// Manifest files or URLs
+        #[arg(required = true, value_name = "FILE_OR_URL")]
+        manifests: Vec<String>,
+        /// Overlay directory to write into (files are replaced whole)
+        #[arg(long, default_value = "catalog-import", value_name = "DIR")]
+        out: PathBuf,
+        /// The catalog the overlay sits on (repeatable): facts not derived are kept from it
+        #[arg(long = "catalog", value_name = "DIR")]
+        catalogs: Vec<PathBuf>,
+        /// The date entries record as read (YYYY-MM-DD); default: the Date header of a
+        /// URL, today for a file
+        #[arg(long, value_name = "YYYY-MM-DD")]
+        date: Option<String>,
+        /// Fail instead of using the network (files still work)
+        #[arg(long)]
+        offline: bool,
     },
 }
 
@@ -623,6 +707,37 @@ fn run(cli: Cli) -> Result<u8, Error> {
                     .into()),
                 }
             }
+            CatalogCommand::Import { from } => import(from),
+            CatalogCommand::Outdated {
+                catalogs,
+                index,
+                redist,
+                format,
+                date,
+                offline,
+            } => {
+                let catalog = load_catalog(&catalogs)?;
+                let http = gpustack::import::Http::new(offline);
+                let manifests = read_manifests(&http, &redist)?;
+                if let Some(d) = &date {
+                    gpustack::import::check_date(d)?;
+                }
+                let report = gpustack::import::outdated::outdated(
+                    &http,
+                    &catalog,
+                    &index,
+                    &manifests,
+                    date.as_deref(),
+                )?;
+                match format.as_str() {
+                    "json" => println!(
+                        "{}",
+                        serde_json::to_string_pretty(&report.json()).unwrap_or_default()
+                    ),
+                    _ => print!("{}", report.text()),
+                }
+                Ok(0)
+            }
         },
         Command::Init { gpu, driver, path } => {
             let catalog = Catalog::stock()?;
@@ -677,6 +792,123 @@ fn run(cli: Cli) -> Result<u8, Error> {
             })?;
             eprintln!("wrote {}; next: `gpustack lock`", path.display());
             Ok(0)
+        }
+    }
+}
+
+/// Reads manifests from files or URLs, with the date the first URL's response gives.
+fn read_manifests(
+    http: &gpustack::import::Http,
+    sources: &[String],
+) -> Result<Vec<gpustack::import::redist::Manifest>, Error> {
+    Ok(read_manifests_dated(http, sources)?.0)
+}
+
+fn read_manifests_dated(
+    http: &gpustack::import::Http,
+    sources: &[String],
+) -> Result<(Vec<gpustack::import::redist::Manifest>, Option<String>), Error> {
+    use gpustack::import::{Fetch, ImportError, Request};
+    let mut out = Vec::new();
+    let mut date = None;
+    for s in sources {
+        let text = if s.starts_with("https://") || s.starts_with("http://") {
+            let r = http
+                .fetch(&Request::get(s.clone()))
+                .map_err(ImportError::Fetch)?;
+            if r.status != 200 {
+                return Err(ImportError::Status {
+                    url: s.clone(),
+                    status: r.status,
+                }
+                .into());
+            }
+            if date.is_none() {
+                date = r.date.as_deref().and_then(gpustack::import::http_date);
+            }
+            String::from_utf8_lossy(&r.body).into_owned()
+        } else {
+            read_text(
+                Path::new(s),
+                Stage::Usage,
+                "manifest",
+                "pass a redistrib_X.Y.Z.json file or its URL",
+            )?
+        };
+        out.push(gpustack::import::redist::parse(s, &text)?);
+    }
+    Ok((out, date))
+}
+
+/// Writes an import's overlay files into `out`, checks that the overlay loads on top of
+/// the base catalog, and prints the summary.
+fn write_import(
+    imp: &gpustack::import::Import,
+    out: &Path,
+    catalogs: &[PathBuf],
+) -> Result<u8, Error> {
+    let io = |e: std::io::Error, p: &Path| -> Error {
+        Diagnostic::new(Stage::Io, format!("cannot write `{}`: {e}", p.display())).into()
+    };
+    std::fs::create_dir_all(out).map_err(|e| io(e, out))?;
+    let files = imp.files();
+    for f in &files {
+        let p = out.join(&f.name);
+        std::fs::write(&p, &f.contents).map_err(|e| io(e, &p))?;
+    }
+    let mut dirs = catalogs.to_vec();
+    dirs.push(out.to_path_buf());
+    load_catalog(&dirs)?;
+    for f in &files {
+        println!("wrote {}", out.join(&f.name).display());
+    }
+    print!("{}", imp.summary());
+    Ok(0)
+}
+
+fn import(from: ImportCommand) -> Result<u8, Error> {
+    match from {
+        ImportCommand::Pypi {
+            requests,
+            index,
+            record_index,
+            out,
+            catalogs,
+            date,
+            no_follow,
+            offline,
+        } => {
+            let base = load_catalog(&catalogs)?;
+            let http = gpustack::import::Http::new(offline);
+            let opts = gpustack::import::PypiOptions {
+                index,
+                record_index,
+                date,
+                follow_pins: !no_follow,
+            };
+            let imp = gpustack::import::import_pypi(&http, &base, &requests, &opts)?;
+            write_import(&imp, &out, &catalogs)
+        }
+        ImportCommand::Redist {
+            manifests,
+            out,
+            catalogs,
+            date,
+            offline,
+        } => {
+            let base = load_catalog(&catalogs)?;
+            let http = gpustack::import::Http::new(offline);
+            let (parsed, header_date) = read_manifests_dated(&http, &manifests)?;
+            let date = match date.or(header_date) {
+                Some(d) => d,
+                None => {
+                    let d = gpustack::import::today();
+                    eprintln!("note: no --date given; entries record today ({d}) as the day read");
+                    d
+                }
+            };
+            let imp = gpustack::import::redist::import(&base, &parsed, &date)?;
+            write_import(&imp, &out, &catalogs)
         }
     }
 }

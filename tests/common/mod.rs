@@ -190,3 +190,28 @@ pub(crate) fn generate(name: &str, target: &str) -> PathBuf {
     assert_eq!(out.code, 0, "gen {target} for {name}: {}", out.stderr);
     dir.join("out").join(target)
 }
+
+/// Whether `host:port` answers a TCP connection within 5 s, for tests that need the
+/// network (named `network_*`). Unreachable: with `CI=true` the test fails (CI must reach
+/// PyPI); otherwise it prints a loud skip notice and the caller returns.
+#[allow(clippy::print_stderr)] // the loud skip notice is the point
+pub(crate) fn network(host: &str, port: u16) -> bool {
+    use std::net::ToSocketAddrs;
+    let reachable = (host, port)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .is_some_and(|addr| {
+            std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(5)).is_ok()
+        });
+    if reachable {
+        return true;
+    }
+    let msg =
+        format!("\n!!! NETWORK UNREACHABLE: `{host}:{port}` — this network test is SKIPPED.\n");
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{msg}CI=true: a skipped network test is a failure");
+    }
+    eprintln!("{msg}");
+    false
+}
