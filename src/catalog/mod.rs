@@ -777,10 +777,9 @@ fn read_overlay(dir: &Path, diags: &mut Vec<Diagnostic>) -> Vec<(String, String)
         return Vec::new();
     }
     let mut out = Vec::new();
-    for entry in walkdir::WalkDir::new(dir)
-        .follow_links(true)
-        .sort_by_file_name()
-    {
+    // Symbolic links inside an overlay are ignored (the book's catalog chapter): not
+    // followed, so an overlay cannot pull in files from elsewhere or loop.
+    for entry in walkdir::WalkDir::new(dir).sort_by_file_name() {
         let entry = match entry {
             Ok(e) => e,
             Err(e) => {
@@ -796,8 +795,8 @@ fn read_overlay(dir: &Path, diags: &mut Vec<Diagnostic>) -> Vec<(String, String)
         }
         let rel = entry.path().strip_prefix(dir).unwrap_or(entry.path());
         let display = format!("{}/{}", shown.trim_end_matches('/'), rel.display());
-        match std::fs::read(entry.path()) {
-            Ok(bytes) if bytes.len() > 8 << 20 => diags.push(
+        match crate::emit::read_bounded(entry.path(), crate::emit::limits::CATALOG_FILE) {
+            Err(crate::emit::ReadError::TooLarge(_)) => diags.push(
                 Diagnostic::new(Stage::Catalog, "catalog file is larger than 8 MiB")
                     .at(Location::file(&display)),
             ),

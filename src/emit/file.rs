@@ -178,7 +178,8 @@ pub fn write_new(path: &Path, contents: &[u8]) -> Result<(), Diagnostic> {
         Diagnostic::new(Stage::Io, format!("cannot create `{s}`: {e}"))
             .hint("check that the directory exists, is writable and has free space")
     };
-    if let Err(e) = create_exclusive(&tmp, contents, 0o644) {
+    if let Err(e) = create_exclusive(&tmp, contents, 0o644).and_then(|()| fault("write_new:synced"))
+    {
         let _ = std::fs::remove_file(&tmp);
         return Err(fail(e));
     }

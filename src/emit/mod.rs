@@ -304,7 +304,10 @@ fn roll_back(out: &Path, j: &Journal) -> std::io::Result<()> {
         fault("rollback:target")?;
     }
     sync_dir(out)?;
-    std::fs::remove_file(out.join(JOURNAL))?;
+    match std::fs::remove_file(out.join(JOURNAL)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
     sync_dir(out)?;
     let _ = std::fs::remove_dir_all(&stage);
     let _ = std::fs::remove_dir_all(&old);
