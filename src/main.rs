@@ -654,17 +654,25 @@ fn run(cli: Cli) -> Result<u8, Error> {
             )?;
             let spec = gpustack::Spec::parse(&shown, &text, &catalog)?;
             let m = gpustack::solve::matrix::matrix(&catalog, &spec, limit)?;
-            let _ = match format.as_str() {
-                "github" => stdout(&m.to_github()),
-                _ => stdout(&m.to_json()),
-            };
-            if m.truncated() {
-                note!(
-                    "{} of {} stacks (--limit {})",
+            {
+                // Row by row: `gpustack matrix | head -1` ends quietly when head exits.
+                let mut w = std::io::BufWriter::new(std::io::stdout().lock());
+                let written = match format.as_str() {
+                    "github" => m.write_github(&mut w),
+                    _ => m.write_json(&mut w),
+                };
+                if written.and_then(|()| w.flush()).is_err() {
+                    return Ok(0);
+                }
+            }
+            match (m.truncated(), m.total) {
+                (false, _) => {}
+                (true, Some(t)) => note!("{} of {t} stacks (--limit {})", m.rows.len(), m.rows.len()),
+                (true, None) => note!(
+                    "the best {} stacks (--limit {}); more exist, not counted",
                     m.rows.len(),
-                    m.total,
                     m.rows.len()
-                );
+                ),
             }
             std::mem::forget(catalog);
             Ok(0)

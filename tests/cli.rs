@@ -598,7 +598,7 @@ fn matrix_lists_stacks_best_first() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     let rows: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(rows.as_array().unwrap().len(), 2);
-    assert!(out.stderr.contains("2 of "), "{}", out.stderr);
+    assert!(out.stderr.contains("the best 2 stacks"), "{}", out.stderr);
     let lock = gpustack::Lock::parse(
         "l",
         &std::fs::read_to_string(root.join("lockfiles/a100-pytorch.lock")).unwrap(),
