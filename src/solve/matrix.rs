@@ -1009,7 +1009,7 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&m.to_json()).unwrap();
         let g: serde_json::Value = serde_json::from_str(&m.to_github()).unwrap();
         assert_eq!(v["rows"], g);
-        assert_eq!(v["total"], 12);
+        assert!(v["total"].is_null());
     }
 
     #[test]
