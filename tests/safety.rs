@@ -515,3 +515,81 @@ fn overlay_symbolic_links_are_ignored() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// ---------------------------------------------------------------------------------------
+// matrix
+
+/// A spec whose axes are CUDA, NCCL and Python, and an overlay with 1,000 more NCCL
+/// releases: 214,398 rows in all.
+fn big_matrix(tag: &str) -> PathBuf {
+    let dir = tempdir(tag);
+    std::fs::create_dir(dir.join("site")).unwrap();
+    let mut s = String::from("family = \"nccl\"\n");
+    for i in 0..1000 {
+        s.push_str(&format!(
+            "\n[[release]]\nversion = \"2.40.{i}\"\ncuda_majors = [12, 13]\nsource = \"synthetic\"\n"
+        ));
+    }
+    std::fs::write(dir.join("site/nccl.toml"), s).unwrap();
+    std::fs::write(
+        dir.join("gpustack.toml"),
+        "[stack]\nname = \"mx\"\n[hardware]\ngpus = [\"h100\"]\n[components]\ncuda = \"*\"\nnccl = \"*\"\npython = \"*\"\n",
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn matrix_with_a_limit_is_bounded_by_the_limit() {
+    let dir = big_matrix("matrix-bounded");
+    for limit in ["5", "256"] {
+        let cmd = format!(
+            "ulimit -v 262144 && exec {} matrix --catalog site --format github --limit {limit}",
+            bin()
+        );
+        let start = std::time::Instant::now();
+        let o = Command::new("sh")
+            .args(["-c", &cmd])
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        let took = start.elapsed();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "--limit {limit}: {err}");
+        let rows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(rows.as_array().unwrap().len(), limit.parse::<usize>().unwrap());
+        assert_eq!(rows[0]["nccl"], "2.40.999", "best first");
+        assert!(err.contains("more exist"), "{err}");
+        assert!(took.as_secs_f64() < 2.0, "--limit {limit} took {took:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn matrix_into_a_closed_pipe_ends_quietly() {
+    let dir = big_matrix("matrix-pipe");
+    // 8,284 rows, about 800 KB: more than a pipe holds.
+    std::fs::write(
+        dir.join("gpustack.toml"),
+        "[stack]\nname = \"mx\"\n[hardware]\ngpus = [\"h100\"]\n[components]\ntorch = \"*\"\nnccl = \"*\"\n",
+    )
+    .unwrap();
+    for format in ["json", "github"] {
+        let mut child = Command::new(bin())
+            .args(["matrix", "--catalog", "site", "--format", format])
+            .current_dir(&dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // `| head -c 1`: read a byte, then close the pipe.
+        let mut first = [0u8; 1];
+        std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+        drop(child.stdout.take());
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{format}: {err}");
+        assert!(!err.contains("panicked"), "{format}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
