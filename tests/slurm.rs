@@ -220,7 +220,7 @@ fn hostile() -> Generated {
         );
     assert!(spec.contains("x; rm -rf /") && spec.contains(HOSTILE_MODEL));
     let overlay = format!(
-        "family = \"env\"\n\n[[env]]\nfabric = \"infiniband\"\nname = \"NCCL_TEST_HOSTILE\"\nvalue = {}\nsource = \"test\"\n",
+        "family = \"env\"\n\n[[env]]\nfabric = \"infiniband\"\nname = \"NCCL_DEBUG_SUBSYS\"\nvalue = {}\nsource = \"test\"\n",
         toml_string(HOSTILE_ENV)
     );
     generated_spec("hostile", &spec, Some(&overlay))
@@ -435,7 +435,7 @@ fn hostile_values_stay_quoted() {
     let env = std::fs::read_to_string(g.slurm.join("env/nccl.env")).unwrap();
     assert!(
         env.contains(&format!(
-            "export NCCL_TEST_HOSTILE='{}'\n",
+            "export NCCL_DEBUG_SUBSYS='{}'\n",
             HOSTILE_ENV.replace('\'', "'\\''")
         )),
         "{env}"

@@ -12,6 +12,7 @@
 //! [`Diagnostic`] each), with `file:line:col`.
 
 mod codec;
+mod env_names;
 #[cfg(test)]
 mod tests;
 mod wire;
@@ -1316,6 +1317,17 @@ impl V<'_> {
                 o,
                 "`source` is empty: every catalog fact needs a source a reader can open".into(),
             );
+        } else if o.source.chars().any(char::is_control) {
+            // A source is shown by `why` and `catalog show` and copied into generated
+            // comments: a newline or an escape sequence would forge lines there.
+            self.fail_hint(
+                o,
+                format!(
+                    "`source` holds control characters: `{}`",
+                    crate::error::escape_control(&o.source)
+                ),
+                "write the source on one line, without escape sequences".into(),
+            );
         }
     }
     fn files(&mut self, o: &Origin, files: &[FileRefWire]) -> Vec<FileRef> {
@@ -2081,6 +2093,18 @@ fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
                     "`{}` is not an environment variable name ([A-Z_][A-Z0-9_]*)",
                     e.name
                 ),
+            );
+            continue;
+        }
+        if !env_names::allowed(&e.name) {
+            let mut hint = "an `[[env]]` entry may set the NCCL, libfabric, UCX, CUDA and PyTorch NCCL variables those projects document (the list, with sources, is in the book's catalog chapter); set others in the site's own image or job script".to_string();
+            if let Some(s) = crate::error::did_you_mean(&e.name, env_names::ALLOWED.iter().map(|(n, _)| *n)) {
+                hint = format!("did you mean `{s}`? {hint}");
+            }
+            v.fail_hint(
+                &o,
+                format!("`{}` is not an environment variable gpustack sets", e.name),
+                hint,
             );
             continue;
         }
