@@ -1104,7 +1104,12 @@ impl LockDiff {
             return o;
         }
         if let Some(c) = self.costliest() {
-            let _ = writeln!(o, "**Costliest change: {}**: {}.\n", md_code(c.name()), c.action());
+            let _ = writeln!(
+                o,
+                "**Costliest change: {}**: {}.\n",
+                md_code(c.name()),
+                c.action()
+            );
         }
         if !self.changes.is_empty() {
             o.push_str("| change | old | new | class | what it costs |\n");

@@ -667,7 +667,9 @@ fn run(cli: Cli) -> Result<u8, Error> {
             }
             match (m.truncated(), m.total) {
                 (false, _) => {}
-                (true, Some(t)) => note!("{} of {t} stacks (--limit {})", m.rows.len(), m.rows.len()),
+                (true, Some(t)) => {
+                    note!("{} of {t} stacks (--limit {})", m.rows.len(), m.rows.len())
+                }
                 (true, None) => note!(
                     "the best {} stacks (--limit {}); more exist, not counted",
                     m.rows.len(),

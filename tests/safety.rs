@@ -557,7 +557,10 @@ fn matrix_with_a_limit_is_bounded_by_the_limit() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(0), "--limit {limit}: {err}");
         let rows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        assert_eq!(rows.as_array().unwrap().len(), limit.parse::<usize>().unwrap());
+        assert_eq!(
+            rows.as_array().unwrap().len(),
+            limit.parse::<usize>().unwrap()
+        );
         assert_eq!(rows[0]["nccl"], "2.40.999", "best first");
         assert!(err.contains("more exist"), "{err}");
         assert!(took.as_secs_f64() < 2.0, "--limit {limit} took {took:?}");
@@ -590,6 +593,177 @@ fn matrix_into_a_closed_pipe_ends_quietly() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(0), "{format}: {err}");
         assert!(!err.contains("panicked"), "{format}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ---------------------------------------------------------------------------------------
+// Output
+
+/// The spans of `line` outside code spans (CommonMark: a run of n backticks opens a span
+/// that the next run of exactly n closes).
+fn outside_code(line: &str) -> String {
+    let b: Vec<char> = line.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == '`' && (i == 0 || b[i - 1] != '\\') {
+            let n = b[i..].iter().take_while(|c| **c == '`').count();
+            let mut j = i + n;
+            let mut closed = None;
+            while j < b.len() {
+                if b[j] == '`' {
+                    let m = b[j..].iter().take_while(|c| **c == '`').count();
+                    if m == n {
+                        closed = Some(j + m);
+                        break;
+                    }
+                    j += m;
+                } else {
+                    j += 1;
+                }
+            }
+            if let Some(end) = closed {
+                out.push_str(" CODE ");
+                i = end;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    out
+}
+
+#[test]
+fn diff_markdown_escapes_lock_values() {
+    let dir = tempdir("markdown");
+    let old = std::fs::read_to_string(lockfile("h100-ib-train-serve")).unwrap();
+    let at = old.find("key = \"NCCL_IB_DISABLE\"").unwrap();
+    let v = at + old[at..].find("value = \"0\"").unwrap();
+    let hostile = r#"value = "</table><h1>pwned</h1><!-- `x` | y [z](http://e) \u001b[31m""#;
+    let new = format!(
+        "{}{hostile}{}",
+        &old[..v],
+        &old[v + "value = \"0\"".len()..]
+    );
+    std::fs::write(dir.join("old.lock"), &old).unwrap();
+    std::fs::write(dir.join("new.lock"), &new).unwrap();
+    let out = run_in(
+        &dir,
+        &["diff", "old.lock", "new.lock", "--format", "markdown"],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(!out.stdout.contains('\u{1b}'));
+    let mut saw = false;
+    for line in out.stdout.lines() {
+        let text = outside_code(line);
+        // Outside code spans, only gpustack's own tags, and no unescaped `<`, `[` or `|`
+        // beyond the table's own.
+        let own = ["<details>", "</details>", "<summary>", "</summary>"];
+        let mut rest = text.clone();
+        for t in own {
+            rest = rest.replace(t, "");
+        }
+        let unescaped = |c: char| {
+            let v: Vec<char> = rest.chars().collect();
+            (0..v.len())
+                .filter(|&i| v[i] == c && (i == 0 || v[i - 1] != '\\'))
+                .count()
+        };
+        assert_eq!(unescaped('<'), 0, "{line}");
+        assert_eq!(unescaped('['), 0, "{line}");
+        if line.contains("NCCL\\_IB\\_DISABLE") {
+            saw = true;
+            assert_eq!(unescaped('|'), 6, "five cells: {line}");
+        }
+    }
+    assert!(saw, "{}", out.stdout);
+    // The terminal report shows the escape sequence as text.
+    let out = run_in(&dir, &["diff", "old.lock", "new.lock"]);
+    assert!(!out.stdout.contains('\u{1b}'), "{}", out.stdout);
+    assert!(out.stdout.contains("\\u{1b}[31m"), "{}", out.stdout);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn terminal_output_never_carries_control_characters() {
+    let dir = tempdir("ansi");
+    // From a catalog source: refused at load, and the message shows it escaped.
+    std::fs::create_dir(dir.join("site")).unwrap();
+    std::fs::write(
+        dir.join("site/env.toml"),
+        "family = \"env\"\n\n[[env]]\nfabric = \"all\"\nname = \"NCCL_DEBUG\"\nvalue = \"WARN\"\nsource = \"runbook \\u001b]0;owned\\u0007\\u001b[2J\"\n",
+    )
+    .unwrap();
+    let out = run_in(&dir, &["catalog", "show", "env", "--catalog", "site"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("`source` holds control characters"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains('\u{1b}') && !out.stderr.contains('\u{7}'));
+    // From a lock edited by hand: `why` shows it escaped.
+    let lock = std::fs::read_to_string(lockfile("a100-pytorch")).unwrap();
+    let edited = lock.replacen("source = \"", "source = \"\\u001b[2J", 1);
+    assert_ne!(edited, lock);
+    std::fs::write(dir.join("gpustack.lock"), edited).unwrap();
+    for c in ["driver", "cuda", "torch", "python", "nccl", "cudnn"] {
+        let out = run_in(&dir, &["why", c]);
+        assert!(!out.stdout.contains('\u{1b}'), "why {c}: {}", out.stdout);
+        assert!(!out.stderr.contains('\u{1b}'), "why {c}: {}", out.stderr);
+    }
+    // A file name with a newline and an escape cannot forge a line of output.
+    let out = run_in(
+        &dir,
+        &["lock", "--spec", "evil\n\u{1b}[2Jerror: forged.toml"],
+    );
+    assert_eq!(out.code, 2);
+    assert_eq!(
+        out.stderr
+            .lines()
+            .filter(|l| l.starts_with("error:"))
+            .count(),
+        1,
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains('\u{1b}'));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn overlay_env_names_come_from_the_allow_list() {
+    let dir = tempdir("env-names");
+    std::fs::copy(
+        root().join("fixtures/specs/a100-pytorch.toml"),
+        dir.join("gpustack.toml"),
+    )
+    .unwrap();
+    std::fs::create_dir(dir.join("site")).unwrap();
+    for name in [
+        "LD_PRELOAD",
+        "BASH_ENV",
+        "PATH",
+        "PYTHONPATH",
+        "NCCL_NET_PLUGIN",
+    ] {
+        std::fs::write(
+            dir.join("site/env.toml"),
+            format!("family = \"env\"\n\n[[env]]\nfabric = \"all\"\nname = \"{name}\"\nvalue = \"x\"\nsource = \"site\"\n"),
+        )
+        .unwrap();
+        let out = run_in(&dir, &["lock", "--catalog", "site", "--out", "-"]);
+        assert_eq!(out.code, 2, "{name}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(&format!(
+                "`{name}` is not an environment variable gpustack sets"
+            )),
+            "{}",
+            out.stderr
+        );
+        assert!(out.stderr.contains("site/env.toml:3"), "{}", out.stderr);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -21,8 +21,7 @@ const FI_MR: &str = "https://ofiwg.github.io/libfabric/main/man/fi_mr.3.html";
 const UCX: &str = "https://openucx.readthedocs.io/en/master/faq.html";
 const CUDA: &str = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#env-vars";
 const TORCH: &str = "https://docs.pytorch.org/docs/stable/torch_nccl_environment_variables.html";
-const OFI_NCCL: &str =
-    "https://github.com/aws/aws-ofi-nccl/blob/master/doc/efa-env-var.md";
+const OFI_NCCL: &str = "https://github.com/aws/aws-ofi-nccl/blob/master/doc/efa-env-var.md";
 
 /// (name, where it is documented), sorted by name.
 pub(crate) const ALLOWED: &[(&str, &str)] = &[
@@ -134,7 +133,10 @@ mod tests {
 
     #[test]
     fn the_table_is_sorted_and_has_no_loader_variables() {
-        assert!(ALLOWED.windows(2).all(|w| w[0].0 < w[1].0), "keep it sorted");
+        assert!(
+            ALLOWED.windows(2).all(|w| w[0].0 < w[1].0),
+            "keep it sorted"
+        );
         for bad in [
             "LD_PRELOAD",
             "LD_LIBRARY_PATH",
@@ -156,8 +158,14 @@ mod tests {
     fn the_book_lists_every_name() {
         let book = include_str!("../../book/src/catalog.md");
         for (name, source) in ALLOWED {
-            assert!(book.contains(&format!("`{name}`")), "{name} is not in book/src/catalog.md");
-            assert!(book.contains(source), "{source} is not in book/src/catalog.md");
+            assert!(
+                book.contains(&format!("`{name}`")),
+                "{name} is not in book/src/catalog.md"
+            );
+            assert!(
+                book.contains(source),
+                "{source} is not in book/src/catalog.md"
+            );
         }
     }
 
@@ -165,7 +173,11 @@ mod tests {
     fn every_stock_env_name_is_allowed() {
         let cat = crate::Catalog::stock().unwrap();
         for e in &cat.env {
-            assert!(allowed(&e.name), "{} (catalog/env.toml) is not in the table", e.name);
+            assert!(
+                allowed(&e.name),
+                "{} (catalog/env.toml) is not in the table",
+                e.name
+            );
         }
     }
 }

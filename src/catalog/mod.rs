@@ -2098,7 +2098,9 @@ fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
         }
         if !env_names::allowed(&e.name) {
             let mut hint = "an `[[env]]` entry may set the NCCL, libfabric, UCX, CUDA and PyTorch NCCL variables those projects document (the list, with sources, is in the book's catalog chapter); set others in the site's own image or job script".to_string();
-            if let Some(s) = crate::error::did_you_mean(&e.name, env_names::ALLOWED.iter().map(|(n, _)| *n)) {
+            if let Some(s) =
+                crate::error::did_you_mean(&e.name, env_names::ALLOWED.iter().map(|(n, _)| *n))
+            {
                 hint = format!("did you mean `{s}`? {hint}");
             }
             v.fail_hint(
