@@ -264,28 +264,28 @@ pub(crate) struct DeployWire {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ClusterWire {
-    fabric: S<String>,
-    nodes: S<i64>,
-    gpus_per_node: S<i64>,
+    fabric: Option<S<String>>,
+    nodes: Option<S<i64>>,
+    gpus_per_node: Option<S<i64>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ImageWire {
-    registry: S<String>,
+    registry: Option<S<String>>,
     layers: Option<S<Vec<String>>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct TrainWire {
-    command: S<Vec<String>>,
+    command: Option<S<Vec<String>>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ServeWire {
-    model: S<String>,
+    model: Option<S<String>>,
     tensor_parallel: Option<S<i64>>,
     max_model_len: Option<S<i64>>,
     replicas: Option<S<i64>>,
@@ -294,20 +294,20 @@ pub(crate) struct ServeWire {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PackerWire {
-    clouds: S<Vec<String>>,
+    clouds: Option<S<Vec<String>>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct K8sWire {
-    namespace: S<String>,
-    version: S<String>,
+    namespace: Option<S<String>>,
+    version: Option<S<String>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SlurmWire {
-    partition: S<String>,
+    partition: Option<S<String>>,
     container: Option<S<String>>,
     time: Option<S<String>>,
 }
@@ -317,6 +317,26 @@ pub(crate) struct SlurmWire {
 pub(crate) struct StorageWire {
     datasets: Option<S<String>>,
     checkpoints: Option<S<String>>,
+}
+
+/// [`ClusterWire`] with its required keys present (or placeholders, reported).
+struct ClusterFields {
+    fabric: S<String>,
+    nodes: S<i64>,
+    gpus_per_node: S<i64>,
+}
+
+/// [`K8sWire`] with its required keys present (or placeholders, reported).
+struct K8sFields {
+    namespace: S<String>,
+    version: S<String>,
+}
+
+/// [`SlurmWire`] with its required key present (or a placeholder, reported).
+struct SlurmFields {
+    partition: S<String>,
+    container: Option<S<String>>,
+    time: Option<S<String>>,
 }
 
 /// Reports problems at a span of the spec text.
@@ -333,6 +353,31 @@ impl At<'_> {
             d = d.hint(hint);
         }
         self.diags.push(d);
+    }
+
+    /// A required key: reported at its table when missing (every missing key of every
+    /// table, each with the line to add), and a placeholder returned so the other checks
+    /// still run.
+    fn need<T>(
+        &mut self,
+        v: Option<S<T>>,
+        table: (&str, &std::ops::Range<usize>),
+        key: &str,
+        example: &str,
+        placeholder: T,
+    ) -> S<T> {
+        match v {
+            Some(v) => v,
+            None => {
+                let (name, span) = table;
+                self.fail(
+                    span.clone(),
+                    format!("`[{name}]` needs `{key}`"),
+                    &format!("add `{key} = {example}` to [{name}] (the spec reference in the book lists every key)"),
+                );
+                S::new(span.clone(), placeholder)
+            }
+        }
     }
 
     fn count(&mut self, v: &S<i64>, what: &str, max: i64) -> u32 {
@@ -393,19 +438,46 @@ pub fn is_model(s: &str) -> bool {
                 .all(|c| c.is_ascii_alphanumeric() || b"/._-".contains(&c)))
 }
 
-fn is_slurm_time(s: &str) -> bool {
-    let (days, hms) = match s.split_once('-') {
-        Some((d, r)) => (Some(d), r),
-        None => (None, s),
+/// A Slurm time limit in one of the formats sbatch(1) documents for `--time`: "minutes",
+/// "minutes:seconds", "hours:minutes:seconds", "days-hours", "days-hours:minutes" and
+/// "days-hours:minutes:seconds" (<https://slurm.schedmd.com/sbatch.html#OPT_time>).
+/// Seconds and minutes after the first field are below 60, hours after days below 24. Slurm
+/// reads a zero limit as no limit at all, so zero is refused: no limit is written
+/// `UNLIMITED` (or `INFINITE`), explicitly.
+pub fn is_slurm_time(s: &str) -> bool {
+    if s.eq_ignore_ascii_case("unlimited") || s.eq_ignore_ascii_case("infinite") {
+        return true;
+    }
+    let num = |p: &str| -> Option<u64> {
+        (!p.is_empty() && p.len() <= 6 && p.bytes().all(|c| c.is_ascii_digit()))
+            .then(|| p.parse().ok())
+            .flatten()
     };
-    let days_ok =
-        days.is_none_or(|d| !d.is_empty() && d.len() <= 3 && d.bytes().all(|c| c.is_ascii_digit()));
-    let parts: Vec<&str> = hms.split(':').collect();
-    days_ok
-        && (1..=3).contains(&parts.len())
-        && parts
-            .iter()
-            .all(|p| !p.is_empty() && p.len() <= 2 && p.bytes().all(|c| c.is_ascii_digit()))
+    let fields = |r: &str| -> Option<Vec<u64>> { r.split(':').map(num).collect() };
+    let seconds = match s.split_once('-') {
+        Some((d, rest)) => {
+            let Some(days) = num(d) else { return false };
+            let Some(f) = fields(rest) else { return false };
+            match f.as_slice() {
+                [h] if *h < 24 => ((days * 24 + h) * 60) * 60,
+                [h, m] if *h < 24 && *m < 60 => ((days * 24 + h) * 60 + m) * 60,
+                [h, m, sec] if *h < 24 && *m < 60 && *sec < 60 => {
+                    ((days * 24 + h) * 60 + m) * 60 + sec
+                }
+                _ => return false,
+            }
+        }
+        None => {
+            let Some(f) = fields(s) else { return false };
+            match f.as_slice() {
+                [m] => m * 60,
+                [m, sec] if *sec < 60 => m * 60 + sec,
+                [h, m, sec] if *m < 60 && *sec < 60 => (h * 60 + m) * 60 + sec,
+                _ => return false,
+            }
+        }
+    };
+    seconds > 0
 }
 
 /// Parses a storage reference.
@@ -459,11 +531,123 @@ pub fn parse_storage(s: &str) -> Result<StorageRef, String> {
     Err(bad())
 }
 
+impl Deploy {
+    /// What the generators need of several tables together, checked at lock time so that
+    /// `gen` never refuses a lock (each at the value's line).
+    fn cross_check(
+        &self,
+        at: &mut At<'_>,
+        tp_span: Option<std::ops::Range<usize>>,
+        model_span: Option<std::ops::Range<usize>>,
+        storage_spans: &[(&'static str, std::ops::Range<usize>)],
+    ) {
+        let gpus = self.cluster.as_ref().map_or(8, |c| c.gpus_per_node);
+        if let (Some(s), Some(span)) = (&self.serve, tp_span) {
+            if s.tensor_parallel > gpus {
+                at.fail(
+                    span,
+                    format!(
+                        "`tensor_parallel = {}` is more than the {gpus} GPUs of a node: a vLLM server runs on one node",
+                        s.tensor_parallel
+                    ),
+                    &format!("lower `tensor_parallel` to at most {gpus} (`[cluster].gpus_per_node`, 8 when there is no [cluster])"),
+                );
+            }
+        }
+        // Pyxis (`--container-mounts`) and Apptainer (`--bind`) separate mounts with `,`
+        // and their fields with `:`; `gen slurm` mounts the storage and a model path.
+        let container = self
+            .slurm
+            .as_ref()
+            .map_or(SlurmContainer::Pyxis, |s| s.container);
+        if container == SlurmContainer::None {
+            return;
+        }
+        let hint = format!(
+            "{} separates mounts with `,` and their fields with `:`: use a path without them, or `[slurm].container = \"none\"`",
+            container.name()
+        );
+        if let Some(st) = &self.storage {
+            for (name, span) in storage_spans {
+                let r = if *name == "datasets" {
+                    &st.datasets
+                } else {
+                    &st.checkpoints
+                };
+                let path = match r {
+                    Some(
+                        StorageRef::Nfs { path, .. }
+                        | StorageRef::Lustre { path }
+                        | StorageRef::HostPath { path },
+                    ) => path,
+                    _ => continue,
+                };
+                if path.contains([',', ':']) {
+                    at.fail(
+                        span.clone(),
+                        format!(
+                            "`[storage].{name}` path `{path}` cannot be mounted by {}",
+                            container.name()
+                        ),
+                        &hint,
+                    );
+                }
+            }
+        }
+        if let (Some(s), Some(span)) = (&self.serve, model_span) {
+            if s.model.starts_with('/') && s.model.contains([',', ':']) {
+                at.fail(
+                    span,
+                    format!(
+                        "model path `{}` cannot be mounted by {}",
+                        s.model,
+                        container.name()
+                    ),
+                    &hint,
+                );
+            }
+        }
+    }
+}
+
 impl DeployWire {
     pub(crate) fn validate(self, at: &mut At<'_>) -> Deploy {
+        // Where the values that the cross-table checks below look at were written.
+        let tp_span = self
+            .serve
+            .as_ref()
+            .and_then(|s| s.get_ref().tensor_parallel.as_ref().map(Spanned::span));
+        let model_span = self
+            .serve
+            .as_ref()
+            .and_then(|s| s.get_ref().model.as_ref().map(Spanned::span));
+        let storage_spans: Vec<(&'static str, std::ops::Range<usize>)> = self
+            .storage
+            .as_ref()
+            .map(|s| {
+                let s = s.get_ref();
+                [("datasets", &s.datasets), ("checkpoints", &s.checkpoints)]
+                    .into_iter()
+                    .filter_map(|(n, v)| v.as_ref().map(|v| (n, v.span())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let d = self.validate_tables(at);
+        d.cross_check(at, tp_span, model_span, &storage_spans);
+        d
+    }
+
+    fn validate_tables(self, at: &mut At<'_>) -> Deploy {
         let mut d = Deploy::default();
         if let Some(c) = self.cluster {
+            let span = c.span();
+            let t = ("cluster", &span);
             let c = c.into_inner();
+            let c = ClusterFields {
+                fabric: at.need(c.fabric, t, "fabric", "\"infiniband\"", "infiniband".into()),
+                nodes: at.need(c.nodes, t, "nodes", "2", 1),
+                gpus_per_node: at.need(c.gpus_per_node, t, "gpus_per_node", "8", 8),
+            };
             let fabric = match Fabric::ALL
                 .into_iter()
                 .find(|f| f.name() == c.fabric.get_ref())
@@ -487,11 +671,19 @@ impl DeployWire {
             });
         }
         if let Some(i) = self.image {
+            let span = i.span();
             let i = i.into_inner();
-            if !is_registry(i.registry.get_ref()) {
+            let registry = at.need(
+                i.registry,
+                ("image", &span),
+                "registry",
+                "\"registry.example.com/ml\"",
+                String::new(),
+            );
+            if !registry.get_ref().is_empty() && !is_registry(registry.get_ref()) {
                 at.fail(
-                    i.registry.span(),
-                    format!("invalid registry `{}`", i.registry.get_ref().escape_debug()),
+                    registry.span(),
+                    format!("invalid registry `{}`", registry.get_ref().escape_debug()),
                     "write a lowercase registry prefix without tag, like `registry.example.com/ml`",
                 );
             }
@@ -517,16 +709,25 @@ impl DeployWire {
                 }
             }
             d.image = Some(Image {
-                registry: i.registry.into_inner(),
+                registry: registry.into_inner(),
                 layers,
             });
         }
         if let Some(t) = self.train {
+            let span = t.span();
             let t = t.into_inner();
-            let cmd = t.command.get_ref();
-            if cmd.is_empty() || cmd.len() > 256 {
+            let missing = t.command.is_none();
+            let command = at.need(
+                t.command,
+                ("train", &span),
+                "command",
+                "[\"python\", \"train.py\"]",
+                vec!["python".into()],
+            );
+            let cmd = command.get_ref();
+            if !missing && (cmd.is_empty() || cmd.len() > 256) {
                 at.fail(
-                    t.command.span(),
+                    command.span(),
                     "`command` must list 1 to 256 arguments".into(),
                     "like `command = [\"python\", \"train.py\"]`",
                 );
@@ -535,16 +736,24 @@ impl DeployWire {
                 .iter()
                 .find(|a| a.is_empty() || a.len() > 1024 || a.chars().any(|c| c.is_control()))
             {
-                at.fail(t.command.span(), format!("command argument `{}` is empty, too long or contains control characters", bad.escape_debug()), "each argument is passed as one word; newlines and control characters are not allowed");
+                at.fail(command.span(), format!("command argument `{}` is empty, too long or contains control characters", bad.escape_debug()), "each argument is passed as one word; newlines and control characters are not allowed");
             }
             d.train = Some(Train {
-                command: t.command.into_inner(),
+                command: command.into_inner(),
             });
         }
         if let Some(s) = self.serve {
+            let span = s.span();
             let s = s.into_inner();
-            if !is_model(s.model.get_ref()) {
-                at.fail(s.model.span(), format!("invalid model `{}`", s.model.get_ref().escape_debug()), "use an absolute path like `/models/llama-3-70b` or a Hugging Face id like `meta-llama/Llama-3.1-8B`");
+            let model = at.need(
+                s.model,
+                ("serve", &span),
+                "model",
+                "\"meta-llama/Llama-3.1-8B\"",
+                "model".into(),
+            );
+            if !is_model(model.get_ref()) {
+                at.fail(model.span(), format!("invalid model `{}`", model.get_ref().escape_debug()), "use an absolute path like `/models/llama-3-70b` or a Hugging Face id like `meta-llama/Llama-3.1-8B`");
             }
             let tp = s
                 .tensor_parallel
@@ -559,29 +768,38 @@ impl DeployWire {
                 .as_ref()
                 .map_or(1, |v| at.count(v, "replicas", 1000));
             d.serve = Some(Serve {
-                model: s.model.into_inner(),
+                model: model.into_inner(),
                 tensor_parallel: tp,
                 max_model_len: len,
                 replicas,
             });
         }
         if let Some(p) = self.packer {
+            let span = p.span();
             let p = p.into_inner();
+            let missing = p.clouds.is_none();
+            let p_clouds = at.need(
+                p.clouds,
+                ("packer", &span),
+                "clouds",
+                "[\"aws\"]",
+                Vec::new(),
+            );
             let mut clouds = Vec::new();
-            for c in p.clouds.get_ref() {
+            for c in p_clouds.get_ref() {
                 match Cloud::ALL.into_iter().find(|x| x.name() == c) {
                     Some(x) if !clouds.contains(&x) => clouds.push(x),
                     Some(_) => {}
                     None => at.fail(
-                        p.clouds.span(),
+                        p_clouds.span(),
                         format!("unknown cloud `{}`", c.escape_debug()),
                         "clouds are: aws, gcp, azure, qemu",
                     ),
                 }
             }
-            if clouds.is_empty() && p.clouds.get_ref().is_empty() {
+            if !missing && clouds.is_empty() && p_clouds.get_ref().is_empty() {
                 at.fail(
-                    p.clouds.span(),
+                    p_clouds.span(),
                     "`clouds` is empty".into(),
                     "list at least one of: aws, gcp, azure, qemu",
                 );
@@ -590,7 +808,24 @@ impl DeployWire {
             d.packer = Some(Packer { clouds });
         }
         if let Some(k) = self.k8s {
+            let span = k.span();
             let k = k.into_inner();
+            let k = K8sFields {
+                namespace: at.need(
+                    k.namespace,
+                    ("k8s", &span),
+                    "namespace",
+                    "\"ml\"",
+                    "default".into(),
+                ),
+                version: at.need(
+                    k.version,
+                    ("k8s", &span),
+                    "version",
+                    "\"1.30\"",
+                    "1.30".into(),
+                ),
+            };
             if !is_dns_label(k.namespace.get_ref()) {
                 at.fail(
                     k.namespace.span(),
@@ -618,13 +853,27 @@ impl DeployWire {
             });
         }
         if let Some(s) = self.slurm {
+            let span = s.span();
             let s = s.into_inner();
-            if !is_dns_label(s.partition.get_ref())
-                && !s
-                    .partition
-                    .get_ref()
+            let missing = s.partition.is_none();
+            let s = SlurmFields {
+                partition: at.need(
+                    s.partition,
+                    ("slurm", &span),
+                    "partition",
+                    "\"gpu\"",
+                    "gpu".into(),
+                ),
+                container: s.container,
+                time: s.time,
+            };
+            let p = s.partition.get_ref();
+            // A leading `-` would be read as an option of sbatch or srun.
+            if !p.is_empty()
+                && !(p
                     .bytes()
                     .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
+                    && p.as_bytes()[0].is_ascii_alphanumeric())
             {
                 at.fail(
                     s.partition.span(),
@@ -632,7 +881,7 @@ impl DeployWire {
                         "invalid partition `{}`",
                         s.partition.get_ref().escape_debug()
                     ),
-                    "letters, digits, `-` and `_` only",
+                    "letters, digits, `-` and `_` only, starting with a letter or digit",
                 );
             }
             let container = match s.container.as_ref().map(|c| c.get_ref().as_str()) {
@@ -658,11 +907,11 @@ impl DeployWire {
                     at.fail(
                         t.span(),
                         format!("invalid time limit `{}`", t.get_ref().escape_debug()),
-                        "write `HH:MM:SS` or `D-HH:MM:SS`, like `48:00:00`",
+                        "write one of sbatch's formats: `MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM` or `D-HH:MM:SS`, like `48:00:00` (minutes and seconds below 60, hours after days below 24); a zero limit is no limit in Slurm: write `UNLIMITED` if that is meant",
                     );
                 }
             }
-            if s.partition.get_ref().is_empty() || s.partition.get_ref().len() > 64 {
+            if !missing && (s.partition.get_ref().is_empty() || s.partition.get_ref().len() > 64) {
                 at.fail(
                     s.partition.span(),
                     "`partition` must be 1 to 64 characters".into(),
@@ -703,6 +952,55 @@ impl DeployWire {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slurm_time_is_sbatch_s_grammar() {
+        // sbatch(1), --time: "minutes", "minutes:seconds", "hours:minutes:seconds",
+        // "days-hours", "days-hours:minutes" and "days-hours:minutes:seconds".
+        for ok in [
+            "30",
+            "90",
+            "30:15",
+            "48:00:00",
+            "1:30:00",
+            "2-0",
+            "2-12",
+            "2-12:30",
+            "2-12:30:15",
+            "0:30",
+            "UNLIMITED",
+            "infinite",
+        ] {
+            assert!(is_slurm_time(ok), "{ok}");
+        }
+        for bad in [
+            "0",
+            "00:00",
+            "0:0:0",
+            "0-0",
+            "0-00:00:00",
+            "99:99:99",
+            "24:60:00",
+            "1:00:60",
+            "1-24",
+            "1-1:60",
+            "1-1:1:60",
+            "",
+            "-1",
+            "1-",
+            ":30",
+            "1::2",
+            "1:2:3:4",
+            "1-2-3",
+            "forever",
+            "1h",
+            " 30",
+            "1234567",
+            "+5",
+        ] {
+            assert!(!is_slurm_time(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn validators() {

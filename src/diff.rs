@@ -1290,6 +1290,14 @@ mod tests {
     fn markdown_cells_escape_pipes_and_backticks() {
         assert_eq!(md_cell("a|b\nc"), "a\\|b c");
         assert_eq!(md_code("x|y"), "`x\\|y`");
-        assert_eq!(md_code("a`b"), "a`b");
+        assert_eq!(md_code("a`b"), "``a`b``");
+        assert_eq!(md_code("`a"), "`` `a ``");
+        // Nothing a lock holds can open a tag, a comment, a link or emphasis.
+        assert_eq!(
+            md_cell("</table><!-- [x](y) *b* _i_ &amp; ~s~ !"),
+            "\\</table\\>\\<\\!-- \\[x\\](y) \\*b\\* \\_i\\_ \\&amp; \\~s\\~ \\!"
+        );
+        assert_eq!(md_cell("a\u{1b}[2Jb"), "a\\\\u{1b}\\[2Jb");
+        assert_eq!(md_code("a\u{1b}b"), "`a\\u{1b}b`");
     }
 }

@@ -767,3 +767,79 @@ fn overlay_env_names_come_from_the_allow_list() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// ---------------------------------------------------------------------------------------
+// Validation
+
+#[test]
+fn lock_refuses_what_gen_would_refuse_all_at_once_with_lines() {
+    let dir = tempdir("validate");
+    let spec = r#"[stack]
+name = "demo"
+[hardware]
+gpus = ["h100"]
+[components]
+torch = "*"
+[cluster]
+fabric = "infiniband"
+gpus_per_node = 4
+[serve]
+model = "/models/a,b"
+tensor_parallel = 8
+[slurm]
+partition = "-p"
+time = "24:60:00"
+[storage]
+datasets = "lustre:/data,x"
+[k8s]
+namespace = "ml"
+"#;
+    std::fs::write(dir.join("gpustack.toml"), spec).unwrap();
+    let out = run_in(&dir, &["lock"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    let expect = [
+        ("`[cluster]` needs `nodes`", 7),
+        ("`[serve]` runs vLLM, but `[components]` has no `vllm`", 10),
+        (
+            "`tensor_parallel = 8` is more than the 4 GPUs of a node",
+            12,
+        ),
+        ("model path `/models/a,b` cannot be mounted by pyxis", 11),
+        ("invalid partition `-p`", 14),
+        ("invalid time limit `24:60:00`", 15),
+        (
+            "`[storage].datasets` path `/data,x` cannot be mounted by pyxis",
+            17,
+        ),
+        ("`[k8s]` needs `version`", 18),
+    ];
+    for (msg, line) in expect {
+        let at = out
+            .stderr
+            .find(msg)
+            .unwrap_or_else(|| panic!("missing `{msg}` in\n{}", out.stderr));
+        let rest = &out.stderr[at..];
+        assert!(
+            rest.contains(&format!("--> gpustack.toml:{line}:")),
+            "`{msg}` not at line {line}:\n{}",
+            out.stderr
+        );
+    }
+    assert!(!dir.join("gpustack.lock").exists());
+    // Zero is no limit in Slurm: only written out.
+    for (time, code) in [
+        ("0", 2),
+        ("00:00:00", 2),
+        ("UNLIMITED", 0),
+        ("2-00:00:00", 0),
+    ] {
+        std::fs::write(
+            dir.join("gpustack.toml"),
+            format!("[stack]\nname = \"demo\"\n[hardware]\ngpus = [\"h100\"]\n[components]\ntorch = \"*\"\n[slurm]\npartition = \"gpu\"\ntime = \"{time}\"\n"),
+        )
+        .unwrap();
+        let out = run_in(&dir, &["lock", "--out", "-"]);
+        assert_eq!(out.code, code, "time = {time}: {}", out.stderr);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
