@@ -445,7 +445,7 @@ pub fn is_model(s: &str) -> bool {
 /// reads a zero limit as no limit at all, so zero is refused: no limit is written
 /// `UNLIMITED` (or `INFINITE`), explicitly.
 pub fn is_slurm_time(s: &str) -> bool {
-    if s.eq_ignore_ascii_case("unlimited") || s.eq_ignore_ascii_case("infinite") {
+    if matches!(s, "UNLIMITED" | "unlimited" | "INFINITE" | "infinite") {
         return true;
     }
     let num = |p: &str| -> Option<u64> {
@@ -758,7 +758,7 @@ impl DeployWire {
             let tp = s
                 .tensor_parallel
                 .as_ref()
-                .map_or(1, |v| at.count(v, "tensor_parallel", 64));
+                .map_or(1, |v| at.count(v, "tensor_parallel", 16));
             let len = s
                 .max_model_len
                 .as_ref()

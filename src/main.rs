@@ -364,7 +364,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
             check,
         } => {
             let catalog = load_catalog(&catalogs)?;
-            let spec_shown = spec.display().to_string();
+            let spec_shown = gpustack::emit::shown(&spec);
             let text = read_text(
                 &spec,
                 Stage::Spec,
@@ -556,7 +556,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
             strict,
         } => {
             let catalog = load_catalog(&catalogs)?;
-            let lock_shown = lock.display().to_string();
+            let lock_shown = gpustack::emit::shown(&lock);
             let lock_text = read_text(
                 &lock,
                 Stage::Lock,
@@ -570,7 +570,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
             };
             let spec_text = match &spec_path {
                 Some(p) => Some((
-                    p.display().to_string(),
+                    gpustack::emit::shown(p),
                     read_text(p, Stage::Spec, "spec", "pass `--spec PATH`")?,
                 )),
                 None => None,
@@ -579,7 +579,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 Some(p) if !p.is_dir() => {
                     return Err(Diagnostic::new(
                         Stage::Usage,
-                        format!("output directory `{}` not found", p.display()),
+                        format!("output directory `{}` not found", gpustack::emit::shown(&p)),
                     )
                     .hint("generate it with `gpustack gen all`, or leave out `--out`")
                     .into())
@@ -593,7 +593,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
             };
             let hw = match &hardware {
                 Some(p) => {
-                    let shown = p.display().to_string();
+                    let shown = gpustack::emit::shown(p);
                     let text = read_text(
                         p,
                         Stage::Spec,
@@ -645,7 +645,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
             limit,
         } => {
             let catalog = load_catalog(&catalogs)?;
-            let shown = spec.display().to_string();
+            let shown = gpustack::emit::shown(&spec);
             let text = read_text(
                 &spec,
                 Stage::Spec,
@@ -687,7 +687,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
             let catalog = load_catalog(&catalogs)?;
             let (shown, text) = match &from {
                 Some(p) => (
-                    p.display().to_string(),
+                    gpustack::emit::shown(p),
                     read_text(
                         p,
                         Stage::Usage,

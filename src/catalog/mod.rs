@@ -766,7 +766,7 @@ impl Catalog {
 }
 
 fn read_overlay(dir: &Path, diags: &mut Vec<Diagnostic>) -> Vec<(String, String)> {
-    let shown = dir.display().to_string();
+    let shown = crate::emit::shown(dir);
     if !dir.is_dir() {
         diags.push(
             Diagnostic::new(
@@ -795,7 +795,11 @@ fn read_overlay(dir: &Path, diags: &mut Vec<Diagnostic>) -> Vec<(String, String)
             continue;
         }
         let rel = entry.path().strip_prefix(dir).unwrap_or(entry.path());
-        let display = format!("{}/{}", shown.trim_end_matches('/'), rel.display());
+        let display = format!(
+            "{}/{}",
+            shown.trim_end_matches('/'),
+            crate::emit::shown(rel)
+        );
         match crate::emit::read_bounded(entry.path(), crate::emit::limits::CATALOG_FILE) {
             Err(crate::emit::ReadError::TooLarge(_)) => diags.push(
                 Diagnostic::new(Stage::Catalog, "catalog file is larger than 8 MiB")

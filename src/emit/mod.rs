@@ -415,7 +415,7 @@ fn stage_target(dir: &Path, files: &[OutFile<'_>]) -> Result<(), Diagnostic> {
 ///     .iter()
 ///     .map(|f| OutFile { path: &f.path, contents: f.contents.as_bytes(), executable: f.executable })
 ///     .collect();
-/// let out = std::env::temp_dir().join(format!("gpustack-doc-{}", std::process::id()));
+/// let out = std::env::temp_dir().join(format!("gpustack-doc-targets-{}", std::process::id()));
 /// write_targets(&out, &[TargetFiles { name: "docker", files }])?;
 /// # let files: Vec<OutFile<'_>> = rendered.iter().map(|f| OutFile { path: &f.path, contents: f.contents.as_bytes(), executable: f.executable }).collect();
 /// assert!(diff_dir(&out.join("docker"), &files).is_empty()); // what `gen --check` does
@@ -556,6 +556,23 @@ pub fn write_targets(
 
 /// Replaces directory `dir` with exactly `files` (and its manifest): [`write_targets`]
 /// for one target, `dir`'s parent being the output directory.
+///
+/// ```
+/// use gpustack::emit::{diff_dir, replace_dir, OutFile};
+/// use gpustack::plan::{generate, Target};
+/// let text = std::fs::read_to_string("lockfiles/a100-pytorch.lock").unwrap();
+/// let lock = gpustack::Lock::parse("gpustack.lock", &text)?;
+/// let rendered = generate(&lock, Target::Docker)?;
+/// let files: Vec<OutFile<'_>> = rendered
+///     .iter()
+///     .map(|f| OutFile { path: &f.path, contents: f.contents.as_bytes(), executable: f.executable })
+///     .collect();
+/// let dir = std::env::temp_dir().join(format!("gpustack-doc-{}", std::process::id()));
+/// replace_dir(&dir.join("docker"), &files)?;
+/// assert!(diff_dir(&dir.join("docker"), &files).is_empty()); // what `gen --check` does
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// # Ok::<(), gpustack::Error>(())
+/// ```
 pub fn replace_dir(dir: &Path, files: &[OutFile<'_>]) -> Result<(), Diagnostic> {
     let parent = file::parent_of(dir);
     let name = dir.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
