@@ -869,12 +869,11 @@ impl DeployWire {
             };
             let p = s.partition.get_ref();
             // A leading `-` would be read as an option of sbatch or srun.
-            if !p.is_empty()
-                && !(p
-                    .bytes()
-                    .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
-                    && p.as_bytes()[0].is_ascii_alphanumeric())
-            {
+            let plain = p
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-');
+            let leads = p.bytes().next().is_some_and(|c| c.is_ascii_alphanumeric());
+            if !(p.is_empty() || (plain && leads)) {
                 at.fail(
                     s.partition.span(),
                     format!(
