@@ -87,6 +87,14 @@ pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
 
 /// Creates `path` exclusively (never through a link, never over anything), writes, syncs.
 pub(crate) fn create_exclusive(path: &Path, contents: &[u8], mode: u32) -> std::io::Result<()> {
+    create_unsynced(path, contents, mode)?.sync_all()
+}
+
+/// [`create_exclusive`] without the sync, with exactly `mode` whatever the umask: the
+/// caller syncs the returned file later (writing every file first and syncing them after
+/// lets the file system write them out together, one journal commit instead of one per
+/// file).
+pub(crate) fn create_unsynced(path: &Path, contents: &[u8], mode: u32) -> std::io::Result<File> {
     let mut o = OpenOptions::new();
     o.write(true).create_new(true);
     #[cfg(unix)]
@@ -94,11 +102,16 @@ pub(crate) fn create_exclusive(path: &Path, contents: &[u8], mode: u32) -> std::
         use std::os::unix::fs::OpenOptionsExt;
         o.mode(mode);
     }
-    #[cfg(not(unix))]
-    let _ = mode;
     let mut f = o.open(path)?;
     f.write_all(contents)?;
-    f.sync_all()
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    }
+    #[cfg(not(unix))]
+    let _ = mode;
+    Ok(f)
 }
 
 /// Whether a destination may be replaced: absent, or a regular file. Anything else

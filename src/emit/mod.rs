@@ -40,7 +40,7 @@ pub use file::{
 pub(crate) use file::{fault, kind_of};
 
 use crate::error::{Diagnostic, Stage};
-use file::{create_exclusive, random_suffix, sync_dir};
+use file::{create_unsynced, random_suffix, sync_dir};
 
 /// The manifest `gen` writes in each target directory: the files it owns there.
 pub const MANIFEST: &str = ".gpustack-manifest";
@@ -364,9 +364,73 @@ pub fn recover(out: &Path) -> Result<Option<Vec<String>>, Diagnostic> {
     recover_locked(out)
 }
 
-fn stage_target(dir: &Path, files: &[OutFile<'_>]) -> Result<(), Diagnostic> {
-    let mut dirs = BTreeSet::new();
-    dirs.insert(dir.to_path_buf());
+/// Files and directories staged but not synced yet.
+#[derive(Default)]
+struct Unsynced {
+    files: Vec<(std::path::PathBuf, std::fs::File)>,
+    dirs: BTreeSet<std::path::PathBuf>,
+}
+
+impl Unsynced {
+    /// `fsync` of every file, then of every directory. The calls run concurrently: a
+    /// journaling file system commits concurrent `fsync`s together (ext4's group commit),
+    /// where one after the other each waits for its own commit and device flush.
+    fn sync(self) -> Result<(), Diagnostic> {
+        let files: Vec<(&Path, Option<&std::fs::File>)> = self
+            .files
+            .iter()
+            .map(|(p, f)| (p.as_path(), Some(f)))
+            .collect();
+        sync_all_concurrently(&files)?;
+        let dirs: Vec<(&Path, Option<&std::fs::File>)> =
+            self.dirs.iter().map(|d| (d.as_path(), None)).collect();
+        sync_all_concurrently(&dirs)
+    }
+}
+
+/// `fsync` of each file (or of each directory, opened here), from up to 16 threads.
+fn sync_all_concurrently(items: &[(&Path, Option<&std::fs::File>)]) -> Result<(), Diagnostic> {
+    if items.is_empty() {
+        return Ok(());
+    }
+    let chunk = items.len().div_ceil(16);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|part| {
+                s.spawn(move || -> Result<(), Diagnostic> {
+                    for (p, f) in part {
+                        let r = match f {
+                            Some(f) => f.sync_all(),
+                            None => sync_dir(p),
+                        };
+                        r.map_err(io_err(format!("cannot sync `{}`", shown(p))))?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(Diagnostic::new(
+                        Stage::Io,
+                        "a thread syncing files panicked",
+                    ))
+                })
+            })
+            .collect::<Result<Vec<()>, Diagnostic>>()
+            .map(|_| ())
+    })
+}
+
+fn stage_target(
+    dir: &Path,
+    files: &[OutFile<'_>],
+    pending: &mut Unsynced,
+) -> Result<(), Diagnostic> {
+    pending.dirs.insert(dir.to_path_buf());
     std::fs::create_dir(dir).map_err(io_err(format!("cannot create `{}`", shown(dir))))?;
     for f in files {
         let p = dir.join(f.path);
@@ -375,25 +439,17 @@ fn stage_target(dir: &Path, files: &[OutFile<'_>]) -> Result<(), Diagnostic> {
                 std::fs::create_dir_all(d)
                     .map_err(io_err(format!("cannot create `{}`", shown(d))))?;
             }
-            dirs.insert(d.to_path_buf());
+            pending.dirs.insert(d.to_path_buf());
         }
         let mode = if f.executable { 0o755 } else { 0o644 };
-        create_exclusive(&p, f.contents, mode)
+        let file = create_unsynced(&p, f.contents, mode)
             .map_err(io_err(format!("cannot write `{}`", shown(&p))))?;
-        #[cfg(unix)]
-        {
-            // The mode, whatever the umask: a generated script is executable.
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode))
-                .map_err(io_err(format!("cannot set the mode of `{}`", shown(&p))))?;
-        }
+        pending.files.push((p, file));
     }
     let m = dir.join(MANIFEST);
-    create_exclusive(&m, manifest_text(files).as_bytes(), 0o644)
+    let file = create_unsynced(&m, manifest_text(files).as_bytes(), 0o644)
         .map_err(io_err(format!("cannot write `{}`", shown(&m))))?;
-    for d in dirs.iter().rev() {
-        sync_dir(d).map_err(io_err(format!("cannot sync `{}`", shown(d))))?;
-    }
+    pending.files.push((m, file));
     Ok(())
 }
 
@@ -499,11 +555,14 @@ pub fn write_targets(
     let staged = (|| {
         std::fs::create_dir(&stage)
             .map_err(io_err(format!("cannot create `{}`", shown(&stage))))?;
+        // Every file is written first and synced after: one journal commit for all.
+        let mut pending = Unsynced::default();
         for t in &changed {
-            stage_target(&stage.join(t.name), &t.files)?;
+            stage_target(&stage.join(t.name), &t.files, &mut pending)?;
             fault("gen:staged").map_err(io_err(format!("cannot stage `{}`", t.name)))?;
         }
-        sync_dir(&stage).map_err(io_err(format!("cannot sync `{}`", shown(&stage))))?;
+        pending.dirs.insert(stage.clone());
+        pending.sync()?;
         std::fs::create_dir(&old).map_err(io_err(format!("cannot create `{}`", shown(&old))))?;
         write_atomic(&out.join(JOURNAL), j.to_text().as_bytes())
     })();
