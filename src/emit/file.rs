@@ -396,6 +396,26 @@ mod tests {
         assert_eq!(a.len(), 16);
     }
 
+    #[cfg(unix)]
+    #[test]
+    fn exclusive_creation_never_follows_a_link() {
+        let d = tmp("excl");
+        let victim = d.join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        std::os::unix::fs::symlink(&victim, d.join("tmp")).unwrap();
+        std::os::unix::fs::symlink(d.join("nowhere"), d.join("dangling")).unwrap();
+        for name in ["tmp", "dangling"] {
+            let e = create_exclusive(&d.join(name), b"x", 0o644).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
+        }
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert!(!d.join("nowhere").exists());
+        // A link as the destination is refused before anything is written.
+        assert!(write_atomic(&d.join("tmp"), b"x").is_err());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
     #[test]
     fn bounded_reads_refuse_special_and_large_files() {
         let d = tmp("read");

@@ -755,3 +755,38 @@ pub fn read_out_tree(dir: &Path) -> Result<OutTree, Diagnostic> {
 pub fn read_tree(dir: &Path) -> Result<BTreeMap<String, Vec<u8>>, Diagnostic> {
     read_out_tree(dir).map(|t| t.files)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_planted_journal_cannot_name_other_paths() {
+        let ok = "stage = .gpustack-stage-0123456789abcdef\nold = .gpustack-old-0123456789abcdef\ntarget = docker\n";
+        let j = Journal::parse(ok).unwrap();
+        assert_eq!(j.targets, ["docker"]);
+        assert_eq!(Journal::parse(&j.to_text()).unwrap().stage, j.stage);
+        for bad in [
+            "stage = ../x\nold = .gpustack-old-0123456789abcdef\n",
+            "stage = .gpustack-stage-0123456789abcdef\nold = /etc\n",
+            "stage = .gpustack-stage-0123456789abcdef\nold = .gpustack-old-0123456789abcdef\ntarget = ../etc\n",
+            "stage = .gpustack-stage-0123456789abcdef\nold = .gpustack-old-0123456789abcdef\ntarget = a/b\n",
+            "stage = .gpustack-stage-0123456789abcdef\nold = .gpustack-old-0123456789abcdef\ntarget = .hidden\n",
+            "stage = .gpustack-stage-0123456789abcdef\n",
+            "whatever\n",
+        ] {
+            assert!(Journal::parse(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn messages_escape_control_characters() {
+        use crate::error::{escape_control, terminal_safe};
+        assert_eq!(escape_control("a\nb\u{1b}[2J"), "a\\nb\\u{1b}[2J");
+        assert_eq!(
+            terminal_safe("a\nb\u{1b}[2J\u{202e}"),
+            "a\nb\\u{1b}[2J\\u{202e}"
+        );
+        assert_eq!(shown(Path::new("out\n/x")), "out\\n/x");
+    }
+}
