@@ -682,7 +682,18 @@ fn consistency(
                 continue;
             }
             let layer = tag.split_once('-').map_or(tag, |x| x.0);
-            match tags.get(layer) {
+            // The bake target with this repository and layer: the layer's own target, or
+            // (the code image, `<stack>-code:training-…`) the one whose tag has both.
+            let built = tags
+                .iter()
+                .find(|(_, t)| {
+                    t.rsplit_once(':').is_some_and(|(rp, tg)| {
+                        rp == repo && tg.split_once('-').map_or(tg, |x| x.0) == layer
+                    })
+                })
+                .map(|(_, t)| t)
+                .or_else(|| tags.get(layer));
+            match built {
                 Some(t) if *t == r.value => {}
                 Some(t) => f.push(
                     Finding::new(
@@ -695,7 +706,7 @@ fn consistency(
                     )
                     .at(&join(dir, &r.file), Some(r.line))
                     .detail(vec![format!(
-                        "{}: target \"{layer}\" tags {t}",
+                        "{}: the {layer} layer's target tags {t}",
                         join(dir, "docker/docker-bake.hcl")
                     )])
                     .hint("regenerate every target from the one lock: `gpustack gen all`"),

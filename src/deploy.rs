@@ -61,6 +61,12 @@ pub struct Cluster {
     pub nodes: u32,
     /// GPUs per node.
     pub gpus_per_node: u32,
+    /// CPUs a job may use on each node (`cpus_per_node`); none: the workload plan's
+    /// conservative default.
+    pub cpus_per_node: Option<u32>,
+    /// Memory a job may use on each node, GiB (`memory_gib_per_node`); none: the workload
+    /// plan's conservative default.
+    pub memory_gib_per_node: Option<u32>,
 }
 
 /// `[image]`.
@@ -75,8 +81,163 @@ pub struct Image {
 /// `[train]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Train {
-    /// The training command, one argument per element.
+    /// The training command, one argument per element, as written.
     pub command: Vec<String>,
+    /// What the command starts, read once from it (see [`Entry::parse`]).
+    pub entry: Entry,
+    /// Where the training code is (`workdir`): shared storage mounted as the working
+    /// directory on every target; none: the directory the Slurm job is submitted from, and
+    /// the code image on Kubernetes.
+    pub workdir: Option<StorageRef>,
+}
+
+/// What `[train].command` starts, in torchrun's terms: torchrun runs its
+/// `training_script` with `python -u`, a module with `python -u -m` (`-m`), or an
+/// executable as it is (`--no-python`). A leading interpreter (`python`, `python3`,
+/// `python3.12`, with `-u`) is read here and nowhere else: every target's launcher is
+/// derived from this value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Entry {
+    /// A Python script: `python train.py …` or `train.py …`.
+    Script {
+        /// The script path, relative to the working directory or absolute.
+        path: String,
+        /// Its arguments.
+        args: Vec<String>,
+    },
+    /// A module: `python -m pkg.train …`.
+    Module {
+        /// The dotted module name.
+        name: String,
+        /// Its arguments.
+        args: Vec<String>,
+    },
+    /// Any other program, run as it is once per GPU: `./train.sh …`.
+    Executable {
+        /// The program.
+        program: String,
+        /// Its arguments.
+        args: Vec<String>,
+    },
+}
+
+/// Launchers that start one process per GPU themselves: a `[train].command` must not start
+/// with one, since gpustack starts torchrun with the cluster's shape.
+const LAUNCHERS: [&str; 7] = [
+    "torchrun",
+    "deepspeed",
+    "accelerate",
+    "srun",
+    "mpirun",
+    "mpiexec",
+    "horovodrun",
+];
+
+fn is_python(word: &str) -> bool {
+    let base = word.rsplit('/').next().unwrap_or(word);
+    base == "python"
+        || base.strip_prefix("python3").is_some_and(|rest| {
+            rest.is_empty()
+                || rest
+                    .strip_prefix('.')
+                    .is_some_and(|m| !m.is_empty() && m.bytes().all(|c| c.is_ascii_digit()))
+        })
+}
+
+impl Entry {
+    /// Reads a training command. Errors are (message, hint).
+    pub fn parse(command: &[String]) -> Result<Entry, (String, String)> {
+        let Some(first) = command.first() else {
+            return Err((
+                "`command` is empty".into(),
+                "like `command = [\"python\", \"train.py\"]`".into(),
+            ));
+        };
+        let base = first.rsplit('/').next().unwrap_or(first);
+        if LAUNCHERS.contains(&base)
+            || (is_python(first)
+                && command
+                    .iter()
+                    .skip(1)
+                    .any(|a| a == "torch.distributed.run" || a == "torch.distributed.launch"))
+        {
+            return Err((
+                format!("`command` starts with the launcher `{}`", base.escape_debug()),
+                "gpustack starts torchrun itself, one per node with [cluster].gpus_per_node processes; write the command torchrun runs, like `[\"python\", \"train.py\", \"--lr\", \"3e-4\"]`".into(),
+            ));
+        }
+        if !is_python(first) {
+            let rest = command[1..].to_vec();
+            return Ok(
+                if std::path::Path::new(base)
+                    .extension()
+                    .is_some_and(|e| e == "py")
+                {
+                    Entry::Script {
+                        path: first.clone(),
+                        args: rest,
+                    }
+                } else {
+                    Entry::Executable {
+                        program: first.clone(),
+                        args: rest,
+                    }
+                },
+            );
+        }
+        // The interpreter: torchrun runs scripts and modules with `python -u` already, so
+        // `-u` is dropped; other interpreter options cannot be passed through torchrun.
+        let mut i = 1;
+        while command.get(i).is_some_and(|a| a == "-u") {
+            i += 1;
+        }
+        match command.get(i).map(String::as_str) {
+            None => Err((
+                format!("`command` runs `{}` without a script", first.escape_debug()),
+                "name the script or module, like `[\"python\", \"train.py\"]` or `[\"python\", \"-m\", \"pkg.train\"]`".into(),
+            )),
+            Some("-m") => match command.get(i + 1) {
+                Some(m)
+                    if !m.is_empty()
+                        && m.split('.').all(|p| {
+                            !p.is_empty()
+                                && !p.starts_with(|c: char| c.is_ascii_digit())
+                                && p.chars().all(|c| c.is_alphanumeric() || c == '_')
+                        }) =>
+                {
+                    Ok(Entry::Module {
+                        name: m.clone(),
+                        args: command[i + 2..].to_vec(),
+                    })
+                }
+                Some(m) => Err((
+                    format!("`{}` is not a Python module name", m.escape_debug()),
+                    "`-m` takes a dotted module name, like `pkg.train`".into(),
+                )),
+                None => Err((
+                    "`command` ends with `-m`".into(),
+                    "name the module, like `[\"python\", \"-m\", \"pkg.train\"]`".into(),
+                )),
+            },
+            Some(opt) if opt.starts_with('-') => Err((
+                format!("the interpreter option `{}` cannot be passed through torchrun", opt.escape_debug()),
+                "torchrun runs the script with `python -u`; set interpreter options through the environment (e.g. PYTHONOPTIMIZE) or start an executable script".into(),
+            )),
+            Some(script) => Ok(Entry::Script {
+                path: script.to_string(),
+                args: command[i + 1..].to_vec(),
+            }),
+        }
+    }
+
+    /// The arguments the program receives.
+    pub fn args(&self) -> &[String] {
+        match self {
+            Entry::Script { args, .. }
+            | Entry::Module { args, .. }
+            | Entry::Executable { args, .. } => args,
+        }
+    }
 }
 
 /// `[serve]`.
@@ -221,6 +382,9 @@ pub struct Storage {
     pub datasets: Option<StorageRef>,
     /// Checkpoints, mounted read-write.
     pub checkpoints: Option<StorageRef>,
+    /// Models, mounted at `/models` for the vLLM server (read-only when `[serve].model` is
+    /// a path there, read-write as the Hugging Face cache when it is a hub id).
+    pub models: Option<StorageRef>,
 }
 
 /// All deployment tables of a spec.
@@ -267,6 +431,8 @@ pub(crate) struct ClusterWire {
     fabric: Option<S<String>>,
     nodes: Option<S<i64>>,
     gpus_per_node: Option<S<i64>>,
+    cpus_per_node: Option<S<i64>>,
+    memory_gib_per_node: Option<S<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -280,6 +446,7 @@ pub(crate) struct ImageWire {
 #[serde(deny_unknown_fields)]
 pub(crate) struct TrainWire {
     command: Option<S<Vec<String>>>,
+    workdir: Option<S<String>>,
 }
 
 #[derive(Deserialize)]
@@ -317,13 +484,7 @@ pub(crate) struct SlurmWire {
 pub(crate) struct StorageWire {
     datasets: Option<S<String>>,
     checkpoints: Option<S<String>>,
-}
-
-/// [`ClusterWire`] with its required keys present (or placeholders, reported).
-struct ClusterFields {
-    fabric: S<String>,
-    nodes: S<i64>,
-    gpus_per_node: S<i64>,
+    models: Option<S<String>>,
 }
 
 /// [`K8sWire`] with its required keys present (or placeholders, reported).
@@ -393,6 +554,9 @@ impl At<'_> {
         u32::try_from(n).unwrap_or(1)
     }
 }
+
+/// Where every target mounts `[storage].models`.
+pub const MODELS_DIR: &str = "/models";
 
 /// A DNS-1123 label: `[a-z0-9]([a-z0-9-]*[a-z0-9])?`, at most 63 characters.
 pub fn is_dns_label(s: &str) -> bool {
@@ -539,6 +703,7 @@ impl Deploy {
         at: &mut At<'_>,
         tp_span: Option<std::ops::Range<usize>>,
         model_span: Option<std::ops::Range<usize>>,
+        workdir_span: Option<std::ops::Range<usize>>,
         storage_spans: &[(&'static str, std::ops::Range<usize>)],
     ) {
         let gpus = self.cluster.as_ref().map_or(8, |c| c.gpus_per_node);
@@ -555,7 +720,8 @@ impl Deploy {
             }
         }
         // Pyxis (`--container-mounts`) and Apptainer (`--bind`) separate mounts with `,`
-        // and their fields with `:`; `gen slurm` mounts the storage and a model path.
+        // and their fields with `:`; `gen slurm` mounts the storage, the training code's
+        // directory and a model path.
         let container = self
             .slurm
             .as_ref()
@@ -567,32 +733,38 @@ impl Deploy {
             "{} separates mounts with `,` and their fields with `:`: use a path without them, or `[slurm].container = \"none\"`",
             container.name()
         );
-        if let Some(st) = &self.storage {
-            for (name, span) in storage_spans {
-                let r = if *name == "datasets" {
-                    &st.datasets
-                } else {
-                    &st.checkpoints
-                };
-                let path = match r {
-                    Some(
-                        StorageRef::Nfs { path, .. }
-                        | StorageRef::Lustre { path }
-                        | StorageRef::HostPath { path },
-                    ) => path,
-                    _ => continue,
-                };
+        let host_path = |r: &StorageRef| match r {
+            StorageRef::Nfs { path, .. }
+            | StorageRef::Lustre { path }
+            | StorageRef::HostPath { path } => Some(path.clone()),
+            StorageRef::Pvc { .. } => None,
+        };
+        let mut check = |what: String, r: Option<&StorageRef>, span: std::ops::Range<usize>| {
+            if let Some(path) = r.and_then(host_path) {
                 if path.contains([',', ':']) {
                     at.fail(
-                        span.clone(),
+                        span,
                         format!(
-                            "`[storage].{name}` path `{path}` cannot be mounted by {}",
+                            "{what} path `{path}` cannot be mounted by {}",
                             container.name()
                         ),
                         &hint,
                     );
                 }
             }
+        };
+        if let Some(st) = &self.storage {
+            for (name, span) in storage_spans {
+                let r = match *name {
+                    "datasets" => st.datasets.as_ref(),
+                    "checkpoints" => st.checkpoints.as_ref(),
+                    _ => st.models.as_ref(),
+                };
+                check(format!("`[storage].{name}`"), r, span.clone());
+            }
+        }
+        if let (Some(t), Some(span)) = (&self.train, workdir_span) {
+            check("`[train].workdir`".into(), t.workdir.as_ref(), span);
         }
         if let (Some(s), Some(span)) = (&self.serve, model_span) {
             if s.model.starts_with('/') && s.model.contains([',', ':']) {
@@ -621,19 +793,27 @@ impl DeployWire {
             .serve
             .as_ref()
             .and_then(|s| s.get_ref().model.as_ref().map(Spanned::span));
+        let workdir_span = self
+            .train
+            .as_ref()
+            .and_then(|t| t.get_ref().workdir.as_ref().map(Spanned::span));
         let storage_spans: Vec<(&'static str, std::ops::Range<usize>)> = self
             .storage
             .as_ref()
             .map(|s| {
                 let s = s.get_ref();
-                [("datasets", &s.datasets), ("checkpoints", &s.checkpoints)]
-                    .into_iter()
-                    .filter_map(|(n, v)| v.as_ref().map(|v| (n, v.span())))
-                    .collect()
+                [
+                    ("datasets", &s.datasets),
+                    ("checkpoints", &s.checkpoints),
+                    ("models", &s.models),
+                ]
+                .into_iter()
+                .filter_map(|(n, v)| v.as_ref().map(|v| (n, v.span())))
+                .collect()
             })
             .unwrap_or_default();
         let d = self.validate_tables(at);
-        d.cross_check(at, tp_span, model_span, &storage_spans);
+        d.cross_check(at, tp_span, model_span, workdir_span, &storage_spans);
         d
     }
 
@@ -643,31 +823,39 @@ impl DeployWire {
             let span = c.span();
             let t = ("cluster", &span);
             let c = c.into_inner();
-            let c = ClusterFields {
-                fabric: at.need(c.fabric, t, "fabric", "\"infiniband\"", "infiniband".into()),
-                nodes: at.need(c.nodes, t, "nodes", "2", 1),
-                gpus_per_node: at.need(c.gpus_per_node, t, "gpus_per_node", "8", 8),
-            };
+            let fabric_v = at.need(c.fabric, t, "fabric", "\"infiniband\"", "infiniband".into());
+            let nodes_v = at.need(c.nodes, t, "nodes", "2", 1);
+            let gpus_v = at.need(c.gpus_per_node, t, "gpus_per_node", "8", 8);
             let fabric = match Fabric::ALL
                 .into_iter()
-                .find(|f| f.name() == c.fabric.get_ref())
+                .find(|f| f.name() == fabric_v.get_ref())
             {
                 Some(f) => f,
                 None => {
                     at.fail(
-                        c.fabric.span(),
-                        format!("unknown fabric `{}`", c.fabric.get_ref().escape_debug()),
+                        fabric_v.span(),
+                        format!("unknown fabric `{}`", fabric_v.get_ref().escape_debug()),
                         "`fabric` is one of: infiniband, roce, efa, slingshot, ethernet",
                     );
                     Fabric::Ethernet
                 }
             };
-            let nodes = at.count(&c.nodes, "nodes", 4096);
-            let gpus_per_node = at.count(&c.gpus_per_node, "gpus_per_node", 16);
+            let nodes = at.count(&nodes_v, "nodes", 4096);
+            let gpus_per_node = at.count(&gpus_v, "gpus_per_node", 16);
+            let cpus_per_node = c
+                .cpus_per_node
+                .as_ref()
+                .map(|v| at.count(v, "cpus_per_node", 4096));
+            let memory_gib_per_node = c
+                .memory_gib_per_node
+                .as_ref()
+                .map(|v| at.count(v, "memory_gib_per_node", 65_536));
             d.cluster = Some(Cluster {
                 fabric,
                 nodes,
                 gpus_per_node,
+                cpus_per_node,
+                memory_gib_per_node,
             });
         }
         if let Some(i) = self.image {
@@ -722,7 +910,7 @@ impl DeployWire {
                 ("train", &span),
                 "command",
                 "[\"python\", \"train.py\"]",
-                vec!["python".into()],
+                Vec::new(),
             );
             let cmd = command.get_ref();
             if !missing && (cmd.is_empty() || cmd.len() > 256) {
@@ -738,10 +926,43 @@ impl DeployWire {
             {
                 at.fail(command.span(), format!("command argument `{}` is empty, too long or contains control characters", bad.escape_debug()), "each argument is passed as one word; newlines and control characters are not allowed");
             }
+            let entry = match Entry::parse(cmd) {
+                Ok(e) => e,
+                // Reported above.
+                Err(_) if missing => Entry::Executable {
+                    program: String::new(),
+                    args: Vec::new(),
+                },
+                Err((msg, hint)) => {
+                    at.fail(command.span(), msg, &hint);
+                    Entry::Executable {
+                        program: String::new(),
+                        args: Vec::new(),
+                    }
+                }
+            };
+            let workdir = t.workdir.as_ref().and_then(|w| match parse_storage(w.get_ref()) {
+                Ok(StorageRef::Pvc { .. }) => {
+                    at.fail(
+                        w.span(),
+                        format!("`workdir = \"{}\"`: a PersistentVolumeClaim cannot be mounted by Slurm jobs", w.get_ref().escape_debug()),
+                        "use storage every node reaches (`nfs://host/path`, `lustre:/path`, `hostpath:/path`), or leave `workdir` out: Slurm then uses the directory the job is submitted from and Kubernetes the code image",
+                    );
+                    None
+                }
+                Ok(r) => Some(r),
+                Err(e) => {
+                    at.fail(w.span(), e, "like `workdir = \"lustre:/lustre/home/me/project\"`");
+                    None
+                }
+            });
             d.train = Some(Train {
                 command: command.into_inner(),
+                entry,
+                workdir,
             });
         }
+        let mut model_span = None;
         if let Some(s) = self.serve {
             let span = s.span();
             let s = s.into_inner();
@@ -752,6 +973,7 @@ impl DeployWire {
                 "\"meta-llama/Llama-3.1-8B\"",
                 "model".into(),
             );
+            model_span = Some(model.span());
             if !is_model(model.get_ref()) {
                 at.fail(model.span(), format!("invalid model `{}`", model.get_ref().escape_debug()), "use an absolute path like `/models/llama-3-70b` or a Hugging Face id like `meta-llama/Llama-3.1-8B`");
             }
@@ -942,7 +1164,23 @@ impl DeployWire {
             d.storage = Some(Storage {
                 datasets: one(&s.datasets),
                 checkpoints: one(&s.checkpoints),
+                models: one(&s.models),
             });
+        }
+        // A model path is served from `[storage].models`, which every target mounts at
+        // `/models`: the path must lie there.
+        if let (Some(serve), Some(span)) = (&d.serve, model_span) {
+            let models = d.storage.as_ref().and_then(|s| s.models.as_ref());
+            if models.is_some()
+                && serve.model.starts_with('/')
+                && !serve.model.starts_with(&format!("{MODELS_DIR}/"))
+            {
+                at.fail(
+                    span,
+                    format!("`model = \"{}\"` is not under {MODELS_DIR}, where [storage].models is mounted", serve.model.escape_debug()),
+                    "name the model by its path under /models (`/models/<dir>`), or by a Hugging Face id",
+                );
+            }
         }
         d
     }

@@ -747,6 +747,12 @@ fn deploy_toml(o: &mut String, d: &crate::deploy::Deploy) {
         kv(o, "fabric", c.fabric.name());
         num(o, "nodes", c.nodes);
         num(o, "gpus_per_node", c.gpus_per_node);
+        if let Some(n) = c.cpus_per_node {
+            num(o, "cpus_per_node", n);
+        }
+        if let Some(n) = c.memory_gib_per_node {
+            num(o, "memory_gib_per_node", n);
+        }
     }
     if let Some(i) = &d.image {
         o.push_str("\n[request.image]\n");
@@ -763,6 +769,9 @@ fn deploy_toml(o: &mut String, d: &crate::deploy::Deploy) {
     if let Some(t) = &d.train {
         o.push_str("\n[request.train]\n");
         list(o, "command", &t.command);
+        if let Some(w) = &t.workdir {
+            kv(o, "workdir", &w.to_string());
+        }
     }
     if let Some(s) = &d.serve {
         o.push_str("\n[request.serve]\n");
@@ -800,6 +809,9 @@ fn deploy_toml(o: &mut String, d: &crate::deploy::Deploy) {
         }
         if let Some(x) = &s.checkpoints {
             kv(o, "checkpoints", &x.to_string());
+        }
+        if let Some(x) = &s.models {
+            kv(o, "models", &x.to_string());
         }
     }
 }

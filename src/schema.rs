@@ -283,6 +283,24 @@ fn cluster() -> Value {
             ),
             ("nodes", integer("Nodes in the job.", 4096, None, 8)),
             ("gpus_per_node", integer("GPUs per node.", 16, None, 8)),
+            (
+                "cpus_per_node",
+                integer(
+                    "CPUs a job may use on each node: Kubernetes requests and limits, Slurm `--cpus-per-task`. Default: 4 per GPU (conservative; say what your nodes have).",
+                    4096,
+                    None,
+                    96,
+                ),
+            ),
+            (
+                "memory_gib_per_node",
+                integer(
+                    "Memory a job may use on each node, GiB: Kubernetes requests and limits, Slurm `--mem`. Default: 32 per GPU (conservative; say what your nodes have).",
+                    65_536,
+                    None,
+                    1024,
+                ),
+            ),
         ],
     ))
 }
@@ -325,22 +343,33 @@ fn train() -> Value {
         fields_of::<TrainWire>(),
         "The training job the Kubernetes and Slurm targets run.",
         &["command"],
-        vec![(
-            "command",
-            json!({
-                "type": "array",
-                "description": "The training command, one argument per element (1 to 256): each is passed as one word, never through a shell, so newlines and control characters are rejected.",
-                "minItems": 1,
-                "maxItems": 256,
-                "items": {
+        vec![
+            (
+                "command",
+                json!({
+                    "type": "array",
+                    "description": "The training command torchrun runs on every node, one argument per element (1 to 256): `python train.py …` or `train.py …` (a script, run with `python -u`), `python -m pkg.train …` (a module), or an executable (run with `--no-python`). Each argument is passed as one word, never through a shell, so newlines and control characters are rejected; a launcher (`torchrun`, `deepspeed`, `accelerate`, …) is refused, since gpustack starts torchrun itself.",
+                    "minItems": 1,
+                    "maxItems": 256,
+                    "items": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 1024,
+                        "pattern": "^[^\\u0000-\\u001F\\u007F-\\u009F]*$",
+                    },
+                    "examples": [["python", "train.py"]],
+                }),
+            ),
+            (
+                "workdir",
+                json!({
                     "type": "string",
-                    "minLength": 1,
-                    "maxLength": 1024,
-                    "pattern": "^[^\\u0000-\\u001F\\u007F-\\u009F]*$",
-                },
-                "examples": [["python", "train.py"]],
-            }),
-        )],
+                    "description": "Where the training code is: shared storage (`nfs://host/path`, `lustre:/path` or `hostpath:/path`) mounted at /workspace, the working directory, on every target. Default: the directory a Slurm job is submitted from, and the code image (the project directory copied into the training image) on Kubernetes.",
+                    "pattern": "^(nfs://[A-Za-z0-9.-]+/[A-Za-z0-9/._+@=,-]*|lustre:/[A-Za-z0-9/._+@=,-]*|hostpath:/[A-Za-z0-9/._+@=,-]*)$",
+                    "examples": ["lustre:/lustre/home/me/project"],
+                }),
+            ),
+        ],
     ))
 }
 
@@ -481,7 +510,7 @@ fn storage() -> Value {
     object(table(
         "[storage]",
         fields_of::<StorageWire>(),
-        "Storage mounted into every workload, at /data/datasets and /data/checkpoints.",
+        "Storage mounted into the workloads: datasets and checkpoints at /data/datasets and /data/checkpoints, models at /models.",
         &[],
         vec![
             (
@@ -496,6 +525,13 @@ fn storage() -> Value {
                 location(
                     "Checkpoints, mounted read-write",
                     "lustre:/lustre/scratch/ckpt",
+                ),
+            ),
+            (
+                "models",
+                location(
+                    "Models, mounted at /models for the vLLM server (read-only when `[serve].model` is a path there, as the Hugging Face cache when it is a hub id)",
+                    "nfs://nfs.example.com/models",
                 ),
             ),
         ],
@@ -735,7 +771,13 @@ mod tests {
         assert_eq!(fields_of::<StackWire>(), ["name", "os"]);
         assert_eq!(
             fields_of::<ClusterWire>(),
-            ["fabric", "nodes", "gpus_per_node"]
+            [
+                "fabric",
+                "nodes",
+                "gpus_per_node",
+                "cpus_per_node",
+                "memory_gib_per_node"
+            ]
         );
         // A map is not a struct: no fields.
         assert!(fields_of::<std::collections::BTreeMap<String, String>>().is_empty());

@@ -297,9 +297,15 @@ fn an_image_tag_that_is_not_the_bake_files_is_inconsistent() {
     let dir = project("image");
     let job = dir.join("out/k8s/pytorchjob.yaml");
     let text = std::fs::read_to_string(&job).unwrap();
-    let tag_at = text.find(":training-").unwrap() + ":training-".len();
+    let image_line = text.find("image: \"").unwrap();
+    let tag_at = image_line + text[image_line..].find(":training-").unwrap() + ":training-".len();
     let old = &text[tag_at..tag_at + 12];
-    edit(&job, &format!(":training-{old}"), ":training-000000000000");
+    // The training pods run the code image (`…-code:training-<hash>`).
+    edit(
+        &job,
+        &format!("-code:training-{old}"),
+        "-code:training-000000000000",
+    );
     let sbatch = dir.join("out/slurm/serve.sbatch");
     edit(
         &sbatch,

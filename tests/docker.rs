@@ -205,8 +205,12 @@ fn every_component_reaches_its_layer_and_nothing_is_dropped() {
                             .map(|x| x.split(',').next().unwrap())
                     });
                     let Some(from) = from else { continue };
+                    // `project`: the named build context of the code stage (the bake
+                    // file's `contexts`), the project directory.
                     assert!(
-                        order[..i].iter().any(|o| o == from) || from.contains(':'),
+                        order[..i].iter().any(|o| o == from)
+                            || from.contains(':')
+                            || (from == "project" && s == "code"),
                         "{name}: {k} in `{s}` refers to `{from}`, not an earlier stage"
                     );
                 }

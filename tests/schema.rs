@@ -464,7 +464,7 @@ fn integer_bounds_and_defaults_are_the_parsers() {
             }
         }
     }
-    assert_eq!((bounded, defaults), (5, 6), "integers and defaults found");
+    assert_eq!((bounded, defaults), (7, 6), "integers and defaults found");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

@@ -99,6 +99,8 @@ fn bake_tags(bake: &str) -> BTreeMap<String, String> {
 struct Generated {
     name: String,
     lock: gpustack::Lock,
+    /// The project directory: the training code, `out/` under it; jobs are submitted here.
+    project: PathBuf,
     slurm: PathBuf,
     images: BTreeMap<String, String>,
     def_image: Option<String>,
@@ -135,9 +137,19 @@ fn finish(name: &str, lock: gpustack::Lock, dir: &Path) -> Generated {
         .lines()
         .find_map(|l| l.strip_prefix("From: "))
         .map(str::to_string);
+    // The training code, in every form a `[train].command` may start.
+    std::fs::copy(root().join("tests/standins/train.py"), dir.join("train.py")).unwrap();
+    std::fs::create_dir_all(dir.join("pkg")).unwrap();
+    std::fs::write(dir.join("pkg/__init__.py"), "").unwrap();
+    std::fs::copy(
+        root().join("tests/standins/train.py"),
+        dir.join("pkg/train.py"),
+    )
+    .unwrap();
     Generated {
         name: name.to_string(),
         lock,
+        project: dir.to_path_buf(),
         slurm: dir.join("out/slurm"),
         images: bake_tags(&bake),
         def_image,
@@ -168,6 +180,7 @@ fn base_spec() -> String {
 /// The hostile `[train].command`: each element one argument, exactly.
 const HOSTILE_COMMAND: &[&str] = &[
     "python",
+    "train.py",
     "x; rm -rf /",
     "$(id)",
     "`id`",
@@ -249,21 +262,61 @@ fn apptainer_all_layers() -> Generated {
 }
 
 /// `h100-ib-train-serve` building only `base` and `framework`: the training and inference
-/// images the jobs need are not built, so the site names them.
-fn unbuilt_layers() -> Generated {
-    let spec = base_spec().replace(
+/// images the jobs need are not built.
+fn unbuilt_layers_spec() -> String {
+    base_spec().replace(
         "layers = [\"base\", \"framework\", \"inference\", \"training\"]",
         "layers = [\"base\", \"framework\"]",
-    );
-    generated_spec("unbuilt-layers", &spec, None)
+    )
 }
 
-/// The references the test cluster's environment gives for images that are not built.
-const SITE_IMAGES: &[(&str, &str)] = &[
-    ("training", "registry.test#site/train:x"),
-    ("inference", "registry.test#site/serve:x"),
-    ("validate", "registry.test#site/nccl-tests:x"),
-];
+/// The three forms of `[train].command` torchrun's contract distinguishes, on a small
+/// cluster (2 nodes x 4 GPUs), for each container runtime: `python train.py …`,
+/// `python -m pkg.train …` and `train.py …`.
+fn command_forms() -> Vec<Generated> {
+    let mut out = Vec::new();
+    for (form, command) in [
+        ("script", r#"["python", "train.py", "--lr", "3e-4", "a b"]"#),
+        (
+            "module",
+            r#"["python", "-m", "pkg.train", "--epochs", "1"]"#,
+        ),
+        ("bare", r#"["train.py", "--config", "c.yaml"]"#),
+    ] {
+        for runtime in ["pyxis", "apptainer", "none"] {
+            let spec = base_spec()
+                .replace(
+                    "command = [\"python\", \"train.py\", \"--deepspeed\", \"ds_config.json\"]",
+                    &format!("command = {command}"),
+                )
+                .replace(
+                    "nodes = 8\ngpus_per_node = 8",
+                    "nodes = 2\ngpus_per_node = 4",
+                )
+                .replace("tensor_parallel = 8", "tensor_parallel = 4")
+                .replace("partition = \"gpu\"", "partition = \"normal\"")
+                .replace(
+                    "container = \"pyxis\"",
+                    &format!("container = \"{runtime}\""),
+                );
+            out.push(generated_spec(
+                &format!("form-{form}-{runtime}"),
+                &spec,
+                None,
+            ));
+        }
+    }
+    out
+}
+
+/// `[cluster]` with the CPUs and memory a job may use: `--mem` and `--cpus-per-task` follow.
+fn sized() -> Generated {
+    let spec = base_spec().replace(
+        "gpus_per_node = 8",
+        "gpus_per_node = 8\ncpus_per_node = 12\nmemory_gib_per_node = 64",
+    );
+    generated_spec("sized", &spec, None)
+}
 
 fn scripts(dir: &Path) -> Vec<PathBuf> {
     sorted_files(dir, "sbatch")
@@ -406,8 +459,9 @@ fn every_script_passes_shellcheck() {
         .collect();
     gens.push(bare_metal());
     gens.push(apptainer_all_layers());
-    gens.push(unbuilt_layers());
     gens.push(hostile());
+    gens.push(sized());
+    gens.extend(command_forms());
     let mut args = vec!["-s".to_string(), "bash".to_string()];
     for g in &gens {
         for f in scripts(&g.slurm) {
@@ -425,7 +479,7 @@ fn every_script_passes_shellcheck() {
 fn hostile_values_stay_quoted() {
     let g = hostile();
     let train = std::fs::read_to_string(g.slurm.join("train.sbatch")).unwrap();
-    for a in HOSTILE_COMMAND.iter().skip(1) {
+    for a in HOSTILE_COMMAND.iter().skip(2) {
         let quoted = format!("'{}'", a.replace('\'', "'\\''"));
         assert!(
             train.contains(&format!("  {quoted}\n")),
@@ -473,28 +527,6 @@ fn apptainer_runs_the_sif_only_for_its_layer() {
     }
 }
 
-/// A job whose image is not built stops before srun unless the site names the image.
-#[test]
-fn unbuilt_images_must_be_named() {
-    let g = unbuilt_layers();
-    for (file, var) in [
-        ("train.sbatch", "GPUSTACK_TRAINING_IMAGE"),
-        ("serve.sbatch", "GPUSTACK_INFERENCE_IMAGE"),
-    ] {
-        let out = Command::new("bash")
-            .arg(file)
-            .current_dir(&g.slurm)
-            .env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .env("SLURM_SUBMIT_DIR", &g.slurm)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{file}: {err}");
-        assert!(err.contains(&format!("{var} is not set")), "{file}: {err}");
-    }
-}
-
 /// What `gen slurm` could not write is refused by `gpustack lock` already (issue 17: a
 /// lock that locks also renders), with the message, and nothing is written.
 fn lock_refuses(name: &str, spec: &str, needle: &str) {
@@ -522,6 +554,12 @@ fn impossible_requests_are_refused() {
         "wide-serve",
         &base_spec().replace("tensor_parallel = 8", "tensor_parallel = 16"),
         "is more than the 8 GPUs of a node",
+    );
+    // A workload's image must be built: the layers below lack what it adds.
+    lock_refuses(
+        "unbuilt-layers",
+        &unbuilt_layers_spec(),
+        "the `training` image is not built",
     );
     let no_torch = std::fs::read_to_string(root().join("fixtures/specs/h100-forward-compat.toml"))
         .unwrap()
@@ -640,7 +678,14 @@ impl Cluster {
             std::fs::create_dir_all(dir).unwrap();
             for n in names {
                 let p = dir.join(n);
-                std::fs::copy(root().join("tests/slurm/shim.sh"), &p).unwrap();
+                // torchrun: the stand-in that implements its command line and starts the
+                // training script; the others record how they were called.
+                let from = if *n == "torchrun" {
+                    "tests/standins/torchrun.py"
+                } else {
+                    "tests/slurm/shim.sh"
+                };
+                std::fs::copy(root().join(from), &p).unwrap();
                 make_executable(&p);
             }
         }
@@ -684,15 +729,8 @@ impl Cluster {
                 ("GPUSTACK_REAL_SRUN".into(), tools[6].display().to_string()),
                 // The test cluster's Slurm has no PMIx library (libpmix): PMI-2 instead.
                 ("GPUSTACK_SRUN_MPI".into(), "pmi2".into()),
-                // Where [image].layers leaves out a layer a job needs.
             ]
             .into_iter()
-            .chain(SITE_IMAGES.iter().map(|(l, r)| {
-                (
-                    format!("GPUSTACK_{}_IMAGE", l.to_uppercase()),
-                    r.to_string(),
-                )
-            }))
             .collect(),
             base: cluster_base,
             rec,
@@ -730,10 +768,11 @@ impl Cluster {
         )
     }
 
-    fn submit(&self, script: &Path) -> String {
-        let dir = script.parent().unwrap();
-        let name = script.file_name().unwrap().to_str().unwrap();
-        let (code, text) = self.run("sbatch", &["--parsable", name], dir);
+    /// Submits `script` from the project directory `project`, as a user does:
+    /// `sbatch out/slurm/train.sbatch`.
+    fn submit(&self, project: &Path, script: &Path) -> String {
+        let rel = script.strip_prefix(project).unwrap().to_str().unwrap();
+        let (code, text) = self.run("sbatch", &["--parsable", rel], project);
         assert_eq!(code, 0, "sbatch {}: {text}", script.display());
         text.trim().split(';').next().unwrap().to_string()
     }
@@ -901,8 +940,9 @@ fn scripts_run_on_a_throwaway_slurm_cluster() {
         .collect();
     gens.push(bare_metal());
     gens.push(apptainer_all_layers());
-    gens.push(unbuilt_layers());
     gens.push(hostile());
+    gens.push(sized());
+    gens.extend(command_forms());
 
     // sbatch --test-only accepts every script.
     for g in &gens {
@@ -951,7 +991,7 @@ fn scripts_run_on_a_throwaway_slurm_cluster() {
                 all.push(Submitted {
                     g: g.clone(),
                     kind,
-                    job: cluster.submit(&f),
+                    job: cluster.submit(&g.project, &f),
                 });
             }
         }
@@ -962,7 +1002,7 @@ fn scripts_run_on_a_throwaway_slurm_cluster() {
     for s in &all {
         let st = &states[&s.job];
         if st.is_empty() || st.iter().any(|x| x != "COMPLETED") {
-            let out = std::fs::read_dir(&s.g.slurm)
+            let out = std::fs::read_dir(&s.g.project)
                 .unwrap()
                 .filter_map(|e| {
                     let p = e.unwrap().path();
@@ -1018,18 +1058,11 @@ fn check_job(cluster: &Cluster, s: &Submitted) {
     // The image the step must run: the bake file's tag for the layer; where the lock has
     // the layer but does not build it, the site's reference; where the lock has no such
     // layer, the nearest one below it.
-    let lock_has = g.lock.layers.iter().any(|l| l.layer.name() == layer);
     let want_image = match g.images.get(layer) {
         Some(i) => i.clone(),
-        None if lock_has => SITE_IMAGES
-            .iter()
-            .find(|(l, _)| *l == layer)
-            .unwrap()
-            .1
-            .replacen('#', "/", 1),
         None => g.images.get("framework").cloned().unwrap(),
     };
-    let output = std::fs::read_dir(&g.slurm)
+    let output = std::fs::read_dir(&g.project)
         .unwrap()
         .filter_map(|e| {
             let p = e.unwrap().path();
@@ -1112,9 +1145,21 @@ fn check_job(cluster: &Cluster, s: &Submitted) {
             .iter()
             .find_map(|a| a.strip_prefix("--cpus-per-task="))
             .unwrap_or_else(|| panic!("{what}: no --cpus-per-task in {argv:?}"));
+        // [cluster].cpus_per_node shared out by GPU when given, else the node's 16 CPUs.
+        let node_cpus = req
+            .cluster
+            .as_ref()
+            .and_then(|c| c.cpus_per_node)
+            .map_or(16, |c| {
+                if s.kind == "serve" {
+                    c * req.serve.as_ref().unwrap().tensor_parallel / gpus
+                } else {
+                    c
+                }
+            });
         assert_eq!(
             cpus.parse::<u32>().unwrap(),
-            16 / tasks_per_node,
+            node_cpus / tasks_per_node,
             "{what}: {argv:?}"
         );
         if s.kind == "nccl-tests" && tasks_per_node > 1 {
@@ -1165,22 +1210,15 @@ fn check_job(cluster: &Cluster, s: &Submitted) {
         }
         let want_argv: Vec<String> = match s.kind {
             "train" => {
-                let mut v: Vec<String> = [
-                    "--nnodes",
-                    &n_nodes.to_string(),
-                    "--nproc-per-node",
-                    &gpus.to_string(),
-                    "--rdzv-backend",
-                    "c10d",
-                    "--rdzv-endpoint",
-                    &format!("{}:29500", expect_nodes[0]),
-                    "--rdzv-id",
-                    job,
-                ]
-                .iter()
-                .map(|s| s.to_string())
-                .collect();
-                v.extend(req.train.as_ref().unwrap().command.iter().cloned());
+                let mut v: Vec<String> = vec![
+                    format!("--nnodes={n_nodes}"),
+                    format!("--nproc-per-node={gpus}"),
+                    "--rdzv-backend=c10d".into(),
+                    "--max-restarts=3".into(),
+                    format!("--rdzv-endpoint={}:29500", expect_nodes[0]),
+                    format!("--rdzv-id={job}"),
+                ];
+                v.extend(torchrun_entry(&req.train.as_ref().unwrap().command));
                 v
             }
             "serve" => {
@@ -1239,6 +1277,16 @@ fn check_job(cluster: &Cluster, s: &Submitted) {
                     want_mounts,
                     "{what}: mounts"
                 );
+                let want_workdir: BTreeSet<String> = if s.kind == "train" {
+                    ["/workspace".to_string()].into()
+                } else {
+                    BTreeSet::new()
+                };
+                assert_eq!(
+                    p.get("container-workdir").cloned().unwrap_or_default(),
+                    want_workdir,
+                    "{what}: workdir"
+                );
             }
             "apptainer" => {
                 let a = cluster.records("apptainer", job);
@@ -1248,6 +1296,10 @@ fn check_job(cluster: &Cluster, s: &Submitted) {
                     if !mount_list.is_empty() {
                         want.push("--bind".into());
                         want.push(mount_list.join(","));
+                    }
+                    if s.kind == "train" {
+                        want.push("--pwd".into());
+                        want.push("/workspace".into());
                     }
                     let sif = g
                         .slurm
@@ -1272,6 +1324,10 @@ fn check_job(cluster: &Cluster, s: &Submitted) {
         }
     }
 
+    if s.kind == "train" {
+        check_training_script(cluster, s, &expect_nodes, gpus, &what);
+    }
+
     if s.kind == "nccl-tests" {
         // The script echoes the expected bandwidth, the lines of expected-bandwidth.txt.
         let expected = std::fs::read_to_string(g.slurm.join("expected-bandwidth.txt")).unwrap();
@@ -1284,6 +1340,85 @@ fn check_job(cluster: &Cluster, s: &Submitted) {
             assert!(expected.contains(&e.source), "{what}");
         }
     }
+}
+
+/// What torchrun must run for a `[train].command`, by torchrun's contract: a script
+/// (`python train.py …`, `train.py …`) as it is, a module after `-m`, anything else after
+/// `--no-python`. Written here from the command, independently of gpustack's plan.
+fn torchrun_entry(command: &[String]) -> Vec<String> {
+    let python = |w: &str| w == "python" || w == "python3";
+    match command {
+        [p, m, rest @ ..] if python(p) && m == "-m" => std::iter::once("-m".to_string())
+            .chain(rest.iter().cloned())
+            .collect(),
+        [p, rest @ ..] if python(p) => rest.to_vec(),
+        [s, ..] if s.ends_with(".py") => command.to_vec(),
+        _ => std::iter::once("--no-python".to_string())
+            .chain(command.iter().cloned())
+            .collect(),
+    }
+}
+
+/// The training script itself ran, once per GPU of every node, with the command's
+/// arguments unchanged, in the project directory (the code), under `python -u`.
+fn check_training_script(
+    cluster: &Cluster,
+    s: &Submitted,
+    nodes: &[String],
+    gpus: u32,
+    what: &str,
+) {
+    let command = &s.g.lock.request.deploy.train.as_ref().unwrap().command;
+    let entry = torchrun_entry(command);
+    let (module, args) = match entry.as_slice() {
+        [m, name, rest @ ..] if m == "-m" => (Some(name.clone()), rest.to_vec()),
+        [_, rest @ ..] => (None, rest.to_vec()),
+        [] => unreachable!(),
+    };
+    let project = s.g.project.canonicalize().unwrap();
+    let mut seen = 0;
+    for node in nodes {
+        for local in 0..gpus {
+            let f = cluster
+                .rec
+                .join(format!("script.{}.{node}.{local}.json", s.job));
+            let text = std::fs::read_to_string(&f).unwrap_or_else(|e| {
+                panic!(
+                    "{what}: the training script did not run as {}: {e}",
+                    f.display()
+                )
+            });
+            let r: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let argv: Vec<String> = serde_json::from_value(r["argv"].clone()).unwrap();
+            assert_eq!(
+                argv, args,
+                "{what}: the script's arguments on {node}/{local}"
+            );
+            assert_eq!(
+                std::path::Path::new(r["cwd"].as_str().unwrap())
+                    .canonicalize()
+                    .unwrap(),
+                project,
+                "{what}: working directory"
+            );
+            assert_eq!(r["code_in_cwd"], true, "{what}");
+            let orig: Vec<String> = serde_json::from_value(r["orig_argv"].clone()).unwrap();
+            assert_eq!(
+                orig.get(1).map(String::as_str),
+                Some("-u"),
+                "{what}: {orig:?}"
+            );
+            assert_eq!(r["module"].as_str().map(str::to_string), module, "{what}");
+            assert_eq!(r["env"]["LOCAL_RANK"], local.to_string(), "{what}");
+            assert_eq!(
+                r["env"]["WORLD_SIZE"],
+                (nodes.len() as u32 * gpus).to_string(),
+                "{what}"
+            );
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, nodes.len() as u32 * gpus, "{what}");
 }
 
 struct Mount {
@@ -1318,6 +1453,14 @@ fn storage(g: &Generated, kind: &str) -> Vec<Mount> {
                 export: Some(format!("{}_DIR", name.to_uppercase())),
             });
         }
+    }
+    if kind == "train" {
+        out.push(Mount {
+            host: g.project.display().to_string(),
+            target: "/workspace".into(),
+            ro: false,
+            export: None,
+        });
     }
     if kind == "serve" {
         let m = &g.lock.request.deploy.serve.as_ref().unwrap().model;

@@ -125,6 +125,24 @@ pub struct DockerPlan {
     pub labels: Vec<(String, String)>,
     /// Lines saying what is not verified (printed as comments).
     pub unverified: Vec<String>,
+    /// The code image, when Kubernetes runs the training code from an image (the workload
+    /// plan's [`Code::image`](super::workload::Code)).
+    pub code: Option<CodeImage>,
+}
+
+/// The `code` stage and bake target: the training workload's image with the project
+/// directory copied to the working directory.
+#[derive(Clone, Debug, Serialize)]
+pub struct CodeImage {
+    /// The stage it starts from (the layer the training workload runs).
+    pub from: String,
+    /// The working directory, `/workspace`.
+    pub dir: String,
+    /// The tag.
+    pub tag: String,
+    /// The project directory relative to this directory (`out/docker`), the bake file's
+    /// default for the `project` build context.
+    pub project_dir: String,
 }
 
 fn bad(msg: String, hint: &str) -> Error {
@@ -612,7 +630,23 @@ impl DockerPlan {
         }
         labels.sort();
 
+        let code = match lock.request.deploy.train {
+            None => None,
+            Some(_) => {
+                let w = super::workload::WorkloadPlan::new(lock, common)?;
+                w.train.and_then(|t| {
+                    Some(CodeImage {
+                        from: t.image.runs.clone(),
+                        dir: t.code.dir.clone(),
+                        tag: t.code.image?,
+                        project_dir: "../..".into(),
+                    })
+                })
+            }
+        };
+
         Ok(DockerPlan {
+            code,
             common: common.clone(),
             runtime_image,
             devel_image,

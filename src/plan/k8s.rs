@@ -19,12 +19,13 @@
 
 use serde::Serialize;
 
-use super::Common;
+use super::workload::{Resources, WorkloadPlan, MAX_RESTARTS};
+use super::{Common, Mount};
 use crate::deploy::Fabric;
 use crate::error::{Diagnostic, Error, Stage};
 use crate::lock::Lock;
 use crate::render::RenderedFile;
-use crate::spec::{Component, Layer};
+use crate::spec::Component;
 
 /// Namespace when the spec has no `[k8s]` table.
 pub const DEFAULT_NAMESPACE: &str = "gpustack";
@@ -35,18 +36,11 @@ const MIN_MINOR: u32 = 23;
 /// `/dev/shm` size limit: generic (NCCL's shared-memory transport and DataLoader workers
 /// outgrow the 64 MiB container default); not a fact of the lock.
 const SHM_SIZE: &str = "64Gi";
-/// The port `vllm serve` listens on (its default, passed explicitly).
-const VLLM_PORT: u32 = 8000;
-/// The training-operator's default PyTorchJob port (`pytorchjob-port`), used for the c10d
-/// rendezvous on `<job>-worker-0`.
-const RDZV_PORT: u32 = 23456;
 /// RDMA resource: the name in the k8s-rdma-shared-dev-plugin config that the NVIDIA Network
 /// Operator documents (`rdma_shared_device_a`); clusters may name it differently.
 const RDMA_RESOURCE: &str = "rdma/rdma_shared_device_a";
 /// AWS EFA device plugin resource.
 const EFA_RESOURCE: &str = "vpc.amazonaws.com/efa";
-/// Worker-group restarts torchrun allows before the job fails.
-const MAX_RESTARTS: u32 = 3;
 
 /// A named port.
 #[derive(Clone, Debug, Serialize)]
@@ -109,10 +103,23 @@ pub struct Pod {
     pub ports: Vec<Port>,
     /// `nvidia.com/gpu`.
     pub gpus: u32,
+    /// CPU request and limit.
+    pub cpus: u32,
+    /// Memory request and limit, GiB.
+    pub memory_gib: u32,
+    /// Where the CPU and memory figures come from.
+    pub resources_note: String,
+    /// `workingDir`.
+    pub working_dir: Option<String>,
+    /// `imagePullPolicy` (`Always` for the code image, whose tag names the lock, not the
+    /// code).
+    pub image_pull_policy: Option<String>,
+    /// Variables the program reads (`DATASETS_DIR`).
+    pub env: Vec<(String, String)>,
     /// Extra device-plugin resource (RDMA) and its count.
     pub rdma_resource: Option<String>,
     /// Comments under `limits` (fabric resources the lock cannot size).
-    pub resource_notes: Vec<String>,
+    pub fabric_notes: Vec<String>,
     /// `hostNetwork: true` with `ClusterFirstWithHostNet`.
     pub host_network: bool,
     /// Add `IPC_LOCK` (RDMA memory registration pins memory).
@@ -260,37 +267,31 @@ fn bad(msg: String, hint: &str) -> Error {
     Diagnostic::new(Stage::Generate, msg).hint(hint).into()
 }
 
-/// The storage volumes of `[storage]`, mounted into every pod that runs work.
-fn storage_volumes(common: &Common) -> Vec<Volume> {
-    common
-        .mounts
-        .iter()
-        .map(|m| {
-            let (kind, note) = match m.kind.as_str() {
-                "nfs" => (
-                    "nfs",
-                    "NFS, mounted inline: no cluster-scoped PersistentVolume to own",
-                ),
-                "pvc" => ("pvc", "an existing PersistentVolumeClaim"),
-                "lustre" => (
-                    "hostpath",
-                    "Lustre, mounted on every GPU node at this path (hostPath)",
-                ),
-                _ => ("hostpath", "a directory on every GPU node (hostPath)"),
-            };
-            Volume {
-                name: m.name.clone(),
-                kind: kind.into(),
-                server: m.server.clone(),
-                path: m.host_path.clone(),
-                claim: m.claim.clone(),
-                size_limit: None,
-                mount_path: m.container_path.clone(),
-                read_only: m.read_only,
-                note: format!("{}{}", note, if m.read_only { "; read-only" } else { "" }),
-            }
-        })
-        .collect()
+/// The volume of a mount.
+fn volume_of(m: &Mount) -> Volume {
+    let (kind, note) = match m.kind.as_str() {
+        "nfs" => (
+            "nfs",
+            "NFS, mounted inline: no cluster-scoped PersistentVolume to own",
+        ),
+        "pvc" => ("pvc", "an existing PersistentVolumeClaim"),
+        "lustre" => (
+            "hostpath",
+            "Lustre, mounted on every GPU node at this path (hostPath)",
+        ),
+        _ => ("hostpath", "a directory on every GPU node (hostPath)"),
+    };
+    Volume {
+        name: m.name.clone(),
+        kind: kind.into(),
+        server: m.server.clone(),
+        path: m.host_path.clone(),
+        claim: m.claim.clone(),
+        size_limit: None,
+        mount_path: m.container_path.clone(),
+        read_only: m.read_only,
+        note: format!("{}{}", note, if m.read_only { "; read-only" } else { "" }),
+    }
 }
 
 fn shm() -> Volume {
@@ -305,19 +306,6 @@ fn shm() -> Volume {
         read_only: false,
         note: "NCCL's shared-memory transport and DataLoader workers need more than the 64 MiB default /dev/shm".into(),
     }
-}
-
-/// The image of `layer`, with a note when a lower layer stands in for it.
-fn image_of(common: &Common, layer: Layer) -> Option<(String, Vec<String>)> {
-    let image = common.image(layer)?.to_string();
-    let mut notes = Vec::new();
-    if !common.images.contains_key(layer.name()) {
-        notes.push(format!(
-            "the `{}` layer is not built ([image].layers): this is the nearest layer below it",
-            layer.name()
-        ));
-    }
-    Some((image, notes))
 }
 
 /// Fabric-specific pod settings for a multi-node pod: (RDMA resource, host network,
@@ -372,216 +360,143 @@ impl K8sPlan {
         }
         let env_config = "nccl-env".to_string();
         let expected_config = "nccl-tests-expected".to_string();
-        let (rdma_resource, host_network, ipc_lock, resource_notes) = fabric_settings(common);
-        let storage = storage_volumes(common);
-
-        let train = match &lock.request.deploy.train {
-            None => None,
-            Some(t) => {
-                let (image, image_notes) = image_of(common, Layer::Training).ok_or_else(|| {
-                    bad(
-                        "the lock has no image layer for the training job".into(),
-                        "re-lock with `gpustack lock`",
-                    )
-                })?;
-                let has_torch = lock.component(Component::Torch).is_some();
-                let first = t.command.first().map_or("", String::as_str);
-                let second = t.command.get(1).map_or("", String::as_str);
-                let wrap = has_torch
-                    && (first == "python" || first == "python3")
-                    && !second.is_empty()
-                    && (second == "-m" || !second.starts_with('-'));
-                let (command, args, command_notes) = if wrap {
-                    let mut args = vec![
-                        "--nproc-per-node".to_string(),
-                        common.gpus_per_node.to_string(),
-                    ];
-                    args.extend(t.command[1..].iter().cloned());
-                    (
-                        vec!["torchrun".to_string()],
-                        args,
-                        vec![
-                            format!("[train].command, with `{first}` replaced by torchrun: one process per GPU, rendezvous from the PET_* variables the training-operator sets (PET_NNODES, PET_RDZV_BACKEND, PET_RDZV_ENDPOINT, PET_MAX_RESTARTS)"),
-                        ],
-                    )
-                } else {
-                    (
-                        t.command.clone(),
-                        Vec::new(),
-                        vec![if first == "torchrun" {
-                            "[train].command as written: torchrun reads the PET_* variables the training-operator sets (PET_NNODES, PET_RDZV_BACKEND, PET_RDZV_ENDPOINT, PET_MAX_RESTARTS)".into()
-                        } else {
-                            "[train].command as written: the training-operator sets PET_* variables (nnodes, rendezvous) that torchrun reads; start the command with torchrun to run one process per GPU".into()
-                        }],
-                    )
-                };
-                let mut volumes = vec![shm()];
-                volumes.extend(storage.iter().cloned());
-                Some(TrainPlan {
-                    name: "train".into(),
-                    replicas: common.nodes,
-                    nproc_per_node: common.gpus_per_node.to_string(),
-                    max_restarts: MAX_RESTARTS,
-                    rdzv_port: RDZV_PORT,
-                    pod: Pod {
-                        container: "pytorch".into(),
-                        image,
-                        image_notes,
-                        command,
-                        args,
-                        command_notes,
-                        ports: vec![Port {
-                            name: "pytorchjob-port".into(),
-                            port: RDZV_PORT,
-                        }],
-                        gpus: common.gpus_per_node,
-                        rdma_resource: rdma_resource.clone(),
-                        resource_notes: resource_notes.clone(),
-                        host_network,
-                        ipc_lock,
-                        probes: None,
-                        volumes,
-                        gfd_product: common.gfd_product.clone(),
-                        env_from: env_config.clone(),
-                        // The operator sets the pods' restartPolicy from the replica spec.
-                        restart_policy: None,
-                        spread: None,
-                        lock_hash: common.lock_hash.clone(),
-                    },
-                })
-            }
+        let (rdma_resource, host_network, ipc_lock, fabric_notes) = fabric_settings(common);
+        let workloads = WorkloadPlan::new(lock, common)?;
+        let storage: Vec<Volume> = common.mounts.iter().map(volume_of).collect();
+        // A pod of the stack, with what every GPU pod has: the locked image, GPUs, CPUs and
+        // memory as requests and limits, the NCCL environment, /dev/shm.
+        let pod = |container: &str, image: &super::workload::WorkloadImage, res: &Resources| Pod {
+            container: container.into(),
+            image: image.reference.clone(),
+            image_notes: image.note.iter().cloned().collect(),
+            command: Vec::new(),
+            args: Vec::new(),
+            command_notes: Vec::new(),
+            ports: Vec::new(),
+            gpus: res.gpus,
+            cpus: res.cpus,
+            memory_gib: res.memory_gib,
+            resources_note: res.note.clone(),
+            working_dir: None,
+            image_pull_policy: None,
+            env: Vec::new(),
+            rdma_resource: None,
+            fabric_notes: Vec::new(),
+            host_network: false,
+            ipc_lock: false,
+            probes: None,
+            volumes: vec![shm()],
+            gfd_product: common.gfd_product.clone(),
+            env_from: env_config.clone(),
+            restart_policy: None,
+            spread: None,
+            lock_hash: common.lock_hash.clone(),
         };
 
-        let serve = match &lock.request.deploy.serve {
-            None => None,
-            Some(s) => {
-                if lock.component(Component::Vllm).is_none() {
-                    return Err(bad(
-                        "`[serve]` needs vLLM, but the lock has no `vllm` component".into(),
-                        "add `vllm = \"*\"` to [components] and re-lock, or remove [serve]",
-                    ));
+        let train = workloads.train.map(|w| {
+            let name = "train".to_string();
+            let mut p = pod("pytorch", &w.image, &w.resources);
+            p.command = vec![w.torchrun.program.clone()];
+            p.args = w.torchrun.args.clone();
+            // The training-operator names worker 0's headless Service `<job>-worker-0`.
+            p.args.push(format!("--rdzv-endpoint={name}-worker-0:{}", w.rdzv_port));
+            p.args.push(format!("--rdzv-id={name}"));
+            p.args.extend(w.entry.iter().cloned());
+            p.command_notes = vec![format!(
+                "torchrun, one per node, {} processes each; what it runs: {}",
+                w.resources.gpus, w.entry_note
+            )];
+            p.ports = vec![Port {
+                name: "pytorchjob-port".into(),
+                port: w.rdzv_port,
+            }];
+            p.working_dir = Some(w.code.dir.clone());
+            match (&w.code.image, &w.code.volume) {
+                (Some(code), _) => {
+                    p.image = code.clone();
+                    p.image_notes = vec![format!(
+                        "the code image: the training image ({}) with the project directory copied to {} (out/docker, bake target `code`); its tag names the lock, not the code, so it is pulled on every start",
+                        w.image.reference, w.code.dir
+                    )];
+                    p.image_pull_policy = Some("Always".into());
                 }
-                if s.tensor_parallel > common.gpus_per_node {
-                    return Err(bad(
-                        format!(
-                            "`[serve].tensor_parallel = {}` is more than the {} GPUs of a node: a vLLM pod runs on one node",
-                            s.tensor_parallel, common.gpus_per_node
-                        ),
-                        "lower `tensor_parallel` to at most `[cluster].gpus_per_node`",
+                (None, Some(v)) => {
+                    p.image_notes.push(format!(
+                        "the code is on [train].workdir, mounted at {}",
+                        w.code.dir
                     ));
+                    p.volumes.push(volume_of(v));
                 }
-                let (image, image_notes) = image_of(common, Layer::Inference).ok_or_else(|| {
-                    bad(
-                        "the lock has no image layer for vLLM".into(),
-                        "re-lock with `gpustack lock`",
-                    )
-                })?;
-                let model_notes = if s.model.starts_with('/') {
-                    vec![format!("{} must exist inside the container: bake it into the image or put it on a mounted volume ([storage] is mounted under /data)", s.model)]
-                } else {
-                    vec!["a Hugging Face id: vLLM downloads it at start; gated models need HF_TOKEN (add it from a Secret)".into()]
-                };
-                let mut volumes = vec![shm()];
-                volumes.extend(storage.iter().cloned());
-                Some(ServePlan {
-                    name: "vllm".into(),
-                    model: s.model.clone(),
-                    replicas: s.replicas,
-                    max_replicas: s.replicas.saturating_mul(2),
-                    port: VLLM_PORT,
-                    model_notes,
-                    pod: Pod {
-                        container: "vllm".into(),
-                        image,
-                        image_notes,
-                        command: vec!["vllm".into(), "serve".into()],
-                        args: vec![
-                            s.model.clone(),
-                            "--tensor-parallel-size".into(),
-                            s.tensor_parallel.to_string(),
-                            "--max-model-len".into(),
-                            s.max_model_len.to_string(),
-                            "--port".into(),
-                            VLLM_PORT.to_string(),
-                        ],
-                        command_notes: Vec::new(),
-                        ports: vec![Port {
-                            name: "http".into(),
-                            port: VLLM_PORT,
-                        }],
-                        gpus: s.tensor_parallel,
-                        rdma_resource: None,
-                        resource_notes: Vec::new(),
-                        host_network: false,
-                        ipc_lock: false,
-                        probes: Some(Probes {
-                            path: "/health".into(),
-                            port: "http".into(),
-                        }),
-                        volumes,
-                        gfd_product: common.gfd_product.clone(),
-                        env_from: env_config.clone(),
-                        restart_policy: None,
-                        spread: None,
-                        lock_hash: common.lock_hash.clone(),
-                    },
-                })
+                (None, None) => {}
             }
-        };
+            p.env = w.env.clone();
+            p.rdma_resource = rdma_resource.clone();
+            p.fabric_notes = fabric_notes.clone();
+            p.host_network = host_network;
+            p.ipc_lock = ipc_lock;
+            p.volumes.extend(storage.iter().cloned());
+            TrainPlan {
+                replicas: w.nodes,
+                nproc_per_node: w.resources.gpus.to_string(),
+                max_restarts: MAX_RESTARTS,
+                rdzv_port: w.rdzv_port,
+                name,
+                pod: p,
+            }
+        });
 
-        let (nccl_tests, nccl_tests_missing) = if lock.package("nccl-tests").is_none() {
-            (
+        let serve = workloads.serve.map(|w| {
+            let mut p = pod("vllm", &w.image, &w.resources);
+            p.command = vec![w.vllm.program.clone()];
+            p.args = w.vllm.args.clone();
+            p.ports = vec![Port {
+                name: "http".into(),
+                port: w.port,
+            }];
+            p.probes = Some(Probes {
+                path: "/health".into(),
+                port: "http".into(),
+            });
+            p.env = w.env.clone();
+            p.volumes.extend(storage.iter().cloned());
+            if let Some(v) = &w.model.volume {
+                p.volumes.push(volume_of(v));
+            }
+            ServePlan {
+                name: "vllm".into(),
+                model: w.model.name.clone(),
+                replicas: w.replicas,
+                max_replicas: w.replicas.saturating_mul(2),
+                port: w.port,
+                model_notes: w.model.notes.clone(),
+                pod: p,
+            }
+        });
+
+        let (nccl_tests, nccl_tests_missing) = match workloads.acceptance {
+            None => (
                 None,
                 Some("the lock has no nccl-tests package (no NCCL is locked)".to_string()),
-            )
-        } else if let Some(image) = common.images.get(Layer::Validate.name()) {
-            let gpus = common.gpus_per_node;
-            (
-                Some(NcclTestsPlan {
-                    name: "nccl-tests".into(),
-                    nodes: common.nodes,
-                    pod: Pod {
-                        container: "nccl-tests".into(),
-                        image: image.clone(),
-                        image_notes: Vec::new(),
-                        command: vec!["all_reduce_perf".into()],
-                        args: [
-                            "-b",
-                            "8",
-                            "-e",
-                            "8G",
-                            "-f",
-                            "2",
-                            "-g",
-                            &gpus.to_string(),
-                        ]
-                        .map(String::from)
-                        .to_vec(),
-                        command_notes: vec![format!(
-                            "all_reduce_perf over the {gpus} GPUs of one node, 8 B to 8 GiB; compare the busbw column with the intra-node figure in expected-bandwidth.yaml"
-                        )],
-                        ports: Vec::new(),
-                        gpus,
-                        rdma_resource: None,
-                        resource_notes: Vec::new(),
-                        host_network: false,
-                        ipc_lock: false,
-                        probes: None,
-                        volumes: vec![shm()],
-                        gfd_product: common.gfd_product.clone(),
-                        env_from: env_config.clone(),
-                        restart_policy: Some("Never".into()),
-                        spread: (common.nodes > 1).then(|| "nccl-tests".to_string()),
-                        lock_hash: common.lock_hash.clone(),
-                    },
-                }),
-                None,
-            )
-        } else {
-            (
-                None,
-                Some("the `validate` layer is not in [image].layers, so there is no nccl-tests image: add \"validate\" to [image].layers, re-lock and re-run `gpustack gen docker` and `gpustack gen k8s`".to_string()),
-            )
+            ),
+            Some(a) => {
+                let mut p = pod("nccl-tests", &a.image, &a.resources);
+                p.command = vec![a.per_node.program.clone()];
+                p.args = a.per_node.args.clone();
+                p.command_notes = vec![format!(
+                    "all_reduce_perf over the {} GPUs of one node, 8 B to 8 GiB; compare the busbw column with the intra-node figure in expected-bandwidth.yaml",
+                    a.resources.gpus
+                )];
+                p.restart_policy = Some("Never".into());
+                p.spread = (a.nodes > 1).then(|| "nccl-tests".to_string());
+                (
+                    Some(NcclTestsPlan {
+                        name: "nccl-tests".into(),
+                        nodes: a.nodes,
+                        pod: p,
+                    }),
+                    None,
+                )
+            }
         };
 
         let mut expected = Vec::new();

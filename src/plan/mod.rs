@@ -9,6 +9,7 @@ pub mod docker;
 pub mod k8s;
 pub mod packer;
 pub mod slurm;
+pub mod workload;
 
 use std::collections::BTreeMap;
 
@@ -158,6 +159,27 @@ pub struct Mount {
     pub read_only: bool,
 }
 
+impl Mount {
+    /// The mount of storage `r` named `name` at `container_path`.
+    pub fn of(name: &str, r: &StorageRef, container_path: String, read_only: bool) -> Mount {
+        let (kind, server, host_path, claim) = match r {
+            StorageRef::Nfs { host, path } => ("nfs", Some(host.clone()), Some(path.clone()), None),
+            StorageRef::Lustre { path } => ("lustre", None, Some(path.clone()), None),
+            StorageRef::HostPath { path } => ("hostpath", None, Some(path.clone()), None),
+            StorageRef::Pvc { name } => ("pvc", None, None, Some(name.clone())),
+        };
+        Mount {
+            name: name.into(),
+            kind: kind.into(),
+            server,
+            host_path,
+            claim,
+            container_path,
+            read_only,
+        }
+    }
+}
+
 /// The expected nccl-tests figure for one scope.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct Expected {
@@ -285,47 +307,9 @@ impl Common {
                 ("datasets", &st.datasets, true),
                 ("checkpoints", &st.checkpoints, false),
             ] {
-                let Some(r) = r else { continue };
-                let container_path = format!("/data/{name}");
-                let m = match r {
-                    StorageRef::Nfs { host, path } => Mount {
-                        name: name.into(),
-                        kind: "nfs".into(),
-                        server: Some(host.clone()),
-                        host_path: Some(path.clone()),
-                        claim: None,
-                        container_path,
-                        read_only: ro,
-                    },
-                    StorageRef::Lustre { path } => Mount {
-                        name: name.into(),
-                        kind: "lustre".into(),
-                        server: None,
-                        host_path: Some(path.clone()),
-                        claim: None,
-                        container_path,
-                        read_only: ro,
-                    },
-                    StorageRef::HostPath { path } => Mount {
-                        name: name.into(),
-                        kind: "hostpath".into(),
-                        server: None,
-                        host_path: Some(path.clone()),
-                        claim: None,
-                        container_path,
-                        read_only: ro,
-                    },
-                    StorageRef::Pvc { name: claim } => Mount {
-                        name: name.into(),
-                        kind: "pvc".into(),
-                        server: None,
-                        host_path: None,
-                        claim: Some(claim.clone()),
-                        container_path,
-                        read_only: ro,
-                    },
-                };
-                mounts.push(m);
+                if let Some(r) = r {
+                    mounts.push(Mount::of(name, r, format!("/data/{name}"), ro));
+                }
             }
         }
         let expected = ["intra-node", "inter-node"]

@@ -19,21 +19,19 @@
 
 use serde::Serialize;
 
-use super::Common;
+use super::workload::{
+    Launch as WorkloadLaunch, Resources, ServeWorkload, TrainWorkload, WorkloadImage, WorkloadPlan,
+};
+use super::{Common, Mount};
 use crate::deploy::SlurmContainer;
 use crate::error::{Diagnostic, Error, Stage};
 use crate::lock::Lock;
 use crate::render::RenderedFile;
-use crate::spec::{Component, Layer};
 
 /// Where bare-metal jobs find torchrun and vLLM: the virtual environment of the VM image.
 pub const HOST_VENV: &str = "/opt/venv";
 /// Where bare-metal jobs find nccl-tests' binaries on the VM image.
 pub const HOST_NCCL_TESTS: &str = "/opt/nccl-tests/build";
-/// torchrun's default rendezvous port.
-pub const MASTER_PORT: u32 = 29500;
-/// vLLM's default port.
-pub const SERVE_PORT: u32 = 8000;
 
 /// A bind mount of a job, or (bare metal) an exported directory.
 #[derive(Clone, Debug, Serialize)]
@@ -58,23 +56,29 @@ pub struct JobMount {
     pub nfs: bool,
 }
 
-/// How a job step runs its program.
+/// How a job step runs its program: which image, in the container runtime's syntax.
 #[derive(Clone, Debug, Serialize)]
 pub struct Launch {
-    /// The image layer it needs (`training`, `inference`, `validate`).
-    pub layer: String,
-    /// The image reference from the lock (the bake file's tag); none when the layer is not
-    /// built or the job runs on the host.
-    pub image: Option<String>,
-    /// The same in enroot's URI syntax, `REGISTRY#IMAGE:TAG` (pyxis).
-    pub pyxis_image: Option<String>,
+    /// The workload's image, as the workload plan decided it.
+    pub image: WorkloadImage,
+    /// The reference in enroot's URI syntax, `REGISTRY#IMAGE:TAG` (pyxis).
+    pub pyxis_image: String,
     /// `docker://` + the reference (Apptainer, when the image is not the `.sif`).
-    pub docker_uri: Option<String>,
+    pub docker_uri: String,
     /// Apptainer runs the `.sif` built from `out/apptainer/<stack>.def`.
     pub use_sif: bool,
-    /// When the lock has the layer but `[image].layers` does not build its image: the
-    /// variable the user must set to a reference.
-    pub image_var: Option<String>,
+}
+
+/// `export NAME=…` in a script: `"${VAR}"VALUE` when `var` is set (a host directory on
+/// bare metal), else the literal `VALUE`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Export {
+    /// `DATASETS_DIR`.
+    pub name: String,
+    /// The site variable holding the host directory.
+    pub var: Option<String>,
+    /// The value, or what follows the variable.
+    pub value: String,
 }
 
 /// An `#SBATCH` option: `--<option>[=<value>]`.
@@ -110,6 +114,17 @@ pub struct Job {
     pub launch: Launch,
     /// Mounts (container) or exported directories (bare metal).
     pub mounts: Vec<JobMount>,
+    /// The working directory inside the container (`--container-workdir`, `--pwd`); on
+    /// bare metal the step changes to the code directory's host path.
+    pub workdir: Option<String>,
+    /// Variables the program reads: container paths, or on bare metal the host
+    /// directory's variable.
+    pub exports: Vec<Export>,
+    /// CPUs per task of the main step: a number, or none for all of the node's CPUs
+    /// (`$SLURM_CPUS_ON_NODE`, the node being exclusive).
+    pub cpus_per_task: Option<u32>,
+    /// Why the job takes what it takes, for a comment.
+    pub resources_note: String,
 }
 
 /// `[train]`: torchrun.
@@ -117,8 +132,10 @@ pub struct Job {
 pub struct TrainJob {
     /// The script.
     pub job: Job,
-    /// `[train].command`, one word each.
-    pub command: Vec<String>,
+    /// The workload plan's decisions.
+    pub workload: TrainWorkload,
+    /// The code is on `[train].workdir` (else the directory the job is submitted from).
+    pub code_on_volume: bool,
 }
 
 /// `[serve]`: vLLM.
@@ -126,14 +143,8 @@ pub struct TrainJob {
 pub struct ServeJob {
     /// The script.
     pub job: Job,
-    /// Model path or Hugging Face id.
-    pub model: String,
-    /// `--tensor-parallel-size`.
-    pub tensor_parallel: u32,
-    /// `--max-model-len`.
-    pub max_model_len: u32,
-    /// `[serve].replicas`: the size of the job array.
-    pub replicas: u32,
+    /// The workload plan's decisions.
+    pub workload: ServeWorkload,
 }
 
 /// The acceptance test.
@@ -144,8 +155,8 @@ pub struct NcclTestsJob {
     /// nccl-tests is built with MPI (the lock has Open MPI): one task per GPU, launched
     /// through PMIx; otherwise one process per node drives all its GPUs.
     pub mpi: bool,
-    /// `all_reduce_perf -g`: GPUs each task drives.
-    pub gpus_per_task: u32,
+    /// What each task runs.
+    pub run: WorkloadLaunch,
     /// The nccl-tests version in the lock.
     pub version: Option<String>,
 }
@@ -184,16 +195,12 @@ pub struct SlurmPlan {
     pub venv: String,
     /// Bare metal: nccl-tests' binaries.
     pub nccl_tests_dir: String,
-    /// torchrun's rendezvous port.
-    pub master_port: u32,
-    /// vLLM's port.
-    pub serve_port: u32,
     /// `train.sbatch`.
     pub train: Option<TrainJob>,
     /// `serve.sbatch`.
     pub serve: Option<ServeJob>,
-    /// `nccl-tests.sbatch`.
-    pub nccl_tests: NcclTestsJob,
+    /// `nccl-tests.sbatch`, when the lock has nccl-tests.
+    pub nccl_tests: Option<NcclTestsJob>,
     /// `expected-bandwidth.txt`, line by line; the test script echoes the same lines.
     pub expected: Vec<String>,
 }
@@ -225,7 +232,6 @@ fn apptainer_layer(common: &Common) -> Option<&'static str> {
 }
 
 struct Ctx<'a> {
-    lock: &'a Lock,
     common: &'a Common,
     container: SlurmContainer,
     partition: Option<&'a str>,
@@ -233,42 +239,16 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    fn launch(&self, layer: Layer) -> Launch {
-        let name = layer.name().to_string();
-        if self.container == SlurmContainer::None {
-            return Launch {
-                layer: name,
-                image: None,
-                pyxis_image: None,
-                docker_uri: None,
-                use_sif: false,
-                image_var: None,
-            };
-        }
-        // The layer's own image when the lock has the layer (none when [image].layers does
-        // not build it: the layers below lack what it adds); otherwise the nearest built
-        // layer below, which has everything the lock has (no DeepSpeed: no training layer,
-        // and the framework image runs torchrun).
-        let image = if self.lock.layer(layer).is_some() {
-            self.common.images.get(layer.name()).cloned()
-        } else {
-            self.common.image(layer).map(str::to_string)
-        };
-        let image_var = image
-            .is_none()
-            .then(|| format!("GPUSTACK_{}_IMAGE", name.to_uppercase()));
+    fn launch(&self, image: &WorkloadImage) -> Launch {
         let use_sif = self.container == SlurmContainer::Apptainer
-            && image.is_some()
             && apptainer_layer(self.common)
                 .and_then(|l| self.common.images.get(l))
-                .is_some_and(|top| Some(top) == image.as_ref());
+                .is_some_and(|top| *top == image.reference);
         Launch {
-            layer: name,
-            pyxis_image: image.as_deref().map(enroot_uri),
-            docker_uri: image.as_ref().map(|i| format!("docker://{i}")),
-            image,
+            pyxis_image: enroot_uri(&image.reference),
+            docker_uri: format!("docker://{}", image.reference),
+            image: image.clone(),
             use_sif,
-            image_var,
         }
     }
 
@@ -277,19 +257,22 @@ impl Ctx<'_> {
         name: &str,
         nodes: u32,
         tasks: u32,
-        gpus: u32,
+        res: &Resources,
         array: Option<u32>,
     ) -> Vec<Directive> {
         let mut d = vec![
             dir("job-name", format!("{}-{name}", self.common.stack)),
             dir("nodes", nodes),
             dir("ntasks-per-node", tasks),
-            dir("gres", format!("gpu:{gpus}")),
+            dir("gres", format!("gpu:{}", res.gpus)),
             Directive {
                 option: "exclusive".into(),
                 value: None,
             },
         ];
+        if res.given {
+            d.push(dir("mem", format!("{}G", res.memory_gib)));
+        }
         if let Some(p) = self.partition {
             d.push(dir("partition", p));
         }
@@ -309,65 +292,125 @@ impl Ctx<'_> {
         }
         d
     }
+
+    /// What the main step of a job takes, and why.
+    fn cpus(res: &Resources, tasks: u32) -> (Option<u32>, String) {
+        if res.given {
+            (
+                Some((res.cpus / tasks.max(1)).max(1)),
+                format!(
+                    "{} CPUs and {} GiB per node ({})",
+                    res.cpus, res.memory_gib, res.note
+                ),
+            )
+        } else {
+            (
+                None,
+                "[cluster] gives no cpus_per_node and memory_gib_per_node: the job takes whole nodes (--exclusive), all of their CPUs and memory".into(),
+            )
+        }
+    }
+
+    /// Variables the program reads, in this runtime: container paths, or on bare metal the
+    /// host directory's variable in place of the mount point.
+    fn exports(&self, env: &[(String, String)], mounts: &[JobMount]) -> Vec<Export> {
+        env.iter()
+            .map(|(k, v)| {
+                let host = (self.container == SlurmContainer::None)
+                    .then(|| {
+                        mounts.iter().find_map(|m| {
+                            let rest = v.strip_prefix(&m.target)?;
+                            let var = m.var.as_ref()?;
+                            (rest.is_empty() || rest.starts_with('/'))
+                                .then(|| (var.clone(), rest.to_string()))
+                        })
+                    })
+                    .flatten();
+                match host {
+                    Some((var, rest)) => Export {
+                        name: k.clone(),
+                        var: Some(var),
+                        value: rest,
+                    },
+                    None => Export {
+                        name: k.clone(),
+                        var: None,
+                        value: v.clone(),
+                    },
+                }
+            })
+            .collect()
+    }
 }
 
 type Unmounted = Vec<(String, String)>;
 
+/// A storage mount of a job: a site variable holding the host directory (defaulting to
+/// the spec's path), bind-mounted at the container path.
+fn job_mount(m: &Mount, container: SlurmContainer) -> Result<Option<JobMount>, Error> {
+    let origin = match (m.kind.as_str(), &m.server, &m.host_path, &m.claim) {
+        ("nfs", Some(s), Some(p), _) => format!("nfs://{s}{p}"),
+        (k, _, Some(p), _) => format!("{k}:{p}"),
+        (k, _, _, Some(c)) => format!("{k}:{c}"),
+        (k, _, _, _) => k.to_string(),
+    };
+    let Some(host) = m.host_path.clone() else {
+        return Ok(None);
+    };
+    if container != SlurmContainer::None && host.contains([',', ':']) {
+        return Err(bad(
+            format!(
+                "{} = {origin}: {} cannot mount a path with `,` or `:` (it separates mounts with `,` and their fields with `:`)",
+                m.name,
+                container.name()
+            ),
+            "mount the storage at a path without `,` and `:`, and re-lock",
+        ));
+    }
+    let suffix = format!(
+        ":{}{}",
+        m.container_path,
+        if m.read_only { ":ro" } else { "" }
+    );
+    Ok(Some(JobMount {
+        var: Some(format!("GPUSTACK_{}_DIR", m.name.to_uppercase())),
+        literal: format!("{host}{suffix}"),
+        host,
+        origin,
+        target: m.container_path.clone(),
+        suffix,
+        export: None,
+        nfs: m.kind == "nfs",
+    }))
+}
+
 fn storage_mounts(
-    common: &Common,
+    mounts: &[Mount],
     container: SlurmContainer,
 ) -> Result<(Vec<JobMount>, Unmounted), Error> {
-    let mut mounts = Vec::new();
+    let mut out = Vec::new();
     let mut unmounted = Vec::new();
-    for m in &common.mounts {
-        let origin = match (m.kind.as_str(), &m.server, &m.host_path, &m.claim) {
-            ("nfs", Some(s), Some(p), _) => format!("nfs://{s}{p}"),
-            (k, _, Some(p), _) => format!("{k}:{p}"),
-            (k, _, _, Some(c)) => format!("{k}:{c}"),
-            (k, _, _, _) => k.to_string(),
-        };
-        let Some(host) = m.host_path.clone() else {
-            unmounted.push((m.name.clone(), origin));
-            continue;
-        };
-        if container != SlurmContainer::None && host.contains([',', ':']) {
-            return Err(bad(
-                format!(
-                    "[storage].{} = {origin}: {} cannot mount a path with `,` or `:` (it separates mounts with `,` and their fields with `:`)",
-                    m.name,
-                    container.name()
-                ),
-                "mount the storage at a path without `,` and `:`, and re-lock",
-            ));
+    for m in mounts {
+        match job_mount(m, container)? {
+            Some(j) => out.push(j),
+            None => unmounted.push((
+                m.name.clone(),
+                format!("pvc:{}", m.claim.clone().unwrap_or_default()),
+            )),
         }
-        let suffix = format!(
-            ":{}{}",
-            m.container_path,
-            if m.read_only { ":ro" } else { "" }
-        );
-        mounts.push(JobMount {
-            var: Some(format!("GPUSTACK_{}_DIR", m.name.to_uppercase())),
-            literal: format!("{host}{suffix}"),
-            host,
-            origin,
-            target: m.container_path.clone(),
-            suffix,
-            export: Some(format!("{}_DIR", m.name.to_uppercase())),
-            nfs: m.kind == "nfs",
-        });
     }
-    Ok((mounts, unmounted))
+    Ok((out, unmounted))
 }
 
 impl SlurmPlan {
-    /// Plans the batch scripts from the lock.
+    /// Plans the batch scripts from the lock and its workload plan.
     pub fn new(lock: &Lock, common: &Common) -> Result<SlurmPlan, Error> {
+        let workloads = WorkloadPlan::new(lock, common)?;
         let deploy = &lock.request.deploy;
         let slurm = deploy.slurm.as_ref();
         let container = slurm.map_or(SlurmContainer::Pyxis, |s| s.container);
-        let (mounts, unmounted) = storage_mounts(common, container)?;
+        let (mounts, unmounted) = storage_mounts(&common.mounts, container)?;
         let ctx = Ctx {
-            lock,
             common,
             container,
             partition: slurm.map(|s| s.partition.as_str()),
@@ -387,118 +430,110 @@ impl SlurmPlan {
             });
         }
 
-        let gpus = common.gpus_per_node;
-        let nodes = common.nodes;
-
-        let train = match &deploy.train {
+        let train = match workloads.train {
             None => None,
-            Some(t) => {
-                if lock.component(Component::Torch).is_none() {
-                    return Err(bad(
-                        "[train] runs torchrun, but the lock has no torch".into(),
-                        "add `torch = \"*\"` to [components] and re-lock",
-                    ));
-                }
+            Some(w) => {
+                let mut job_mounts = mounts.clone();
+                let code_on_volume = w.code.volume.is_some();
+                let code = match &w.code.volume {
+                    Some(v) => job_mount(v, container)?,
+                    None => None,
+                };
+                // The code directory: `[train].workdir`'s host path, or the directory the job
+                // is submitted from (the template's default for GPUSTACK_CODE_DIR).
+                job_mounts.push(code.unwrap_or_else(|| JobMount {
+                    var: Some("GPUSTACK_CODE_DIR".into()),
+                    host: String::new(),
+                    origin: "the directory the job is submitted from".into(),
+                    target: w.code.dir.clone(),
+                    suffix: format!(":{}", w.code.dir),
+                    literal: String::new(),
+                    export: None,
+                    nfs: false,
+                }));
+                let (cpus_per_task, resources_note) = Ctx::cpus(&w.resources, 1);
                 Some(TrainJob {
                     job: Job {
                         file: "train.sbatch".into(),
-                        directives: ctx.directives("train", nodes, 1, gpus, None),
-                        nodes,
-                        gpus,
+                        directives: ctx.directives("train", w.nodes, 1, &w.resources, None),
+                        nodes: w.nodes,
+                        gpus: w.resources.gpus,
                         tasks_per_node: 1,
-                        launch: ctx.launch(Layer::Training),
-                        mounts: mounts.clone(),
+                        launch: ctx.launch(&w.image),
+                        exports: ctx.exports(&w.env, &job_mounts),
+                        mounts: job_mounts,
+                        workdir: Some(w.code.dir.clone()),
+                        cpus_per_task,
+                        resources_note,
                     },
-                    command: t.command.clone(),
+                    code_on_volume,
+                    workload: w,
                 })
             }
         };
 
-        let serve = match &deploy.serve {
+        let serve = match workloads.serve {
             None => None,
-            Some(s) => {
-                if lock.component(Component::Vllm).is_none() {
-                    return Err(bad(
-                        "[serve] runs vLLM, but the lock has no vllm".into(),
-                        "add `vllm = \"*\"` to [components] and re-lock",
-                    ));
-                }
-                if s.tensor_parallel > gpus {
-                    return Err(bad(
-                        format!(
-                            "[serve].tensor_parallel = {} is more than the {gpus} GPUs of a node: gen slurm runs each vLLM server on one node",
-                            s.tensor_parallel
-                        ),
-                        "lower `tensor_parallel` to at most [cluster].gpus_per_node",
-                    ));
-                }
+            Some(w) => {
                 let mut job_mounts = mounts.clone();
-                if s.model.starts_with('/') {
-                    if container != SlurmContainer::None && s.model.contains([',', ':']) {
-                        return Err(bad(
-                            format!(
-                                "[serve].model = {}: {} cannot mount a path with `,` or `:`",
-                                s.model,
-                                container.name()
-                            ),
-                            "move the model to a path without `,` and `:`",
-                        ));
+                if let Some(v) = &w.model.volume {
+                    let mut m = job_mount(v, container)?.ok_or_else(|| {
+                        bad(
+                            "[storage].models is a Kubernetes claim: Slurm jobs cannot mount it".into(),
+                            "put the models on storage the nodes mount (nfs://, lustre:, hostpath:)",
+                        )
+                    })?;
+                    if v.name == "model" {
+                        // The model directory itself, at the same path: no site variable.
+                        m.var = None;
                     }
-                    job_mounts.push(JobMount {
-                        var: None,
-                        host: s.model.clone(),
-                        origin: "[serve].model".into(),
-                        target: s.model.clone(),
-                        suffix: format!(":{}:ro", s.model),
-                        literal: format!("{0}:{0}:ro", s.model),
-                        export: None,
-                        nfs: false,
-                    });
+                    job_mounts.push(m);
                 }
+                let (cpus_per_task, resources_note) = Ctx::cpus(&w.resources, 1);
                 Some(ServeJob {
                     job: Job {
                         file: "serve.sbatch".into(),
-                        directives: ctx.directives(
-                            "serve",
-                            1,
-                            1,
-                            s.tensor_parallel,
-                            Some(s.replicas),
-                        ),
+                        directives: ctx.directives("serve", 1, 1, &w.resources, Some(w.replicas)),
                         nodes: 1,
-                        gpus: s.tensor_parallel,
+                        gpus: w.resources.gpus,
                         tasks_per_node: 1,
-                        launch: ctx.launch(Layer::Inference),
+                        launch: ctx.launch(&w.image),
+                        exports: ctx.exports(&w.env, &job_mounts),
                         mounts: job_mounts,
+                        workdir: None,
+                        cpus_per_task,
+                        resources_note,
                     },
-                    model: s.model.clone(),
-                    tensor_parallel: s.tensor_parallel,
-                    max_model_len: s.max_model_len,
-                    replicas: s.replicas,
+                    workload: w,
                 })
             }
         };
 
-        // nccl-tests is built with MPI when the lock has Open MPI (see the Dockerfile's
-        // validate stage): then one task per GPU, wired up by PMIx.
-        let mpi = common.packages.contains_key("openmpi");
-        let tasks = if mpi { gpus } else { 1 };
-        let per_task_gpus = if mpi { 1 } else { gpus };
-        let nccl_tests = NcclTestsJob {
-            job: Job {
-                file: "nccl-tests.sbatch".into(),
-                directives: ctx.directives("nccl-tests", nodes, tasks, gpus, None),
-                nodes,
-                gpus,
-                tasks_per_node: tasks,
-                launch: ctx.launch(Layer::Validate),
-                mounts: Vec::new(),
-            },
-            mpi,
-            gpus_per_task: per_task_gpus,
-            version: common.packages.get("nccl-tests").cloned(),
-        };
+        let nccl_tests = workloads.acceptance.map(|a| {
+            let gpus = a.resources.gpus;
+            let tasks = if a.mpi { gpus } else { 1 };
+            let (cpus_per_task, resources_note) = Ctx::cpus(&a.resources, tasks);
+            NcclTestsJob {
+                job: Job {
+                    file: "nccl-tests.sbatch".into(),
+                    directives: ctx.directives("nccl-tests", a.nodes, tasks, &a.resources, None),
+                    nodes: a.nodes,
+                    gpus,
+                    tasks_per_node: tasks,
+                    launch: ctx.launch(&a.image),
+                    mounts: Vec::new(),
+                    workdir: None,
+                    exports: Vec::new(),
+                    cpus_per_task,
+                    resources_note,
+                },
+                mpi: a.mpi,
+                run: if a.mpi { a.per_gpu } else { a.per_node },
+                version: a.version,
+            }
+        });
 
+        let (nodes, gpus) = (common.nodes, common.gpus_per_node);
         let mut expected = vec![
             format!(
                 "Expected all-reduce bus bandwidth for stack {} ({nodes} node(s) x {gpus} GPU(s), fabric {}), from gpustack.lock;",
@@ -540,8 +575,6 @@ impl SlurmPlan {
             sif_layer,
             venv: HOST_VENV.into(),
             nccl_tests_dir: HOST_NCCL_TESTS.into(),
-            master_port: MASTER_PORT,
-            serve_port: SERVE_PORT,
             train,
             serve,
             nccl_tests,
@@ -563,11 +596,13 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
         RenderedFile::new("env/nccl.env", r("slurm/nccl.env.j2", &top)?),
         // Plain text, not interpreted by anything: the same lines the test script echoes.
         RenderedFile::new("expected-bandwidth.txt", plan.expected.join("\n") + "\n"),
-        RenderedFile::new(
-            plan.nccl_tests.job.file.clone(),
-            r("slurm/nccl-tests.sbatch.j2", &top)?,
-        ),
     ];
+    if let Some(n) = &plan.nccl_tests {
+        files.push(RenderedFile::new(
+            n.job.file.clone(),
+            r("slurm/nccl-tests.sbatch.j2", &top)?,
+        ));
+    }
     if let Some(t) = &plan.train {
         files.push(RenderedFile::new(
             t.job.file.clone(),

@@ -12,6 +12,8 @@
  * and name it in plugstack.conf: `required /abs/path/pyxis_stub.so`. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 typedef int (*spank_opt_cb_f)(int val, const char *optarg, int remote);
 
@@ -40,8 +42,22 @@ static const char *const names[] = {
     "no-container-entrypoint", "container-writable", "container-readonly",
 };
 
+/* In the remote context (slurmstepd), --container-mounts and --container-workdir are kept
+ * so that each task starts where the container would start it: the host directory that is
+ * mounted at the workdir (the command runs on the host, so the mount is emulated by its
+ * source). A workdir that no mount provides fails the task, as a missing directory in the
+ * container would. */
+static char mounts[8192];
+static char workdir[4096];
+
 static int opt_cb(int val, const char *optarg, int remote)
 {
+    if (remote && optarg) {
+        if (val == 2)
+            snprintf(mounts, sizeof mounts, "%s", optarg);
+        else if (val == 3)
+            snprintf(workdir, sizeof workdir, "%s", optarg);
+    }
     const char *log = getenv("PYXIS_STUB_LOG");
     const char *job = getenv("SLURM_JOB_ID");
     if (!remote && log && val > 0 && val < (int)(sizeof names / sizeof names[0])) {
@@ -78,4 +94,37 @@ int slurm_spank_init(void *sp, int ac, char **av)
     (void)ac;
     (void)av;
     return 0;
+}
+
+int slurm_spank_task_init(void *sp, int ac, char **av)
+{
+    (void)sp;
+    (void)ac;
+    (void)av;
+    if (!workdir[0])
+        return 0;
+    char list[8192];
+    snprintf(list, sizeof list, "%s", mounts);
+    char *save = NULL;
+    for (char *m = strtok_r(list, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
+        char *dst = strchr(m, ':');
+        if (!dst)
+            continue;
+        *dst++ = '\0';
+        char *flags = strchr(dst, ':');
+        if (flags)
+            *flags = '\0';
+        size_t n = strlen(dst);
+        if (strncmp(workdir, dst, n) == 0 && (workdir[n] == '\0' || workdir[n] == '/')) {
+            char host[8192];
+            snprintf(host, sizeof host, "%s%s", m, workdir + n);
+            if (chdir(host) != 0) {
+                fprintf(stderr, "pyxis stub: cannot enter %s (mounted at %s)\n", host, workdir);
+                return -1;
+            }
+            return 0;
+        }
+    }
+    fprintf(stderr, "pyxis stub: --container-workdir=%s is not under any --container-mounts target\n", workdir);
+    return -1;
 }

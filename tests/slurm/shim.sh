@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# PATH shim for tests/slurm.rs, installed (copied) under the names torchrun, vllm,
-# all_reduce_perf, apptainer and srun. It records how it was called, exactly, and exits 0:
+# PATH shim for tests/slurm.rs, installed (copied) under the names vllm,
+# all_reduce_perf, apptainer and srun (torchrun is tests/slurm/torchrun.py, a stand-in that
+# implements torchrun's command line and starts the training script). It records how it was called, exactly, and exits 0:
 #   $GPUSTACK_REC_DIR/<name>.<job id>.<node>.<task id>.argv   the arguments, NUL-separated
 #   $GPUSTACK_REC_DIR/<name>.<job id>.<node>.<task id>.env    `env -0`
 #   $GPUSTACK_REC_DIR/<name>.<job id>.<node>.<task id>.prog   how it was invoked ($0)
@@ -19,16 +20,34 @@ fi
 if [[ "$name" == apptainer ]]; then
   [[ "${1:-}" == exec ]] || { echo "apptainer shim: only 'exec' is supported" >&2; exit 2; }
   shift
+  binds="" pwd=""
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --nv | --cleanenv | --containall) shift ;;
-      --bind | -B | --env | --pwd) shift 2 ;;
-      --bind=* | --env=* | --pwd=*) shift ;;
+      --bind | -B) binds="$binds,$2"; shift 2 ;;
+      --bind=*) binds="$binds,${1#--bind=}"; shift ;;
+      --pwd) pwd="$2"; shift 2 ;;
+      --pwd=*) pwd="${1#--pwd=}"; shift ;;
+      --env) shift 2 ;;
+      --env=*) shift ;;
       -*) echo "apptainer shim: unknown option $1" >&2; exit 2 ;;
       *) break ;;
     esac
   done
   [[ $# -ge 2 ]] || { echo "apptainer shim: expected IMAGE CMD..." >&2; exit 2; }
   shift # the image
+  # --pwd: start in the host directory bound at that path (the command runs on the host,
+  # so the bind is emulated by its source); a path no bind provides fails, as it would in
+  # the container.
+  if [[ -n "$pwd" ]]; then
+    found=""
+    IFS=, read -ra list <<<"${binds#,}"
+    for b in "${list[@]}"; do
+      src="${b%%:*}" rest="${b#*:}" dst="${rest%%:*}"
+      if [[ "$pwd" == "$dst" || "$pwd" == "$dst"/* ]]; then found="$src${pwd#"$dst"}"; break; fi
+    done
+    [[ -n "$found" ]] || { echo "apptainer shim: --pwd $pwd is not under any --bind target" >&2; exit 2; }
+    cd "$found"
+  fi
   exec "$@"
 fi

@@ -1,0 +1,474 @@
+//! The workload plan: how training, serving and the acceptance test run, decided once from
+//! the lock for every target.
+//!
+//! A generated file renders a decision; it never makes one. Kubernetes and Slurm (and the
+//! images they run) take from here, and only choose syntax:
+//!
+//! * the launcher and its argv: torchrun's options and what torchrun runs (its
+//!   `training_script` contract, [`Entry`]), vLLM's and `all_reduce_perf`'s arguments;
+//! * the ports: torchrun's c10d rendezvous on the first node at [`RDZV_PORT`], vLLM at
+//!   [`SERVE_PORT`];
+//! * the working directory and how the code gets there ([`Code`]), the model and its volume;
+//! * the image of each workload: its layer's image when built, or the nearest built layer
+//!   below when the lock has no such layer (said in a note); a layer the lock has but
+//!   `[image].layers` does not build is refused, since the layers below lack what it adds;
+//! * GPUs, CPUs and memory per node ([`Resources`]).
+//!
+//! `tests/workload.rs` runs the Slurm and Kubernetes renderings of these decisions under a
+//! stand-in that implements torchrun's documented command line, and checks that both start
+//! the same script with the same arguments in a working directory that holds the code.
+
+use serde::Serialize;
+
+use super::{Common, Mount};
+use crate::deploy::{Entry, MODELS_DIR};
+use crate::error::{Diagnostic, Error, Stage};
+use crate::lock::Lock;
+use crate::spec::{Component, Layer};
+
+/// torchrun's default rendezvous port (`--master-port`/c10d endpoint default), used on
+/// every target.
+pub const RDZV_PORT: u32 = 29500;
+/// vLLM's default port, passed explicitly.
+pub const SERVE_PORT: u32 = 8000;
+/// Where the training code is inside every container, and the working directory.
+pub const CODE_DIR: &str = "/workspace";
+/// Worker-group restarts torchrun allows before the job fails (`--max-restarts`).
+pub const MAX_RESTARTS: u32 = 3;
+/// Default CPUs per GPU when `[cluster].cpus_per_node` is not given: conservative, so the
+/// request fits the GPU servers in common use (an 8-GPU server has 64 or more cores).
+pub const DEFAULT_CPUS_PER_GPU: u32 = 4;
+/// Default memory per GPU, GiB, when `[cluster].memory_gib_per_node` is not given:
+/// conservative (8-GPU servers have 512 GiB or more).
+pub const DEFAULT_MEMORY_GIB_PER_GPU: u32 = 32;
+
+/// The image a workload runs.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct WorkloadImage {
+    /// The layer the workload needs (`training`, `inference`, `validate`).
+    pub layer: String,
+    /// The layer whose image it runs (the same, or the nearest built one below).
+    pub runs: String,
+    /// The content-addressed reference ([`Common::images`]).
+    pub reference: String,
+    /// Why another layer stands in, when one does.
+    pub note: Option<String>,
+}
+
+/// GPUs, CPUs and memory a workload takes on each node it runs on.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Resources {
+    /// GPUs.
+    pub gpus: u32,
+    /// CPUs.
+    pub cpus: u32,
+    /// Memory, GiB.
+    pub memory_gib: u32,
+    /// Whether CPUs and memory come from `[cluster]` (else the conservative defaults).
+    pub given: bool,
+    /// Where the figures come from, for a comment.
+    pub note: String,
+}
+
+/// Where the training code comes from.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Code {
+    /// The working directory inside every container: [`CODE_DIR`].
+    pub dir: String,
+    /// `[train].workdir`: shared storage mounted at `dir` on every target. None: Slurm
+    /// mounts the directory the job is submitted from, Kubernetes runs the code image.
+    pub volume: Option<Mount>,
+    /// The code image (the training image with the project directory copied to `dir`),
+    /// when the code is not on a volume: what Kubernetes runs.
+    pub image: Option<String>,
+}
+
+/// How a program is started, as argv words: the same on every target.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Launch {
+    /// The program (`torchrun`, `vllm`, `all_reduce_perf`), found on the image's PATH or in
+    /// the host venv (bare metal).
+    pub program: String,
+    /// Its arguments. Runtime values the target must supply (the first node's address, the
+    /// job id) are not here: see [`TrainWorkload::rdzv_port`].
+    pub args: Vec<String>,
+}
+
+/// `[train]`.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct TrainWorkload {
+    /// The image.
+    pub image: WorkloadImage,
+    /// Nodes.
+    pub nodes: u32,
+    /// Per node.
+    pub resources: Resources,
+    /// torchrun with its cluster-shape options: `--nnodes`, `--nproc-per-node`,
+    /// `--rdzv-backend`, `--max-restarts`. Each target appends `--rdzv-endpoint
+    /// <first node>:<rdzv_port>` and `--rdzv-id <job id>` in its own naming, then
+    /// [`TrainWorkload::entry`].
+    pub torchrun: Launch,
+    /// What torchrun runs: `train.py ARGS`, `-m pkg.train ARGS` or `--no-python PROG ARGS`.
+    pub entry: Vec<String>,
+    /// What the entry means, for a comment.
+    pub entry_note: String,
+    /// The c10d rendezvous port on the first node.
+    pub rdzv_port: u32,
+    /// The code and the working directory.
+    pub code: Code,
+    /// Storage mounted (datasets, checkpoints; the code volume is in [`Code`]).
+    pub mounts: Vec<Mount>,
+    /// Variables the program reads (`DATASETS_DIR=/data/datasets`).
+    pub env: Vec<(String, String)>,
+}
+
+/// The model of `[serve]` and how it reaches the server.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Model {
+    /// `[serve].model`: a path under `/models` or on every node, or a Hugging Face id.
+    pub name: String,
+    /// The volume that holds it: `[storage].models` at `/models`, or (a path without
+    /// `[storage].models`) the model directory itself, expected at the same path on every
+    /// node. None for a hub id without `[storage].models`.
+    pub volume: Option<Mount>,
+    /// Comments on where the model comes from.
+    pub notes: Vec<String>,
+}
+
+/// `[serve]`.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct ServeWorkload {
+    /// The image.
+    pub image: WorkloadImage,
+    /// Per replica (one node).
+    pub resources: Resources,
+    /// `vllm serve MODEL --tensor-parallel-size … --max-model-len … --port …`.
+    pub vllm: Launch,
+    /// The port.
+    pub port: u32,
+    /// Replicas.
+    pub replicas: u32,
+    /// The model.
+    pub model: Model,
+    /// Storage mounted (datasets, checkpoints).
+    pub mounts: Vec<Mount>,
+    /// Variables vLLM reads (`HF_HOME` when the hub cache is on `[storage].models`).
+    pub env: Vec<(String, String)>,
+}
+
+/// The acceptance test: nccl-tests' `all_reduce_perf`.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Acceptance {
+    /// The `validate` image.
+    pub image: WorkloadImage,
+    /// Nodes.
+    pub nodes: u32,
+    /// Per node.
+    pub resources: Resources,
+    /// nccl-tests is built with MPI (the lock has Open MPI): one task per GPU under an MPI
+    /// launcher; otherwise one process per node drives all its GPUs.
+    pub mpi: bool,
+    /// One process per node, driving all its GPUs (`-g GPUS`): what runs without MPI.
+    pub per_node: Launch,
+    /// One process per GPU (`-g 1`): what each MPI task runs.
+    pub per_gpu: Launch,
+    /// The nccl-tests version.
+    pub version: Option<String>,
+}
+
+/// Every workload of the lock. LOAD-BEARING: the Slurm and Kubernetes plans carry it and
+/// their templates print its fields.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct WorkloadPlan {
+    /// `[train]`.
+    pub train: Option<TrainWorkload>,
+    /// `[serve]`.
+    pub serve: Option<ServeWorkload>,
+    /// The acceptance test, when the lock has nccl-tests.
+    pub acceptance: Option<Acceptance>,
+}
+
+fn bad(msg: String, hint: &str) -> Error {
+    Diagnostic::new(Stage::Generate, msg).hint(hint).into()
+}
+
+/// The image of `layer`: decided once for every target.
+fn image_for(lock: &Lock, common: &Common, layer: Layer) -> Result<WorkloadImage, Error> {
+    if let Some(r) = common.images.get(layer.name()) {
+        return Ok(WorkloadImage {
+            layer: layer.name().into(),
+            runs: layer.name().into(),
+            reference: r.clone(),
+            note: None,
+        });
+    }
+    if lock.layer(layer).is_some() {
+        return Err(bad(
+            format!(
+                "the `{0}` image is not built ([image].layers leaves it out), but a workload needs it and the layers below lack what it adds",
+                layer.name()
+            ),
+            &format!("add \"{}\" to [image].layers and re-lock", layer.name()),
+        ));
+    }
+    let mut l = layer.parent();
+    while let Some(x) = l {
+        if let Some(r) = common.images.get(x.name()) {
+            return Ok(WorkloadImage {
+                layer: layer.name().into(),
+                runs: x.name().into(),
+                reference: r.clone(),
+                note: Some(format!(
+                    "the lock has no `{}` layer (nothing it would add is locked): the `{}` image has everything the workload needs",
+                    layer.name(),
+                    x.name()
+                )),
+            });
+        }
+        l = x.parent();
+    }
+    Err(bad(
+        format!("the lock has no image for the `{}` workload", layer.name()),
+        "re-lock with `gpustack lock`",
+    ))
+}
+
+/// Per-node resources for `gpus` of a node's GPUs: the node's CPUs and memory shared out
+/// by GPU.
+fn resources(lock: &Lock, common: &Common, gpus: u32) -> Resources {
+    let cluster = lock.request.deploy.cluster.as_ref();
+    let per_node = common.gpus_per_node.max(1);
+    let share = |total: u32| (u64::from(total) * u64::from(gpus) / u64::from(per_node)).max(1);
+    let cpus_given = cluster.and_then(|c| c.cpus_per_node);
+    let mem_given = cluster.and_then(|c| c.memory_gib_per_node);
+    let cpus = cpus_given.map_or(gpus * DEFAULT_CPUS_PER_GPU, |c| {
+        u32::try_from(share(c)).unwrap_or(u32::MAX)
+    });
+    let memory_gib = mem_given.map_or(gpus * DEFAULT_MEMORY_GIB_PER_GPU, |m| {
+        u32::try_from(share(m)).unwrap_or(u32::MAX)
+    });
+    let given = cpus_given.is_some() && mem_given.is_some();
+    let note = match (cpus_given, mem_given) {
+        (Some(_), Some(_)) if gpus == per_node => {
+            "[cluster].cpus_per_node and memory_gib_per_node".to_string()
+        }
+        (Some(_), Some(_)) => format!(
+            "[cluster].cpus_per_node and memory_gib_per_node, shared out by GPU ({gpus} of {per_node})"
+        ),
+        _ => format!(
+            "conservative defaults ({DEFAULT_CPUS_PER_GPU} CPUs and {DEFAULT_MEMORY_GIB_PER_GPU} GiB per GPU) for what [cluster] does not say: set cpus_per_node and memory_gib_per_node to what a job may use on your nodes"
+        ),
+    };
+    Resources {
+        gpus,
+        cpus: cpus.max(1),
+        memory_gib: memory_gib.max(1),
+        given,
+        note,
+    }
+}
+
+/// The code image reference: `<registry>/<stack>-code:<training layer's short hash>`.
+fn code_image(common: &Common, image: &WorkloadImage) -> String {
+    let tag = image
+        .reference
+        .rsplit_once(':')
+        .map_or("latest", |(_, t)| t);
+    format!("{}/{}-code:{tag}", common.registry, common.stack)
+}
+
+impl WorkloadPlan {
+    /// Decides every workload of the lock.
+    pub fn new(lock: &Lock, common: &Common) -> Result<WorkloadPlan, Error> {
+        let deploy = &lock.request.deploy;
+        let gpus = common.gpus_per_node;
+        let data_env: Vec<(String, String)> = common
+            .mounts
+            .iter()
+            .map(|m| {
+                (
+                    format!("{}_DIR", m.name.to_uppercase()),
+                    m.container_path.clone(),
+                )
+            })
+            .collect();
+
+        let train = match &deploy.train {
+            None => None,
+            Some(t) => {
+                if lock.component(Component::Torch).is_none() {
+                    return Err(bad(
+                        "[train] runs torchrun, but the lock has no torch".into(),
+                        "add `torch = \"*\"` to [components] and re-lock",
+                    ));
+                }
+                let image = image_for(lock, common, Layer::Training)?;
+                let (entry, entry_note) = match &t.entry {
+                    Entry::Script { path, args } => {
+                        let mut v = vec![path.clone()];
+                        v.extend(args.iter().cloned());
+                        (v, format!("the script `{path}`, which torchrun runs with `python -u` once per GPU"))
+                    }
+                    Entry::Module { name, args } => {
+                        let mut v = vec!["-m".to_string(), name.clone()];
+                        v.extend(args.iter().cloned());
+                        (v, format!("the module `{name}`, which torchrun runs with `python -u -m` once per GPU"))
+                    }
+                    Entry::Executable { program, args } => {
+                        let mut v = vec!["--no-python".to_string(), program.clone()];
+                        v.extend(args.iter().cloned());
+                        (v, format!("the program `{program}`, which torchrun runs as it is (`--no-python`) once per GPU"))
+                    }
+                };
+                let volume = t.workdir.as_ref().map(|r| {
+                    let mut m = Mount::of("code", r, CODE_DIR.to_string(), false);
+                    m.container_path = CODE_DIR.into();
+                    m
+                });
+                let code = Code {
+                    dir: CODE_DIR.into(),
+                    image: volume.is_none().then(|| code_image(common, &image)),
+                    volume,
+                };
+                Some(TrainWorkload {
+                    nodes: common.nodes,
+                    resources: resources(lock, common, gpus),
+                    torchrun: Launch {
+                        program: "torchrun".into(),
+                        args: vec![
+                            format!("--nnodes={}", common.nodes),
+                            format!("--nproc-per-node={gpus}"),
+                            "--rdzv-backend=c10d".into(),
+                            format!("--max-restarts={MAX_RESTARTS}"),
+                        ],
+                    },
+                    entry,
+                    entry_note,
+                    rdzv_port: RDZV_PORT,
+                    code,
+                    mounts: common.mounts.clone(),
+                    env: data_env.clone(),
+                    image,
+                })
+            }
+        };
+
+        let serve = match &deploy.serve {
+            None => None,
+            Some(s) => {
+                if lock.component(Component::Vllm).is_none() {
+                    return Err(bad(
+                        "[serve] runs vLLM, but the lock has no vllm".into(),
+                        "add `vllm = \"*\"` to [components] and re-lock, or remove [serve]",
+                    ));
+                }
+                if s.tensor_parallel > gpus {
+                    return Err(bad(
+                        format!(
+                            "[serve].tensor_parallel = {} is more than the {gpus} GPUs of a node: each vLLM server runs on one node",
+                            s.tensor_parallel
+                        ),
+                        "lower `tensor_parallel` to at most [cluster].gpus_per_node",
+                    ));
+                }
+                let image = image_for(lock, common, Layer::Inference)?;
+                let store = deploy.storage.as_ref().and_then(|st| st.models.as_ref());
+                let hub = !s.model.starts_with('/');
+                let mut env = Vec::new();
+                let model = match (store, hub) {
+                    (Some(r), false) => Model {
+                        name: s.model.clone(),
+                        volume: Some(Mount::of("models", r, MODELS_DIR.into(), true)),
+                        notes: vec![format!(
+                            "{} on [storage].models ({r}), mounted read-only at {MODELS_DIR}",
+                            s.model
+                        )],
+                    },
+                    (Some(r), true) => {
+                        env.push(("HF_HOME".to_string(), format!("{MODELS_DIR}/huggingface")));
+                        Model {
+                            name: s.model.clone(),
+                            volume: Some(Mount::of("models", r, MODELS_DIR.into(), false)),
+                            notes: vec![format!(
+                                "a Hugging Face id: vLLM downloads it into HF_HOME={MODELS_DIR}/huggingface on [storage].models ({r}), read-write, so replicas share one copy; gated models need HF_TOKEN"
+                            )],
+                        }
+                    }
+                    (None, false) => Model {
+                        name: s.model.clone(),
+                        volume: Some(Mount {
+                            name: "model".into(),
+                            kind: "hostpath".into(),
+                            server: None,
+                            host_path: Some(s.model.clone()),
+                            claim: None,
+                            container_path: s.model.clone(),
+                            read_only: true,
+                        }),
+                        notes: vec![format!(
+                            "{} is expected at the same path on every node (mounted read-only); set [storage].models to serve it from shared storage",
+                            s.model
+                        )],
+                    },
+                    (None, true) => Model {
+                        name: s.model.clone(),
+                        volume: None,
+                        notes: vec!["a Hugging Face id: vLLM downloads it at start into the container; set [storage].models to keep one copy on shared storage; gated models need HF_TOKEN".into()],
+                    },
+                };
+                env.extend(data_env.iter().cloned());
+                Some(ServeWorkload {
+                    resources: resources(lock, common, s.tensor_parallel),
+                    vllm: Launch {
+                        program: "vllm".into(),
+                        args: vec![
+                            "serve".into(),
+                            s.model.clone(),
+                            "--tensor-parallel-size".into(),
+                            s.tensor_parallel.to_string(),
+                            "--max-model-len".into(),
+                            s.max_model_len.to_string(),
+                            "--port".into(),
+                            SERVE_PORT.to_string(),
+                        ],
+                    },
+                    port: SERVE_PORT,
+                    replicas: s.replicas,
+                    model,
+                    mounts: common.mounts.clone(),
+                    env,
+                    image,
+                })
+            }
+        };
+
+        let acceptance = if lock.package("nccl-tests").is_some() {
+            let mpi = common.packages.contains_key("openmpi");
+            let run = |g: u32| Launch {
+                program: "all_reduce_perf".into(),
+                args: ["-b", "8", "-e", "8G", "-f", "2", "-g"]
+                    .map(String::from)
+                    .into_iter()
+                    .chain([g.to_string()])
+                    .collect(),
+            };
+            Some(Acceptance {
+                image: image_for(lock, common, Layer::Validate)?,
+                nodes: common.nodes,
+                resources: resources(lock, common, gpus),
+                mpi,
+                per_node: run(gpus),
+                per_gpu: run(1),
+                version: common.packages.get("nccl-tests").cloned(),
+            })
+        } else {
+            None
+        };
+
+        Ok(WorkloadPlan {
+            train,
+            serve,
+            acceptance,
+        })
+    }
+}

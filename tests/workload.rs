@@ -1,0 +1,477 @@
+//! One decision, every target: the workload plan is rendered by Kubernetes and Slurm, and
+//! both renderings start the same program the same way.
+//!
+//! For every example spec with `[train]` or `[serve]`, and for the three forms of
+//! `[train].command` torchrun's contract distinguishes (`python train.py …`,
+//! `python -m pkg.train …`, `train.py …`) plus an executable, under each Slurm container
+//! runtime, the test locks and generates `k8s` and `slurm` in a project directory that holds
+//! the training code, then runs what each target would run:
+//!
+//! * Kubernetes: the training and serving containers' `command` + `args`, with their `env`,
+//!   in their `workingDir` (the code image's copy of the project, or the volume mounted
+//!   there);
+//! * Slurm: `bash out/slurm/train.sbatch` from the project directory, with one-node stand-ins
+//!   for `srun` and `scontrol` (`tests/standins/`), and the Apptainer shim.
+//!
+//! Both reach the same stand-ins: `torchrun` (`tests/standins/torchrun.py`, torchrun's
+//! documented command line: options, then `training_script` run with `python -u`, `-m` or
+//! `--no-python`) and `vllm` (`vllm serve`'s). The training script records its arguments,
+//! interpreter command line and working directory per worker; the records of the two
+//! targets must be equal, and equal to the command as written. The Slurm cluster test
+//! (`tests/slurm.rs`) runs the same scripts under the real sbatch/srun on every node.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+use yaml_rust2::{Yaml, YamlLoader};
+
+/// The stand-in programs, as they are named on PATH.
+fn bin(dir: &Path) -> PathBuf {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for (name, from) in [
+        ("torchrun", "tests/standins/torchrun.py"),
+        ("vllm", "tests/standins/vllm.py"),
+        ("srun", "tests/standins/srun.sh"),
+        ("scontrol", "tests/standins/scontrol.sh"),
+        ("apptainer", "tests/slurm/shim.sh"),
+    ] {
+        let p = bin.join(name);
+        std::fs::copy(root().join(from), &p).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    }
+    bin
+}
+
+/// The training code of a project: `train.py`, the package `pkg` and an executable.
+fn write_code(dir: &Path) {
+    std::fs::copy(root().join("tests/standins/train.py"), dir.join("train.py")).unwrap();
+    std::fs::create_dir_all(dir.join("pkg")).unwrap();
+    std::fs::write(dir.join("pkg/__init__.py"), "").unwrap();
+    std::fs::copy(
+        root().join("tests/standins/train.py"),
+        dir.join("pkg/train.py"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("run.sh"),
+        "#!/bin/sh\nexec python3 \"$(dirname \"$0\")/train.py\" \"$@\"\n",
+    )
+    .unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        for f in ["train.py", "run.sh"] {
+            std::fs::set_permissions(dir.join(f), std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    }
+}
+
+struct Project {
+    name: String,
+    dir: PathBuf,
+    lock: gpustack::Lock,
+}
+
+fn project(name: &str, spec: &str) -> Project {
+    let dir = tempdir(&format!("workload-{name}"));
+    std::fs::write(dir.join("gpustack.toml"), spec).unwrap();
+    write_code(&dir);
+    let out = run_in(&dir, &["lock"]);
+    assert_eq!(out.code, 0, "{name}: lock: {}", out.stderr);
+    let out = run_in(&dir, &["gen", "k8s", "slurm"]);
+    assert_eq!(out.code, 0, "{name}: gen: {}", out.stderr);
+    let text = std::fs::read_to_string(dir.join("gpustack.lock")).unwrap();
+    Project {
+        name: name.into(),
+        lock: gpustack::Lock::parse("gpustack.lock", &text).unwrap(),
+        dir,
+    }
+}
+
+fn base_spec() -> String {
+    std::fs::read_to_string(root().join("fixtures/specs/h100-ib-train-serve.toml")).unwrap()
+}
+
+/// Every example spec with a workload, and the command forms on a 2 x 4 cluster for each
+/// Slurm container runtime.
+fn projects() -> Vec<Project> {
+    let mut out = Vec::new();
+    for name in example_names() {
+        let spec =
+            std::fs::read_to_string(root().join(format!("fixtures/specs/{name}.toml"))).unwrap();
+        if spec.contains("[train]") || spec.contains("[serve]") {
+            out.push(project(&name, &spec));
+        }
+    }
+    for (form, command) in [
+        (
+            "script",
+            r#"["python", "train.py", "--lr", "3e-4", "a b", "--", "-x"]"#,
+        ),
+        ("unbuffered", r#"["python3", "-u", "train.py", "--seed=1"]"#),
+        (
+            "module",
+            r#"["python", "-m", "pkg.train", "--epochs", "1"]"#,
+        ),
+        ("bare", r#"["train.py", "--config", "c.yaml"]"#),
+        ("executable", r#"["./run.sh", "--steps", "2"]"#),
+    ] {
+        for runtime in ["pyxis", "apptainer", "none"] {
+            let spec = base_spec()
+                .replace(
+                    "command = [\"python\", \"train.py\", \"--deepspeed\", \"ds_config.json\"]",
+                    &format!("command = {command}"),
+                )
+                .replace(
+                    "nodes = 8\ngpus_per_node = 8",
+                    "nodes = 2\ngpus_per_node = 4",
+                )
+                .replace("tensor_parallel = 8", "tensor_parallel = 4")
+                .replace(
+                    "container = \"pyxis\"",
+                    &format!("container = \"{runtime}\""),
+                );
+            out.push(project(&format!("{form}-{runtime}"), &spec));
+        }
+    }
+    // The code on shared storage ([train].workdir): mounted as the working directory.
+    let shared = tempdir("workload-shared-code");
+    write_code(&shared);
+    let spec = base_spec()
+        .replace(
+            "nodes = 8\ngpus_per_node = 8",
+            "nodes = 2\ngpus_per_node = 4",
+        )
+        .replace("tensor_parallel = 8", "tensor_parallel = 4")
+        .replace(
+            "[train]\n",
+            &format!("[train]\nworkdir = \"hostpath:{}\"\n", shared.display()),
+        );
+    out.push(project("workdir-volume", &spec));
+    out
+}
+
+fn yaml_doc(path: &Path) -> Yaml {
+    let text = std::fs::read_to_string(path).unwrap();
+    YamlLoader::load_from_str(&text).unwrap().remove(0)
+}
+
+fn strings(y: &Yaml) -> Vec<String> {
+    y.as_vec()
+        .map(|v| v.iter().map(|s| s.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default()
+}
+
+/// Runs a Kubernetes pod's single container as the container runtime would: `command` +
+/// `args` with the pod's `env`, in `workingDir`, where the code image holds a copy of the
+/// project and a volume is its host path.
+fn run_pod(p: &Project, pod: &Yaml, bin: &Path, rec: &Path) {
+    let c = &pod["containers"][0];
+    let mut argv = strings(&c["command"]);
+    argv.extend(strings(&c["args"]));
+    let cwd = match c["workingDir"].as_str() {
+        None => p.dir.clone(),
+        Some(wd) => {
+            let mounted = c["volumeMounts"]
+                .as_vec()
+                .unwrap()
+                .iter()
+                .find(|m| m["mountPath"].as_str() == Some(wd))
+                .and_then(|m| {
+                    pod["volumes"]
+                        .as_vec()
+                        .unwrap()
+                        .iter()
+                        .find(|v| v["name"] == m["name"])
+                })
+                .map(|v| PathBuf::from(v["hostPath"]["path"].as_str().unwrap()));
+            mounted.unwrap_or_else(|| {
+                // The code image: the training image with the project copied to `wd`.
+                let ws = p.dir.join("container-workspace");
+                std::fs::create_dir_all(&ws).unwrap();
+                write_code(&ws);
+                ws
+            })
+        }
+    };
+    let mut cmd = Command::new(bin.join(&argv[0]));
+    cmd.args(&argv[1..])
+        .current_dir(&cwd)
+        .env_clear()
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("GPUSTACK_REC_DIR", rec);
+    if let Some(env) = c["env"].as_vec() {
+        for e in env {
+            cmd.env(e["name"].as_str().unwrap(), e["value"].as_str().unwrap());
+        }
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}: the pod's {argv:?} failed: {}{}",
+        p.name,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Runs `out/slurm/<file>` as Slurm would on the first node of its allocation, submitted
+/// from the project directory.
+fn run_sbatch(p: &Project, file: &str, bin: &Path, rec: &Path) {
+    let script = p.dir.join("out/slurm").join(file);
+    let venv = p.dir.join("venv");
+    std::fs::create_dir_all(venv.join("bin")).unwrap();
+    for n in ["torchrun", "vllm"] {
+        std::fs::copy(bin.join(n), venv.join("bin").join(n)).unwrap();
+    }
+    let nodes = p
+        .lock
+        .request
+        .deploy
+        .cluster
+        .as_ref()
+        .map_or(1, |c| c.nodes);
+    let out = Command::new("bash")
+        .arg(script.strip_prefix(&p.dir).unwrap())
+        .current_dir(&p.dir)
+        .env_clear()
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("GPUSTACK_REC_DIR", rec)
+        .env("GPUSTACK_VENV", &venv)
+        .env("GPUSTACK_TEST_SUBMITTED", &script)
+        .env("SLURM_JOB_ID", "7")
+        .env("SLURM_JOB_NODELIST", "node0")
+        .env("SLURM_NNODES", nodes.to_string())
+        .env("SLURM_SUBMIT_DIR", &p.dir)
+        .env("SLURM_CPUS_ON_NODE", "16")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}: {file} failed: {}{}",
+        p.name,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The training script's records, by local rank.
+fn script_records(rec: &Path) -> BTreeMap<u32, serde_json::Value> {
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir(rec).unwrap() {
+        let p = e.unwrap().path();
+        let f = p.file_name().unwrap().to_str().unwrap().to_string();
+        if f.starts_with("script.") && f.ends_with(".json") {
+            let v: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+            let local: u32 = v["env"]["LOCAL_RANK"].as_str().unwrap().parse().unwrap();
+            out.insert(local, v);
+        }
+    }
+    out
+}
+
+/// What the program must receive, read from `[train].command` by torchrun's contract
+/// (independently of gpustack's plan): (module, arguments, interpreter options before the
+/// script).
+fn expected(command: &[String]) -> (Option<String>, Vec<String>) {
+    let python = |w: &str| w == "python" || w == "python3";
+    let mut rest = command;
+    if rest.first().is_some_and(|w| python(w)) {
+        rest = &rest[1..];
+        while rest.first().is_some_and(|w| w == "-u") {
+            rest = &rest[1..];
+        }
+        if rest.first().is_some_and(|w| w == "-m") {
+            return (Some(rest[1].clone()), rest[2..].to_vec());
+        }
+    }
+    (None, rest[1..].to_vec())
+}
+
+/// What both targets must agree on. On bare metal the storage variables name the host
+/// directories (there is no container to mount them into), so they are left out there.
+fn comparable(v: &serde_json::Value, bare_metal: bool) -> serde_json::Value {
+    let mut v = serde_json::json!({
+        "argv": v["argv"],
+        "module": v["module"],
+        "interpreter_options": v["orig_argv"].as_array().map(|a| a.iter().skip(1).take_while(|x| x.as_str().is_some_and(|s| s.starts_with('-') && s != "-m")).cloned().collect::<Vec<_>>()),
+        "code_in_cwd": v["code_in_cwd"],
+        "WORLD_SIZE": v["env"]["WORLD_SIZE"],
+        "LOCAL_WORLD_SIZE": v["env"]["LOCAL_WORLD_SIZE"],
+        "MASTER_PORT": v["env"]["MASTER_PORT"],
+        "DATASETS_DIR": v["env"]["DATASETS_DIR"],
+        "CHECKPOINTS_DIR": v["env"]["CHECKPOINTS_DIR"],
+    });
+    if bare_metal {
+        let o = v.as_object_mut().unwrap();
+        o.remove("DATASETS_DIR");
+        o.remove("CHECKPOINTS_DIR");
+    }
+    v
+}
+
+#[test]
+fn kubernetes_and_slurm_start_the_same_training_and_serving() {
+    if validator("python3").is_none() {
+        return;
+    }
+    let mut trained = 0;
+    let mut served = 0;
+    for p in projects() {
+        let bin = bin(&p.dir);
+        let deploy = &p.lock.request.deploy;
+        let container = deploy
+            .slurm
+            .as_ref()
+            .map_or("pyxis", |s| s.container.name());
+        if let Some(t) = &deploy.train {
+            let (k8s, slurm) = (p.dir.join("rec-k8s"), p.dir.join("rec-slurm"));
+            std::fs::create_dir_all(&k8s).unwrap();
+            std::fs::create_dir_all(&slurm).unwrap();
+            let job = yaml_doc(&p.dir.join("out/k8s/pytorchjob.yaml"));
+            run_pod(
+                &p,
+                &job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"],
+                &bin,
+                &k8s,
+            );
+            run_sbatch(&p, "train.sbatch", &bin, &slurm);
+            let (a, b) = (script_records(&k8s), script_records(&slurm));
+            let gpus = deploy.cluster.as_ref().map_or(8, |c| c.gpus_per_node);
+            assert_eq!(a.len() as u32, gpus, "{}: Kubernetes workers", p.name);
+            assert_eq!(b.len() as u32, gpus, "{}: Slurm workers", p.name);
+            let (module, args) = expected(&t.command);
+            for (rank, ka) in &a {
+                let sl = &b[rank];
+                let bare = container == "none";
+                assert_eq!(
+                    comparable(ka, bare),
+                    comparable(sl, bare),
+                    "{} ({container}): rank {rank}",
+                    p.name
+                );
+                let argv: Vec<String> = serde_json::from_value(ka["argv"].clone()).unwrap();
+                assert_eq!(argv, args, "{}: the script's arguments", p.name);
+                assert_eq!(
+                    ka["module"].as_str().map(str::to_string),
+                    module,
+                    "{}",
+                    p.name
+                );
+                assert_eq!(
+                    ka["code_in_cwd"], true,
+                    "{}: the code is not in the working directory",
+                    p.name
+                );
+                // torchrun's default: a script or module runs under `python -u`.
+                let orig: Vec<String> = serde_json::from_value(ka["orig_argv"].clone()).unwrap();
+                if !t.command[0].starts_with("./") {
+                    assert_eq!(
+                        orig.get(1).map(String::as_str),
+                        Some("-u"),
+                        "{}: {orig:?}",
+                        p.name
+                    );
+                }
+            }
+            trained += 1;
+        }
+        if let Some(s) = &deploy.serve {
+            let (k8s, slurm) = (p.dir.join("rec-k8s-serve"), p.dir.join("rec-slurm-serve"));
+            std::fs::create_dir_all(&k8s).unwrap();
+            std::fs::create_dir_all(&slurm).unwrap();
+            let d = yaml_doc(&p.dir.join("out/k8s/vllm-deployment.yaml"));
+            run_pod(&p, &d["spec"]["template"]["spec"], &bin, &k8s);
+            run_sbatch(&p, "serve.sbatch", &bin, &slurm);
+            let read = |dir: &Path| -> serde_json::Value {
+                let f = std::fs::read_dir(dir)
+                    .unwrap()
+                    .map(|e| e.unwrap().path())
+                    .find(|f| {
+                        f.file_name()
+                            .unwrap()
+                            .to_str()
+                            .unwrap()
+                            .starts_with("vllm.")
+                    })
+                    .unwrap_or_else(|| panic!("{}: vllm did not run", p.name));
+                let mut v: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+                v.as_object_mut().unwrap().remove("model_visible");
+                v
+            };
+            let (a, b) = (read(&k8s), read(&slurm));
+            assert_eq!(a, b, "{}: vllm serve differs", p.name);
+            assert_eq!(a["model"], s.model.as_str(), "{}", p.name);
+            assert_eq!(a["tensor_parallel_size"], s.tensor_parallel, "{}", p.name);
+            served += 1;
+        }
+        let _ = std::fs::remove_dir_all(&p.dir);
+    }
+    assert!(
+        trained >= 18 && served >= 16,
+        "{trained} trained, {served} served"
+    );
+}
+
+/// Every GPU pod asks for GPUs, CPUs and memory, as requests and limits, from the workload
+/// plan: `[cluster]`'s figures shared out by GPU when given, else the stated defaults.
+#[test]
+fn every_gpu_pod_requests_cpu_and_memory() {
+    let spec = base_spec().replace(
+        "gpus_per_node = 8",
+        "gpus_per_node = 8\ncpus_per_node = 96\nmemory_gib_per_node = 1024",
+    );
+    for (name, spec, train, serve) in [
+        ("default", base_spec(), (32, 256), (32, 256)),
+        ("sized", spec, (96, 1024), (96, 1024)),
+    ] {
+        let p = project(&format!("resources-{name}"), &spec);
+        for (file, path, want) in [
+            (
+                "pytorchjob.yaml",
+                "spec.pytorchReplicaSpecs.Worker.template.spec",
+                train,
+            ),
+            ("vllm-deployment.yaml", "spec.template.spec", serve),
+            ("nccl-tests-job.yaml", "spec.template.spec", train),
+        ] {
+            let f = p.dir.join("out/k8s").join(file);
+            if !f.exists() {
+                continue;
+            }
+            let mut y = yaml_doc(&f);
+            for k in path.split('.') {
+                y = y[k].clone();
+            }
+            let r = &y["containers"][0]["resources"];
+            for side in ["requests", "limits"] {
+                assert!(
+                    r[side]["nvidia.com/gpu"].as_i64().is_some(),
+                    "{name}/{file}"
+                );
+                assert_eq!(
+                    r[side]["cpu"].as_i64(),
+                    Some(want.0),
+                    "{name}/{file} {side}"
+                );
+                assert_eq!(
+                    r[side]["memory"].as_str(),
+                    Some(format!("{}Gi", want.1).as_str()),
+                    "{name}/{file} {side}"
+                );
+            }
+        }
+        let _ = std::fs::remove_dir_all(&p.dir);
+    }
+}
