@@ -274,10 +274,11 @@ fn gen_never_deletes_a_file_it_did_not_write() {
         dir.join("out/docker/gpustack.lock"),
     )
     .unwrap();
+    std::fs::create_dir(dir.join("out/slurm/mine")).unwrap();
     let before = snapshot(&dir.join("out"));
     let out = run_in(&dir, &["gen", "all", "--lock", "other.lock"]);
     assert_eq!(out.code, 2, "{}", out.stderr);
-    for p in ["k8s/ingress.yaml", "docker/gpustack.lock"] {
+    for p in ["k8s/ingress.yaml", "docker/gpustack.lock", "slurm/mine/"] {
         assert!(
             out.stderr
                 .contains(&format!("{p} was not written by gpustack")),
@@ -289,6 +290,7 @@ fn gen_never_deletes_a_file_it_did_not_write() {
     // A file gpustack wrote that the new lock no longer generates is removed.
     std::fs::remove_file(dir.join("out/k8s/ingress.yaml")).unwrap();
     std::fs::remove_file(dir.join("out/docker/gpustack.lock")).unwrap();
+    std::fs::remove_dir(dir.join("out/slurm/mine")).unwrap();
     let manifest = dir.join("out/slurm/.gpustack-manifest");
     let mut m = std::fs::read_to_string(&manifest).unwrap();
     m.push_str("retired.sbatch\n");

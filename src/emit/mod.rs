@@ -182,13 +182,37 @@ fn survey(dir: &Path, files: &[OutFile<'_>]) -> Survey {
             && std::fs::read(dir.join(MANIFEST))
                 .is_ok_and(|b| b == manifest_text(files).as_bytes());
     }
+    // The directories gpustack's files are in (written now, or listed as written before):
+    // any other directory is the user's, even an empty one.
+    let mut ours_dirs = BTreeSet::new();
+    for p in files
+        .iter()
+        .map(|f| f.path)
+        .chain(owned.iter().flatten().map(String::as_str))
+    {
+        let mut d = p;
+        while let Some((parent, _)) = d.rsplit_once('/') {
+            ours_dirs.insert(parent.to_string());
+            d = parent;
+        }
+    }
     if std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
-        for e in walkdir::WalkDir::new(dir)
-            .min_depth(1)
-            .sort_by_file_name()
-            .into_iter()
-            .flatten()
-        {
+        for e in walkdir::WalkDir::new(dir).min_depth(1).sort_by_file_name() {
+            let e = match e {
+                Ok(e) => e,
+                Err(err) => {
+                    // Never replace what could not be looked at.
+                    let rel = err
+                        .path()
+                        .and_then(|p| p.strip_prefix(dir).ok())
+                        .map_or_else(
+                            || ".".to_string(),
+                            |r| r.to_string_lossy().replace('\\', "/"),
+                        );
+                    s.special.push((rel, "unreadable"));
+                    continue;
+                }
+            };
             let Ok(rel) = e.path().strip_prefix(dir) else {
                 continue;
             };
@@ -198,6 +222,9 @@ fn survey(dir: &Path, files: &[OutFile<'_>]) -> Survey {
             }
             let ft = e.file_type();
             if ft.is_dir() {
+                if !ours_dirs.contains(&rel) {
+                    s.foreign.push(format!("{rel}/"));
+                }
                 continue;
             }
             seen.insert(rel.clone());
