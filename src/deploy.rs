@@ -696,6 +696,20 @@ pub fn parse_storage(s: &str) -> Result<StorageRef, String> {
 }
 
 impl Deploy {
+    /// Whether the request configures the Packer, Kubernetes and Slurm targets, which
+    /// `gpustack lock` then makes sure render: a target with its table, or all three when
+    /// the spec has none of their tables (`gpustack gen all` renders each with its
+    /// defaults). A spec written for Kubernetes alone is not refused for what only Slurm
+    /// cannot do. Docker and Apptainer have no table and are always configured.
+    pub fn configures(&self) -> (bool, bool, bool) {
+        let none = self.packer.is_none() && self.k8s.is_none() && self.slurm.is_none();
+        (
+            none || self.packer.is_some(),
+            none || self.k8s.is_some(),
+            none || self.slurm.is_some(),
+        )
+    }
+
     /// What the generators need of several tables together, checked at lock time so that
     /// `gen` never refuses a lock (each at the value's line).
     fn cross_check(
@@ -722,6 +736,9 @@ impl Deploy {
         // Pyxis (`--container-mounts`) and Apptainer (`--bind`) separate mounts with `,`
         // and their fields with `:`; `gen slurm` mounts the storage, the training code's
         // directory and a model path.
+        if !self.configures().2 {
+            return;
+        }
         let container = self
             .slurm
             .as_ref()

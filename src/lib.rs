@@ -97,15 +97,26 @@ pub use version::{Version, VersionReq};
 /// # Ok::<(), gpustack::Error>(())
 /// ```
 ///
-/// A lock it returns renders for every target: what a generator would refuse is refused
-/// here, at the spec's line when [`Spec::parse`] knows it, and otherwise (a safety net)
-/// with the generator's message, so `gpustack lock` never writes a lock that
-/// `gpustack gen` then refuses.
+/// A lock it returns renders for every target the spec configures
+/// ([`deploy::Deploy::configures`]): what a generator would refuse is refused here,
+/// at the spec's line when [`Spec::parse`] knows it, and otherwise (a safety net) with the
+/// generator's message, so `gpustack lock` never writes a lock that `gpustack gen` then
+/// refuses.
 pub fn lock_spec(catalog: &Catalog, spec_path: &str, spec_text: &str) -> Result<Lock, Error> {
     let spec = Spec::parse(spec_path, spec_text, catalog)?;
     let resolution = solve(catalog, &spec)?;
     let lock = Lock::from_resolution(catalog, &resolution);
-    if let Err(Error::Invalid(diags)) = plan::generate_many(&lock, &plan::Target::ALL) {
+    let (packer, k8s, slurm) = spec.deploy.configures();
+    let targets: Vec<plan::Target> = plan::Target::ALL
+        .into_iter()
+        .filter(|t| match t {
+            plan::Target::Packer => packer,
+            plan::Target::K8s => k8s,
+            plan::Target::Slurm => slurm,
+            plan::Target::Docker | plan::Target::Apptainer => true,
+        })
+        .collect();
+    if let Err(Error::Invalid(diags)) = plan::generate_many(&lock, &targets) {
         return Err(Error::Invalid(
             diags
                 .into_iter()

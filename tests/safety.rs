@@ -848,3 +848,24 @@ namespace = "ml"
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn lock_checks_the_targets_the_spec_configures() {
+    let dir = tempdir("configured");
+    let k8s_only = "[stack]\nname = \"demo\"\n[hardware]\ngpus = [\"h100\"]\n[components]\nvllm = \"*\"\n[serve]\nmodel = \"/models/llama\"\n[storage]\nmodels = \"pvc:models\"\n[k8s]\nnamespace = \"ml\"\nversion = \"1.30\"\n";
+    std::fs::write(dir.join("gpustack.toml"), k8s_only).unwrap();
+    // Kubernetes alone: a claim is fine, Slurm (not configured) is not asked.
+    assert_eq!(run_in(&dir, &["lock"]).code, 0);
+    assert_eq!(run_in(&dir, &["gen", "k8s"]).code, 0);
+    // No target table: `gen all` renders every target, so Slurm must be able to.
+    let all = k8s_only.split("[k8s]").next().unwrap();
+    std::fs::write(dir.join("gpustack.toml"), all).unwrap();
+    let out = run_in(&dir, &["lock", "--out", "-"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("Slurm jobs cannot mount it"),
+        "{}",
+        out.stderr
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
