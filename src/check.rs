@@ -8,7 +8,7 @@
 //! | integrity | the lock | [`Code::TamperedLock`]: a recorded digest does not match the lock's content ([`Lock::verify`]) |
 //! | staleness | spec + catalog | [`Code::StaleSpec`]: the spec changed since the lock was written; [`Code::StaleCatalog`]: the catalog now resolves the same spec differently |
 //! | drift | `--out` | [`Code::Drift`]: a generated file differs from what the lock renders now, is missing, or is extra; [`Code::OtherLock`]: a target was generated from another lock |
-//! | consistency | `--out` | [`Code::InconsistentDriver`], [`Code::InconsistentImage`], [`Code::InconsistentEnv`]: values read back from the generated files themselves disagree across targets |
+//! | consistency | `--out` | [`Code::InconsistentDriver`], [`Code::InconsistentImage`], [`Code::InconsistentEnv`], [`Code::InconsistentCommand`]: values read back from the generated files themselves disagree across targets |
 //! | hardware | `--hardware` | [`Code::DriverTooOld`], [`Code::ArchNotCovered`], [`Code::GpuNotLocked`] |
 //! | hygiene | the lock | warnings: [`Code::Unpinned`], [`Code::EolDriver`], [`Code::UnsafeVersion`] |
 //!
@@ -52,6 +52,9 @@ pub enum Code {
     InconsistentImage,
     /// The NCCL/fabric environment differs between Dockerfile, ConfigMap and `nccl.env`.
     InconsistentEnv,
+    /// What torchrun runs (the training script or module and its arguments) differs between
+    /// the Kubernetes training pods and the Slurm training script.
+    InconsistentCommand,
     /// The node's driver cannot run the locked stack.
     DriverTooOld,
     /// A GPU of the node is not covered by the locked arch list.
@@ -78,6 +81,7 @@ impl Code {
             Code::InconsistentDriver => "inconsistent-driver",
             Code::InconsistentImage => "inconsistent-image",
             Code::InconsistentEnv => "inconsistent-env",
+            Code::InconsistentCommand => "inconsistent-command",
             Code::DriverTooOld => "driver-too-old",
             Code::ArchNotCovered => "arch-not-covered",
             Code::GpuNotLocked => "gpu-not-locked",
@@ -727,6 +731,39 @@ fn consistency(
         }
     }
 
+    // What torchrun runs: the pods' args after the rendezvous options = train.sbatch's
+    // `entry` array (both render the workload plan's entry).
+    if let (Some(k), Some(sl)) = (text("k8s/pytorchjob.yaml"), text("slurm/train.sbatch")) {
+        let (k_line, k_entry) = k8s_entry(&k);
+        let (s_line, s_entry) = slurm_entry(&sl);
+        if k_entry != s_entry {
+            f.push(
+                Finding::new(
+                    Code::InconsistentCommand,
+                    format!(
+                        "{} and {} start different training commands",
+                        join(dir, "k8s/pytorchjob.yaml"),
+                        join(dir, "slurm/train.sbatch")
+                    ),
+                )
+                .at(&join(dir, "slurm/train.sbatch"), Some(s_line))
+                .detail(vec![
+                    format!(
+                        "{}:{k_line}: torchrun … {}",
+                        join(dir, "k8s/pytorchjob.yaml"),
+                        k_entry.join(" ")
+                    ),
+                    format!(
+                        "{}:{s_line}: torchrun … {}",
+                        join(dir, "slurm/train.sbatch"),
+                        s_entry.join(" ")
+                    ),
+                ])
+                .hint("regenerate every target from the one lock: `gpustack gen all`"),
+            );
+        }
+    }
+
     // The NCCL/fabric environment: Dockerfile ENV = ConfigMap data = nccl.env.
     let mut envs: Vec<(String, EnvMap)> = Vec::new();
     if let Some(t) = text("docker/Dockerfile") {
@@ -1213,6 +1250,57 @@ fn unquote_sh(s: &str) -> String {
 fn unquote_json(s: &str) -> String {
     let s = s.trim();
     serde_json::from_str::<String>(s).unwrap_or_else(|_| s.to_string())
+}
+
+/// The first training container's args after `--rdzv-id=…`: what torchrun runs, and the
+/// line of the first of them.
+fn k8s_entry(text: &str) -> (usize, Vec<String>) {
+    let mut out = Vec::new();
+    let mut line = 0;
+    let mut in_args = false;
+    let mut after_rdzv = false;
+    for (i, l) in text.lines().enumerate() {
+        let t = l.trim();
+        if t == "args:" {
+            in_args = out.is_empty();
+            continue;
+        }
+        if !in_args {
+            continue;
+        }
+        let Some(item) = t.strip_prefix("- ") else {
+            in_args = false;
+            continue;
+        };
+        let v = unquote_json(item);
+        if after_rdzv {
+            if out.is_empty() {
+                line = i + 1;
+            }
+            out.push(v);
+        } else if v.starts_with("--rdzv-id=") {
+            after_rdzv = true;
+        }
+    }
+    (line, out)
+}
+
+/// `entry=(` … `)` of a training script: one shell word a line.
+fn slurm_entry(text: &str) -> (usize, Vec<String>) {
+    let mut out = Vec::new();
+    let mut line = 0;
+    let mut inside = false;
+    for (i, l) in text.lines().enumerate() {
+        if l == "entry=(" {
+            inside = true;
+            line = i + 1;
+        } else if inside && l == ")" {
+            break;
+        } else if inside {
+            out.push(unquote_sh(l));
+        }
+    }
+    (line, out)
 }
 
 /// `target "base" { … tags = ["…"] }` → layer → tag.

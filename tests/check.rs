@@ -680,3 +680,21 @@ fn probe_output_and_raw_nvidia_smi_feed_check() {
     assert_eq!(none.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&none.stderr).contains("`nvidia-smi` is not on PATH"));
 }
+
+#[test]
+fn a_training_command_that_differs_across_targets_is_inconsistent() {
+    let dir = project("command");
+    let sbatch = dir.join("out/slurm/train.sbatch");
+    edit(&sbatch, "  ds_config.json\n", "  other.json\n");
+    let out = check(&dir, &[]);
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        located(&out, "inconsistent-command"),
+        vec![format!(
+            "out/slurm/train.sbatch:{}",
+            line_of(&sbatch, "entry=(")
+        )],
+        "{}",
+        out.stdout
+    );
+}

@@ -312,9 +312,10 @@ fn command_forms() -> Vec<Generated> {
 /// `[cluster]` with the CPUs and memory a job may use: `--mem` and `--cpus-per-task` follow.
 fn sized() -> Generated {
     let spec = base_spec().replace(
-        "gpus_per_node = 8",
-        "gpus_per_node = 8\ncpus_per_node = 12\nmemory_gib_per_node = 64",
+        "cpus_per_node = 96\nmemory_gib_per_node = 1536",
+        "cpus_per_node = 12\nmemory_gib_per_node = 64",
     );
+    assert!(spec.contains("cpus_per_node = 12"));
     generated_spec("sized", &spec, None)
 }
 
@@ -696,7 +697,7 @@ impl Cluster {
             .arg(root().join("tests/slurm/slurm-up.sh"))
             .arg(base.join("cluster"))
             .env("PARTITIONS", partitions)
-            .env("NODE_CPUS", "16")
+            .env("NODE_CPUS", NODE_CPUS.to_string())
             .env("CTLD_PORT", port.to_string())
             .env("SPANK_PLUGIN", &stub)
             .output()
@@ -919,6 +920,8 @@ fn partition(g: &Generated) -> &'static str {
 }
 
 const PARTITIONS: &str = "gpu:8:8 normal:16:4";
+/// CPUs of each test node: more than the example specs' `cpus_per_node`.
+const NODE_CPUS: u32 = 128;
 
 struct Submitted {
     g: Generated,
@@ -1145,12 +1148,12 @@ fn check_job(cluster: &Cluster, s: &Submitted) {
             .iter()
             .find_map(|a| a.strip_prefix("--cpus-per-task="))
             .unwrap_or_else(|| panic!("{what}: no --cpus-per-task in {argv:?}"));
-        // [cluster].cpus_per_node shared out by GPU when given, else the node's 16 CPUs.
+        // [cluster].cpus_per_node shared out by GPU when given, else the node's CPUs.
         let node_cpus = req
             .cluster
             .as_ref()
             .and_then(|c| c.cpus_per_node)
-            .map_or(16, |c| {
+            .map_or(NODE_CPUS, |c| {
                 if s.kind == "serve" {
                     c * req.serve.as_ref().unwrap().tensor_parallel / gpus
                 } else {
@@ -1462,7 +1465,28 @@ fn storage(g: &Generated, kind: &str) -> Vec<Mount> {
             export: None,
         });
     }
-    if kind == "serve" {
+    let models = g
+        .lock
+        .request
+        .deploy
+        .storage
+        .as_ref()
+        .and_then(|st| st.models.as_ref());
+    if let (true, Some(r)) = (kind == "serve", models) {
+        let host = match r {
+            StorageRef::Nfs { path, .. }
+            | StorageRef::Lustre { path }
+            | StorageRef::HostPath { path } => path.clone(),
+            StorageRef::Pvc { .. } => unreachable!("a claim is refused for Slurm"),
+        };
+        let m = &g.lock.request.deploy.serve.as_ref().unwrap().model;
+        out.push(Mount {
+            host,
+            target: "/models".into(),
+            ro: m.starts_with('/'),
+            export: None,
+        });
+    } else if kind == "serve" {
         let m = &g.lock.request.deploy.serve.as_ref().unwrap().model;
         if m.starts_with('/') {
             out.push(Mount {

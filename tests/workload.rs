@@ -428,13 +428,17 @@ fn kubernetes_and_slurm_start_the_same_training_and_serving() {
 /// plan: `[cluster]`'s figures shared out by GPU when given, else the stated defaults.
 #[test]
 fn every_gpu_pod_requests_cpu_and_memory() {
-    let spec = base_spec().replace(
-        "gpus_per_node = 8",
-        "gpus_per_node = 8\ncpus_per_node = 96\nmemory_gib_per_node = 1024",
+    let sized = base_spec().replace(
+        "cpus_per_node = 96\nmemory_gib_per_node = 1536",
+        "cpus_per_node = 96\nmemory_gib_per_node = 1024",
     );
+    let default = base_spec().replace("cpus_per_node = 96\nmemory_gib_per_node = 1536\n", "");
+    let half = sized.replace("tensor_parallel = 8", "tensor_parallel = 4");
+    assert!(sized.contains("1024") && !default.contains("cpus_per_node ="));
     for (name, spec, train, serve) in [
-        ("default", base_spec(), (32, 256), (32, 256)),
-        ("sized", spec, (96, 1024), (96, 1024)),
+        ("default", default, (32, 256), (32, 256)),
+        ("sized", sized, (96, 1024), (96, 1024)),
+        ("half-node-server", half, (96, 1024), (48, 512)),
     ] {
         let p = project(&format!("resources-{name}"), &spec);
         for (file, path, want) in [

@@ -105,7 +105,7 @@ default=YES
 for p in $PARTITIONS; do
   IFS=: read -r name count gpus <<<"$p"
   if ((count == 1)); then list="${name}1"; else list="${name}[1-$count]"; fi
-  echo "NodeName=$list NodeHostname=localhost NodeAddr=127.0.0.1 Port=$port-$((port + count - 1)) CPUs=$NODE_CPUS RealMemory=262144 Gres=gpu:$gpus State=UNKNOWN" >>"$BASE/etc/slurm.conf"
+  echo "NodeName=$list NodeHostname=localhost NodeAddr=127.0.0.1 Port=$port-$((port + count - 1)) CPUs=$NODE_CPUS RealMemory=2097152 Gres=gpu:$gpus State=UNKNOWN" >>"$BASE/etc/slurm.conf"
   echo "PartitionName=$name Nodes=$list Default=$default MaxTime=INFINITE State=UP" >>"$BASE/etc/slurm.conf"
   echo "NodeName=$list Name=gpu File=$BASE/dev/nvidia[0-$((gpus - 1))]" >>"$BASE/etc/gres.conf"
   for ((n = 1; n <= count; n++)); do nodes_all+=("$name$n"); done
