@@ -257,6 +257,8 @@ pub struct NcclTests {
     pub args_single: Vec<String>,
     /// Whether the MPI build is possible (Open MPI in the fabric stack).
     pub mpi: bool,
+    /// The acceptance run on one node, from the workload plan (`all_reduce_perf -b 8 …`).
+    pub run: super::workload::Launch,
 }
 
 /// The Packer plan. LOAD-BEARING: `generators/packer/*.j2` print these fields.
@@ -1196,16 +1198,22 @@ impl PackerPlan {
                 "re-lock with `gpustack lock`",
             ));
         }
-        let nccl_tests = dp.nccl_tests.clone().map(|b| NcclTests {
-            mpi: b.args.iter().any(|a| a == "MPI=1"),
-            args_single: b
-                .args
-                .iter()
-                .filter(|a| *a != "MPI=1" && !a.starts_with("MPI_HOME="))
-                .cloned()
-                .collect(),
-            build: b,
-        });
+        let acceptance = super::workload::acceptance(lock, common)?;
+        let nccl_tests = dp
+            .nccl_tests
+            .clone()
+            .zip(acceptance)
+            .map(|(b, a)| NcclTests {
+                run: a.per_node,
+                mpi: b.args.iter().any(|a| a == "MPI=1"),
+                args_single: b
+                    .args
+                    .iter()
+                    .filter(|a| *a != "MPI=1" && !a.starts_with("MPI_HOME="))
+                    .cloned()
+                    .collect(),
+                build: b,
+            });
 
         // The image name: the host layer (or base), then the optional layers installed.
         let named = lock
