@@ -490,9 +490,19 @@ fn gen_usage_errors_and_check() {
         "{}",
         out.stderr
     );
-    // Regenerating removes the stray file.
-    assert_eq!(run_in(&dir, &["gen", "docker"]).code, 0);
-    assert!(!dir.join("out/docker/stray.txt").exists());
+    // gpustack never deletes a file it did not write: `gen` refuses and keeps it.
+    let out = run_in(&dir, &["gen", "docker"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("docker/stray.txt was not written by gpustack"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        std::fs::read(dir.join("out/docker/stray.txt")).unwrap(),
+        b"x"
+    );
 }
 
 /// The book's command list is the binary's: a new subcommand cannot go undocumented.
@@ -620,7 +630,7 @@ fn matrix_lists_stacks_best_first() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     let rows: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(rows.as_array().unwrap().len(), 2);
-    assert!(out.stderr.contains("2 of "), "{}", out.stderr);
+    assert!(out.stderr.contains("the best 2 stacks"), "{}", out.stderr);
     let lock = gpustack::Lock::parse(
         "l",
         &std::fs::read_to_string(root.join("lockfiles/a100-pytorch.lock")).unwrap(),

@@ -825,13 +825,11 @@ fn tensor_parallel_beyond_a_node_is_refused() {
         .replace("tensor_parallel = 8", "tensor_parallel = 16");
     let dir = tempdir("tp16");
     std::fs::write(dir.join("gpustack.toml"), spec).unwrap();
-    assert_eq!(run_in(&dir, &["lock"]).code, 0);
-    let out = run_in(
-        &dir,
-        &["gen", "k8s", "--lock", "gpustack.lock", "--out", "out"],
-    );
+    // Refused when locking, at its line (issue 17: lock refuses what gen would).
+    let out = run_in(&dir, &["lock"]);
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(out.stderr.contains("tensor_parallel"), "{}", out.stderr);
+    assert!(out.stderr.contains("--> gpustack.toml:"), "{}", out.stderr);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

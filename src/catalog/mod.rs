@@ -12,6 +12,7 @@
 //! [`Diagnostic`] each), with `file:line:col`.
 
 mod codec;
+mod env_names;
 #[cfg(test)]
 mod tests;
 mod wire;
@@ -950,7 +951,7 @@ impl Catalog {
 }
 
 fn read_overlay(dir: &Path, diags: &mut Vec<Diagnostic>) -> Vec<(String, String)> {
-    let shown = dir.display().to_string();
+    let shown = crate::emit::shown(dir);
     if !dir.is_dir() {
         diags.push(
             Diagnostic::new(
@@ -962,10 +963,9 @@ fn read_overlay(dir: &Path, diags: &mut Vec<Diagnostic>) -> Vec<(String, String)
         return Vec::new();
     }
     let mut out = Vec::new();
-    for entry in walkdir::WalkDir::new(dir)
-        .follow_links(true)
-        .sort_by_file_name()
-    {
+    // Symbolic links inside an overlay are ignored (the book's catalog chapter): not
+    // followed, so an overlay cannot pull in files from elsewhere or loop.
+    for entry in walkdir::WalkDir::new(dir).sort_by_file_name() {
         let entry = match entry {
             Ok(e) => e,
             Err(e) => {
@@ -980,9 +980,13 @@ fn read_overlay(dir: &Path, diags: &mut Vec<Diagnostic>) -> Vec<(String, String)
             continue;
         }
         let rel = entry.path().strip_prefix(dir).unwrap_or(entry.path());
-        let display = format!("{}/{}", shown.trim_end_matches('/'), rel.display());
-        match std::fs::read(entry.path()) {
-            Ok(bytes) if bytes.len() > 8 << 20 => diags.push(
+        let display = format!(
+            "{}/{}",
+            shown.trim_end_matches('/'),
+            crate::emit::shown(rel)
+        );
+        match crate::emit::read_bounded(entry.path(), crate::emit::limits::CATALOG_FILE) {
+            Err(crate::emit::ReadError::TooLarge(_)) => diags.push(
                 Diagnostic::new(Stage::Catalog, "catalog file is larger than 8 MiB")
                     .at(Location::file(&display)),
             ),
@@ -1578,6 +1582,17 @@ impl V<'_> {
             self.fail(
                 o,
                 "`source` is empty: every catalog fact needs a source a reader can open".into(),
+            );
+        } else if o.source.chars().any(char::is_control) {
+            // A source is shown by `why` and `catalog show` and copied into generated
+            // comments: a newline or an escape sequence would forge lines there.
+            self.fail_hint(
+                o,
+                format!(
+                    "`source` holds control characters: `{}`",
+                    crate::error::escape_control(&o.source)
+                ),
+                "write the source on one line, without escape sequences".into(),
             );
         }
     }
@@ -2491,6 +2506,20 @@ fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
                     "`{}` is not an environment variable name ([A-Z_][A-Z0-9_]*)",
                     e.name
                 ),
+            );
+            continue;
+        }
+        if !env_names::allowed(&e.name) {
+            let mut hint = "an `[[env]]` entry may set the NCCL, libfabric, UCX, CUDA and PyTorch NCCL variables those projects document (the list, with sources, is in the book's catalog chapter); set others in the site's own image or job script".to_string();
+            if let Some(s) =
+                crate::error::did_you_mean(&e.name, env_names::ALLOWED.iter().map(|(n, _)| *n))
+            {
+                hint = format!("did you mean `{s}`? {hint}");
+            }
+            v.fail_hint(
+                &o,
+                format!("`{}` is not an environment variable gpustack sets", e.name),
+                hint,
             );
             continue;
         }

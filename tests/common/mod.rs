@@ -69,12 +69,15 @@ pub(crate) fn diff(expected: &str, actual: &str) -> String {
     out
 }
 
-/// Every file under `dir` with its contents, for "nothing was written" checks.
+/// Every file under `dir` with its contents, for "nothing was written" checks; the
+/// manifests `gen` keeps in target directories (`.gpustack-manifest`, its bookkeeping,
+/// tested in `tests/safety.rs`) are left out, so a generated tree compares with the
+/// rendered files.
 pub(crate) fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut out = BTreeMap::new();
     for e in walkdir::WalkDir::new(dir).sort_by_file_name() {
         let e = e.unwrap();
-        if e.file_type().is_file() {
+        if e.file_type().is_file() && e.file_name() != ".gpustack-manifest" {
             out.insert(
                 e.path().strip_prefix(dir).unwrap().to_path_buf(),
                 std::fs::read(e.path()).unwrap(),
