@@ -66,7 +66,7 @@ use crate::spec::{Component, Layer, Spec};
 use crate::version::{Version, VersionReq};
 
 /// The lockfile version this gpustack writes and reads.
-pub const LOCK_VERSION: u32 = 2;
+pub const LOCK_VERSION: u32 = 3;
 
 /// The oldest lockfile version this gpustack still reads.
 pub const LOCK_VERSION_MIN: u32 = 1;
@@ -242,6 +242,9 @@ pub struct Lock {
     pub facts: Vec<LockedFact>,
     /// Layers, bottom first.
     pub layers: Vec<LockedLayer>,
+    /// The format version the lock was read from ([`LOCK_VERSION`] when built): layer
+    /// hashes are recomputed by that version's rule.
+    pub format: u32,
 }
 
 impl Lock {
@@ -458,7 +461,14 @@ impl Lock {
         let sel = crate::select::select(catalog, r);
         let mut packages = sel.packages;
         packages.sort_by_key(|p| p.layer);
-        let layers = layers(&hardware, spec, &components, &packages, &sel.facts);
+        let layers = layers(
+            &hardware,
+            spec,
+            &components,
+            &packages,
+            &sel.facts,
+            LOCK_VERSION,
+        );
         let catalog_digest = if sel.used.is_empty() {
             r.catalog_digest.clone()
         } else {
@@ -473,7 +483,21 @@ impl Lock {
             packages,
             facts: sel.facts,
             layers,
+            format: LOCK_VERSION,
         }
+    }
+
+    /// Recomputes the layer hashes after the packages changed (lock-time resolution).
+    pub fn rehash(&mut self) {
+        self.format = LOCK_VERSION;
+        self.layers = layers(
+            &self.hardware,
+            &self.request,
+            &self.components,
+            &self.packages,
+            &self.facts,
+            self.format,
+        );
     }
 
     /// A component by name.
@@ -620,6 +644,7 @@ impl Lock {
             &self.components,
             &self.packages,
             &self.facts,
+            self.format,
         );
         for l in &self.layers {
             let now = computed.iter().find(|c| c.layer == l.layer);
@@ -814,6 +839,28 @@ fn deploy_toml(o: &mut String, d: &crate::deploy::Deploy) {
             kv(o, "models", &x.to_string());
         }
     }
+    if let Some(r) = &d.resolve {
+        o.push_str("\n[request.resolve]\n");
+        if let Some(x) = &r.exclude_newer {
+            kv(o, "exclude-newer", x);
+        }
+        if let Some(x) = &r.pypi {
+            kv(o, "pypi", x);
+        }
+        for (name, table) in [
+            ("indexes", &r.indexes),
+            ("registries", &r.registries),
+            ("apt", &r.apt),
+            ("dnf", &r.dnf),
+        ] {
+            if !table.is_empty() {
+                let _ = writeln!(o, "\n[request.resolve.{name}]");
+                for (k, v) in table {
+                    let _ = writeln!(o, "{} = {}", quote(k), quote(v));
+                }
+            }
+        }
+    }
 }
 
 /// `sha256:…` of the canonical request.
@@ -830,7 +877,15 @@ fn layers(
     comps: &[LockedComponent],
     pkgs: &[LockedPackage],
     facts: &[LockedFact],
+    format: u32,
 ) -> Vec<LockedLayer> {
+    // Version 3 also hashes what names an image (its repository, image and tag): a
+    // hand-edited `repository` must not keep the layer's hash.
+    let package_pinned: &[&str] = if format >= 3 {
+        PACKAGE_PINNED_FIELDS_V3
+    } else {
+        PACKAGE_PINNED_FIELDS
+    };
     let mut out: Vec<LockedLayer> = Vec::new();
     for l in Layer::EVERY {
         let members: Vec<&LockedComponent> = comps.iter().filter(|c| c.layer == l).collect();
@@ -869,7 +924,7 @@ fn layers(
         }
         for p in &packages {
             h.update(format!("package {}={}\n", p.name, p.version).as_bytes());
-            hash_pinned(&mut h, &p.fields, PACKAGE_PINNED_FIELDS);
+            hash_pinned(&mut h, &p.fields, package_pinned);
         }
         out.push(LockedLayer {
             layer: l,
@@ -926,6 +981,24 @@ const PACKAGE_PINNED_FIELDS: &[&str] = &[
     "url",
 ];
 
+/// Version 3's package fields that change what a layer installs: version 2's, and what
+/// names an image (repository, image and tag), since a generated file pulls by name and
+/// digest.
+const PACKAGE_PINNED_FIELDS_V3: &[&str] = &[
+    "apt",
+    "devel-digest",
+    "devel-tag",
+    "dnf",
+    "image",
+    "image-digest",
+    "image-tag",
+    "repository",
+    "runtime-digest",
+    "runtime-tag",
+    "sha256",
+    "url",
+];
+
 /// TOML basic string with escapes.
 pub(crate) fn quote(s: &str) -> String {
     let mut o = String::with_capacity(s.len() + 2);
@@ -975,7 +1048,6 @@ fn list(o: &mut String, k: &str, v: &[String]) {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LockWire {
-    #[allow(dead_code)]
     version: u32,
     inputs: InputsWire,
     request: RequestWire,
@@ -1073,6 +1145,7 @@ struct RequestWire {
     k8s: Option<toml::Spanned<crate::deploy::K8sWire>>,
     slurm: Option<toml::Spanned<crate::deploy::SlurmWire>>,
     storage: Option<toml::Spanned<crate::deploy::StorageWire>>,
+    resolve: Option<toml::Spanned<crate::resolve::spec::ResolveWire>>,
 }
 
 #[derive(Deserialize)]
@@ -1181,6 +1254,7 @@ impl LockWire {
             k8s: self.request.k8s,
             slurm: self.request.slurm,
             storage: self.request.storage,
+            resolve: self.request.resolve,
         }
         .validate(&mut crate::deploy::At {
             file,
@@ -1311,6 +1385,7 @@ impl LockWire {
             });
         }
         Ok(Lock {
+            format: self.version,
             spec_digest: self.inputs.spec_digest,
             catalog_digest: self.inputs.catalog_digest,
             request,

@@ -44,8 +44,13 @@ enum Command {
         #[arg(long = "catalog", value_name = "DIR")]
         catalogs: Vec<PathBuf>,
         /// Do not write; exit 1 if the existing lock differs from the resolved one
+        /// (never uses the network)
         #[arg(long)]
         check: bool,
+        /// Use no network: digests and package versions come from the existing lock and the
+        /// catalog (also `GPUSTACK_OFFLINE=1`)
+        #[arg(long)]
+        offline: bool,
     },
     /// Render deployment files from gpustack.lock (docker, apptainer, packer, k8s, slurm, all)
     #[command(
@@ -256,6 +261,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
             out,
             catalogs,
             check,
+            offline,
         } => {
             let catalog = load_catalog(&catalogs)?;
             let spec_shown = spec.display().to_string();
@@ -265,7 +271,29 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 "spec",
                 "create one with `gpustack init`, or pass `--spec PATH`",
             )?;
-            let lock = gpustack::lock_spec(&catalog, &spec_shown, &text)?;
+            let offline = offline
+                || check
+                || std::env::var_os("GPUSTACK_OFFLINE").is_some_and(|v| !v.is_empty() && v != "0");
+            // The lock being replaced: its registry digests stand when a registry cannot be
+            // asked (`--offline`, unreachable).
+            let previous = (out != "-")
+                .then(|| std::fs::read_to_string(&out).ok())
+                .flatten()
+                .and_then(|t| Lock::parse(&out, &t).ok());
+            let (lock, report) = if offline {
+                gpustack::lock_spec_resolved(&catalog, &spec_shown, &text, &gpustack::resolve::http::Offline, previous.as_ref())?
+            } else {
+                let http = gpustack::resolve::http::Http::new(false);
+                gpustack::lock_spec_resolved(&catalog, &spec_shown, &text, &http, previous.as_ref())?
+            };
+            if !check {
+                for (r, why) in &report.fallback {
+                    eprintln!("note: `{r}`: digest from the {why}");
+                }
+                for r in &report.unpinned {
+                    eprintln!("warning: `{r}` is pinned by tag only: no registry answered and the catalog has no digest for it");
+                }
+            }
             // The process ends right after; freeing the catalog would only cost time.
             std::mem::forget(catalog);
             let rendered = lock.to_toml();
