@@ -286,13 +286,17 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 let http = gpustack::resolve::http::Http::new(false);
                 gpustack::lock_spec_resolved(&catalog, &spec_shown, &text, &http, previous.as_ref())?
             };
-            if !check {
-                for (r, why) in &report.fallback {
-                    eprintln!("note: `{r}`: digest from the {why}");
-                }
-                for r in &report.unpinned {
-                    eprintln!("warning: `{r}` is pinned by tag only: no registry answered and the catalog has no digest for it");
-                }
+            // Said after the lock is written: where each digest came from when not the registry.
+            let mut notes: Vec<String> = report
+                .fallback
+                .iter()
+                .map(|(r, why)| format!("note: `{r}`: digest from the {why}"))
+                .collect();
+            if !report.unpinned.is_empty() {
+                notes.push(format!(
+                    "note: pinned by tag only (no registry was asked or answered, and the catalog has no digest): {}",
+                    report.unpinned.join(", ")
+                ));
             }
             // The process ends right after; freeing the catalog would only cost time.
             std::mem::forget(catalog);
@@ -306,6 +310,9 @@ fn run(cli: Cli) -> Result<u8, Error> {
                     .into());
                 }
                 print!("{rendered}");
+                for n in &notes {
+                    eprintln!("{n}");
+                }
                 return Ok(0);
             }
             let out_path = PathBuf::from(&out);
@@ -341,6 +348,9 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 lock.request.name,
                 summary.join(", ")
             );
+            for n in &notes {
+                eprintln!("{n}");
+            }
             Ok(0)
         }
         Command::Gen {

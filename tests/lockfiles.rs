@@ -53,8 +53,8 @@ fn v1_and_v2_corpus_still_parses() {
 fn unknown_versions_are_refused_clearly() {
     for (text, want) in [
         (
-            "version = 3\n",
-            "unsupported lockfile version 3 (this gpustack reads versions 1 to 2)",
+            "version = 4\n",
+            "unsupported lockfile version 4 (this gpustack reads versions 1 to 3)",
         ),
         ("version = 0\n", "unsupported lockfile version 0"),
         ("version = \"1\"\n", "lockfile `version` must be an integer"),
