@@ -636,7 +636,6 @@ pub fn parse_storage(s: &str) -> Result<StorageRef, String> {
 impl DeployWire {
     pub(crate) fn validate(self, at: &mut At<'_>) -> Deploy {
         let mut d = Deploy::default();
-        d.resolve = self.resolve.map(|r| r.into_inner().validate(at));
         if let Some(c) = self.cluster {
             let c = c.into_inner();
             let fabric = match Fabric::ALL
@@ -926,7 +925,11 @@ impl DeployWire {
                 );
             }
         }
-        d
+        // `[resolve]` last, as the spec and the lock write it.
+        Deploy {
+            resolve: self.resolve.map(|r| r.into_inner().validate(at)),
+            ..d
+        }
     }
 }
 

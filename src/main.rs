@@ -281,10 +281,22 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 .flatten()
                 .and_then(|t| Lock::parse(&out, &t).ok());
             let (lock, report) = if offline {
-                gpustack::lock_spec_resolved(&catalog, &spec_shown, &text, &gpustack::resolve::http::Offline, previous.as_ref())?
+                gpustack::lock_spec_resolved(
+                    &catalog,
+                    &spec_shown,
+                    &text,
+                    &gpustack::resolve::http::Offline,
+                    previous.as_ref(),
+                )?
             } else {
                 let http = gpustack::resolve::http::Http::new(false);
-                gpustack::lock_spec_resolved(&catalog, &spec_shown, &text, &http, previous.as_ref())?
+                gpustack::lock_spec_resolved(
+                    &catalog,
+                    &spec_shown,
+                    &text,
+                    &http,
+                    previous.as_ref(),
+                )?
             };
             // Said after the lock is written: where each digest came from when not the registry.
             let mut notes: Vec<String> = report

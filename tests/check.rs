@@ -189,9 +189,24 @@ fn hand_edited_image_names_digests_and_pins_are_tampered() {
     // base image's repository (`FROM evil.example.com/cuda:…` otherwise), an image digest,
     // an apt pin. `check` reports the layer's hash line; `gen` refuses to render.
     for (field, from, to, layer) in [
-        ("repository", "repository = \"nvidia/cuda\"", "repository = \"evil.example.com/cuda\"", "base"),
-        ("image-digest", "image-digest = \"sha256:2", "image-digest = \"sha256:3", "framework"),
-        ("apt", "\"datacenter-gpu-manager-4-core=1:4.6.0-1\"", "\"datacenter-gpu-manager-4-core=1:4.6.9-1\"", "host"),
+        (
+            "repository",
+            "repository = \"nvidia/cuda\"",
+            "repository = \"evil.example.com/cuda\"",
+            "base",
+        ),
+        (
+            "image-digest",
+            "image-digest = \"sha256:2",
+            "image-digest = \"sha256:3",
+            "framework",
+        ),
+        (
+            "apt",
+            "\"datacenter-gpu-manager-4-core=1:4.6.0-1\"",
+            "\"datacenter-gpu-manager-4-core=1:4.6.9-1\"",
+            "host",
+        ),
     ] {
         let dir = project(&format!("tampered-{field}"));
         let lock = dir.join("gpustack.lock");
@@ -199,9 +214,14 @@ fn hand_edited_image_names_digests_and_pins_are_tampered() {
         let out = check(&dir, &[]);
         assert_eq!(out.code, 1, "{field}");
         let text = std::fs::read_to_string(&lock).unwrap();
-        let at = text.find(&format!("[[layer]]\nname = \"{layer}\"")).unwrap();
+        let at = text
+            .find(&format!("[[layer]]\nname = \"{layer}\""))
+            .unwrap();
         let hash_line = text[..at].lines().count()
-            + text[at..].lines().position(|l| l.starts_with("hash = ")).unwrap()
+            + text[at..]
+                .lines()
+                .position(|l| l.starts_with("hash = "))
+                .unwrap()
             + 1;
         assert!(
             located(&out, "tampered-lock").contains(&format!("gpustack.lock:{hash_line}")),
@@ -210,7 +230,11 @@ fn hand_edited_image_names_digests_and_pins_are_tampered() {
         );
         let gen = run_in(&dir, &["gen", "all"]);
         assert_eq!(gen.code, 2, "{field}: {}", gen.stderr);
-        assert!(gen.stderr.contains("was edited by hand"), "{field}: {}", gen.stderr);
+        assert!(
+            gen.stderr.contains("was edited by hand"),
+            "{field}: {}",
+            gen.stderr
+        );
     }
 }
 

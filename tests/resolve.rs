@@ -42,7 +42,11 @@ fn sh(cmd: &mut Command) {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A process killed when dropped.
@@ -131,7 +135,9 @@ fn serve_dir(dir: PathBuf) -> u16 {
 
 fn write_blob(layout: &Path, bytes: &[u8]) -> (String, usize) {
     let d = sha256_digest(bytes);
-    let p = layout.join("blobs/sha256").join(d.trim_start_matches("sha256:"));
+    let p = layout
+        .join("blobs/sha256")
+        .join(d.trim_start_matches("sha256:"));
     std::fs::write(p, bytes).unwrap();
     (d, bytes.len())
 }
@@ -199,7 +205,11 @@ fn crc32(data: &[u8]) -> u32 {
     for &b in data {
         crc ^= u32::from(b);
         for _ in 0..8 {
-            crc = if crc & 1 == 1 { (crc >> 1) ^ 0xedb8_8320 } else { crc >> 1 };
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xedb8_8320
+            } else {
+                crc >> 1
+            };
         }
     }
     !crc
@@ -262,10 +272,16 @@ fn image_digests_come_from_a_real_registry_through_a_mirror_and_a_token_gate() {
     let cat = Catalog::stock().unwrap();
     let offline = gpustack::lock_spec(&cat, "s", SPEC).unwrap();
     let cuda = offline.package("cuda-image").unwrap();
-    let (devel, runtime) = (cuda.get("devel-tag").unwrap(), cuda.get("runtime-tag").unwrap());
+    let (devel, runtime) = (
+        cuda.get("devel-tag").unwrap(),
+        cuda.get("runtime-tag").unwrap(),
+    );
     // Offline, the base images have no sourced digest; uv's comes from the catalog.
     assert_eq!(cuda.get("digest-source"), None);
-    assert_eq!(offline.package("uv").unwrap().get("digest-source"), Some("catalog"));
+    assert_eq!(
+        offline.package("uv").unwrap().get("digest-source"),
+        Some("catalog")
+    );
 
     oci_layout(&dir.join("layout"), "one");
     let (_reg, url) = registry(&dir);
@@ -293,10 +309,15 @@ fn image_digests_come_from_a_real_registry_through_a_mirror_and_a_token_gate() {
     assert!(lock.verify().is_empty());
     assert_eq!(report.from_registry.len(), 2);
     // ghcr.io is not mirrored and not reachable here: uv keeps the catalog's digest.
-    assert_eq!(lock.package("uv").unwrap().get("digest-source"), Some("catalog"));
+    assert_eq!(
+        lock.package("uv").unwrap().get("digest-source"),
+        Some("catalog")
+    );
     // The lock records the mirror in its request, and parses back the same.
     let written = lock.to_toml();
-    assert!(written.contains(&format!("[request.resolve.registries]\n\"docker.io\" = \"{url}\"")));
+    assert!(written.contains(&format!(
+        "[request.resolve.registries]\n\"docker.io\" = \"{url}\""
+    )));
     assert!(written.contains("version = 3\n"));
     assert_eq!(Lock::parse("l", &written).unwrap(), lock);
     // The generated Dockerfile pulls by digest.
@@ -307,7 +328,10 @@ fn image_digests_come_from_a_real_registry_through_a_mirror_and_a_token_gate() {
         .find(|f| f.path.ends_with("Dockerfile"))
         .map(|f| f.contents.clone())
         .unwrap();
-    assert!(dockerfile.contains(&format!("nvidia/cuda:{devel}@{served}")), "{dockerfile}");
+    assert!(
+        dockerfile.contains(&format!("nvidia/cuda:{devel}@{served}")),
+        "{dockerfile}"
+    );
 
     // Offline with the previous lock: its registry digests stand.
     let (again, _) = gpustack::lock_spec_resolved(
@@ -328,7 +352,10 @@ fn image_digests_come_from_a_real_registry_through_a_mirror_and_a_token_gate() {
         moved.package("cuda-image").unwrap().get("devel-digest"),
         Some(served.as_str())
     );
-    assert_ne!(moved.layer(gpustack::Layer::Base).unwrap().hash, lock.layer(gpustack::Layer::Base).unwrap().hash);
+    assert_ne!(
+        moved.layer(gpustack::Layer::Base).unwrap().hash,
+        lock.layer(gpustack::Layer::Base).unwrap().hash
+    );
 
     // A token gate in front of the same registry, as Docker Hub, nvcr.io and ghcr.io answer:
     // 401 with a Bearer challenge, a token endpoint, then the registry with the token.
@@ -447,7 +474,9 @@ fn apt_pins_are_checked_against_a_real_flat_repository() {
         .output()
         .unwrap();
     std::fs::write(repo.join("Packages"), &packages.stdout).unwrap();
-    sh(Command::new("gzip").args(["-kn9"]).arg(repo.join("Packages")));
+    sh(Command::new("gzip")
+        .args(["-kn9"])
+        .arg(repo.join("Packages")));
     let release = Command::new("apt-ftparchive")
         .arg("release")
         .arg(".")
@@ -468,7 +497,10 @@ fn apt_pins_are_checked_against_a_real_flat_repository() {
         Some("https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64")
     );
     let (n0, v0) = pins[0].split_once('=').unwrap();
-    assert_eq!(dcgm.list("apt")[0], format!("{n0}={}", v0.replace("-1", "-2")));
+    assert_eq!(
+        dcgm.list("apt")[0],
+        format!("{n0}={}", v0.replace("-1", "-2"))
+    );
     assert_eq!(dcgm.list("apt")[1..], pins[1..]);
     assert!(report.verified.len() >= pins.len());
     assert!(lock.verify().is_empty());
@@ -490,12 +522,25 @@ fn apt_pins_are_checked_against_a_real_flat_repository() {
             std::fs::remove_file(f.path()).unwrap();
         }
     }
-    let packages = Command::new("apt-ftparchive").arg("packages").arg(".").current_dir(&repo).output().unwrap();
+    let packages = Command::new("apt-ftparchive")
+        .arg("packages")
+        .arg(".")
+        .current_dir(&repo)
+        .output()
+        .unwrap();
     std::fs::write(repo.join("Packages"), &packages.stdout).unwrap();
-    let release = Command::new("apt-ftparchive").arg("release").arg(".").current_dir(&repo).output().unwrap();
+    let release = Command::new("apt-ftparchive")
+        .arg("release")
+        .arg(".")
+        .current_dir(&repo)
+        .output()
+        .unwrap();
     std::fs::write(repo.join("Release"), &release.stdout).unwrap();
     let err = gpustack::lock_spec_resolved(&cat, "s", &text, &http, None).unwrap_err();
-    assert!(err.to_string().contains(&format!("apt pin `{}`", pins[0])), "{err}");
+    assert!(
+        err.to_string().contains(&format!("apt pin `{}`", pins[0])),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -537,8 +582,8 @@ fn dnf_pins_are_checked_against_a_real_repository() {
         "dnf = {{ \"https://developer.download.nvidia.com/compute/cuda/repos\" = \"http://127.0.0.1:{port}/cuda\" }}\n"
     ))
     .replace("ubuntu22.04", "rockylinux9");
-    let (lock, _) =
-        gpustack::lock_spec_resolved(&cat, "s", &text, &Http::new(false), None).unwrap_or_else(|e| panic!("{e}"));
+    let (lock, _) = gpustack::lock_spec_resolved(&cat, "s", &text, &Http::new(false), None)
+        .unwrap_or_else(|e| panic!("{e}"));
     let fm = lock.package("nvidia-fabricmanager").unwrap();
     assert_eq!(fm.get("dnf-source"), Some("repository"));
     assert_eq!(fm.list("dnf"), [format!("{name}-{ver}-1")]);
@@ -558,6 +603,12 @@ fn resolve_table_is_validated_with_lines() {
     .to_string();
     assert!(err.contains("invalid `exclude-newer` `yesterday`"), "{err}");
     assert!(err.contains("gpustack.toml:9:17"), "{err}");
-    assert!(err.contains("invalid `registries` key `Docker.io`"), "{err}");
-    assert!(err.contains("invalid `registries` mirror `ftp://x`"), "{err}");
+    assert!(
+        err.contains("invalid `registries` key `Docker.io`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("invalid `registries` mirror `ftp://x`"),
+        "{err}"
+    );
 }

@@ -118,7 +118,11 @@ pub fn release_sha256(release: &str) -> Vec<(String, u64, String)> {
         let mut it = line.split_whitespace();
         if let (Some(h), Some(n), Some(p)) = (it.next(), it.next(), it.next()) {
             if let Ok(n) = n.parse() {
-                out.push((h.to_ascii_lowercase(), n, p.trim_start_matches("./").to_string()));
+                out.push((
+                    h.to_ascii_lowercase(),
+                    n,
+                    p.trim_start_matches("./").to_string(),
+                ));
             }
         }
     }
@@ -275,7 +279,10 @@ mod tests {
     fn release_and_packages_read() {
         let signed = "-----BEGIN PGP SIGNED MESSAGE-----\nHash: SHA512\n\nOrigin: x\nSHA256:\n abc 12 ./Packages\n 0DEF 7 Packages.gz\n- -dash\n-----BEGIN PGP SIGNATURE-----\nxx\n-----END PGP SIGNATURE-----\n";
         let body = clearsigned_body(signed).unwrap();
-        assert_eq!(body, "Origin: x\nSHA256:\n abc 12 ./Packages\n 0DEF 7 Packages.gz\n-dash\n");
+        assert_eq!(
+            body,
+            "Origin: x\nSHA256:\n abc 12 ./Packages\n 0DEF 7 Packages.gz\n-dash\n"
+        );
         assert_eq!(
             release_sha256(&body),
             [
@@ -289,9 +296,18 @@ mod tests {
         };
         assert_eq!(idx.packages["dcgm"], ["1:4.6.0-1", "1:4.5.2-1"]);
         assert_eq!(check_pin(&idx, "dcgm", "1:4.6.0-1"), PinCheck::Published);
-        assert_eq!(check_pin(&idx, "dcgm", "4.6.0-1"), PinCheck::Corrected("1:4.6.0-1".into()));
-        assert_eq!(check_pin(&idx, "x", "1.0-1"), PinCheck::Corrected("1.0-2".into()));
-        assert_eq!(check_pin(&idx, "x", "2.0-1"), PinCheck::Missing(vec!["1.0-2".into()]));
+        assert_eq!(
+            check_pin(&idx, "dcgm", "4.6.0-1"),
+            PinCheck::Corrected("1:4.6.0-1".into())
+        );
+        assert_eq!(
+            check_pin(&idx, "x", "1.0-1"),
+            PinCheck::Corrected("1.0-2".into())
+        );
+        assert_eq!(
+            check_pin(&idx, "x", "2.0-1"),
+            PinCheck::Missing(vec!["1.0-2".into()])
+        );
         assert_eq!(check_pin(&idx, "y", "1"), PinCheck::Missing(vec![]));
     }
 }

@@ -95,10 +95,8 @@ pub fn fetch_index(t: &dyn Transport, base: &str) -> Result<DnfIndex, RepoError>
             detail: "only gzip-compressed or plain primary.xml is read (createrepo_c --general-compress-type=gz)".into(),
         });
     };
-    let packages = parse_primary(&String::from_utf8_lossy(&xml)).map_err(|detail| RepoError::Bad {
-        url: purl,
-        detail,
-    })?;
+    let packages = parse_primary(&String::from_utf8_lossy(&xml))
+        .map_err(|detail| RepoError::Bad { url: purl, detail })?;
     Ok(DnfIndex {
         url: base.to_string(),
         repomd_digest: sha256_digest(repomd.as_bytes()),
@@ -131,7 +129,10 @@ pub fn primary_location(repomd: &str) -> Result<(String, String), String> {
     if href.contains("..") || href.starts_with('/') || href.contains("://") {
         return Err(format!("primary location `{href}` leaves the repository"));
     }
-    Ok((href.to_string(), sum.text().unwrap_or("").trim().to_ascii_lowercase()))
+    Ok((
+        href.to_string(),
+        sum.text().unwrap_or("").trim().to_ascii_lowercase(),
+    ))
 }
 
 /// Name → versions (newest first) of every package in `primary.xml`.
@@ -140,10 +141,14 @@ pub fn parse_primary(xml: &str) -> Result<BTreeMap<String, Vec<Evr>>, String> {
         allow_dtd: false,
         ..roxmltree::ParsingOptions::default()
     };
-    let doc = roxmltree::Document::parse_with_options(xml, opts).map_err(|e| format!("not XML: {e}"))?;
+    let doc =
+        roxmltree::Document::parse_with_options(xml, opts).map_err(|e| format!("not XML: {e}"))?;
     let mut out: BTreeMap<String, Vec<Evr>> = BTreeMap::new();
     for p in doc.descendants().filter(|n| n.has_tag_name("package")) {
-        let name = p.children().find(|n| n.has_tag_name("name")).and_then(|n| n.text());
+        let name = p
+            .children()
+            .find(|n| n.has_tag_name("name"))
+            .and_then(|n| n.text());
         let v = p.children().find(|n| n.has_tag_name("version"));
         if let (Some(name), Some(v)) = (name, v) {
             out.entry(name.to_string()).or_default().push(Evr {

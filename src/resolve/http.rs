@@ -208,7 +208,12 @@ impl Transport for Http {
         let headers = resp
             .headers()
             .iter()
-            .filter_map(|(k, v)| Some((k.as_str().to_ascii_lowercase(), v.to_str().ok()?.to_string())))
+            .filter_map(|(k, v)| {
+                Some((
+                    k.as_str().to_ascii_lowercase(),
+                    v.to_str().ok()?.to_string(),
+                ))
+            })
             .collect();
         let body = if req.method == Method::Head {
             Vec::new()

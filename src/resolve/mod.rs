@@ -131,7 +131,10 @@ impl fmt::Display for ResolveError {
                 package,
                 reference,
                 error,
-            } => write!(f, "image `{reference}` of `{package}` does not resolve: {error}"),
+            } => write!(
+                f,
+                "image `{reference}` of `{package}` does not resolve: {error}"
+            ),
             ResolveError::Pin {
                 package,
                 manager,
@@ -139,7 +142,10 @@ impl fmt::Display for ResolveError {
                 repository,
                 nearest,
             } => {
-                write!(f, "{manager} pin `{pin}` of `{package}` is not published in `{repository}`")?;
+                write!(
+                    f,
+                    "{manager} pin `{pin}` of `{package}` is not published in `{repository}`"
+                )?;
                 if nearest.is_empty() {
                     write!(f, " (the repository has no package of that name)")
                 } else {
@@ -242,20 +248,36 @@ pub fn resolve(
         if images.is_empty() {
             continue;
         }
-        resolve_package_images(p, &images, &registry, &mut cache, previous, &mut report, &mut errors);
+        resolve_package_images(
+            p,
+            &images,
+            &registry,
+            &mut cache,
+            previous,
+            &mut report,
+            &mut errors,
+        );
     }
     let os = lock
         .request
         .os
         .clone()
-        .or_else(|| lock.package("cuda-image").and_then(|p| p.get("os")).map(str::to_string))
+        .or_else(|| {
+            lock.package("cuda-image")
+                .and_then(|p| p.get("os"))
+                .map(str::to_string)
+        })
         .unwrap_or_else(|| "ubuntu22.04".into());
     let arch = if lock.hardware.gpus.iter().any(|g| g.id.starts_with("gh")) {
         "sbsa"
     } else {
         "x86_64"
     };
-    let manager = if os.starts_with("rocky") { "dnf" } else { "apt" };
+    let manager = if os.starts_with("rocky") {
+        "dnf"
+    } else {
+        "apt"
+    };
     let mut apt_indexes: BTreeMap<String, Result<apt::AptIndex, RepoError>> = BTreeMap::new();
     let mut dnf_indexes: BTreeMap<String, Result<dnf::DnfIndex, RepoError>> = BTreeMap::new();
     for p in &mut lock.packages {
@@ -265,7 +287,14 @@ pub fn resolve(
         }
         let repo = package_repository(&p.name, manager, &os, arch);
         let source_key = format!("{manager}-source");
-        let mirror = Resolve::mirror(if manager == "apt" { &settings.apt } else { &settings.dnf }, &repo);
+        let mirror = Resolve::mirror(
+            if manager == "apt" {
+                &settings.apt
+            } else {
+                &settings.dnf
+            },
+            &repo,
+        );
         let outcome: Result<(Vec<String>, String), RepoError> = if manager == "apt" {
             let idx = apt_indexes
                 .entry(mirror.clone())
@@ -338,7 +367,12 @@ pub fn resolve(
                     .filter(|q| q.get(&source_key) == Some("repository"))
                     .filter(|q| q.list(manager).len() == pins.len());
                 if let Some(q) = kept {
-                    for k in [manager.to_string(), source_key.clone(), format!("{manager}-repository"), format!("{manager}-index")] {
+                    for k in [
+                        manager.to_string(),
+                        source_key.clone(),
+                        format!("{manager}-repository"),
+                        format!("{manager}-index"),
+                    ] {
                         if let Some(v) = q.fields.get(&k) {
                             p.fields.insert(k, v.clone());
                         }
@@ -423,8 +457,11 @@ fn resolve_package_images(
                 }
             }
             p.fields.insert(key, Field::Str(r.digest));
-            let platforms: Vec<String> =
-                r.platforms.iter().map(|(pl, d)| format!("{pl} {d}")).collect();
+            let platforms: Vec<String> = r
+                .platforms
+                .iter()
+                .map(|(pl, d)| format!("{pl} {d}"))
+                .collect();
             if platforms.is_empty() {
                 p.fields.remove(&format!("{stem}-platforms"));
             } else {

@@ -184,9 +184,10 @@ impl<'a> Registry<'a> {
 
     /// The base URL requests for `registry` go to.
     pub fn endpoint(&self, registry: &str) -> String {
-        self.mirrors
-            .get(registry)
-            .map_or_else(|| default_endpoint(registry), |m| m.trim_end_matches('/').to_string())
+        self.mirrors.get(registry).map_or_else(
+            || default_endpoint(registry),
+            |m| m.trim_end_matches('/').to_string(),
+        )
     }
 
     /// Resolves a tag.
@@ -200,7 +201,10 @@ impl<'a> Registry<'a> {
         let req = Request::get(&url).header("Accept", ACCEPT);
         let mut resp = self.transport.send(&req)?;
         if resp.status == 401 {
-            let challenge = resp.header("www-authenticate").unwrap_or_default().to_string();
+            let challenge = resp
+                .header("www-authenticate")
+                .unwrap_or_default()
+                .to_string();
             let token = self.token(&url, &challenge, &r.repository)?;
             resp = self
                 .transport
@@ -416,13 +420,17 @@ pub fn parse_manifest(
             platforms: Vec::new(),
         });
     }
-    Err(bad(format!("media type `{media_type}` is not an image index or manifest")))
+    Err(bad(format!(
+        "media type `{media_type}` is not an image index or manifest"
+    )))
 }
 
 /// `sha256:` and 64 lowercase hex digits.
 pub fn is_digest(s: &str) -> bool {
     s.strip_prefix("sha256:").is_some_and(|h| {
-        h.len() == 64 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        h.len() == 64
+            && h.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     })
 }
 
@@ -437,7 +445,10 @@ mod tests {
         let r = ImageRef::parse("nvidia/cuda:12.6.3-devel-ubuntu22.04").unwrap();
         assert_eq!(r.registry, "docker.io");
         assert_eq!(r.repository, "nvidia/cuda");
-        assert_eq!(r.to_string(), "docker.io/nvidia/cuda:12.6.3-devel-ubuntu22.04");
+        assert_eq!(
+            r.to_string(),
+            "docker.io/nvidia/cuda:12.6.3-devel-ubuntu22.04"
+        );
         let r = ImageRef::parse("ubuntu:22.04").unwrap();
         assert_eq!(r.repository, "library/ubuntu");
         let r = ImageRef::parse("ghcr.io/astral-sh/uv:0.11.7@sha256:240f").unwrap();
@@ -457,7 +468,10 @@ mod tests {
         assert_eq!(c["service"], "registry.docker.io");
         assert_eq!(c["scope"], "repository:nvidia/cuda:pull");
         assert!(parse_challenge(r#"Basic realm="x""#).is_none());
-        assert_eq!(query_escape("repository:a/b:pull,push"), "repository:a/b:pull%2Cpush");
+        assert_eq!(
+            query_escape("repository:a/b:pull,push"),
+            "repository:a/b:pull%2Cpush"
+        );
     }
 
     /// Serves canned responses by URL and records the requests.
@@ -527,7 +541,10 @@ mod tests {
             .unwrap();
         assert_eq!(r.digest, digest);
         assert_eq!(
-            r.platforms.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(),
+            r.platforms
+                .iter()
+                .map(|(p, _)| p.as_str())
+                .collect::<Vec<_>>(),
             ["linux/amd64", "linux/arm64/v8"]
         );
         let seen = canned.seen.borrow();
@@ -557,7 +574,8 @@ mod tests {
             )],
             seen: RefCell::default(),
         };
-        let mirrors = BTreeMap::from([("docker.io".to_string(), "http://127.0.0.1:1/".to_string())]);
+        let mirrors =
+            BTreeMap::from([("docker.io".to_string(), "http://127.0.0.1:1/".to_string())]);
         let err = Registry::new(&canned, &mirrors)
             .resolve(&ImageRef::parse("ubuntu:22.04").unwrap())
             .unwrap_err();

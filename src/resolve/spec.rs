@@ -86,9 +86,8 @@ pub fn is_url(s: &str) -> bool {
         let host = r.split('/').next().unwrap_or("");
         !host.is_empty() && is_registry_host(host)
     }) && s.len() <= 512
-        && s.bytes().all(|c| {
-            c.is_ascii_graphic() && !b"\"'\\`<>{}|^$;".contains(&c)
-        })
+        && s.bytes()
+            .all(|c| c.is_ascii_graphic() && !b"\"'\\`<>{}|^$;".contains(&c))
 }
 
 /// A registry host: lowercase `host[:port]` (`docker.io`, `127.0.0.1:5000`).
@@ -155,7 +154,11 @@ impl ResolveWire {
             };
             let span = m.span();
             for (k, v) in m.get_ref() {
-                let key_ok = if keys_are_hosts { is_registry_host(k) } else { is_url(k) };
+                let key_ok = if keys_are_hosts {
+                    is_registry_host(k)
+                } else {
+                    is_url(k)
+                };
                 if !key_ok {
                     at.fail(
                         span.clone(),
@@ -170,7 +173,11 @@ impl ResolveWire {
                 if !is_url(v) {
                     at.fail(
                         span.clone(),
-                        format!("invalid `{key}` mirror `{}` for `{}`", v.escape_debug(), k.escape_debug()),
+                        format!(
+                            "invalid `{key}` mirror `{}` for `{}`",
+                            v.escape_debug(),
+                            k.escape_debug()
+                        ),
                         "write an http:// or https:// URL, like `http://127.0.0.1:5000`",
                     );
                 }
@@ -207,14 +214,26 @@ mod tests {
     #[test]
     fn longest_prefix_wins() {
         let t = BTreeMap::from([
-            ("https://a.example/repos".to_string(), "http://127.0.0.1:1/r".to_string()),
-            ("https://a.example/repos/ubuntu2204".to_string(), "http://127.0.0.1:2/".to_string()),
+            (
+                "https://a.example/repos".to_string(),
+                "http://127.0.0.1:1/r".to_string(),
+            ),
+            (
+                "https://a.example/repos/ubuntu2204".to_string(),
+                "http://127.0.0.1:2/".to_string(),
+            ),
         ]);
         assert_eq!(
             Resolve::mirror(&t, "https://a.example/repos/ubuntu2204/x86_64"),
             "http://127.0.0.1:2/x86_64"
         );
-        assert_eq!(Resolve::mirror(&t, "https://a.example/repos/rhel9"), "http://127.0.0.1:1/r/rhel9");
-        assert_eq!(Resolve::mirror(&t, "https://a.example/reposx"), "https://a.example/reposx");
+        assert_eq!(
+            Resolve::mirror(&t, "https://a.example/repos/rhel9"),
+            "http://127.0.0.1:1/r/rhel9"
+        );
+        assert_eq!(
+            Resolve::mirror(&t, "https://a.example/reposx"),
+            "https://a.example/reposx"
+        );
     }
 }
