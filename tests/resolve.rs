@@ -344,6 +344,45 @@ fn image_digests_come_from_a_real_registry_through_a_mirror_and_a_token_gate() {
     .unwrap();
     assert_eq!(again.to_toml(), written);
 
+    // The CLI: `lock` resolves online; `--offline` (and `GPUSTACK_OFFLINE=1`) sends nothing;
+    // `lock --check` is offline and keeps the lock's registry digests, so it is fresh.
+    let project = dir.join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("gpustack.toml"), &text).unwrap();
+    let cli = |args: &[&str], offline_env: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_gpustack"));
+        c.args(args)
+            .current_dir(&project)
+            .env_remove("GPUSTACK_OFFLINE");
+        if offline_env {
+            c.env("GPUSTACK_OFFLINE", "1");
+        }
+        let out = c.output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, _, err) = cli(&["lock"], false);
+    assert_eq!(code, 0, "{err}");
+    let on_disk = std::fs::read_to_string(project.join("gpustack.lock")).unwrap();
+    assert_eq!(on_disk, written);
+    assert!(err.contains("digest from the catalog"), "{err}");
+    let (code, _, err) = cli(&["lock", "--check"], false);
+    assert_eq!(code, 0, "{err}");
+    for (args, env) in [
+        (&["lock", "--offline", "--out", "-"][..], false),
+        (&["lock", "--out", "-"][..], true),
+    ] {
+        let (code, out, err) = cli(args, env);
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            !out.contains("digest-source = \"registry\""),
+            "{args:?} {env}: resolved online"
+        );
+    }
+
     // The tag moves: a re-lock sees the new digest.
     oci_layout(&dir.join("layout2"), "two");
     push(&dir.join("layout2"), &url, &format!("nvidia/cuda:{devel}"));
