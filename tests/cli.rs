@@ -215,6 +215,7 @@ fn lock_is_identical_across_directories_and_environments() {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpustack"))
             .args(["lock", "--out", "-"])
             .current_dir(&dir)
+            .env("GPUSTACK_OFFLINE", "1")
             .env("TZ", tz)
             .env("LC_ALL", lc)
             .env("HOME", home)
