@@ -138,14 +138,7 @@ fn finish(name: &str, lock: gpustack::Lock, dir: &Path) -> Generated {
         .find_map(|l| l.strip_prefix("From: "))
         .map(str::to_string);
     // The training code, in every form a `[train].command` may start.
-    std::fs::copy(root().join("tests/standins/train.py"), dir.join("train.py")).unwrap();
-    std::fs::create_dir_all(dir.join("pkg")).unwrap();
-    std::fs::write(dir.join("pkg/__init__.py"), "").unwrap();
-    std::fs::copy(
-        root().join("tests/standins/train.py"),
-        dir.join("pkg/train.py"),
-    )
-    .unwrap();
+    write_training_code(dir);
     Generated {
         name: name.to_string(),
         lock,
@@ -270,35 +263,14 @@ fn unbuilt_layers_spec() -> String {
     )
 }
 
-/// The three forms of `[train].command` torchrun's contract distinguishes, on a small
-/// cluster (2 nodes x 4 GPUs), for each container runtime: `python train.py …`,
-/// `python -m pkg.train …` and `train.py …`.
+/// The forms of `[train].command` torchrun's contract distinguishes (`python train.py …`,
+/// `python3 -u train.py …`, `python -m pkg.train …`, `train.py …`, `./run.sh …`), on a
+/// small cluster (2 nodes x 4 GPUs), for each container runtime.
 fn command_forms() -> Vec<Generated> {
     let mut out = Vec::new();
-    for (form, command) in [
-        ("script", r#"["python", "train.py", "--lr", "3e-4", "a b"]"#),
-        (
-            "module",
-            r#"["python", "-m", "pkg.train", "--epochs", "1"]"#,
-        ),
-        ("bare", r#"["train.py", "--config", "c.yaml"]"#),
-    ] {
+    for (form, command) in COMMAND_FORMS {
         for runtime in ["pyxis", "apptainer", "none"] {
-            let spec = base_spec()
-                .replace(
-                    "command = [\"python\", \"train.py\", \"--deepspeed\", \"ds_config.json\"]",
-                    &format!("command = {command}"),
-                )
-                .replace(
-                    "nodes = 8\ngpus_per_node = 8",
-                    "nodes = 2\ngpus_per_node = 4",
-                )
-                .replace("tensor_parallel = 8", "tensor_parallel = 4")
-                .replace("partition = \"gpu\"", "partition = \"normal\"")
-                .replace(
-                    "container = \"pyxis\"",
-                    &format!("container = \"{runtime}\""),
-                );
+            let spec = small_cluster_spec(command, runtime);
             out.push(generated_spec(
                 &format!("form-{form}-{runtime}"),
                 &spec,
@@ -1351,10 +1323,11 @@ fn check_job(cluster: &Cluster, s: &Submitted) {
 fn torchrun_entry(command: &[String]) -> Vec<String> {
     let python = |w: &str| w == "python" || w == "python3";
     match command {
-        [p, m, rest @ ..] if python(p) && m == "-m" => std::iter::once("-m".to_string())
-            .chain(rest.iter().cloned())
-            .collect(),
-        [p, rest @ ..] if python(p) => rest.to_vec(),
+        [p, rest @ ..] if python(p) => {
+            // torchrun adds `-u` itself.
+            let rest: Vec<String> = rest.iter().skip_while(|a| *a == "-u").cloned().collect();
+            rest
+        }
         [s, ..] if s.ends_with(".py") => command.to_vec(),
         _ => std::iter::once("--no-python".to_string())
             .chain(command.iter().cloned())
@@ -1373,8 +1346,11 @@ fn check_training_script(
 ) {
     let command = &s.g.lock.request.deploy.train.as_ref().unwrap().command;
     let entry = torchrun_entry(command);
+    let executable = entry.first().is_some_and(|e| e == "--no-python");
     let (module, args) = match entry.as_slice() {
-        [m, name, rest @ ..] if m == "-m" => (Some(name.clone()), rest.to_vec()),
+        [m, name, rest @ ..] if m == "-m" || m == "--no-python" => {
+            ((m == "-m").then(|| name.clone()), rest.to_vec())
+        }
         [_, rest @ ..] => (None, rest.to_vec()),
         [] => unreachable!(),
     };
@@ -1406,11 +1382,14 @@ fn check_training_script(
             );
             assert_eq!(r["code_in_cwd"], true, "{what}");
             let orig: Vec<String> = serde_json::from_value(r["orig_argv"].clone()).unwrap();
-            assert_eq!(
-                orig.get(1).map(String::as_str),
-                Some("-u"),
-                "{what}: {orig:?}"
-            );
+            // A script or module runs under `python -u`; an executable as it is.
+            if !executable {
+                assert_eq!(
+                    orig.get(1).map(String::as_str),
+                    Some("-u"),
+                    "{what}: {orig:?}"
+                );
+            }
             assert_eq!(r["module"].as_str().map(str::to_string), module, "{what}");
             assert_eq!(r["env"]["LOCAL_RANK"], local.to_string(), "{what}");
             assert_eq!(

@@ -51,30 +51,6 @@ fn bin(dir: &Path) -> PathBuf {
     bin
 }
 
-/// The training code of a project: `train.py`, the package `pkg` and an executable.
-fn write_code(dir: &Path) {
-    std::fs::copy(root().join("tests/standins/train.py"), dir.join("train.py")).unwrap();
-    std::fs::create_dir_all(dir.join("pkg")).unwrap();
-    std::fs::write(dir.join("pkg/__init__.py"), "").unwrap();
-    std::fs::copy(
-        root().join("tests/standins/train.py"),
-        dir.join("pkg/train.py"),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("run.sh"),
-        "#!/bin/sh\nexec python3 \"$(dirname \"$0\")/train.py\" \"$@\"\n",
-    )
-    .unwrap();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        for f in ["train.py", "run.sh"] {
-            std::fs::set_permissions(dir.join(f), std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
-    }
-}
-
 struct Project {
     name: String,
     dir: PathBuf,
@@ -84,7 +60,7 @@ struct Project {
 fn project(name: &str, spec: &str) -> Project {
     let dir = tempdir(&format!("workload-{name}"));
     std::fs::write(dir.join("gpustack.toml"), spec).unwrap();
-    write_code(&dir);
+    write_training_code(&dir);
     let out = run_in(&dir, &["lock"]);
     assert_eq!(out.code, 0, "{name}: lock: {}", out.stderr);
     let out = run_in(&dir, &["gen", "k8s", "slurm"]);
@@ -112,40 +88,15 @@ fn projects() -> Vec<Project> {
             out.push(project(&name, &spec));
         }
     }
-    for (form, command) in [
-        (
-            "script",
-            r#"["python", "train.py", "--lr", "3e-4", "a b", "--", "-x"]"#,
-        ),
-        ("unbuffered", r#"["python3", "-u", "train.py", "--seed=1"]"#),
-        (
-            "module",
-            r#"["python", "-m", "pkg.train", "--epochs", "1"]"#,
-        ),
-        ("bare", r#"["train.py", "--config", "c.yaml"]"#),
-        ("executable", r#"["./run.sh", "--steps", "2"]"#),
-    ] {
+    for (form, command) in COMMAND_FORMS {
         for runtime in ["pyxis", "apptainer", "none"] {
-            let spec = base_spec()
-                .replace(
-                    "command = [\"python\", \"train.py\", \"--deepspeed\", \"ds_config.json\"]",
-                    &format!("command = {command}"),
-                )
-                .replace(
-                    "nodes = 8\ngpus_per_node = 8",
-                    "nodes = 2\ngpus_per_node = 4",
-                )
-                .replace("tensor_parallel = 8", "tensor_parallel = 4")
-                .replace(
-                    "container = \"pyxis\"",
-                    &format!("container = \"{runtime}\""),
-                );
+            let spec = small_cluster_spec(command, runtime);
             out.push(project(&format!("{form}-{runtime}"), &spec));
         }
     }
     // The code on shared storage ([train].workdir): mounted as the working directory.
     let shared = tempdir("workload-shared-code");
-    write_code(&shared);
+    write_training_code(&shared);
     let spec = base_spec()
         .replace(
             "nodes = 8\ngpus_per_node = 8",
@@ -198,7 +149,7 @@ fn run_pod(p: &Project, pod: &Yaml, bin: &Path, rec: &Path) {
                 // The code image: the training image with the project copied to `wd`.
                 let ws = p.dir.join("container-workspace");
                 std::fs::create_dir_all(&ws).unwrap();
-                write_code(&ws);
+                write_training_code(&ws);
                 ws
             })
         }

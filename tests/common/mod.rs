@@ -220,3 +220,66 @@ pub(crate) fn network(host: &str, port: u16) -> bool {
     eprintln!("{msg}");
     false
 }
+
+/// The forms of `[train].command` torchrun's contract distinguishes: a script after the
+/// interpreter (with and without `-u`), a module, a bare script, an executable
+/// (`tests/workload.rs`, `tests/slurm.rs`).
+pub(crate) const COMMAND_FORMS: &[(&str, &str)] = &[
+    (
+        "script",
+        r#"["python", "train.py", "--lr", "3e-4", "a b", "--", "-x"]"#,
+    ),
+    ("unbuffered", r#"["python3", "-u", "train.py", "--seed=1"]"#),
+    (
+        "module",
+        r#"["python", "-m", "pkg.train", "--epochs", "1"]"#,
+    ),
+    ("bare", r#"["train.py", "--config", "c.yaml"]"#),
+    ("executable", r#"["./run.sh", "--steps", "2"]"#),
+];
+
+/// `fixtures/specs/h100-ib-train-serve.toml` on a 2 x 4 cluster (Slurm partition `normal`)
+/// with `[train].command = command` and `[slurm].container = runtime`.
+pub(crate) fn small_cluster_spec(command: &str, runtime: &str) -> String {
+    let base =
+        std::fs::read_to_string(root().join("fixtures/specs/h100-ib-train-serve.toml")).unwrap();
+    let spec = base
+        .replace(
+            "command = [\"python\", \"train.py\", \"--deepspeed\", \"ds_config.json\"]",
+            &format!("command = {command}"),
+        )
+        .replace(
+            "nodes = 8\ngpus_per_node = 8",
+            "nodes = 2\ngpus_per_node = 4",
+        )
+        .replace("tensor_parallel = 8", "tensor_parallel = 4")
+        .replace("partition = \"gpu\"", "partition = \"normal\"")
+        .replace(
+            "container = \"pyxis\"",
+            &format!("container = \"{runtime}\""),
+        );
+    assert!(spec.contains(command) && spec.contains("nodes = 2"));
+    spec
+}
+
+/// The training code of a test project: `train.py` and `pkg/train.py` (the recording
+/// program, `tests/standins/train.py`) and `run.sh`, an executable that runs it.
+pub(crate) fn write_training_code(dir: &Path) {
+    let program = root().join("tests/standins/train.py");
+    std::fs::copy(&program, dir.join("train.py")).unwrap();
+    std::fs::create_dir_all(dir.join("pkg")).unwrap();
+    std::fs::write(dir.join("pkg/__init__.py"), "").unwrap();
+    std::fs::copy(&program, dir.join("pkg/train.py")).unwrap();
+    std::fs::write(
+        dir.join("run.sh"),
+        "#!/bin/sh\nexec python3 \"$(dirname \"$0\")/train.py\" \"$@\"\n",
+    )
+    .unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        for f in ["train.py", "run.sh"] {
+            std::fs::set_permissions(dir.join(f), std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    }
+}
