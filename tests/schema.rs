@@ -422,10 +422,15 @@ fn integer_bounds_and_defaults_are_the_parsers() {
                 // pipeline parallel over `nodes`, at most gpus_per_node each): its maximum
                 // is a per-key bound the base spec's cluster cannot hold; tests/k8s.rs
                 // checks the cross-table rule.
-                let cross = name == "serve"
-                    && ["tensor_parallel", "pipeline_parallel", "nodes"].contains(&key.as_str());
+                // Likewise the base server's 8 GPUs need a node of 8.
+                let cross = |n: i64| {
+                    (name == "serve"
+                        && ["tensor_parallel", "pipeline_parallel", "nodes"].contains(&key.as_str())
+                        && n == max)
+                        || (name == "cluster" && key == "gpus_per_node" && n == min)
+                };
                 for (n, ok) in [(min, true), (max, true), (min - 1, false), (max + 1, false)] {
-                    if cross && n == max {
+                    if cross(n) {
                         continue;
                     }
                     let mut spec = base.clone();
