@@ -587,8 +587,7 @@ pub fn is_label_key(s: &str) -> bool {
         && nb
             .iter()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'));
-    name_ok
-        && prefix.is_none_or(|p| p.len() <= 253 && p.split('.').all(is_dns_label))
+    name_ok && prefix.is_none_or(|p| p.len() <= 253 && p.split('.').all(is_dns_label))
 }
 
 /// An image registry prefix: `host[:port]/path`, lowercase, no tag or digest.
@@ -891,7 +890,10 @@ impl DeployWire {
                     "write the minor version, like `1.30`",
                 );
             }
-            if matches!(k.namespace.get_ref().as_str(), "default" | "kube-system" | "kube-public" | "kube-node-lease") {
+            if matches!(
+                k.namespace.get_ref().as_str(),
+                "default" | "kube-system" | "kube-public" | "kube-node-lease"
+            ) {
                 at.fail(
                     k.namespace.span(),
                     format!("namespace `{}` is a system namespace", k.namespace.get_ref()),
@@ -911,15 +913,30 @@ impl DeployWire {
                     TrainingApi::TrainJob
                 }
             };
-            let mut label = |v: &Option<S<String>>, what: &str, ok: fn(&str) -> bool, hint: &str| {
-                let v = v.as_ref()?;
-                if !ok(v.get_ref()) {
-                    at.fail(v.span(), format!("invalid {what} `{}`", v.get_ref().escape_debug()), hint);
-                }
-                Some(v.get_ref().clone())
-            };
-            let queue = label(&k.queue, "queue", is_dns_label, "a LocalQueue name is a DNS label: lowercase letters, digits and `-`");
-            let topology = label(&k.topology, "topology label", is_label_key, "a node label key, like `cloud.provider.com/topology-block`");
+            let mut label =
+                |v: &Option<S<String>>, what: &str, ok: fn(&str) -> bool, hint: &str| {
+                    let v = v.as_ref()?;
+                    if !ok(v.get_ref()) {
+                        at.fail(
+                            v.span(),
+                            format!("invalid {what} `{}`", v.get_ref().escape_debug()),
+                            hint,
+                        );
+                    }
+                    Some(v.get_ref().clone())
+                };
+            let queue = label(
+                &k.queue,
+                "queue",
+                is_dns_label,
+                "a LocalQueue name is a DNS label: lowercase letters, digits and `-`",
+            );
+            let topology = label(
+                &k.topology,
+                "topology label",
+                is_label_key,
+                "a node label key, like `cloud.provider.com/topology-block`",
+            );
             d.k8s = Some(K8s {
                 namespace: k.namespace.into_inner(),
                 version: k.version.into_inner(),
@@ -1022,7 +1039,10 @@ impl DeployWire {
             } else if serve.nodes > 1 && gpus % serve.nodes != 0 {
                 at.fail(
                     span.clone(),
-                    format!("[serve] needs {gpus} GPUs, which do not split evenly over {} nodes", serve.nodes),
+                    format!(
+                        "[serve] needs {gpus} GPUs, which do not split evenly over {} nodes",
+                        serve.nodes
+                    ),
                     "make tensor_parallel × pipeline_parallel a multiple of `nodes`",
                 );
             }
@@ -1030,7 +1050,10 @@ impl DeployWire {
                 if serve.nodes > c.nodes {
                     at.fail(
                         span,
-                        format!("[serve].nodes = {} is more than the {} nodes of [cluster]", serve.nodes, c.nodes),
+                        format!(
+                            "[serve].nodes = {} is more than the {} nodes of [cluster]",
+                            serve.nodes, c.nodes
+                        ),
                         "lower `nodes` or raise [cluster].nodes",
                     );
                 }

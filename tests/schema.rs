@@ -425,7 +425,8 @@ fn integer_bounds_and_defaults_are_the_parsers() {
                 // Likewise the base server's 8 GPUs need a node of 8.
                 let cross = |n: i64| {
                     (name == "serve"
-                        && ["tensor_parallel", "pipeline_parallel", "nodes"].contains(&key.as_str())
+                        && ["tensor_parallel", "pipeline_parallel", "nodes"]
+                            .contains(&key.as_str())
                         && n == max)
                         || (name == "cluster" && key == "gpus_per_node" && n == min)
                 };

@@ -650,7 +650,11 @@ impl K8sPlan {
             }
         }
         if let Some(s) = &serve {
-            let kind = if s.nodes > 1 { "leaderworkerset" } else { "deployment" };
+            let kind = if s.nodes > 1 {
+                "leaderworkerset"
+            } else {
+                "deployment"
+            };
             for f in [kind, "hpa", "pdb", "service"] {
                 resources.push(format!("vllm-{f}.yaml"));
             }
@@ -829,7 +833,10 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
             t("nccl-tests-job.yaml")?,
         ));
     }
-    files.push(RenderedFile::new("resourcequota.yaml", t("resourcequota.yaml")?));
+    files.push(RenderedFile::new(
+        "resourcequota.yaml",
+        t("resourcequota.yaml")?,
+    ));
     if let Some(tr) = &plan.train {
         if tr.api == TrainingApi::TrainJob.name() {
             for f in ["trainjob.yaml", "trainingruntime.yaml"] {
@@ -840,7 +847,11 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
         }
     }
     if let Some(s) = &plan.serve {
-        let kind = if s.nodes > 1 { "leaderworkerset" } else { "deployment" };
+        let kind = if s.nodes > 1 {
+            "leaderworkerset"
+        } else {
+            "deployment"
+        };
         for f in [kind, "service", "hpa", "pdb"] {
             let name = format!("vllm-{f}.yaml");
             files.push(RenderedFile::new(name.clone(), t(&name)?));
@@ -853,7 +864,10 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
         }
     }
     for f in &plan.kueue_files {
-        files.push(RenderedFile::new(format!("kueue/{f}"), t(&format!("kueue/{f}"))?));
+        files.push(RenderedFile::new(
+            format!("kueue/{f}"),
+            t(&format!("kueue/{f}"))?,
+        ));
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(files)
