@@ -269,8 +269,11 @@ pub struct K8sPlan {
     pub namespace: String,
     /// Kubernetes version targeted (`1.30`).
     pub version: String,
-    /// Whether some pod uses the host network (the namespace is labelled privileged).
+    /// Whether some pod needs more than the baseline Pod Security level (the namespace is
+    /// labelled privileged).
     pub privileged: bool,
+    /// Why, for a comment.
+    pub privileged_reasons: Vec<String>,
     /// ConfigMap with the NCCL environment.
     pub env_config: String,
     /// ConfigMap with the expected bandwidth.
@@ -661,8 +664,32 @@ impl K8sPlan {
         }
         resources.push("resourcequota.yaml".into());
         resources.sort();
-        let privileged = train.as_ref().is_some_and(|t| t.pod.host_network)
-            || serve.as_ref().is_some_and(|s| s.pod.host_network);
+        // Pod Security: the namespace's level is the least its pods need. baseline forbids
+        // the host's network, added capabilities beyond its list (IPC_LOCK) and hostPath
+        // volumes.
+        let pods: Vec<&Pod> = train
+            .iter()
+            .map(|t| &t.pod)
+            .chain(
+                serve
+                    .iter()
+                    .flat_map(|s| std::iter::once(&s.pod).chain(s.worker.iter())),
+            )
+            .chain(nccl_tests.iter().map(|n| &n.pod))
+            .collect();
+        let mut privileged_reasons = Vec::new();
+        if pods.iter().any(|p| p.host_network || p.ipc_lock) {
+            privileged_reasons.push(
+                "the multi-node InfiniBand/RoCE pods use hostNetwork and IPC_LOCK".to_string(),
+            );
+        }
+        if pods
+            .iter()
+            .any(|p| p.volumes.iter().any(|v| v.kind == "hostpath"))
+        {
+            privileged_reasons.push("storage on the hosts (lustre:, hostpath:, a model path) is mounted with hostPath volumes".to_string());
+        }
+        let privileged = !privileged_reasons.is_empty();
         let mut kueue_files = Vec::new();
         if queue.is_some() {
             kueue_files = vec![
@@ -693,6 +720,7 @@ impl K8sPlan {
             namespace,
             version,
             privileged,
+            privileged_reasons,
             env_config,
             expected_config,
             expected,
