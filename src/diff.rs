@@ -72,7 +72,8 @@ pub enum Class {
     DriverBranch,
     /// The driver changed within its branch (550.54.15 → 550.144.03).
     DriverPatch,
-    /// A host package changed: the Container Toolkit, DCGM, Fabric Manager.
+    /// A host package changed: the Container Toolkit, DCGM, Fabric Manager, or the driver's
+    /// kernel-module flavour.
     HostPackage,
     /// The base operating system changed.
     Os,
@@ -85,7 +86,7 @@ pub enum Class {
     CudaMinor,
     /// cuDNN changed.
     Cudnn,
-    /// NCCL changed.
+    /// NCCL changed, or the CUDA build of its packages.
     Nccl,
     /// A package of the base or validate layer other than the CUDA base image changed: the
     /// fabric stack (rdma-core, UCX, gdrcopy, Open MPI) or nccl-tests.
@@ -746,10 +747,18 @@ fn facts(old: &Lock, new: &Lock, out: &mut Vec<Change>) {
             status: Status::of(a, b),
             old: a.map(shown),
             new: b.map(shown),
-            class: if kind == "env" {
-                Class::Env
-            } else {
-                Class::Deployment
+            class: {
+                // Added, removed, or one of these fields changed (not only the GPUs or the
+                // `known` flag that explain it).
+                let touches = |f: &str| keys.is_empty() || keys.iter().any(|k| k == f);
+                match kind {
+                    "env" => Class::Env,
+                    // The CUDA build of the NCCL packages the base image installs.
+                    "nccl-build" if touches("cuda") || touches("nccl") => Class::Nccl,
+                    // The driver packages a VM image installs.
+                    "kernel-modules" if touches("flavour") => Class::HostPackage,
+                    _ => Class::Deployment,
+                }
             },
             fields,
             note: None,

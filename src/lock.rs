@@ -877,6 +877,23 @@ fn layers(
             for f in facts.iter().filter(|f| f.kind == "env") {
                 h.update(format!("env {}={}\n", f.key, f.get("value").unwrap_or("")).as_bytes());
             }
+            // The CUDA build of the NCCL packages the base image installs.
+            for f in facts.iter().filter(|f| f.kind == "nccl-build") {
+                h.update(
+                    format!(
+                        "nccl-build {}=cuda{}\n",
+                        f.get("nccl").unwrap_or(""),
+                        f.get("cuda").unwrap_or("")
+                    )
+                    .as_bytes(),
+                );
+            }
+        }
+        if l == Layer::Host {
+            // The driver's kernel modules a VM image installs.
+            for f in facts.iter().filter(|f| f.kind == "kernel-modules") {
+                h.update(format!("kernel-modules={}\n", f.get("flavour").unwrap_or("")).as_bytes());
+            }
         }
         for c in &members {
             h.update(format!("{}={}\n", c.name.name(), c.version).as_bytes());
@@ -935,6 +952,7 @@ const PACKAGE_PINNED_FIELDS: &[&str] = &[
     "devel-tag",
     "dnf",
     "image-digest",
+    "image-tag",
     "runtime-digest",
     "runtime-tag",
     "sha256",

@@ -135,11 +135,26 @@ impl Sel<'_> {
 }
 
 fn package_fields(p: &Package, driver: Option<&Version>) -> BTreeMap<String, Field> {
-    let fill = |x: &str| match driver {
-        Some(d) => x
-            .replace("{driver}", d.as_str())
-            .replace("{branch}", &d.major().to_string()),
-        None => x.to_string(),
+    package_fields_with(p, driver, None)
+}
+
+/// [`package_fields`], filling `{cuda_major}` too (DCGM's per-CUDA-major packages).
+fn package_fields_with(
+    p: &Package,
+    driver: Option<&Version>,
+    cuda_major: Option<u64>,
+) -> BTreeMap<String, Field> {
+    let fill = |x: &str| {
+        let x = match driver {
+            Some(d) => x
+                .replace("{driver}", d.as_str())
+                .replace("{branch}", &d.major().to_string()),
+            None => x.to_string(),
+        };
+        match cuda_major {
+            Some(m) => x.replace("{cuda_major}", &m.to_string()),
+            None => x,
+        }
     };
     let mut f = BTreeMap::new();
     if let Some(u) = &p.url {
@@ -165,6 +180,16 @@ fn package_fields(p: &Package, driver: Option<&Version>) -> BTreeMap<String, Fie
     }
     if let Some(d) = &p.image_digest {
         f.insert("image-digest".into(), s(d.clone()));
+    }
+    // One image tag per package: the distroless variant where the catalog lists one (the
+    // GPU Operator's own default), else the first listed.
+    if let Some(t) = p
+        .image_tags
+        .iter()
+        .find(|t| t.ends_with("-distroless"))
+        .or(p.image_tags.first())
+    {
+        f.insert("image-tag".into(), s(t.clone()));
     }
     f
 }
@@ -313,6 +338,7 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
             );
         }
     }
+    let dcgm_cuda = dcgm_cuda_major(cat, r, &driver);
     let exporter = cat
         .packages_named("dcgm-exporter")
         .filter_map(|e| {
@@ -326,16 +352,24 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
     if let Some((e, d)) = exporter {
         let dv = d.version.clone().unwrap_or_default();
         let ev = e.version.clone().unwrap_or_default();
-        sel.push(
-            "dcgm",
-            dv.clone(),
-            Layer::Host,
-            &d.origin,
-            package_fields(&d, None),
-            vec![format!(
-                "the DCGM that DCGM Exporter {ev} is built against (its tag's first part)"
-            )],
-        );
+        let mut because = vec![format!(
+            "the DCGM that DCGM Exporter {ev} is built against (its tag's first part)"
+        )];
+        let templated = d.apt_packages.iter().any(|x| x.contains("{cuda_major}"));
+        match (&dcgm_cuda, templated) {
+            (Some((m, why)), true) => because.push(format!(
+                "`dcgmi diag` runs the datacenter-gpu-manager-4-cuda{m} plugins: {why}"
+            )),
+            (None, true) => because.push(
+                "UNVERIFIED: no catalog CUDA release matches the locked driver and GPUs, so the diagnostics package's CUDA major is unknown (`{cuda_major}` left in the pin)".into(),
+            ),
+            _ => {}
+        }
+        let mut fields = package_fields_with(&d, None, dcgm_cuda.as_ref().map(|(m, _)| *m));
+        if let Some((m, _)) = &dcgm_cuda {
+            fields.insert("cuda-major".into(), s(m.to_string()));
+        }
+        sel.push("dcgm", dv.clone(), Layer::Host, &d.origin, fields, because);
         sel.push(
             "dcgm-exporter",
             ev,
@@ -387,6 +421,9 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
             );
         }
     }
+
+    kernel_modules(&mut sel.out, cat, r, &driver);
+    nccl_build(&mut sel.out, cat, r);
 
     // Fabric environment: the cluster fabric's variables, then those for every fabric.
     let fabric = spec.deploy.cluster.as_ref().map(|c| c.fabric.name());
@@ -522,6 +559,253 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
         }
     }
     sel.out
+}
+
+/// The CUDA major `dcgmi diag` runs with: the CUDA the driver reports (the newest catalog
+/// release whose minimum driver it meets) that can still target every locked GPU (CUDA 13
+/// dropped Volta, so a Volta host on R580 takes the CUDA 12 plugins).
+fn dcgm_cuda_major(cat: &Catalog, r: &Resolution, driver: &Version) -> Option<(u64, String)> {
+    let gpus: Vec<_> = r.spec.gpus.iter().filter_map(|g| cat.gpu(g)).collect();
+    cat.cuda
+        .iter()
+        .filter(|c| c.driver_min.as_ref().is_some_and(|m| m <= driver))
+        .find(|c| {
+            cat.targets_for(&c.version).is_some_and(|t| {
+                gpus.iter()
+                    .all(|g| crate::arch::best_way(&t.sm, g.cc).is_some())
+            })
+        })
+        .map(|c| {
+            let m = c.version.major();
+            (
+                m,
+                format!(
+                    "the driver {driver} runs CUDA {} (the newest catalog release whose minimum driver it meets and that targets every locked GPU), and DCGM installs the package for the CUDA major the driver reports",
+                    c.version
+                ),
+            )
+        })
+}
+
+/// The driver's kernel-module flavour, from the catalog's `[[kernel_modules]]` entries for
+/// the locked GPUs: proprietary when a GPU cannot use the open modules, open when one needs
+/// them, else the branch's default (open from the branch the entry names, R560).
+fn kernel_modules(out: &mut Selection, cat: &Catalog, r: &Resolution, driver: &Version) {
+    use crate::catalog::OpenModules;
+    let mut found = Vec::new();
+    for g in r.spec.gpus.iter().filter_map(|g| cat.gpu(g)) {
+        let e = cat
+            .kernel_modules
+            .iter()
+            .find(|k| k.gpu.as_deref() == Some(g.id.as_str()))
+            .or_else(|| {
+                cat.kernel_modules
+                    .iter()
+                    .find(|k| k.arch.as_deref() == Some(g.arch.as_str()))
+            });
+        if let Some(e) = e {
+            found.push((g, e));
+        }
+    }
+    let mut from_arch_list = false;
+    if r.spec.gpus.is_empty() {
+        // No GPUs named: the architectures of the catalog's GPUs with a locked compute
+        // capability, by their architecture's entry (a product's own entry needs the
+        // product).
+        from_arch_list = true;
+        for t in &r.arch_list {
+            let Some(g) = cat.gpus.iter().find(|g| g.cc == t.cc) else {
+                continue;
+            };
+            if found
+                .iter()
+                .any(|(x, _): &(&crate::catalog::Gpu, _)| x.arch == g.arch)
+            {
+                continue;
+            }
+            if let Some(e) = cat
+                .kernel_modules
+                .iter()
+                .find(|k| k.arch.as_deref() == Some(g.arch.as_str()))
+            {
+                found.push((g, e));
+            }
+        }
+    }
+    let Some(first) = found.first() else {
+        return;
+    };
+    let branch = driver.major();
+    let unsupported = found
+        .iter()
+        .find(|(_, e)| e.open == OpenModules::Unsupported);
+    let required = found.iter().find(|(_, e)| e.open == OpenModules::Required);
+    let (flavour, decider, mut because) = match (unsupported, required) {
+        (Some((g, e)), other) => {
+            let mut b = vec![format!(
+                "{} ({}) cannot use NVIDIA's open kernel modules: proprietary",
+                g.name, g.arch
+            )];
+            if let Some((o, _)) = other {
+                b.push(format!(
+                    "CONFLICT: {} needs the open modules; no one flavour drives both GPUs",
+                    o.name
+                ));
+            }
+            ("proprietary", *e, b)
+        }
+        (None, Some((g, e))) => (
+            "open",
+            *e,
+            vec![format!(
+                "{} needs NVIDIA's open kernel modules (the proprietary ones do not support it)",
+                g.name
+            )],
+        ),
+        (None, None) => {
+            let from = found
+                .iter()
+                .filter_map(|(_, e)| e.open_default_from)
+                .max()
+                .unwrap_or(u64::MAX);
+            let e = first.1;
+            if branch >= from {
+                (
+                    "open",
+                    e,
+                    vec![format!(
+                        "the open modules drive {} and are the default flavour from R{from}; the driver is R{branch}",
+                        first.0.arch
+                    )],
+                )
+            } else {
+                (
+                    "proprietary",
+                    e,
+                    vec![format!(
+                        "R{branch} predates R{from}, the first branch whose default flavour is open: the branch's default, proprietary, is kept (both drive {})",
+                        first.0.arch
+                    )],
+                )
+            }
+        }
+    };
+    if from_arch_list {
+        because.insert(
+            0,
+            format!(
+                "no GPUs named: the architectures of the locked arch list ({})",
+                found
+                    .iter()
+                    .map(|(g, _)| g.arch.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        );
+    }
+    because.push("a Packer build may override it (variable driver_kernel_modules)".into());
+    let mut f = BTreeMap::new();
+    f.insert("flavour".into(), s(flavour));
+    if from_arch_list {
+        f.insert(
+            "archs".into(),
+            Field::List(found.iter().map(|(g, _)| g.arch.clone()).collect()),
+        );
+    } else {
+        f.insert(
+            "gpus".into(),
+            Field::List(found.iter().map(|(g, _)| g.id.clone()).collect()),
+        );
+    }
+    for (_, e) in &found {
+        out.used.push(e.origin.clone());
+    }
+    push_fact(out, "kernel-modules", "driver", &decider.origin, f, because);
+}
+
+/// The CUDA build of the NCCL packages (`libnccl2=<nccl>-1+cuda<X.Y>`): NVIDIA publishes
+/// each NCCL release for a few CUDA minors only. The locked CUDA minor when the catalog
+/// lists that build; else the nearest listed build of the same CUDA major, the newer one
+/// first (it has kernels for every target the locked toolkit has, and CUDA's minor-version
+/// compatibility runs it on the locked driver); else, when the catalog lists no build of
+/// that major, the locked minor, marked unverified.
+fn nccl_build(out: &mut Selection, cat: &Catalog, r: &Resolution) {
+    let Some(cuda) = r.pick(Component::Cuda) else {
+        return;
+    };
+    let (nccl, from) = match r.pick(Component::Nccl) {
+        Some(p) => (p.version.clone(), "the locked NCCL"),
+        None => {
+            let torch = r
+                .pick(Component::Torch)
+                .and_then(|_| r.chosen.get(&Component::Torch).copied().flatten())
+                .and_then(|i| cat.torch[i].nccl.clone());
+            match torch {
+                Some(v) => (v, "the NCCL the torch wheel pins"),
+                None => return,
+            }
+        }
+    };
+    let cv = &cuda.version;
+    let locked = Version::parse(&format!("{}.{}", cv.major(), cv.minor()))
+        .expect("a CUDA major.minor parses");
+    let Some(rel) = cat.nccl.iter().find(|n| n.version == nccl) else {
+        return;
+    };
+    let same_major: Vec<&Version> = rel
+        .cuda_builds
+        .iter()
+        .filter(|b| b.major() == cv.major())
+        .collect();
+    let listed = rel
+        .cuda_builds
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let (build, known, why) = if same_major.iter().any(|b| **b == locked) {
+        (
+            locked.clone(),
+            true,
+            format!("NVIDIA publishes NCCL {nccl} for CUDA {locked}, the locked CUDA minor"),
+        )
+    } else if let Some(b) = same_major
+        .iter()
+        .filter(|b| ***b > locked)
+        .min()
+        .or_else(|| same_major.iter().max())
+    {
+        (
+            (*b).clone(),
+            true,
+            format!(
+                "NVIDIA publishes NCCL {nccl} for CUDA {listed} only, not {locked}: the nearest build of CUDA {}, {b}, newer first (CUDA minor-version compatibility runs it on the locked driver)",
+                cv.major()
+            ),
+        )
+    } else {
+        (
+            locked.clone(),
+            false,
+            if listed.is_empty() {
+                format!("UNVERIFIED: the catalog lists no CUDA builds of NCCL {nccl}; the locked CUDA minor {locked} is assumed")
+            } else {
+                format!("UNVERIFIED: the catalog lists NCCL {nccl} builds for CUDA {listed} only, none for CUDA {}; the locked CUDA minor {locked} is assumed", cv.major())
+            },
+        )
+    };
+    let mut f = BTreeMap::new();
+    f.insert("cuda".into(), s(build.to_string()));
+    f.insert("known".into(), s(if known { "true" } else { "false" }));
+    f.insert("nccl".into(), s(nccl.to_string()));
+    push_fact(
+        out,
+        "nccl-build",
+        "nccl",
+        &rel.origin,
+        f,
+        vec![format!("{from}, installed from NVIDIA's packages"), why],
+    );
 }
 
 fn push_fact(

@@ -16,11 +16,6 @@ use common::*;
 use gpustack::lock::Lock;
 use gpustack::spec::{Component, Layer};
 
-/// `packer validate` fetches a `file:` checksum list (the qemu source's default) even when
-/// it only validates; offline, a literal sha256 stands in for it.
-const OFFLINE_CHECKSUM: &str =
-    "qemu_source_image_checksum=sha256:0000000000000000000000000000000000000000000000000000000000000000";
-
 /// The tests run one at a time: `common::generate` reuses one directory per spec and
 /// target within this process, and Packer runs are meant to be sequential.
 fn serial() -> MutexGuard<'static, ()> {
@@ -70,18 +65,71 @@ fn copy_for_validate(out: &Path, tag: &str) -> PathBuf {
     dir
 }
 
+/// `packer validate` with the example variables. Offline: the qemu source's checksum is a
+/// literal sha256 (a `file:` URL would be fetched even to validate).
 fn validate(tool: &Path, dir: &Path) -> (i32, String) {
     packer(
         tool,
-        &[
-            "validate",
-            "-var-file=example.pkrvars.hcl",
-            "-var",
-            OFFLINE_CHECKSUM,
-            ".",
-        ],
+        &["validate", "-var-file=example.pkrvars.hcl", "."],
         dir,
     )
+}
+
+/// qemu images need no variable file: every variable of a qemu-only build has a default
+/// (the dated cloud image and its sha256, the lock's kernel-module flavour), and
+/// `packer validate` passes offline with none given.
+#[test]
+fn qemu_images_validate_offline_without_a_var_file() {
+    let _serial = serial();
+    let Some(tool) = validator("packer") else {
+        return;
+    };
+    let mut failures = Vec::new();
+    let mut seen = 0;
+    for name in example_names() {
+        let out = generate(&name, "packer");
+        let build = read(&out, "build.pkr.hcl");
+        let sources: Vec<&str> = build
+            .lines()
+            .filter(|l| l.trim_start().starts_with("source \""))
+            .collect();
+        if sources.len() != 1 || !sources[0].contains("\"qemu\"") {
+            continue;
+        }
+        seen += 1;
+        let vars = read(&out, "variables.pkr.hcl");
+        for v in [
+            "qemu_source_image_url",
+            "qemu_source_image_checksum",
+            "driver_kernel_modules",
+        ] {
+            let block = vars
+                .split(&format!("variable \"{v}\""))
+                .nth(1)
+                .and_then(|b| b.split("\nvariable ").next())
+                .unwrap_or_default();
+            if !block.contains("default") {
+                failures.push(format!("{name}: `{v}` has no default"));
+            }
+        }
+        let url = vars
+            .split("variable \"qemu_source_image_url\"")
+            .nth(1)
+            .unwrap_or_default();
+        if url.contains("/release/") || url.contains(".latest.") || url.contains("/current/") {
+            failures.push(format!("{name}: the qemu image is a moving release"));
+        }
+        let dir = copy_for_validate(&out, &format!("novars-{name}"));
+        std::fs::remove_file(dir.join("example.pkrvars.hcl")).unwrap();
+        let (code, text) = packer(&tool, &["validate", "."], &dir);
+        if code != 0 {
+            failures.push(format!(
+                "{name}: packer validate without variables (exit {code}):\n{text}"
+            ));
+        }
+    }
+    assert!(seen >= 3, "only {seen} qemu-only examples");
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
 fn fmt_check(tool: &Path, dir: &Path) -> (i32, String) {

@@ -184,6 +184,7 @@ codec_struct!(FileWire {
     forward_compat,
     targets,
     gpu,
+    kernel_modules,
     os,
     wheel,
     release,
@@ -194,6 +195,14 @@ codec_struct!(FileWire {
     cloud,
     bandwidth,
     env,
+});
+codec_struct!(KernelModulesWire {
+    arch,
+    gpu,
+    open,
+    open_default_from,
+    source,
+    note,
 });
 codec_struct!(EnvWire {
     fabric,
@@ -223,6 +232,7 @@ codec_struct!(PackageWire {
     dnf_packages,
     image,
     image_digest,
+    image_tags,
     minimum_safe,
     follows_driver,
     requires,
@@ -313,6 +323,7 @@ codec_struct!(ReleaseWire {
     eol,
     cuda_majors,
     min_cc,
+    cuda_builds,
     python,
     pypi_variant,
     torch,

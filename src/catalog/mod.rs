@@ -229,6 +229,32 @@ pub struct Gpu {
     pub origin: Origin,
 }
 
+/// Whether NVIDIA's open GPU kernel modules drive a GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenModules {
+    /// Only the open modules do (Blackwell, Grace Hopper).
+    Required,
+    /// Both flavours do; the branch decides the default.
+    Supported,
+    /// Only the proprietary modules do (Volta and older).
+    Unsupported,
+}
+
+/// The kernel-module flavours of an architecture, or of one product.
+#[derive(Clone, Debug)]
+pub struct KernelModules {
+    /// `[[gpu]].arch` it applies to.
+    pub arch: Option<String>,
+    /// GPU id it applies to (wins over its architecture's entry).
+    pub gpu: Option<String>,
+    /// Whether the open modules drive it.
+    pub open: OpenModules,
+    /// For [`OpenModules::Supported`]: the first driver branch whose default is open (`560`).
+    pub open_default_from: Option<u64>,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
 /// An operating system with the CUDA releases it has images for.
 #[derive(Clone, Debug)]
 pub struct Os {
@@ -258,6 +284,9 @@ pub struct LibRelease {
     pub version: Version,
     /// CUDA majors it ships builds for.
     pub cuda_majors: Vec<u64>,
+    /// NCCL: the CUDA minors NVIDIA publishes packages for (`12.9`), where a listing was
+    /// found; empty when unknown.
+    pub cuda_builds: Vec<Version>,
     /// Lowest compute capability it supports, when sourced.
     pub min_cc: Option<Cc>,
     /// Where this comes from.
@@ -442,6 +471,8 @@ pub struct Catalog {
     pub targets: Vec<TargetSet>,
     /// GPUs by id.
     pub gpus: Vec<Gpu>,
+    /// Kernel-module flavours by architecture or product.
+    pub kernel_modules: Vec<KernelModules>,
     /// Operating systems by id.
     pub os: Vec<Os>,
     /// Python releases, newest first.
@@ -520,6 +551,8 @@ pub struct Package {
     pub image: Option<String>,
     /// `sha256:…` of the image at this version.
     pub image_digest: Option<String>,
+    /// Tags of `image` published for this version, where sourced.
+    pub image_tags: Vec<String>,
     /// The oldest version without known critical vulnerabilities.
     pub minimum_safe: bool,
     /// Its version equals the locked driver's.
@@ -610,6 +643,7 @@ struct Layers {
     forward_compat: BTreeMap<String, (ForwardCompatWire, Origin)>,
     targets: BTreeMap<String, (TargetsWire, Origin)>,
     gpu: BTreeMap<String, (GpuWire, Origin)>,
+    kernel_modules: BTreeMap<String, (KernelModulesWire, Origin)>,
     os: BTreeMap<String, (OsWire, Origin)>,
     wheel: BTreeMap<String, (TorchWheelWire, Origin)>,
     release: BTreeMap<(String, String), (ReleaseWire, Origin)>,
@@ -1025,6 +1059,15 @@ fn ingest(
         diags,
     );
     misplaced("gpu", if fam == "gpu" { 0 } else { file.gpu.len() }, diags);
+    misplaced(
+        "kernel_modules",
+        if fam == "gpu" {
+            0
+        } else {
+            file.kernel_modules.len()
+        },
+        diags,
+    );
     misplaced("os", if fam == "os" { 0 } else { file.os.len() }, diags);
     misplaced(
         "wheel",
@@ -1099,6 +1142,11 @@ fn ingest(
     simple!(forward_compat, |v: &ForwardCompatWire| v.package.clone());
     simple!(targets, |v: &TargetsWire| v.cuda.clone());
     simple!(gpu, |v: &GpuWire| v.id.to_ascii_lowercase());
+    simple!(kernel_modules, |v: &KernelModulesWire| format!(
+        "{}/{}",
+        v.arch.as_deref().unwrap_or(""),
+        v.gpu.as_deref().unwrap_or("")
+    ));
     simple!(os, |v: &OsWire| v.id.clone());
     for w in file.wheel {
         let span = w.span();
@@ -1183,7 +1231,8 @@ fn check_release_fields(
     span: &std::ops::Range<usize>,
     diags: &mut Vec<Diagnostic>,
 ) {
-    let present: [(&str, bool); 9] = [
+    let present: [(&str, bool); 10] = [
+        ("cuda_builds", !r.cuda_builds.is_empty()),
         ("driver_min", r.driver_min.is_some()),
         ("eol", r.eol.is_some()),
         ("cuda_majors", !r.cuda_majors.is_empty()),
@@ -1197,7 +1246,8 @@ fn check_release_fields(
     let allowed: &[&str] = match fam {
         "cuda" => &["driver_min"],
         "python" => &["eol"],
-        "cudnn" | "nccl" => &["cuda_majors", "min_cc"],
+        "cudnn" => &["cuda_majors", "min_cc"],
+        "nccl" => &["cuda_majors", "min_cc", "cuda_builds"],
         "torch" => &["python", "pypi_variant"],
         "vllm" => &["torch", "cuda", "python", "min_cc"],
         "deepspeed" => &["torch", "python", "cuda_mismatch_ok"],
@@ -1235,6 +1285,7 @@ fn merge(into: &mut Layers, layer: Layers) {
     into.forward_compat.extend(layer.forward_compat);
     into.targets.extend(layer.targets);
     into.gpu.extend(layer.gpu);
+    into.kernel_modules.extend(layer.kernel_modules);
     into.os.extend(layer.os);
     into.wheel.extend(layer.wheel);
     into.release.extend(layer.release);
@@ -1529,6 +1580,56 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
             origin: o,
         });
     }
+    for (_, (k, o)) in l.kernel_modules {
+        v.source(&o);
+        let open = match k.open.as_str() {
+            "required" => OpenModules::Required,
+            "supported" => OpenModules::Supported,
+            "unsupported" => OpenModules::Unsupported,
+            x => {
+                v.fail(
+                    &o,
+                    format!("`open = \"{x}\"` must be `required`, `supported` or `unsupported`"),
+                );
+                continue;
+            }
+        };
+        if k.arch.is_some() == k.gpu.is_some() {
+            v.fail(
+                &o,
+                "a `[[kernel_modules]]` entry names exactly one of `arch` and `gpu`".into(),
+            );
+            continue;
+        }
+        if let Some(g) = &k.gpu {
+            if !c.gpus.iter().any(|x| x.id == *g) {
+                v.fail(
+                    &o,
+                    format!("`gpu = \"{g}\"` is not a GPU id of the catalog"),
+                );
+            }
+        }
+        if let Some(a) = &k.arch {
+            if !c.gpus.iter().any(|x| x.arch == *a) {
+                v.fail(&o, format!("`arch = \"{a}\"` is not the `arch` of any GPU"));
+            }
+        }
+        let open_default_from = k.open_default_from.as_deref().and_then(|b| v.branch(&o, b));
+        if (open == OpenModules::Supported) != open_default_from.is_some() {
+            v.fail(
+                &o,
+                "`open_default_from` (a branch, `R560`) goes with `open = \"supported\"`, and only there"
+                    .into(),
+            );
+        }
+        c.kernel_modules.push(KernelModules {
+            arch: k.arch.clone(),
+            gpu: k.gpu.clone(),
+            open,
+            open_default_from,
+            origin: o,
+        });
+    }
     for (_, (os, o)) in l.os {
         v.source(&o);
         if let Some(req) = v.req(&o, "cuda", &os.cuda) {
@@ -1567,9 +1668,15 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
                 if r.cuda_majors.is_empty() {
                     v.fail(&o, format!("{fam} `{version}` needs `cuda_majors`"));
                 }
+                let cuda_builds = r
+                    .cuda_builds
+                    .iter()
+                    .filter_map(|b| v.version(&o, "cuda_builds", b))
+                    .collect();
                 let lib = LibRelease {
                     version,
                     cuda_majors: r.cuda_majors.iter().map(|m| u64::from(*m)).collect(),
+                    cuda_builds,
                     min_cc: r.min_cc.as_deref().and_then(|s| v.cc(&o, "min_cc", s)),
                     origin: o,
                 };
@@ -2239,6 +2346,7 @@ fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
             .chain(p.apt_pin.iter())
             .chain(p.variant.iter())
             .chain(p.image.iter())
+            .chain(&p.image_tags)
         {
             if !safe_word(x) {
                 v.fail(
@@ -2259,6 +2367,7 @@ fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
             dnf_packages: p.dnf_packages.clone(),
             image: p.image.clone(),
             image_digest: p.image_digest.clone(),
+            image_tags: p.image_tags.clone(),
             minimum_safe: p.minimum_safe,
             follows_driver: p.follows_driver,
             requires: p.requires.clone(),

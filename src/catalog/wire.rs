@@ -37,6 +37,8 @@ pub(crate) struct FileWire {
     // gpus.toml
     #[serde(default)]
     pub(crate) gpu: Vec<Spanned<GpuWire>>,
+    #[serde(default)]
+    pub(crate) kernel_modules: Vec<Spanned<KernelModulesWire>>,
 
     // os.toml
     #[serde(default)]
@@ -169,6 +171,27 @@ pub(crate) struct GpuWire {
     pub(crate) note: Option<String>,
 }
 
+/// `[[kernel_modules]]` in `gpus.toml`: which NVIDIA kernel-module flavours drive a GPU
+/// architecture (or one product, which then overrides its architecture's entry).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct KernelModulesWire {
+    /// An architecture as `[[gpu]].arch` spells it: `volta`, `hopper`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) arch: Option<String>,
+    /// A GPU id, for a product whose platform decides (`gh200`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) gpu: Option<String>,
+    /// The open GPU kernel modules: `required`, `supported` or `unsupported`.
+    pub(crate) open: String,
+    /// For `supported`: the first branch whose default flavour is open (`R560`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) open_default_from: Option<String>,
+    pub(crate) source: String,
+    #[serde(default)]
+    pub(crate) note: Option<String>,
+}
+
 /// `[[os]]` in `os.toml`.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -209,6 +232,10 @@ pub(crate) struct ReleaseWire {
     /// Lowest compute capability supported (`7.5` from cuDNN 9.11).
     #[serde(default)]
     pub(crate) min_cc: Option<String>,
+    /// nccl: the CUDA minors NVIDIA publishes packages of this release for (`+cuda12.9`),
+    /// where a listing was found: `["12.9", "13.0"]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) cuda_builds: Vec<String>,
 
     // torch
     /// Python range of the wheels actually published: `">=3.9, <3.13"`.
@@ -381,6 +408,10 @@ pub(crate) struct PackageWire {
     /// `sha256:…` of `image:version`, from a published source.
     #[serde(default)]
     pub(crate) image_digest: Option<String>,
+    /// Tags of `image` published for this version, where sourced
+    /// (`4.6.0-4.8.3-distroless`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) image_tags: Vec<String>,
     /// The oldest version without known critical vulnerabilities.
     #[serde(default)]
     pub(crate) minimum_safe: bool,

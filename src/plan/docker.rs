@@ -117,8 +117,16 @@ pub struct DockerPlan {
     /// What the `build` stage installs before compiling: the framework layer without the
     /// compiled components.
     pub build_requirements: Vec<Requirement>,
-    /// Build environment of the `build` stage (`DS_BUILD_FUSED_ADAM=1`, …).
+    /// Build environment of every source build of Python packages (the Dockerfile's
+    /// `build` stage, Packer's `install.sh`): the components' own switches
+    /// (`DS_BUILD_FUSED_ADAM=1`), ccache as the compiler launcher (CMake's
+    /// `CMAKE_<LANG>_COMPILER_LAUNCHER`, torch's `PYTORCH_NVCC`) and flash-attn's
+    /// `FLASH_ATTN_CUDA_ARCHS` from the lock's arch list.
     pub build_env: Vec<(String, String)>,
+    /// ccache's compiler masquerade directory, put first on `PATH` in every source build
+    /// (`/usr/lib/ccache` on Debian/Ubuntu, `/usr/lib64/ccache` on EL); `None` when nothing
+    /// is compiled.
+    pub ccache_path: Option<String>,
     /// nccl-tests build.
     pub nccl_tests: Option<SourceBuild>,
     /// OCI labels.
@@ -279,6 +287,28 @@ fn common_gencode(common: &Common) -> String {
         .join(" ")
 }
 
+/// `FLASH_ATTN_CUDA_ARCHS` for the locked arch list: flash-attn's `setup.py` emits SASS
+/// for `80`, `90`, `100`, `110` and `120` only (`add_cuda_gencodes`), so each locked target
+/// maps to its major's entry (an sm_80 cubin runs on sm_86 and sm_89); flash-attn 2 does not
+/// build for architectures older than Ampere. `None` when no locked target qualifies.
+fn flash_attn_archs(arch_list: &[crate::arch::Target]) -> Option<String> {
+    let mut out: Vec<u32> = arch_list
+        .iter()
+        .filter_map(|t| match t.cc.major {
+            m @ (8..=12) => Some(m * 10),
+            _ => None,
+        })
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    (!out.is_empty()).then(|| {
+        out.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(";")
+    })
+}
+
 /// Components that must be compiled against torch in the `build` stage, and how.
 fn compile_env(name: &str) -> Option<Vec<(&'static str, &'static str)>> {
     match name {
@@ -346,7 +376,22 @@ impl DockerPlan {
                 .and_then(|t| t.get("nccl"))
                 .map(str::to_string)
         });
+        let nccl_build = super::host::HostPlan::new(lock)
+            .nccl
+            .filter(|b| nccl_version.as_deref() == Some(b.version.as_str()));
         let (nccl_runtime, nccl_dev) = match (nccl_version, cuda) {
+            (Some(_), Some(_)) if nccl_build.is_some() => {
+                // The lock chose the package's CUDA build (host plan): one NVIDIA publishes.
+                let b = nccl_build.as_ref().expect("checked above");
+                if !b.known {
+                    unverified.push(format!(
+                        "NCCL {} as a `+cuda{}` package: the catalog lists no such build",
+                        b.version, b.cuda
+                    ));
+                }
+                let (r, d) = b.pins(pkg == "apt");
+                (Some(r), Some(d))
+            }
             (Some(n), Some(c)) => {
                 let mm = format!("{}.{}", c.version.major(), c.version.minor());
                 unverified.push(format!(
@@ -572,6 +617,31 @@ impl DockerPlan {
                 uses_build,
             });
         }
+        let ccache_path = (!compiled.is_empty()).then(|| {
+            // ccache wraps every compiler of the source builds: CMake projects through the
+            // launcher variables, torch extensions through PYTORCH_NVCC (nvcc) and the
+            // masquerade directory on PATH (gcc/g++).
+            for (k, v) in [
+                ("CMAKE_C_COMPILER_LAUNCHER", "ccache"),
+                ("CMAKE_CXX_COMPILER_LAUNCHER", "ccache"),
+                ("CMAKE_CUDA_COMPILER_LAUNCHER", "ccache"),
+                ("PYTORCH_NVCC", "ccache nvcc"),
+            ] {
+                build_env.push((k.to_string(), v.to_string()));
+            }
+            if pkg == "apt" {
+                "/usr/lib/ccache"
+            } else {
+                "/usr/lib64/ccache"
+            }
+            .to_string()
+        });
+        if compiled.iter().any(|r| r.name == "flash-attn") {
+            // flash-attn reads its own list, not TORCH_CUDA_ARCH_LIST (setup.py `cuda_archs()`).
+            if let Some(archs) = flash_attn_archs(&lock.hardware.arch_list) {
+                build_env.push(("FLASH_ATTN_CUDA_ARCHS".into(), archs));
+            }
+        }
         build_env.sort();
         build_env.dedup();
         let build_requirements: Vec<Requirement> = stages
@@ -663,6 +733,7 @@ impl DockerPlan {
             compiled,
             build_requirements,
             build_env,
+            ccache_path,
             nccl_tests,
             labels,
             unverified,

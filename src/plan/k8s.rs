@@ -252,6 +252,11 @@ pub struct OperatorPlan {
     pub driver_version: String,
     /// Comments on the driver.
     pub driver_notes: Vec<String>,
+    /// `driver.kernelModuleType`: the host plan's flavour (`open`, `proprietary`), when the
+    /// lock records one.
+    pub kernel_module_type: Option<String>,
+    /// Why that flavour (comments).
+    pub kernel_module_notes: Vec<String>,
     /// GPUDirect RDMA (`driver.rdma.enabled`).
     pub rdma: bool,
     /// The toolkit and DCGM Exporter.
@@ -802,21 +807,18 @@ fn operator_plan(lock: &Lock, common: &Common) -> OperatorPlan {
             ],
         }),
     }
-    match lock.package("dcgm-exporter") {
-        Some(p) => {
-            let (repository, image) = match p.get("image").and_then(|i| i.rsplit_once('/')) {
-                Some((r, i)) => (Some(r.to_string()), Some(i.to_string())),
-                None => (None, None),
-            };
+    let host = super::host::HostPlan::new(lock);
+    match &host.exporter {
+        // The host plan's reference: the image Packer's dcgm-exporter service runs.
+        Some(e) => {
+            let mut notes = vec![format!("DCGM Exporter {}; source: {}", e.version, e.source)];
+            notes.extend(e.unverified.iter().cloned());
             images.push(OperatorImage {
                 key: "dcgmExporter".into(),
-                version: Some(p.version.clone()),
-                repository,
-                image,
-                notes: vec![
-                    format!("DCGM Exporter {}; source: {}", p.version, p.source),
-                    tag_note.into(),
-                ],
+                version: Some(e.tag.clone()),
+                repository: Some(e.repository.clone()),
+                image: Some(e.name.clone()),
+                notes,
             });
         }
         None => images.push(OperatorImage {
@@ -829,10 +831,24 @@ fn operator_plan(lock: &Lock, common: &Common) -> OperatorPlan {
             ],
         }),
     }
+    let (kernel_module_type, kernel_module_notes) = match &host.kernel_modules {
+        Some(k) => (
+            Some(k.name.clone()),
+            k.because
+                .iter()
+                .filter(|b| !b.contains("Packer"))
+                .cloned()
+                .chain([format!("source: {}", k.source)])
+                .collect(),
+        ),
+        None => (None, Vec::new()),
+    };
     OperatorPlan {
         driver_enabled: !installed,
         driver_version: common.driver.clone(),
         driver_notes,
+        kernel_module_type,
+        kernel_module_notes,
         rdma: common.rdma && common.nodes > 1,
         images,
         gdrcopy: lock.package("gdrcopy").map(|p| p.version.clone()),

@@ -6,6 +6,7 @@
 //! storage mounts, the expected bandwidth, the component versions.
 
 pub mod docker;
+pub mod host;
 pub mod k8s;
 pub mod packer;
 pub mod slurm;

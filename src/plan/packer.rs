@@ -31,6 +31,7 @@
 use serde::Serialize;
 
 use super::docker::{DockerPlan, Requirement, SourceBuild};
+use super::host::HostPlan;
 use super::Common;
 use crate::deploy::Cloud;
 use crate::error::{Diagnostic, Error, Stage};
@@ -147,10 +148,14 @@ pub struct Driver {
     pub version: String,
     /// `570`.
     pub branch: String,
-    /// Packages (apt) or module streams (dnf) with the open kernel modules.
+    /// Packages with the open kernel modules, at the exact version.
     pub open: Vec<String>,
     /// The same with the proprietary kernel modules.
     pub proprietary: Vec<String>,
+    /// dnf: the branch's module stream enabled before the open packages are installed.
+    pub open_stream: Option<String>,
+    /// dnf: the same for the proprietary packages.
+    pub proprietary_stream: Option<String>,
     /// Whether the spec names it as the installed driver of the hosts.
     pub installed: bool,
     /// What is not verified.
@@ -252,6 +257,8 @@ pub struct NcclTests {
     pub args_single: Vec<String>,
     /// Whether the MPI build is possible (Open MPI in the fabric stack).
     pub mpi: bool,
+    /// The acceptance run on one node, from the workload plan (`all_reduce_perf -b 8 …`).
+    pub run: super::workload::Launch,
 }
 
 /// The Packer plan. LOAD-BEARING: `generators/packer/*.j2` print these fields.
@@ -259,6 +266,12 @@ pub struct NcclTests {
 pub struct PackerPlan {
     /// Shared values.
     pub common: Common,
+    /// Host decisions shared with the GPU Operator values and Slurm (kernel modules,
+    /// exporter image, DCGM diagnostics, paths).
+    pub host: HostPlan,
+    /// EL: the repository holding build tools such as `ninja-build` (`powertools` on Rocky
+    /// 8, `crb` on Rocky 9), enabled with EPEL before anything is installed.
+    pub crb_repo: Option<String>,
     /// `ubuntu22.04`.
     pub os: String,
     /// `apt` or `dnf`.
@@ -319,8 +332,11 @@ pub struct PackerPlan {
     pub python: Option<String>,
     /// Python layers.
     pub py: Vec<PyLayer>,
-    /// Build environment of compiled components (`DS_BUILD_FUSED_ADAM=1`).
+    /// Build environment of compiled components (`DS_BUILD_FUSED_ADAM=1`, ccache as the
+    /// compiler launcher, `FLASH_ATTN_CUDA_ARCHS`): the container plan's.
     pub build_env: Vec<(String, String)>,
+    /// ccache's masquerade directory, first on `PATH` while compiling.
+    pub ccache_path: Option<String>,
     /// The fabric stack (the Dockerfile's `fabric` stage).
     pub fabric: Vec<SourceBuild>,
     /// OS packages the fabric build needs.
@@ -348,42 +364,79 @@ struct OsImages {
     gcp_family: &'static str,
     gcp_project: &'static str,
     azure: [&'static str; 3],
-    qemu_url: &'static str,
-    qemu_checksum: &'static str,
+}
+
+/// A qemu cloud image pinned to a dated release: (URL, `sha256:<hex>`, source).
+type QemuImage = (&'static str, &'static str, &'static str);
+
+/// The qemu cloud image of an OS release: a dated release directory (never the moving
+/// `release/` or `latest` one), with the sha256 its publisher lists beside it. The values
+/// are those lima-vm/lima pins in its templates; Canonical's `SHA256SUMS` and Rocky's
+/// `CHECKSUM` in the same directory publish them. Canonical removes dated releases after a
+/// while: set `qemu_source_image_url` and `qemu_source_image_checksum` to a newer one then.
+fn qemu_image(os: &str) -> Option<QemuImage> {
+    Some(match os {
+        "ubuntu20.04" => (
+            "https://cloud-images.ubuntu.com/releases/focal/release-20250429/ubuntu-20.04-server-cloudimg-amd64.img",
+            "sha256:d8099fc706ba63de95e1e3657a019ce46c4e8eface838319138d1a18f274ddb4",
+            "https://cloud-images.ubuntu.com/releases/focal/release-20250429/SHA256SUMS (as pinned by lima-vm/lima templates/_images/ubuntu-20.04.yaml)",
+        ),
+        "ubuntu22.04" => (
+            "https://cloud-images.ubuntu.com/releases/jammy/release-20250516/ubuntu-22.04-server-cloudimg-amd64.img",
+            "sha256:a037d6d0299171ba62019f3c3f895eb902c271f8e9676cfe0f22e38070344579",
+            "https://cloud-images.ubuntu.com/releases/jammy/release-20250516/SHA256SUMS (as pinned by lima-vm/lima templates/_images/ubuntu-22.04.yaml)",
+        ),
+        "ubuntu24.04" => (
+            "https://cloud-images.ubuntu.com/releases/noble/release-20250430/ubuntu-24.04-server-cloudimg-amd64.img",
+            "sha256:bc471ca49de03b5129c65b70f9862b7f4b5e721622fd34ade78132f6f7999e2d",
+            "https://cloud-images.ubuntu.com/releases/noble/release-20250430/SHA256SUMS (as pinned by lima-vm/lima templates/_images/ubuntu-24.04.yaml)",
+        ),
+        "rockylinux8" => (
+            "https://dl.rockylinux.org/pub/rocky/8.10/images/x86_64/Rocky-8-GenericCloud-Base-8.10-20240528.0.x86_64.qcow2",
+            "sha256:e56066c58606191e96184de9a9183a3af33c59bcbd8740d8b10ca054a7a89c14",
+            "https://dl.rockylinux.org/pub/rocky/8.10/images/x86_64/CHECKSUM (as pinned by lima-vm/lima templates/_images/rocky-8.yaml)",
+        ),
+        "rockylinux9" => (
+            "https://dl.rockylinux.org/pub/rocky/9.6/images/x86_64/Rocky-9-GenericCloud-Base-9.6-20250531.0.x86_64.qcow2",
+            "sha256:2c72815bb83cadccbede4704780e9b52033722db8a45c3fb02130aa380690a3d",
+            "https://dl.rockylinux.org/pub/rocky/9.6/images/x86_64/CHECKSUM (as pinned by lima-vm/lima templates/_images/rocky-9.yaml)",
+        ),
+        _ => return None,
+    })
 }
 
 fn os_images(os: &str) -> Option<OsImages> {
-    let ubuntu = |aws_ami_name, gcp_family, azure, qemu_url, qemu_checksum| OsImages {
+    let ubuntu = |aws_ami_name, gcp_family, azure| OsImages {
         aws_ami_name,
         aws_owner: "099720109477",
         aws_user: "ubuntu",
         gcp_family,
         gcp_project: "ubuntu-os-cloud",
         azure,
-        qemu_url,
-        qemu_checksum,
     };
     match os {
         "ubuntu20.04" => Some(ubuntu(
             "ubuntu/images/hvm-ssd/ubuntu-focal-20.04-amd64-server-*",
             "ubuntu-2004-lts",
-            ["Canonical", "0001-com-ubuntu-server-focal", "20_04-lts-gen2"],
-            "https://cloud-images.ubuntu.com/releases/20.04/release/ubuntu-20.04-server-cloudimg-amd64.img",
-            "file:https://cloud-images.ubuntu.com/releases/20.04/release/SHA256SUMS",
+            [
+                "Canonical",
+                "0001-com-ubuntu-server-focal",
+                "20_04-lts-gen2",
+            ],
         )),
         "ubuntu22.04" => Some(ubuntu(
             "ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-*",
             "ubuntu-2204-lts",
-            ["Canonical", "0001-com-ubuntu-server-jammy", "22_04-lts-gen2"],
-            "https://cloud-images.ubuntu.com/releases/22.04/release/ubuntu-22.04-server-cloudimg-amd64.img",
-            "file:https://cloud-images.ubuntu.com/releases/22.04/release/SHA256SUMS",
+            [
+                "Canonical",
+                "0001-com-ubuntu-server-jammy",
+                "22_04-lts-gen2",
+            ],
         )),
         "ubuntu24.04" => Some(ubuntu(
             "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-amd64-server-*",
             "ubuntu-2404-lts-amd64",
             ["Canonical", "ubuntu-24_04-lts", "server"],
-            "https://cloud-images.ubuntu.com/releases/24.04/release/ubuntu-24.04-server-cloudimg-amd64.img",
-            "file:https://cloud-images.ubuntu.com/releases/24.04/release/SHA256SUMS",
         )),
         _ => None,
     }
@@ -461,7 +514,8 @@ impl Vars {
         let mut out = Vec::new();
         for v in self.groups.iter().flat_map(|g| &g.vars) {
             let (value, why) = match (v.name.as_str(), &v.default) {
-                ("driver_kernel_modules", _) => ("open", "driver"),
+                ("driver_kernel_modules", Some(d)) => (d.as_str(), "driver"),
+                ("driver_kernel_modules", None) => ("CHANGE-ME", "required"),
                 (_, Some(d)) if v.kind == "bool" => (d.as_str(), "toggle"),
                 (_, Some(_)) => continue,
                 ("aws_region", None) => ("us-east-1", "account"),
@@ -489,6 +543,7 @@ impl Vars {
 struct VarCtx<'a> {
     lock: &'a Lock,
     common: &'a Common,
+    host: &'a HostPlan,
     os: &'a str,
     images: Option<OsImages>,
     gpu: String,
@@ -565,15 +620,33 @@ impl VarCtx<'_> {
                 "Prefix of the image name; the first 12 hex digits of the lock's host layer hash and 8 of the installed layers' hash are appended. At most {IMAGE_NAME_MAX} characters."
             ),
         );
-        v.add(
-            "driver_kernel_modules",
-            "string",
-            None,
-            format!(
-                "Kernel modules of the NVIDIA driver {}: \"open\" or \"proprietary\". Required: the lock does not record which flavour the locked GPUs need (NVIDIA's open modules support Turing and newer and are the only ones for Blackwell; Volta and older need the proprietary ones).",
-                self.lock.hardware.driver
+        match &self.host.kernel_modules {
+            Some(k) => v.add(
+                "driver_kernel_modules",
+                "string",
+                Some(&k.name),
+                format!(
+                    "Kernel modules of the NVIDIA driver {}: \"open\" or \"proprietary\". The default is the lock's: {} ({}). Override it only for hardware the lock does not describe.",
+                    self.lock.hardware.driver,
+                    k.because
+                        .iter()
+                        .filter(|b| !b.contains("Packer"))
+                        .map(String::as_str)
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                    k.source
+                ),
             ),
-        );
+            None => v.add(
+                "driver_kernel_modules",
+                "string",
+                None,
+                format!(
+                    "Kernel modules of the NVIDIA driver {}: \"open\" or \"proprietary\". Required: the catalog has no kernel-module rule for {} (NVIDIA's open modules drive Turing and newer and are the only ones for Grace Hopper and Blackwell; Volta and older need the proprietary ones).",
+                    self.lock.hardware.driver, self.gpu
+                ),
+            ),
+        }
         v.add(
             "disk_size_gb",
             "number",
@@ -740,8 +813,9 @@ impl VarCtx<'_> {
                 }
                 Cloud::Qemu => {
                     v.group("qemu");
-                    self.image(&mut v, "qemu_source_image_url", i.map(|i| i.qemu_url), format!("Cloud image (qcow2, with cloud-init) of {os} the build VM boots, amd64 (the lock records no CPU architecture)."));
-                    self.image(&mut v, "qemu_source_image_checksum", i.map(|i| i.qemu_checksum), "Checksum of the cloud image: `file:` and the release's SHA256SUMS (fetched when Packer runs), or `sha256:<hex>`.".into());
+                    let q = qemu_image(os);
+                    self.image(&mut v, "qemu_source_image_url", q.map(|q| q.0), format!("Cloud image (qcow2, with cloud-init) of {os} the build VM boots, amd64 (the lock records no CPU architecture): a dated release, never the moving one. Published with its checksum at {}.", q.map_or("(none known)", |q| q.2)));
+                    self.image(&mut v, "qemu_source_image_checksum", q.map(|q| q.1), "sha256 of the cloud image, as its publisher lists it beside the image (`sha256:<hex>`); Packer checks the download against it, offline.".into());
                     v.add(
                         "qemu_accelerator",
                         "string",
@@ -767,8 +841,12 @@ impl VarCtx<'_> {
     }
 }
 
-/// The driver packages: NVIDIA's CUDA repository names for a branch at the exact version
-/// (apt), or the branch's module streams (dnf; the script checks the version).
+/// The driver packages at the exact locked version, in NVIDIA's CUDA repository names: apt
+/// `nvidia-open-<branch>` / `cuda-drivers-<branch>` at `<version>-1`; dnf `nvidia-driver`,
+/// `nvidia-driver-cuda` (nvidia-smi) and `kmod-nvidia-open-dkms` /
+/// `kmod-nvidia-latest-dkms` at `<version>` (any release), after enabling the branch's
+/// module stream where the repository has one (so its packages are visible; a
+/// `dnf module install` would take the stream's newest driver instead).
 fn driver(lock: &Lock, apt: bool, repo: &str) -> Driver {
     let drv = lock.hardware.driver.to_string();
     let branch = lock.hardware.driver.major().to_string();
@@ -779,14 +857,28 @@ fn driver(lock: &Lock, apt: bool, repo: &str) -> Driver {
             format!("`cuda-drivers-{branch}` / `nvidia-open-{branch}` at `{drv}-1`: NVIDIA's CUDA repository naming for a driver branch; the lock does not record the package version string. apt fails if it does not exist."),
         )
     } else {
+        let common = [
+            format!("nvidia-driver-{drv}"),
+            format!("nvidia-driver-cuda-{drv}"),
+        ];
         (
-            vec![format!("nvidia-driver:{branch}-open")],
-            vec![format!("nvidia-driver:{branch}-dkms")],
-            format!("the `nvidia-driver:{branch}-open` / `nvidia-driver:{branch}-dkms` module streams of NVIDIA's {repo} repository pin the branch only; the script checks the exact version afterwards."),
+            common
+                .iter()
+                .cloned()
+                .chain([format!("kmod-nvidia-open-dkms-{drv}")])
+                .collect(),
+            common
+                .iter()
+                .cloned()
+                .chain([format!("kmod-nvidia-latest-dkms-{drv}")])
+                .collect(),
+            format!("`nvidia-driver`, `nvidia-driver-cuda` and `kmod-nvidia-open-dkms` / `kmod-nvidia-latest-dkms` at `{drv}`: the package names of NVIDIA's {repo} repository (an EL9 host's `rpm -qa` lists kmod-nvidia-open-dkms-570.124.06-1.el9 and nvidia-driver-570.124.06-1.el9; NVIDIA's Amazon Linux 2023 repository both -dkms flavours); dnf fails if that version does not exist."),
         )
     };
     Driver {
         version: drv,
+        open_stream: (!apt).then(|| format!("nvidia-driver:{branch}-open")),
+        proprietary_stream: (!apt).then(|| format!("nvidia-driver:{branch}-dkms")),
         branch,
         open,
         proprietary,
@@ -866,14 +958,22 @@ fn cudnn(lock: &Lock, cuda: Option<&Cuda>, apt: bool) -> Option<Pins> {
     ))
 }
 
-/// NCCL: the container plan's packages.
-fn nccl(dp: &DockerPlan, cuda: Option<&Cuda>, apt: bool) -> Option<Pins> {
+/// NCCL: the container plan's packages, at the CUDA build the lock chose (host plan).
+fn nccl(dp: &DockerPlan, host: &HostPlan, cuda: Option<&Cuda>, apt: bool) -> Option<Pins> {
     let (r, d) = (dp.nccl_runtime.as_ref()?, dp.nccl_dev.as_ref()?);
-    let note = format!(
-        "NCCL as `{r}`: NVIDIA does not build every NCCL release for every CUDA minor ({}), and the lock does not record which exist.",
-        cuda.map_or("", |c| c.mm.as_str())
-    );
-    Some(Pins::new(vec![r.clone(), d.clone()], apt, vec![note]))
+    // A build the catalog lists needs no caveat (base.sh prints the lock's reasons).
+    let notes = match &host.nccl {
+        Some(b) if b.known => Vec::new(),
+        Some(b) => vec![format!(
+            "NCCL as `{r}`: {} (apt/dnf fails if NVIDIA publishes no such build)",
+            b.because.last().map_or("", String::as_str)
+        )],
+        None => vec![format!(
+            "NCCL as `{r}`: NVIDIA does not build every NCCL release for every CUDA minor ({}), and the lock does not record which exist.",
+            cuda.map_or("", |c| c.mm.as_str())
+        )],
+    };
+    Some(Pins::new(vec![r.clone(), d.clone()], apt, notes))
 }
 
 /// A host package's pins: the lock's apt or dnf list; on dnf with apt pins only, the same
@@ -1003,9 +1103,11 @@ impl PackerPlan {
         let has = |l: Layer| dp.stages.iter().any(|s| s.name == l.name());
         let fabric = !dp.fabric.is_empty();
 
+        let host = HostPlan::new(lock);
         let vars = VarCtx {
             lock,
             common,
+            host: &host,
             os: &os,
             images: os_images(&os),
             gpu: lock
@@ -1052,7 +1154,7 @@ impl PackerPlan {
         // Packages of base.sh.
         let cuda = cuda(lock, apt);
         let cudnn = cudnn(lock, cuda.as_ref(), apt);
-        let nccl = nccl(&dp, cuda.as_ref(), apt);
+        let nccl = nccl(&dp, &host, cuda.as_ref(), apt);
         let dcgm = host_pins(lock, "dcgm", apt);
         let fabricmanager = host_pins(lock, "nvidia-fabricmanager", apt);
         let toolkit = toolkit(lock, apt);
@@ -1070,16 +1172,16 @@ impl PackerPlan {
         .collect();
 
         let mut unverified = Vec::new();
-        let exporter = lock.package("dcgm-exporter").and_then(|p| {
-            let image = format!("{}:{}-ubuntu22.04", p.get("image")?, p.version);
-            unverified.push(format!(
-                "DCGM Exporter image `{image}`: NVIDIA's tag scheme (`<dcgm>-<exporter>-<os>`); the lock records no digest, so it is pinned by tag only."
-            ));
-            Some(Exporter {
-                image,
-                version: p.version.clone(),
-                source: p.source.clone(),
-            })
+        // The exporter image is the host plan's: the reference the GPU Operator values use.
+        let exporter = host.exporter.as_ref().map(|e| {
+            for u in &e.unverified {
+                unverified.push(format!("DCGM Exporter image `{}`: {u}", e.reference));
+            }
+            Exporter {
+                image: e.reference.clone(),
+                version: e.version.clone(),
+                source: e.source.clone(),
+            }
         });
         let uv = lock
             .package("uv")
@@ -1096,16 +1198,22 @@ impl PackerPlan {
                 "re-lock with `gpustack lock`",
             ));
         }
-        let nccl_tests = dp.nccl_tests.clone().map(|b| NcclTests {
-            mpi: b.args.iter().any(|a| a == "MPI=1"),
-            args_single: b
-                .args
-                .iter()
-                .filter(|a| *a != "MPI=1" && !a.starts_with("MPI_HOME="))
-                .cloned()
-                .collect(),
-            build: b,
-        });
+        let acceptance = super::workload::acceptance(lock, common)?;
+        let nccl_tests = dp
+            .nccl_tests
+            .clone()
+            .zip(acceptance)
+            .map(|(b, a)| NcclTests {
+                run: a.per_node,
+                mpi: b.args.iter().any(|a| a == "MPI=1"),
+                args_single: b
+                    .args
+                    .iter()
+                    .filter(|a| *a != "MPI=1" && !a.starts_with("MPI_HOME="))
+                    .cloned()
+                    .collect(),
+                build: b,
+            });
 
         // The image name: the host layer (or base), then the optional layers installed.
         let named = lock
@@ -1232,8 +1340,18 @@ impl PackerPlan {
         unverified.push("NVIDIA's repository keyrings and the OS packages outside the stack (Docker, compilers, NUMA tools) come from the repositories over TLS, unpinned".into());
 
         let driver = driver(lock, apt, &repo);
+        let crb_repo = os.strip_prefix("rockylinux").map(|v| {
+            if v.starts_with('8') {
+                "powertools"
+            } else {
+                "crb"
+            }
+            .to_string()
+        });
         Ok(PackerPlan {
             common: common.clone(),
+            host,
+            crb_repo,
             pkg: dp.pkg.clone(),
             repo,
             os,
@@ -1276,6 +1394,7 @@ impl PackerPlan {
             python: dp.python.clone(),
             py,
             build_env: dp.build_env.clone(),
+            ccache_path: dp.ccache_path.clone(),
             fabric: dp.fabric.clone(),
             fabric_build_deps: dp.fabric_build_deps.clone(),
             fabric_runtime_deps: dp.fabric_runtime_deps.clone(),

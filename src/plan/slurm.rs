@@ -28,10 +28,8 @@ use crate::error::{Diagnostic, Error, Stage};
 use crate::lock::Lock;
 use crate::render::RenderedFile;
 
-/// Where bare-metal jobs find torchrun and vLLM: the virtual environment of the VM image.
-pub const HOST_VENV: &str = "/opt/venv";
-/// Where bare-metal jobs find nccl-tests' binaries on the VM image.
-pub const HOST_NCCL_TESTS: &str = "/opt/nccl-tests/build";
+/// The VM image's paths bare-metal jobs use: decided by the host plan.
+pub use super::host::{HOST_NCCL_TESTS, HOST_VENV};
 
 /// A bind mount of a job, or (bare metal) an exported directory.
 #[derive(Clone, Debug, Serialize)]

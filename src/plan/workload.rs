@@ -469,28 +469,7 @@ impl WorkloadPlan {
             }
         };
 
-        let acceptance = if lock.package("nccl-tests").is_some() {
-            let mpi = common.packages.contains_key("openmpi");
-            let run = |g: u32| Launch {
-                program: "all_reduce_perf".into(),
-                args: ["-b", "8", "-e", "8G", "-f", "2", "-g"]
-                    .map(String::from)
-                    .into_iter()
-                    .chain([g.to_string()])
-                    .collect(),
-            };
-            Some(Acceptance {
-                image: image_for(lock, common, Layer::Validate)?,
-                nodes: common.nodes,
-                resources: resources(lock, common, gpus),
-                mpi,
-                per_node: run(gpus),
-                per_gpu: run(1),
-                version: common.packages.get("nccl-tests").cloned(),
-            })
-        } else {
-            None
-        };
+        let acceptance = acceptance(lock, common)?;
 
         Ok(WorkloadPlan {
             train,
@@ -499,4 +478,31 @@ impl WorkloadPlan {
             node: resources(lock, common, gpus),
         })
     }
+}
+
+/// The acceptance test of the lock (nccl-tests' `all_reduce_perf`), when it has nccl-tests:
+/// what the Slurm and Kubernetes jobs run, and what the VM image's validate script names.
+pub fn acceptance(lock: &Lock, common: &Common) -> Result<Option<Acceptance>, Error> {
+    if lock.package("nccl-tests").is_none() {
+        return Ok(None);
+    }
+    let gpus = common.gpus_per_node;
+    let mpi = common.packages.contains_key("openmpi");
+    let run = |g: u32| Launch {
+        program: "all_reduce_perf".into(),
+        args: ["-b", "8", "-e", "8G", "-f", "2", "-g"]
+            .map(String::from)
+            .into_iter()
+            .chain([g.to_string()])
+            .collect(),
+    };
+    Ok(Some(Acceptance {
+        image: image_for(lock, common, Layer::Validate)?,
+        nodes: common.nodes,
+        resources: resources(lock, common, gpus),
+        mpi,
+        per_node: run(gpus),
+        per_gpu: run(1),
+        version: common.packages.get("nccl-tests").cloned(),
+    }))
 }

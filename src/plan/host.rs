@@ -1,0 +1,325 @@
+//! The host plan: every decision about the GPU hosts that more than one target renders,
+//! derived from the lock alone.
+//!
+//! * the driver's **kernel-module flavour** (the lock's `kernel-modules` fact): Packer's
+//!   `driver_kernel_modules` default and the GPU Operator's `driver.kernelModuleType`;
+//! * the **DCGM Exporter image**, one reference (`repository/name:tag`) that Packer's
+//!   systemd unit and the GPU Operator's `dcgmExporter` values both print;
+//! * the **DCGM diagnostics package** (`datacenter-gpu-manager-4-cuda<N>`) that `dcgmi diag`
+//!   needs, for the CUDA major the lock chose;
+//! * the **NCCL packages** (`libnccl2=<nccl>-1+cuda<X.Y>`) at the CUDA build the lock chose
+//!   (the Dockerfile, the Apptainer definition and Packer's `base.sh` install them);
+//! * the **paths** of the VM image that bare-metal jobs use: the virtual environment and
+//!   nccl-tests' binaries (Packer installs them there, Slurm runs them from there).
+//!
+//! Targets format these values; none of them decides one.
+
+use serde::Serialize;
+
+use crate::lock::Lock;
+
+/// Where bare-metal jobs find torchrun and vLLM: the virtual environment of the VM image.
+pub const HOST_VENV: &str = "/opt/venv";
+/// Where Packer builds nccl-tests on the VM image.
+pub const HOST_NCCL_TESTS_DIR: &str = "/opt/nccl-tests";
+/// Where bare-metal jobs find nccl-tests' binaries on the VM image.
+pub const HOST_NCCL_TESTS: &str = "/opt/nccl-tests/build";
+
+/// The NVIDIA driver's kernel-module flavour.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Flavour {
+    /// NVIDIA's open GPU kernel modules (`nvidia-open`, `kmod-nvidia-open-dkms`).
+    Open,
+    /// The proprietary modules (`cuda-drivers`, `kmod-nvidia-latest-dkms`).
+    Proprietary,
+}
+
+impl Flavour {
+    /// `open` or `proprietary`: the lock's spelling, Packer's variable value and the GPU
+    /// Operator's `driver.kernelModuleType`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavour::Open => "open",
+            Flavour::Proprietary => "proprietary",
+        }
+    }
+}
+
+/// The kernel-module flavour and why.
+#[derive(Clone, Debug, Serialize)]
+pub struct KernelModules {
+    /// The flavour.
+    pub flavour: Flavour,
+    /// `open` / `proprietary`.
+    pub name: String,
+    /// The lock's reasons.
+    pub because: Vec<String>,
+    /// Where the rule comes from.
+    pub source: String,
+}
+
+/// The DCGM Exporter image: one reference for every target.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExporterImage {
+    /// `nvcr.io/nvidia/k8s/dcgm-exporter:4.6.0-4.8.3-distroless`.
+    pub reference: String,
+    /// `nvcr.io/nvidia/k8s` (the GPU Operator's `repository`).
+    pub repository: String,
+    /// `dcgm-exporter` (the GPU Operator's `image`).
+    pub name: String,
+    /// `4.6.0-4.8.3-distroless` (the GPU Operator's `version`).
+    pub tag: String,
+    /// `4.6.0-4.8.3`: DCGM and exporter versions.
+    pub version: String,
+    /// Whether the catalog lists this tag as published (else the bare version is used).
+    pub tag_sourced: bool,
+    /// Where the version comes from.
+    pub source: String,
+    /// What is not verified about the reference.
+    pub unverified: Vec<String>,
+}
+
+/// The package `dcgmi diag` needs.
+#[derive(Clone, Debug, Serialize)]
+pub struct DcgmDiag {
+    /// `12`.
+    pub cuda_major: String,
+    /// `datacenter-gpu-manager-4-cuda12`.
+    pub package: String,
+}
+
+/// The CUDA build of the NCCL packages.
+#[derive(Clone, Debug, Serialize)]
+pub struct NcclBuild {
+    /// `2.27.5`.
+    pub version: String,
+    /// `12.9`: the `+cuda12.9` of the package version.
+    pub cuda: String,
+    /// Whether the catalog lists that build as published.
+    pub known: bool,
+    /// The lock's reasons.
+    pub because: Vec<String>,
+}
+
+impl NcclBuild {
+    /// The runtime and development packages in the package manager's pin syntax:
+    /// `libnccl2=2.27.5-1+cuda12.9` (apt), `libnccl-2.27.5-1+cuda12.9` (dnf).
+    pub fn pins(&self, apt: bool) -> (String, String) {
+        let v = format!("{}-1+cuda{}", self.version, self.cuda);
+        if apt {
+            (format!("libnccl2={v}"), format!("libnccl-dev={v}"))
+        } else {
+            (format!("libnccl-{v}"), format!("libnccl-devel-{v}"))
+        }
+    }
+}
+
+/// The host plan. LOAD-BEARING: Packer's scripts and the GPU Operator values print these
+/// fields.
+#[derive(Clone, Debug, Serialize)]
+pub struct HostPlan {
+    /// The driver's kernel-module flavour (none when the catalog knows no rule for the GPUs).
+    pub kernel_modules: Option<KernelModules>,
+    /// The DCGM Exporter image.
+    pub exporter: Option<ExporterImage>,
+    /// The DCGM diagnostics package.
+    pub dcgm_diag: Option<DcgmDiag>,
+    /// The NCCL packages' build.
+    pub nccl: Option<NcclBuild>,
+    /// The VM image's virtual environment: `/opt/venv`.
+    pub venv: String,
+    /// Where nccl-tests is built: `/opt/nccl-tests`.
+    pub nccl_tests_dir: String,
+    /// nccl-tests' binaries: `/opt/nccl-tests/build`.
+    pub nccl_tests: String,
+}
+
+impl HostPlan {
+    /// Derives the host decisions from the lock.
+    ///
+    /// ```
+    /// let text = std::fs::read_to_string("lockfiles/h100-ib-train-serve.lock").unwrap();
+    /// let lock = gpustack::Lock::parse("gpustack.lock", &text)?;
+    /// let host = gpustack::plan::host::HostPlan::new(&lock);
+    /// assert_eq!(host.kernel_modules.unwrap().name, "open");
+    /// assert!(host.exporter.unwrap().reference.ends_with("-distroless"));
+    /// # Ok::<(), gpustack::Error>(())
+    /// ```
+    pub fn new(lock: &Lock) -> HostPlan {
+        let kernel_modules = lock.fact("kernel-modules", "driver").and_then(|f| {
+            let flavour = match f.get("flavour")? {
+                "open" => Flavour::Open,
+                "proprietary" => Flavour::Proprietary,
+                _ => return None,
+            };
+            Some(KernelModules {
+                flavour,
+                name: flavour.name().into(),
+                because: f.because.clone(),
+                source: f.source.clone(),
+            })
+        });
+        let exporter = lock.package("dcgm-exporter").and_then(|p| {
+            let image = p.get("image")?;
+            let (repository, name) = image.rsplit_once('/')?;
+            let (tag, tag_sourced) = match p.get("image-tag") {
+                Some(t) => (t.to_string(), true),
+                None => (p.version.clone(), false),
+            };
+            let mut unverified = vec![
+                "the lock records no digest for the exporter image: it is pinned by tag only"
+                    .to_string(),
+            ];
+            if !tag_sourced {
+                unverified.push(format!(
+                    "the catalog lists no published tag for DCGM Exporter {}: the bare version is used as the tag",
+                    p.version
+                ));
+            }
+            Some(ExporterImage {
+                reference: format!("{image}:{tag}"),
+                repository: repository.to_string(),
+                name: name.to_string(),
+                tag,
+                version: p.version.clone(),
+                tag_sourced,
+                source: p.source.clone(),
+                unverified,
+            })
+        });
+        let dcgm_diag = lock.package("dcgm").and_then(|p| {
+            let m = p.get("cuda-major")?;
+            Some(DcgmDiag {
+                cuda_major: m.to_string(),
+                package: format!("datacenter-gpu-manager-4-cuda{m}"),
+            })
+        });
+        let nccl = lock
+            .facts
+            .iter()
+            .find(|f| f.kind == "nccl-build")
+            .and_then(|f| {
+                Some(NcclBuild {
+                    version: f.get("nccl").unwrap_or(&f.key).to_string(),
+                    cuda: f.get("cuda")?.to_string(),
+                    known: f.get("known") == Some("true"),
+                    because: f.because.clone(),
+                })
+            });
+        HostPlan {
+            kernel_modules,
+            exporter,
+            dcgm_diag,
+            nccl,
+            venv: HOST_VENV.into(),
+            nccl_tests_dir: HOST_NCCL_TESTS_DIR.into(),
+            nccl_tests: HOST_NCCL_TESTS.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Catalog;
+
+    fn host(spec: &str) -> HostPlan {
+        let cat = Catalog::stock().unwrap();
+        let spec = if spec.contains("[components]") {
+            spec.to_string()
+        } else {
+            format!("{spec}[components]\ncuda = \"*\"\n")
+        };
+        let text = format!("[stack]\nname = \"t\"\n{spec}");
+        HostPlan::new(&crate::lock_spec(&cat, "gpustack.toml", &text).unwrap())
+    }
+
+    fn flavour(spec: &str) -> (String, Vec<String>) {
+        let k = host(spec).kernel_modules.unwrap();
+        (k.name, k.because)
+    }
+
+    #[test]
+    fn the_kernel_module_flavour_follows_the_gpus_and_the_branch() {
+        // Volta cannot use the open modules, whatever the branch.
+        let (f, why) = flavour("[hardware]\ngpus = [\"v100\"]\n[components]\ncuda = \"*\"\n");
+        assert_eq!(f, "proprietary");
+        assert!(
+            why[0].contains("cannot use NVIDIA's open kernel modules"),
+            "{why:?}"
+        );
+        // Hopper: the branch's default (open from R560).
+        let (f, _) = flavour("[hardware]\ngpus = [\"h100\"]\ndriver = \"550.54.15\"\n");
+        assert_eq!(f, "proprietary");
+        let (f, _) = flavour("[hardware]\ngpus = [\"h100\"]\ndriver = \"595.91.07\"\n");
+        assert_eq!(f, "open");
+        // Grace Hopper (by product) and Blackwell need them, on any branch.
+        let (f, why) = flavour("[hardware]\ngpus = [\"gh200\"]\n");
+        assert_eq!(f, "open");
+        assert!(why[0].contains("GH200"), "{why:?}");
+        let (f, _) = flavour("[hardware]\ngpus = [\"b200\"]\n");
+        assert_eq!(f, "open");
+        // No GPUs: the arch list's architectures.
+        let (f, why) = flavour("[hardware]\narchs = [\"sm_80\"]\ndriver = \"535.183.06\"\n");
+        assert_eq!(f, "proprietary");
+        assert!(why[0].starts_with("no GPUs named"), "{why:?}");
+    }
+
+    #[test]
+    fn nccl_packages_are_a_build_nvidia_publishes() {
+        // NCCL 2.27.5 has +cuda12.4 and +cuda12.9 builds, none for 12.8: the newer one.
+        let h = host(
+            "[hardware]\ngpus = [\"h100\"]\n[components]\ncuda = \"12.8\"\nnccl = \"2.27.5\"\n",
+        );
+        let b = h.nccl.unwrap();
+        assert_eq!((b.cuda.as_str(), b.known), ("12.9", true));
+        assert_eq!(
+            b.pins(true),
+            (
+                "libnccl2=2.27.5-1+cuda12.9".to_string(),
+                "libnccl-dev=2.27.5-1+cuda12.9".to_string()
+            )
+        );
+        assert_eq!(b.pins(false).0, "libnccl-2.27.5-1+cuda12.9");
+        // The locked minor when NVIDIA builds it.
+        let h = host(
+            "[hardware]\ngpus = [\"h100\"]\n[components]\ncuda = \"12.4\"\nnccl = \"2.21.5\"\n",
+        );
+        assert_eq!(h.nccl.unwrap().cuda, "12.4");
+    }
+
+    #[test]
+    fn dcgm_diagnostics_follow_the_cuda_the_driver_runs() {
+        // R595 runs CUDA 13; a V100 on R580 cannot (CUDA 13 dropped Volta): CUDA 12.
+        let h = host("[hardware]\ngpus = [\"h100\"]\ndriver = \"595.91.07\"\n");
+        assert_eq!(
+            h.dcgm_diag.unwrap().package,
+            "datacenter-gpu-manager-4-cuda13"
+        );
+        let h = host("[hardware]\ngpus = [\"v100\"]\n[components]\ncuda = \"*\"\n");
+        assert_eq!(
+            h.dcgm_diag.unwrap().package,
+            "datacenter-gpu-manager-4-cuda12"
+        );
+        // A CUDA 13 toolkit on R535 through cuda-compat: the driver still reports 12.
+        let h = host(
+            "[hardware]\ngpus = [\"h100\"]\ndriver = \"535.104.05\"\n[components]\ncuda = \"13.0\"\n",
+        );
+        assert_eq!(h.dcgm_diag.unwrap().cuda_major, "12");
+    }
+
+    #[test]
+    fn one_exporter_reference_with_a_published_tag() {
+        let e = host("[hardware]\ngpus = [\"h100\"]\n").exporter.unwrap();
+        assert_eq!(
+            e.reference,
+            "nvcr.io/nvidia/k8s/dcgm-exporter:4.6.0-4.8.3-distroless"
+        );
+        assert_eq!(
+            format!("{}/{}:{}", e.repository, e.name, e.tag),
+            e.reference
+        );
+        assert!(e.tag_sourced);
+    }
+}
