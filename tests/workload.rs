@@ -621,7 +621,7 @@ fn leaderworkerset_starts_one_server_across_nodes() {
         assert_eq!(argv[..serve.vllm.args.len()], serve.vllm.args[..], "{role}");
         assert_eq!(
             strings(&c["command"]),
-            [serve.vllm.program.clone()],
+            std::slice::from_ref(&serve.vllm.program),
             "{role}"
         );
         let gpus = c["resources"]["limits"]["nvidia.com/gpu"].as_i64().unwrap();
