@@ -74,6 +74,7 @@ fn main() {
                     catalog: &catalog,
                     out: Some(("out", &tree)),
                     hardware: None,
+                    unusual: &[],
                 })
                 .unwrap();
                 assert_eq!(r.errors(), 0);

@@ -52,6 +52,7 @@ pub(crate) fn run(
         catalog: &catalog,
         out: out_dir.zip(tree.as_ref()),
         hardware: None,
+        unusual: &[],
     })?;
     let mut out = String::new();
     let mut failed = false;

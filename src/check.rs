@@ -279,6 +279,10 @@ pub struct Inputs<'a> {
     /// The output directory as named (`out`) and its files by relative path
     /// (`k8s/trainjob.yaml`): enables drift and consistency.
     pub out: Option<(&'a str, &'a BTreeMap<String, Vec<u8>>)>,
+    /// What else is in the output directory: entries that are not regular files (never
+    /// opened) and an interrupted `gen`'s journal, as (relative path, what it is)
+    /// ([`crate::emit::read_out_tree`]); each is a drift finding.
+    pub unusual: &'a [(String, String)],
     /// The node's hardware: enables the hardware checks.
     pub hardware: Option<&'a HostHardware>,
 }
@@ -296,6 +300,7 @@ pub struct Inputs<'a> {
 ///     catalog: &catalog,
 ///     out: None,
 ///     hardware: None,
+///     unusual: &[],
 /// })?;
 /// assert_eq!(report.errors(), 0);
 /// # Ok::<(), gpustack::Error>(())
@@ -327,6 +332,14 @@ pub fn check(inputs: &Inputs<'_>) -> Result<Report, Error> {
             report.checked.push("drift");
             report.checked.push("consistency");
             drift(&lock, dir, files, f);
+            for (p, what) in inputs.unusual {
+                let shown = join(dir, p);
+                f.push(
+                    Finding::new(Code::Drift, format!("{shown} is {what}"))
+                        .at(&shown, None)
+                        .hint("gpustack writes only regular files and never reads anything else; remove it, or run `gpustack gen` to roll back an interrupted run"),
+                );
+            }
             consistency(&lock, lock_file, dir, files, f);
         }
         None => {

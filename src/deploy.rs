@@ -467,9 +467,9 @@ pub(crate) struct DeployWire {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ClusterWire {
-    fabric: S<String>,
-    nodes: S<i64>,
-    gpus_per_node: S<i64>,
+    fabric: Option<S<String>>,
+    nodes: Option<S<i64>>,
+    gpus_per_node: Option<S<i64>>,
     cpus_per_node: Option<S<i64>>,
     memory_gib_per_node: Option<S<i64>>,
 }
@@ -477,21 +477,21 @@ pub(crate) struct ClusterWire {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ImageWire {
-    registry: S<String>,
+    registry: Option<S<String>>,
     layers: Option<S<Vec<String>>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct TrainWire {
-    command: S<Vec<String>>,
+    command: Option<S<Vec<String>>>,
     workdir: Option<S<String>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ServeWire {
-    model: S<String>,
+    model: Option<S<String>>,
     tensor_parallel: Option<S<i64>>,
     max_model_len: Option<S<i64>>,
     replicas: Option<S<i64>>,
@@ -502,14 +502,14 @@ pub(crate) struct ServeWire {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PackerWire {
-    clouds: S<Vec<String>>,
+    clouds: Option<S<Vec<String>>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct K8sWire {
-    namespace: S<String>,
-    version: S<String>,
+    namespace: Option<S<String>>,
+    version: Option<S<String>>,
     training_api: Option<S<String>>,
     queue: Option<S<String>>,
     topology: Option<S<String>>,
@@ -518,7 +518,7 @@ pub(crate) struct K8sWire {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SlurmWire {
-    partition: S<String>,
+    partition: Option<S<String>>,
     container: Option<S<String>>,
     time: Option<S<String>>,
 }
@@ -529,6 +529,22 @@ pub(crate) struct StorageWire {
     datasets: Option<S<String>>,
     checkpoints: Option<S<String>>,
     models: Option<S<String>>,
+}
+
+/// [`K8sWire`] with its required keys present (or placeholders, reported).
+struct K8sFields {
+    namespace: S<String>,
+    version: S<String>,
+    training_api: Option<S<String>>,
+    queue: Option<S<String>>,
+    topology: Option<S<String>>,
+}
+
+/// [`SlurmWire`] with its required key present (or a placeholder, reported).
+struct SlurmFields {
+    partition: S<String>,
+    container: Option<S<String>>,
+    time: Option<S<String>>,
 }
 
 /// Reports problems at a span of the spec text.
@@ -545,6 +561,31 @@ impl At<'_> {
             d = d.hint(hint);
         }
         self.diags.push(d);
+    }
+
+    /// A required key: reported at its table when missing (every missing key of every
+    /// table, each with the line to add), and a placeholder returned so the other checks
+    /// still run.
+    fn need<T>(
+        &mut self,
+        v: Option<S<T>>,
+        table: (&str, &std::ops::Range<usize>),
+        key: &str,
+        example: &str,
+        placeholder: T,
+    ) -> S<T> {
+        match v {
+            Some(v) => v,
+            None => {
+                let (name, span) = table;
+                self.fail(
+                    span.clone(),
+                    format!("`[{name}]` needs `{key}`"),
+                    &format!("add `{key} = {example}` to [{name}] (the spec reference in the book lists every key)"),
+                );
+                S::new(span.clone(), placeholder)
+            }
+        }
     }
 
     fn count(&mut self, v: &S<i64>, what: &str, max: i64) -> u32 {
@@ -623,19 +664,46 @@ pub fn is_model(s: &str) -> bool {
                 .all(|c| c.is_ascii_alphanumeric() || b"/._-".contains(&c)))
 }
 
-fn is_slurm_time(s: &str) -> bool {
-    let (days, hms) = match s.split_once('-') {
-        Some((d, r)) => (Some(d), r),
-        None => (None, s),
+/// A Slurm time limit in one of the formats sbatch(1) documents for `--time`: "minutes",
+/// "minutes:seconds", "hours:minutes:seconds", "days-hours", "days-hours:minutes" and
+/// "days-hours:minutes:seconds" (<https://slurm.schedmd.com/sbatch.html#OPT_time>).
+/// Seconds and minutes after the first field are below 60, hours after days below 24. Slurm
+/// reads a zero limit as no limit at all, so zero is refused: no limit is written
+/// `UNLIMITED` (or `INFINITE`), explicitly.
+pub fn is_slurm_time(s: &str) -> bool {
+    if matches!(s, "UNLIMITED" | "unlimited" | "INFINITE" | "infinite") {
+        return true;
+    }
+    let num = |p: &str| -> Option<u64> {
+        (!p.is_empty() && p.len() <= 6 && p.bytes().all(|c| c.is_ascii_digit()))
+            .then(|| p.parse().ok())
+            .flatten()
     };
-    let days_ok =
-        days.is_none_or(|d| !d.is_empty() && d.len() <= 3 && d.bytes().all(|c| c.is_ascii_digit()));
-    let parts: Vec<&str> = hms.split(':').collect();
-    days_ok
-        && (1..=3).contains(&parts.len())
-        && parts
-            .iter()
-            .all(|p| !p.is_empty() && p.len() <= 2 && p.bytes().all(|c| c.is_ascii_digit()))
+    let fields = |r: &str| -> Option<Vec<u64>> { r.split(':').map(num).collect() };
+    let seconds = match s.split_once('-') {
+        Some((d, rest)) => {
+            let Some(days) = num(d) else { return false };
+            let Some(f) = fields(rest) else { return false };
+            match f.as_slice() {
+                [h] if *h < 24 => ((days * 24 + h) * 60) * 60,
+                [h, m] if *h < 24 && *m < 60 => ((days * 24 + h) * 60 + m) * 60,
+                [h, m, sec] if *h < 24 && *m < 60 && *sec < 60 => {
+                    ((days * 24 + h) * 60 + m) * 60 + sec
+                }
+                _ => return false,
+            }
+        }
+        None => {
+            let Some(f) = fields(s) else { return false };
+            match f.as_slice() {
+                [m] => m * 60,
+                [m, sec] if *sec < 60 => m * 60 + sec,
+                [h, m, sec] if *m < 60 && *sec < 60 => (h * 60 + m) * 60 + sec,
+                _ => return false,
+            }
+        }
+    };
+    seconds > 0
 }
 
 /// Parses a storage reference.
@@ -689,27 +757,198 @@ pub fn parse_storage(s: &str) -> Result<StorageRef, String> {
     Err(bad())
 }
 
+impl Deploy {
+    /// Whether the request configures the Packer, Kubernetes and Slurm targets, which
+    /// `gpustack lock` then makes sure render: a target with its table, or all three when
+    /// the spec has none of their tables (`gpustack gen all` renders each with its
+    /// defaults). A spec written for Kubernetes alone is not refused for what only Slurm
+    /// cannot do. Docker and Apptainer have no table and are always configured.
+    pub fn configures(&self) -> (bool, bool, bool) {
+        let none = self.packer.is_none() && self.k8s.is_none() && self.slurm.is_none();
+        (
+            none || self.packer.is_some(),
+            none || self.k8s.is_some(),
+            none || self.slurm.is_some(),
+        )
+    }
+
+    /// What the generators need of several tables together, checked at lock time so that
+    /// `gen` never refuses a lock (each at the value's line).
+    fn cross_check(
+        &self,
+        at: &mut At<'_>,
+        tp_span: Option<std::ops::Range<usize>>,
+        model_span: Option<std::ops::Range<usize>>,
+        workdir_span: Option<std::ops::Range<usize>>,
+        storage_spans: &[(&'static str, std::ops::Range<usize>)],
+    ) {
+        // A replica of the server spans `nodes` nodes, each running an equal share of its
+        // tensor × pipeline parallel GPUs.
+        if let (Some(serve), Some(span)) = (&self.serve, tp_span.or(model_span.clone())) {
+            let per_node = self.cluster.as_ref().map_or(8, |c| c.gpus_per_node);
+            let gpus = serve.gpus();
+            if gpus.div_ceil(serve.nodes) > per_node {
+                at.fail(
+                    span.clone(),
+                    format!("[serve].tensor_parallel × pipeline_parallel = {} × {} = {gpus} GPUs do not fit {} node(s) of {per_node} GPUs", serve.tensor_parallel, serve.pipeline_parallel, serve.nodes),
+                    "lower `tensor_parallel` to at most [cluster].gpus_per_node, or raise `nodes` and `pipeline_parallel` together",
+                );
+            } else if serve.nodes > 1 && gpus % serve.nodes != 0 {
+                at.fail(
+                    span.clone(),
+                    format!(
+                        "[serve] needs {gpus} GPUs, which do not split evenly over {} nodes",
+                        serve.nodes
+                    ),
+                    "make tensor_parallel × pipeline_parallel a multiple of `nodes`",
+                );
+            }
+            if serve.nodes > 1 && self.configures().2 {
+                at.fail(
+                    span.clone(),
+                    format!("[serve].nodes = {}: a vLLM server across nodes is generated for Kubernetes only (a LeaderWorkerSet), not yet as a Slurm job", serve.nodes),
+                    "leave [slurm] out of a spec that serves across nodes (and keep [k8s]), or serve on one node (`nodes = 1`)",
+                );
+            }
+            if let Some(c) = &self.cluster {
+                if serve.nodes > c.nodes {
+                    at.fail(
+                        span,
+                        format!(
+                            "[serve].nodes = {} is more than the {} nodes of [cluster]",
+                            serve.nodes, c.nodes
+                        ),
+                        "lower `nodes` or raise [cluster].nodes",
+                    );
+                }
+            }
+        }
+        // Pyxis (`--container-mounts`) and Apptainer (`--bind`) separate mounts with `,`
+        // and their fields with `:`; `gen slurm` mounts the storage, the training code's
+        // directory and a model path.
+        if !self.configures().2 {
+            return;
+        }
+        let container = self
+            .slurm
+            .as_ref()
+            .map_or(SlurmContainer::Pyxis, |s| s.container);
+        if container == SlurmContainer::None {
+            return;
+        }
+        let hint = format!(
+            "{} separates mounts with `,` and their fields with `:`: use a path without them, or `[slurm].container = \"none\"`",
+            container.name()
+        );
+        let host_path = |r: &StorageRef| match r {
+            StorageRef::Nfs { path, .. }
+            | StorageRef::Lustre { path }
+            | StorageRef::HostPath { path } => Some(path.clone()),
+            StorageRef::Pvc { .. } => None,
+        };
+        let mut check = |what: String, r: Option<&StorageRef>, span: std::ops::Range<usize>| {
+            if let Some(path) = r.and_then(host_path) {
+                if path.contains([',', ':']) {
+                    at.fail(
+                        span,
+                        format!(
+                            "{what} path `{path}` cannot be mounted by {}",
+                            container.name()
+                        ),
+                        &hint,
+                    );
+                }
+            }
+        };
+        if let Some(st) = &self.storage {
+            for (name, span) in storage_spans {
+                let r = match *name {
+                    "datasets" => st.datasets.as_ref(),
+                    "checkpoints" => st.checkpoints.as_ref(),
+                    _ => st.models.as_ref(),
+                };
+                check(format!("`[storage].{name}`"), r, span.clone());
+            }
+        }
+        if let (Some(t), Some(span)) = (&self.train, workdir_span) {
+            check("`[train].workdir`".into(), t.workdir.as_ref(), span);
+        }
+        if let (Some(s), Some(span)) = (&self.serve, model_span) {
+            if s.model.starts_with('/') && s.model.contains([',', ':']) {
+                at.fail(
+                    span,
+                    format!(
+                        "model path `{}` cannot be mounted by {}",
+                        s.model,
+                        container.name()
+                    ),
+                    &hint,
+                );
+            }
+        }
+    }
+}
+
 impl DeployWire {
     pub(crate) fn validate(self, at: &mut At<'_>) -> Deploy {
+        // Where the values that the cross-table checks below look at were written.
+        let tp_span = self
+            .serve
+            .as_ref()
+            .and_then(|s| s.get_ref().tensor_parallel.as_ref().map(Spanned::span));
+        let model_span = self
+            .serve
+            .as_ref()
+            .and_then(|s| s.get_ref().model.as_ref().map(Spanned::span));
+        let workdir_span = self
+            .train
+            .as_ref()
+            .and_then(|t| t.get_ref().workdir.as_ref().map(Spanned::span));
+        let storage_spans: Vec<(&'static str, std::ops::Range<usize>)> = self
+            .storage
+            .as_ref()
+            .map(|s| {
+                let s = s.get_ref();
+                [
+                    ("datasets", &s.datasets),
+                    ("checkpoints", &s.checkpoints),
+                    ("models", &s.models),
+                ]
+                .into_iter()
+                .filter_map(|(n, v)| v.as_ref().map(|v| (n, v.span())))
+                .collect()
+            })
+            .unwrap_or_default();
+        let d = self.validate_tables(at);
+        d.cross_check(at, tp_span, model_span, workdir_span, &storage_spans);
+        d
+    }
+
+    fn validate_tables(self, at: &mut At<'_>) -> Deploy {
         let mut d = Deploy::default();
         if let Some(c) = self.cluster {
+            let span = c.span();
+            let t = ("cluster", &span);
             let c = c.into_inner();
+            let fabric_v = at.need(c.fabric, t, "fabric", "\"infiniband\"", "infiniband".into());
+            let nodes_v = at.need(c.nodes, t, "nodes", "2", 1);
+            let gpus_v = at.need(c.gpus_per_node, t, "gpus_per_node", "8", 8);
             let fabric = match Fabric::ALL
                 .into_iter()
-                .find(|f| f.name() == c.fabric.get_ref())
+                .find(|f| f.name() == fabric_v.get_ref())
             {
                 Some(f) => f,
                 None => {
                     at.fail(
-                        c.fabric.span(),
-                        format!("unknown fabric `{}`", c.fabric.get_ref().escape_debug()),
+                        fabric_v.span(),
+                        format!("unknown fabric `{}`", fabric_v.get_ref().escape_debug()),
                         "`fabric` is one of: infiniband, roce, efa, slingshot, ethernet",
                     );
                     Fabric::Ethernet
                 }
             };
-            let nodes = at.count(&c.nodes, "nodes", 4096);
-            let gpus_per_node = at.count(&c.gpus_per_node, "gpus_per_node", 16);
+            let nodes = at.count(&nodes_v, "nodes", 4096);
+            let gpus_per_node = at.count(&gpus_v, "gpus_per_node", 16);
             let cpus_per_node = c
                 .cpus_per_node
                 .as_ref()
@@ -727,11 +966,19 @@ impl DeployWire {
             });
         }
         if let Some(i) = self.image {
+            let span = i.span();
             let i = i.into_inner();
-            if !is_registry(i.registry.get_ref()) {
+            let registry = at.need(
+                i.registry,
+                ("image", &span),
+                "registry",
+                "\"registry.example.com/ml\"",
+                String::new(),
+            );
+            if !registry.get_ref().is_empty() && !is_registry(registry.get_ref()) {
                 at.fail(
-                    i.registry.span(),
-                    format!("invalid registry `{}`", i.registry.get_ref().escape_debug()),
+                    registry.span(),
+                    format!("invalid registry `{}`", registry.get_ref().escape_debug()),
                     "write a lowercase registry prefix without tag, like `registry.example.com/ml`",
                 );
             }
@@ -757,16 +1004,25 @@ impl DeployWire {
                 }
             }
             d.image = Some(Image {
-                registry: i.registry.into_inner(),
+                registry: registry.into_inner(),
                 layers,
             });
         }
         if let Some(t) = self.train {
+            let span = t.span();
             let t = t.into_inner();
-            let cmd = t.command.get_ref();
-            if cmd.is_empty() || cmd.len() > 256 {
+            let missing = t.command.is_none();
+            let command = at.need(
+                t.command,
+                ("train", &span),
+                "command",
+                "[\"python\", \"train.py\"]",
+                Vec::new(),
+            );
+            let cmd = command.get_ref();
+            if !missing && (cmd.is_empty() || cmd.len() > 256) {
                 at.fail(
-                    t.command.span(),
+                    command.span(),
                     "`command` must list 1 to 256 arguments".into(),
                     "like `command = [\"python\", \"train.py\"]`",
                 );
@@ -775,12 +1031,17 @@ impl DeployWire {
                 .iter()
                 .find(|a| a.is_empty() || a.len() > 1024 || a.chars().any(|c| c.is_control()))
             {
-                at.fail(t.command.span(), format!("command argument `{}` is empty, too long or contains control characters", bad.escape_debug()), "each argument is passed as one word; newlines and control characters are not allowed");
+                at.fail(command.span(), format!("command argument `{}` is empty, too long or contains control characters", bad.escape_debug()), "each argument is passed as one word; newlines and control characters are not allowed");
             }
             let entry = match Entry::parse(cmd) {
                 Ok(e) => e,
+                // Reported above.
+                Err(_) if missing => Entry::Executable {
+                    program: String::new(),
+                    args: Vec::new(),
+                },
                 Err((msg, hint)) => {
-                    at.fail(t.command.span(), msg, &hint);
+                    at.fail(command.span(), msg, &hint);
                     Entry::Executable {
                         program: String::new(),
                         args: Vec::new(),
@@ -803,23 +1064,30 @@ impl DeployWire {
                 }
             });
             d.train = Some(Train {
-                command: t.command.into_inner(),
+                command: command.into_inner(),
                 entry,
                 workdir,
             });
         }
         let mut model_span = None;
-        let mut serve_span = None;
         if let Some(s) = self.serve {
+            let span = s.span();
             let s = s.into_inner();
-            model_span = Some(s.model.span());
-            if !is_model(s.model.get_ref()) {
-                at.fail(s.model.span(), format!("invalid model `{}`", s.model.get_ref().escape_debug()), "use an absolute path like `/models/llama-3-70b` or a Hugging Face id like `meta-llama/Llama-3.1-8B`");
+            let model = at.need(
+                s.model,
+                ("serve", &span),
+                "model",
+                "\"meta-llama/Llama-3.1-8B\"",
+                "model".into(),
+            );
+            model_span = Some(model.span());
+            if !is_model(model.get_ref()) {
+                at.fail(model.span(), format!("invalid model `{}`", model.get_ref().escape_debug()), "use an absolute path like `/models/llama-3-70b` or a Hugging Face id like `meta-llama/Llama-3.1-8B`");
             }
             let tp = s
                 .tensor_parallel
                 .as_ref()
-                .map_or(1, |v| at.count(v, "tensor_parallel", 64));
+                .map_or(1, |v| at.count(v, "tensor_parallel", 16));
             let len = s
                 .max_model_len
                 .as_ref()
@@ -833,9 +1101,8 @@ impl DeployWire {
                 .pipeline_parallel
                 .as_ref()
                 .map_or(nodes, |v| at.count(v, "pipeline_parallel", 64));
-            serve_span = Some(s.model.span());
             d.serve = Some(Serve {
-                model: s.model.into_inner(),
+                model: model.into_inner(),
                 tensor_parallel: tp,
                 max_model_len: len,
                 replicas,
@@ -844,22 +1111,31 @@ impl DeployWire {
             });
         }
         if let Some(p) = self.packer {
+            let span = p.span();
             let p = p.into_inner();
+            let missing = p.clouds.is_none();
+            let p_clouds = at.need(
+                p.clouds,
+                ("packer", &span),
+                "clouds",
+                "[\"aws\"]",
+                Vec::new(),
+            );
             let mut clouds = Vec::new();
-            for c in p.clouds.get_ref() {
+            for c in p_clouds.get_ref() {
                 match Cloud::ALL.into_iter().find(|x| x.name() == c) {
                     Some(x) if !clouds.contains(&x) => clouds.push(x),
                     Some(_) => {}
                     None => at.fail(
-                        p.clouds.span(),
+                        p_clouds.span(),
                         format!("unknown cloud `{}`", c.escape_debug()),
                         "clouds are: aws, gcp, azure, qemu",
                     ),
                 }
             }
-            if clouds.is_empty() && p.clouds.get_ref().is_empty() {
+            if !missing && clouds.is_empty() && p_clouds.get_ref().is_empty() {
                 at.fail(
-                    p.clouds.span(),
+                    p_clouds.span(),
                     "`clouds` is empty".into(),
                     "list at least one of: aws, gcp, azure, qemu",
                 );
@@ -868,7 +1144,27 @@ impl DeployWire {
             d.packer = Some(Packer { clouds });
         }
         if let Some(k) = self.k8s {
+            let span = k.span();
             let k = k.into_inner();
+            let k = K8sFields {
+                namespace: at.need(
+                    k.namespace,
+                    ("k8s", &span),
+                    "namespace",
+                    "\"ml\"",
+                    "default".into(),
+                ),
+                version: at.need(
+                    k.version,
+                    ("k8s", &span),
+                    "version",
+                    "\"1.30\"",
+                    "1.30".into(),
+                ),
+                training_api: k.training_api,
+                queue: k.queue,
+                topology: k.topology,
+            };
             if !is_dns_label(k.namespace.get_ref()) {
                 at.fail(
                     k.namespace.span(),
@@ -946,21 +1242,34 @@ impl DeployWire {
             });
         }
         if let Some(s) = self.slurm {
+            let span = s.span();
             let s = s.into_inner();
-            if !is_dns_label(s.partition.get_ref())
-                && !s
-                    .partition
-                    .get_ref()
-                    .bytes()
-                    .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
-            {
+            let missing = s.partition.is_none();
+            let s = SlurmFields {
+                partition: at.need(
+                    s.partition,
+                    ("slurm", &span),
+                    "partition",
+                    "\"gpu\"",
+                    "gpu".into(),
+                ),
+                container: s.container,
+                time: s.time,
+            };
+            let p = s.partition.get_ref();
+            // A leading `-` would be read as an option of sbatch or srun.
+            let plain = p
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-');
+            let leads = p.bytes().next().is_some_and(|c| c.is_ascii_alphanumeric());
+            if !(p.is_empty() || (plain && leads)) {
                 at.fail(
                     s.partition.span(),
                     format!(
                         "invalid partition `{}`",
                         s.partition.get_ref().escape_debug()
                     ),
-                    "letters, digits, `-` and `_` only",
+                    "letters, digits, `-` and `_` only, starting with a letter or digit",
                 );
             }
             let container = match s.container.as_ref().map(|c| c.get_ref().as_str()) {
@@ -986,11 +1295,11 @@ impl DeployWire {
                     at.fail(
                         t.span(),
                         format!("invalid time limit `{}`", t.get_ref().escape_debug()),
-                        "write `HH:MM:SS` or `D-HH:MM:SS`, like `48:00:00`",
+                        "write one of sbatch's formats: `MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM` or `D-HH:MM:SS`, like `48:00:00` (minutes and seconds below 60, hours after days below 24); a zero limit is no limit in Slurm: write `UNLIMITED` if that is meant",
                     );
                 }
             }
-            if s.partition.get_ref().is_empty() || s.partition.get_ref().len() > 64 {
+            if !missing && (s.partition.get_ref().is_empty() || s.partition.get_ref().len() > 64) {
                 at.fail(
                     s.partition.span(),
                     "`partition` must be 1 to 64 characters".into(),
@@ -1025,40 +1334,6 @@ impl DeployWire {
                 models: one(&s.models),
             });
         }
-        // A replica of the server spans `nodes` nodes, each running an equal share of its
-        // tensor × pipeline parallel GPUs.
-        if let (Some(serve), Some(span)) = (&d.serve, serve_span) {
-            let per_node = d.cluster.as_ref().map_or(8, |c| c.gpus_per_node);
-            let gpus = serve.gpus();
-            if gpus.div_ceil(serve.nodes) > per_node {
-                at.fail(
-                    span.clone(),
-                    format!("[serve].tensor_parallel × pipeline_parallel = {} × {} = {gpus} GPUs do not fit {} node(s) of {per_node} GPUs", serve.tensor_parallel, serve.pipeline_parallel, serve.nodes),
-                    "lower `tensor_parallel` to at most [cluster].gpus_per_node, or raise `nodes` and `pipeline_parallel` together",
-                );
-            } else if serve.nodes > 1 && gpus % serve.nodes != 0 {
-                at.fail(
-                    span.clone(),
-                    format!(
-                        "[serve] needs {gpus} GPUs, which do not split evenly over {} nodes",
-                        serve.nodes
-                    ),
-                    "make tensor_parallel × pipeline_parallel a multiple of `nodes`",
-                );
-            }
-            if let Some(c) = &d.cluster {
-                if serve.nodes > c.nodes {
-                    at.fail(
-                        span,
-                        format!(
-                            "[serve].nodes = {} is more than the {} nodes of [cluster]",
-                            serve.nodes, c.nodes
-                        ),
-                        "lower `nodes` or raise [cluster].nodes",
-                    );
-                }
-            }
-        }
         // A model path is served from `[storage].models`, which every target mounts at
         // `/models`: the path must lie there.
         if let (Some(serve), Some(span)) = (&d.serve, model_span) {
@@ -1081,6 +1356,55 @@ impl DeployWire {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slurm_time_is_sbatch_s_grammar() {
+        // sbatch(1), --time: "minutes", "minutes:seconds", "hours:minutes:seconds",
+        // "days-hours", "days-hours:minutes" and "days-hours:minutes:seconds".
+        for ok in [
+            "30",
+            "90",
+            "30:15",
+            "48:00:00",
+            "1:30:00",
+            "2-0",
+            "2-12",
+            "2-12:30",
+            "2-12:30:15",
+            "0:30",
+            "UNLIMITED",
+            "infinite",
+        ] {
+            assert!(is_slurm_time(ok), "{ok}");
+        }
+        for bad in [
+            "0",
+            "00:00",
+            "0:0:0",
+            "0-0",
+            "0-00:00:00",
+            "99:99:99",
+            "24:60:00",
+            "1:00:60",
+            "1-24",
+            "1-1:60",
+            "1-1:1:60",
+            "",
+            "-1",
+            "1-",
+            ":30",
+            "1::2",
+            "1:2:3:4",
+            "1-2-3",
+            "forever",
+            "1h",
+            " 30",
+            "1234567",
+            "+5",
+        ] {
+            assert!(!is_slurm_time(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn validators() {

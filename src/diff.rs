@@ -1107,13 +1107,18 @@ impl LockDiff {
     /// The Markdown report, ready to post as a pull request comment.
     pub fn to_markdown(&self) -> String {
         let mut o = String::new();
-        let _ = writeln!(o, "### gpustack lock diff: `{}`\n", self.headline());
+        let _ = writeln!(o, "### gpustack lock diff: {}\n", md_code(&self.headline()));
         if self.empty {
             o.push_str("No changes: nothing to rebuild, re-validate or re-apply.\n");
             return o;
         }
         if let Some(c) = self.costliest() {
-            let _ = writeln!(o, "**Costliest change: `{}`**: {}.\n", c.name(), c.action());
+            let _ = writeln!(
+                o,
+                "**Costliest change: {}**: {}.\n",
+                md_code(c.name()),
+                c.action()
+            );
         }
         if !self.changes.is_empty() {
             o.push_str("| change | old | new | class | what it costs |\n");
@@ -1225,16 +1230,44 @@ fn pad(s: &str, width: usize) -> String {
 
 /// Text safe inside a Markdown table cell.
 fn md_cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
+    // Newlines would end the table row; control characters are shown as escapes. Then
+    // every character Markdown or HTML gives a meaning inside a line is backslash-escaped
+    // (CommonMark: any ASCII punctuation may be), so a value from a lock cannot open a
+    // tag (`</table>`, `<!--`), a link, emphasis or a new table cell.
+    let flat = s.replace(['\n', '\r'], " ");
+    let flat = crate::error::escape_control(&flat);
+    let mut o = String::with_capacity(flat.len());
+    for c in flat.chars() {
+        if matches!(
+            c,
+            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '&' | '|' | '~' | '!' | '#'
+        ) {
+            o.push('\\');
+        }
+        o.push(c);
+    }
+    o
 }
 
-/// A code span safe inside a table cell.
+/// A code span safe inside a table cell: HTML is not interpreted inside a code span, the
+/// fence is longer than any run of backticks in the value, and `|` is escaped (GitHub
+/// splits table cells before it parses code spans).
 fn md_code(s: &str) -> String {
-    if s.contains('`') {
-        md_cell(s)
-    } else {
-        format!("`{}`", md_cell(s))
+    let flat = s.replace(['\n', '\r'], " ");
+    let flat = crate::error::escape_control(&flat).replace('|', "\\|");
+    let mut longest = 0;
+    let mut run = 0;
+    for c in flat.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
     }
+    let fence = "`".repeat(longest + 1);
+    let pad = if flat.starts_with('`') || flat.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{flat}{pad}{fence}")
 }
 
 #[cfg(test)]
@@ -1266,6 +1299,14 @@ mod tests {
     fn markdown_cells_escape_pipes_and_backticks() {
         assert_eq!(md_cell("a|b\nc"), "a\\|b c");
         assert_eq!(md_code("x|y"), "`x\\|y`");
-        assert_eq!(md_code("a`b"), "a`b");
+        assert_eq!(md_code("a`b"), "``a`b``");
+        assert_eq!(md_code("`a"), "`` `a ``");
+        // Nothing a lock holds can open a tag, a comment, a link or emphasis.
+        assert_eq!(
+            md_cell("</table><!-- [x](y) *b* _i_ &amp; ~s~ !"),
+            "\\</table\\>\\<\\!-- \\[x\\](y) \\*b\\* \\_i\\_ \\&amp; \\~s\\~ \\!"
+        );
+        assert_eq!(md_cell("a\u{1b}[2Jb"), "a\\\\u{1b}\\[2Jb");
+        assert_eq!(md_code("a\u{1b}b"), "`a\\u{1b}b`");
     }
 }

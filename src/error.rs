@@ -237,6 +237,52 @@ pub(crate) fn toml_diagnostic(
     d
 }
 
+/// Whether a character must not reach a terminal raw: C0 and C1 controls (ESC starts an
+/// ANSI sequence) and the Unicode bidirectional overrides that reorder what is shown.
+fn is_unsafe_char(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+fn escape_one(c: char) -> String {
+    match c {
+        '\n' | '\r' | '\t' => c.escape_debug().to_string(),
+        _ => c.escape_unicode().to_string(),
+    }
+}
+
+/// `s` with every control character escaped (`\n`, `\u{1b}`), for a value inside one
+/// line of output: a path or a name can then neither forge lines nor drive the terminal.
+pub fn escape_control(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(is_unsafe_char) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    std::borrow::Cow::Owned(
+        s.chars()
+            .map(|c| {
+                if is_unsafe_char(c) {
+                    escape_one(c)
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
+}
+
+/// `s` for a terminal: like [`escape_control`] but keeping newlines and tabs, for whole
+/// blocks of output (`why`, `catalog show`, error messages).
+pub fn terminal_safe(s: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| is_unsafe_char(c) && c != '\n' && c != '\t';
+    if !s.chars().any(bad) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    std::borrow::Cow::Owned(
+        s.chars()
+            .map(|c| if bad(c) { escape_one(c) } else { c.to_string() })
+            .collect(),
+    )
+}
+
 /// Closest candidate by edit distance, for "did you mean" hints.
 pub fn did_you_mean<'a>(
     word: &str,

@@ -64,6 +64,7 @@ pub mod emit;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod import;
 pub mod lock;
 pub mod plan;
 pub mod probe;
@@ -96,8 +97,41 @@ pub use version::{Version, VersionReq};
 /// assert_eq!(lock.to_toml(), committed);
 /// # Ok::<(), gpustack::Error>(())
 /// ```
+///
+/// A lock it returns renders for every target the spec configures
+/// ([`deploy::Deploy::configures`]): what a generator would refuse is refused here,
+/// at the spec's line when [`Spec::parse`] knows it, and otherwise (a safety net) with the
+/// generator's message, so `gpustack lock` never writes a lock that `gpustack gen` then
+/// refuses.
 pub fn lock_spec(catalog: &Catalog, spec_path: &str, spec_text: &str) -> Result<Lock, Error> {
     let spec = Spec::parse(spec_path, spec_text, catalog)?;
     let resolution = solve(catalog, &spec)?;
-    Ok(Lock::from_resolution(catalog, &resolution))
+    let lock = Lock::from_resolution(catalog, &resolution);
+    let (packer, k8s, slurm) = spec.deploy.configures();
+    let targets: Vec<plan::Target> = plan::Target::ALL
+        .into_iter()
+        .filter(|t| match t {
+            plan::Target::Packer => packer,
+            plan::Target::K8s => k8s,
+            plan::Target::Slurm => slurm,
+            plan::Target::Docker | plan::Target::Apptainer => true,
+        })
+        .collect();
+    if let Err(Error::Invalid(diags)) = plan::generate_many(&lock, &targets) {
+        return Err(Error::Invalid(
+            diags
+                .into_iter()
+                .map(|d| {
+                    let mut n = Diagnostic::new(
+                        Stage::Spec,
+                        format!("`gpustack gen` would refuse this spec: {}", d.message),
+                    )
+                    .at(Location::file(spec_path));
+                    n.hints = d.hints;
+                    n.hint("this check belongs at the value's line in `gpustack.toml`: please report it")
+                })
+                .collect(),
+        ));
+    }
+    Ok(lock)
 }

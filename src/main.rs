@@ -7,10 +7,19 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use gpustack::emit::{limits, ReadError};
 use gpustack::error::{Diagnostic, Stage};
 use gpustack::{Catalog, Component, Error, Lock};
 
 mod show;
+
+/// A line on standard error, escaped for the terminal; a closed stderr is ignored.
+macro_rules! note {
+    ($($t:tt)*) => {{
+        let text = format!($($t)*);
+        let _ = writeln!(std::io::stderr(), "{}", gpustack::error::terminal_safe(&text));
+    }};
+}
 
 #[derive(Parser)]
 #[command(
@@ -152,9 +161,9 @@ enum Command {
         #[arg(long, default_value = "gpustack.lock", value_name = "PATH")]
         lock: PathBuf,
     },
-    /// Show what the catalog holds
+    /// Show what the catalog holds; import releases from upstream
     #[command(
-        after_help = "Examples:\n  gpustack catalog list\n  gpustack catalog show torch\n  gpustack catalog show gpu --catalog site-catalog/"
+        after_help = "Examples:\n  gpustack catalog list\n  gpustack catalog show torch\n  gpustack catalog show gpu --catalog site-catalog/\n  gpustack catalog outdated\n  gpustack catalog import pypi vllm==0.6.3.post1 --out site-catalog/"
     )]
     Catalog {
         #[command(subcommand)]
@@ -194,6 +203,90 @@ enum CatalogCommand {
         #[arg(long = "catalog", value_name = "DIR")]
         catalogs: Vec<PathBuf>,
     },
+    /// Write overlay TOML from upstream metadata (PyPI, NVIDIA redistrib manifests)
+    #[command(
+        after_help = "Examples:\n  gpustack catalog import pypi vllm==0.6.3.post1 --out site-catalog/\n  gpustack catalog import pypi torch==2.5.1 --index https://download.pytorch.org/whl/cu124\n  gpustack catalog import redist redistrib_12.6.3.json --date 2026-11-25\n  gpustack lock --catalog site-catalog/\n\nEvery entry records its source URL and the date it was read (--date, else the\nresponse's Date header). Facts upstream metadata does not carry (arch lists, driver\nminimums, rules) are kept from the catalog or left out, and listed; never guessed."
+    )]
+    Import {
+        #[command(subcommand)]
+        from: ImportCommand,
+    },
+    /// What upstream has that the catalog lacks, per family
+    #[command(
+        after_help = "Examples:\n  gpustack catalog outdated\n  gpustack catalog outdated --format json\n  gpustack catalog outdated --redist redistrib_13.0.2.json\n\nPython families (torch, vllm, deepspeed, cuDNN and NCCL wheels, extras) are read from\nthe index; CUDA and cuDNN releases from the manifests given with --redist."
+    )]
+    Outdated {
+        /// A catalog overlay directory (repeatable)
+        #[arg(long = "catalog", value_name = "DIR")]
+        catalogs: Vec<PathBuf>,
+        /// The simple index to compare with
+        #[arg(long, default_value = gpustack::import::PYPI, value_name = "URL")]
+        index: String,
+        /// An NVIDIA redistrib manifest, file or URL (repeatable)
+        #[arg(long = "redist", value_name = "FILE_OR_URL")]
+        redist: Vec<String>,
+        /// Output format
+        #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+        format: String,
+        /// The date the report records as read (YYYY-MM-DD); default: the Date header
+        #[arg(long, value_name = "YYYY-MM-DD")]
+        date: Option<String>,
+        /// Fail instead of using the network
+        #[arg(long)]
+        offline: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ImportCommand {
+    /// Releases from a Python simple index (PEP 691/503 + PEP 658 metadata)
+    Pypi {
+        /// `NAME` (newest release) or `NAME==VERSION`: torch, vllm, deepspeed,
+        /// nvidia-cudnn-cuXX, nvidia-nccl-cuXX or an extra's distribution
+        #[arg(required = true, value_name = "NAME[==VERSION]")]
+        requests: Vec<String>,
+        /// The simple index (a PyTorch variant index gives `torch-<variant>.toml`)
+        #[arg(long, default_value = gpustack::import::PYPI, value_name = "URL")]
+        index: String,
+        /// When --index is a mirror: the index URL the entries record (`files`, an
+        /// extra's `index`), e.g. https://pypi.org/simple
+        #[arg(long, value_name = "URL")]
+        record_index: Option<String>,
+        /// Overlay directory to write into (files are replaced whole)
+        #[arg(long, default_value = "catalog-import", value_name = "DIR")]
+        out: PathBuf,
+        /// The catalog the overlay sits on (repeatable): facts not derived are kept from it
+        #[arg(long = "catalog", value_name = "DIR")]
+        catalogs: Vec<PathBuf>,
+        /// The date entries record as read (YYYY-MM-DD); default: the Date header
+        #[arg(long, value_name = "YYYY-MM-DD")]
+        date: Option<String>,
+        /// Do not also import the cuDNN/NCCL/torch releases a pin names
+        #[arg(long)]
+        no_follow: bool,
+        /// Fail instead of using the network
+        #[arg(long)]
+        offline: bool,
+    },
+    /// CUDA and cuDNN releases from NVIDIA `redistrib_X.Y.Z.json` manifests
+    Redist {
+        /// Manifest files or URLs
+        #[arg(required = true, value_name = "FILE_OR_URL")]
+        manifests: Vec<String>,
+        /// Overlay directory to write into (files are replaced whole)
+        #[arg(long, default_value = "catalog-import", value_name = "DIR")]
+        out: PathBuf,
+        /// The catalog the overlay sits on (repeatable): facts not derived are kept from it
+        #[arg(long = "catalog", value_name = "DIR")]
+        catalogs: Vec<PathBuf>,
+        /// The date entries record as read (YYYY-MM-DD); default: the Date header of a
+        /// URL, today for a file
+        #[arg(long, value_name = "YYYY-MM-DD")]
+        date: Option<String>,
+        /// Fail instead of using the network (files still work)
+        #[arg(long)]
+        offline: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -208,10 +301,33 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            let _ = writeln!(std::io::stderr(), "{e}");
+            let text = e.to_string();
+            let _ = writeln!(
+                std::io::stderr(),
+                "{}",
+                gpustack::error::terminal_safe(&text)
+            );
             ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
         }
     }
+}
+
+/// Standard output was closed (`gpustack matrix | head -1`): stop quietly.
+struct ClosedPipe;
+
+/// Writes `text` to standard output. Text formats are escaped for the terminal (JSON and
+/// Markdown escape for themselves); a closed pipe is [`ClosedPipe`], never a panic.
+fn stdout(text: &str) -> Result<(), ClosedPipe> {
+    let mut o = std::io::stdout().lock();
+    match o.write_all(text.as_bytes()).and_then(|()| o.flush()) {
+        Ok(()) => Ok(()),
+        Err(_) => Err(ClosedPipe),
+    }
+}
+
+/// [`out`] for text meant for a terminal: control characters escaped.
+fn out_text(text: &str) -> Result<(), ClosedPipe> {
+    stdout(&gpustack::error::terminal_safe(text))
 }
 
 fn load_catalog(dirs: &[PathBuf]) -> Result<Catalog, Error> {
@@ -220,13 +336,45 @@ fn load_catalog(dirs: &[PathBuf]) -> Result<Catalog, Error> {
 }
 
 fn read_text(path: &Path, stage: Stage, what: &str, hint: &str) -> Result<String, Error> {
-    let shown = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| {
-        let msg = match e.kind() {
-            std::io::ErrorKind::NotFound => format!("{what} `{shown}` not found"),
-            _ => format!("cannot read {what} `{shown}`: {e}"),
-        };
-        Diagnostic::new(stage, msg).hint(hint)
+    let limit = match stage {
+        Stage::Spec if what == "spec" => limits::SPEC,
+        Stage::Lock => limits::LOCK,
+        _ => limits::HARDWARE,
+    };
+    read_text_limited(path, stage, what, hint, limit)
+}
+
+fn read_text_limited(
+    path: &Path,
+    stage: Stage,
+    what: &str,
+    hint: &str,
+    limit: u64,
+) -> Result<String, Error> {
+    let shown = gpustack::emit::shown(path);
+    let bytes = gpustack::emit::read_bounded(path, limit).map_err(|e| match e {
+        ReadError::NotFound => {
+            Diagnostic::new(stage, format!("{what} `{shown}` not found")).hint(hint)
+        }
+        ReadError::NotRegular(kind) => Diagnostic::new(
+            stage,
+            format!("cannot read {what} `{shown}`: it is {kind}, not a regular file"),
+        )
+        .hint(hint),
+        ReadError::TooLarge(n) => Diagnostic::new(
+            stage,
+            format!(
+                "{what} `{shown}` is larger than {}",
+                gpustack::emit::human_size(n)
+            ),
+        )
+        .hint(format!(
+            "gpustack reads a {what} of at most {}; is this the right file?",
+            gpustack::emit::human_size(n)
+        )),
+        ReadError::Io(e) => {
+            Diagnostic::new(stage, format!("cannot read {what} `{shown}`: {e}")).hint(hint)
+        }
     })?;
     String::from_utf8(bytes).map_err(|e| {
         Diagnostic::new(
@@ -241,9 +389,51 @@ fn read_text(path: &Path, stage: Stage, what: &str, hint: &str) -> Result<String
     })
 }
 
+/// `lock` writes only over a lock: never over the spec it read (`--out gpustack.toml`),
+/// nor over an existing file that does not start with the lock's `@generated` marker.
+fn refuse_to_clobber(out: &Path, spec: &Path) -> Result<(), Error> {
+    let shown = gpustack::emit::shown(out);
+    let same = match (std::fs::metadata(out), std::fs::metadata(spec)) {
+        #[cfg(unix)]
+        (Ok(a), Ok(b)) => {
+            use std::os::unix::fs::MetadataExt;
+            a.dev() == b.dev() && a.ino() == b.ino()
+        }
+        _ => std::fs::canonicalize(out)
+            .ok()
+            .is_some_and(|a| std::fs::canonicalize(spec).ok() == Some(a)),
+    };
+    if same {
+        return Err(Diagnostic::new(
+            Stage::Usage,
+            format!("refusing to write the lock over the spec `{shown}`"),
+        )
+        .hint("the lock goes to its own file: `--out gpustack.lock`")
+        .into());
+    }
+    if !std::fs::symlink_metadata(out).is_ok_and(|m| m.is_file()) {
+        return Ok(());
+    }
+    // The marker is the first line of every lock gpustack writes; 64 bytes tell.
+    let mut head = [0u8; 64];
+    let n = std::fs::File::open(out)
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+        .unwrap_or(0);
+    let marker = b"# This file is @generated by gpustack";
+    if n == 0 || head[..n].starts_with(marker) {
+        return Ok(());
+    }
+    Err(Diagnostic::new(
+        Stage::Usage,
+        format!("refusing to overwrite `{shown}`: it is not a gpustack lock"),
+    )
+    .hint("a lock starts with `# This file is @generated by gpustack`; choose another `--out`, or remove the file first")
+    .into())
+}
+
 /// Reads and parses a lock; returns the path as the user named it, for messages.
 fn read_lock(path: &Path, hint: &str) -> Result<(String, Lock), Error> {
-    let shown = path.display().to_string();
+    let shown = gpustack::emit::shown(path);
     let text = read_text(path, Stage::Lock, "lock", hint)?;
     let lock = Lock::parse(&shown, &text)?;
     Ok((shown, lock))
@@ -258,7 +448,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
             check,
         } => {
             let catalog = load_catalog(&catalogs)?;
-            let spec_shown = spec.display().to_string();
+            let spec_shown = gpustack::emit::shown(&spec);
             let text = read_text(
                 &spec,
                 Stage::Spec,
@@ -275,41 +465,67 @@ fn run(cli: Cli) -> Result<u8, Error> {
                         Stage::Usage,
                         "`--check` compares against a lock file; it cannot be used with `--out -`",
                     )
+                    .hint("name the lock: `gpustack lock --check --out gpustack.lock`")
                     .into());
                 }
-                print!("{rendered}");
+                let _ = stdout(&rendered);
                 return Ok(0);
             }
             let out_path = PathBuf::from(&out);
+            let out_shown = gpustack::emit::shown(&out_path);
             if check {
-                let existing = std::fs::read_to_string(&out_path).unwrap_or_default();
-                if existing == rendered {
-                    eprintln!("{out} is up to date");
+                // The existing lock, read as any lock is: a directory, FIFO or device is an
+                // input error (2), not a stale lock (1).
+                let existing = match gpustack::emit::read_bounded(&out_path, limits::LOCK) {
+                    Ok(b) => b,
+                    Err(ReadError::NotFound) => {
+                        note!("error: {out_shown} does not exist: `gpustack lock` would create it\n\nhint: run `gpustack lock` and commit the result");
+                        return Ok(1);
+                    }
+                    Err(e) => {
+                        return Err(Diagnostic::new(
+                            Stage::Lock,
+                            format!("cannot read lock `{out_shown}`: {e}"),
+                        )
+                        .hint("`--out` names the lock file, like `gpustack.lock`")
+                        .into())
+                    }
+                };
+                if existing == rendered.as_bytes() {
+                    note!("{out_shown} is up to date");
                     return Ok(0);
                 }
-                eprintln!("error: {out} is stale: `gpustack lock` would change it\n\nhint: run `gpustack lock` and commit the result");
+                note!("error: {out_shown} is stale: `gpustack lock` would change it\n\nhint: run `gpustack lock` and commit the result");
                 return Ok(1);
             }
-            if let Some(parent) = out_path
-                .parent()
-                .filter(|p| !p.as_os_str().is_empty() && !p.exists())
-            {
+            refuse_to_clobber(&out_path, &spec)?;
+            let parent = gpustack::emit::check_destination(&out_path)
+                .map(|()| out_path.parent().filter(|p| !p.as_os_str().is_empty()))?;
+            if let Some(parent) = parent.filter(|p| !p.exists()) {
                 std::fs::create_dir_all(parent).map_err(|e| {
                     Diagnostic::new(
                         Stage::Io,
-                        format!("cannot create directory `{}`: {e}", parent.display()),
+                        format!(
+                            "cannot create directory `{}`: {e}",
+                            gpustack::emit::shown(parent)
+                        ),
                     )
                     .hint("check the `--out` path and its permissions")
                 })?;
             }
-            gpustack::emit::write_atomic(&out_path, rendered.as_bytes())?;
+            {
+                let dir = parent.unwrap_or(Path::new("."));
+                let _guard = gpustack::emit::DirLock::acquire(dir)?;
+                gpustack::emit::sweep_temporaries(dir);
+                gpustack::emit::write_atomic(&out_path, rendered.as_bytes())?;
+            }
             let summary: Vec<String> = lock
                 .components
                 .iter()
                 .map(|c| format!("{} {}", c.name, c.version))
                 .collect();
-            eprintln!(
-                "locked `{}` into {out}: {}",
+            note!(
+                "locked `{}` into {out_shown}: {}",
                 lock.request.name,
                 summary.join(", ")
             );
@@ -357,56 +573,62 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 .hint("change gpustack.toml (or a catalog overlay) and run `gpustack lock`; `gpustack check` lists every mismatch")
                 .into());
             }
-            // Render everything first, and check every target directory: a failure writes
-            // nothing.
+            // Render everything first: a failure writes nothing. Then every target is
+            // written together, or none is (gpustack::emit's protocol).
             let rendered = gpustack::plan::generate_many(&lock, &chosen)?;
+            let targets_files: Vec<gpustack::emit::TargetFiles<'_>> = rendered
+                .iter()
+                .map(|(t, files)| gpustack::emit::TargetFiles {
+                    name: t.name(),
+                    files: files
+                        .iter()
+                        .map(|f| gpustack::emit::OutFile {
+                            path: &f.path,
+                            contents: f.contents.as_bytes(),
+                            executable: f.executable,
+                        })
+                        .collect(),
+                })
+                .collect();
+            let out_shown = gpustack::emit::shown(&out);
             if !check {
-                for (t, _) in &rendered {
-                    gpustack::emit::check_target_dir(&out.join(t.name()))?;
+                let (written, recovered) = gpustack::emit::write_targets(&out, &targets_files)?;
+                if let Some(r) = recovered {
+                    note!(
+                        "rolled back an interrupted `gpustack gen` in {out_shown} ({})",
+                        r.join(", ")
+                    );
                 }
-            }
-            let mut stale = Vec::new();
-            for (t, files) in &rendered {
-                let dir = out.join(t.name());
-                let outs: Vec<gpustack::emit::OutFile<'_>> = files
-                    .iter()
-                    .map(|f| gpustack::emit::OutFile {
-                        path: &f.path,
-                        contents: f.contents.as_bytes(),
-                        executable: f.executable,
-                    })
-                    .collect();
-                if check {
-                    for d in gpustack::emit::diff_dir(&dir, &outs) {
-                        stale.push(format!("{}/{d}", t.name()));
+                for w in &written {
+                    let dir = gpustack::emit::shown(&out.join(&w.name));
+                    if w.changed {
+                        note!("wrote {dir} ({} files)", w.files);
+                    } else {
+                        // Unchanged: the files (and their mtimes) were left alone.
+                        note!("{dir} is up to date ({} files)", w.files);
                     }
-                } else if gpustack::emit::diff_dir(&dir, &outs).is_empty() {
-                    // Unchanged: leave the files (and their mtimes) alone.
-                    eprintln!("{} is up to date ({} files)", dir.display(), files.len());
-                } else {
-                    gpustack::emit::replace_dir(&dir, &outs)?;
-                    eprintln!("wrote {} ({} files)", dir.display(), files.len());
+                }
+                return Ok(0);
+            }
+            let mut stale: Vec<String> = gpustack::emit::interrupted(&out).into_iter().collect();
+            for t in &targets_files {
+                for d in gpustack::emit::diff_dir(&out.join(t.name), &t.files) {
+                    stale.push(format!("{}/{d}", t.name));
                 }
             }
-            if check {
-                if stale.is_empty() {
-                    eprintln!("{} is up to date", out.display());
-                    return Ok(0);
-                }
-                eprintln!(
-                    "error: {} is stale: `gpustack gen` would change it",
-                    out.display()
-                );
-                for s in &stale {
-                    eprintln!("    {s}");
-                }
-                eprintln!(
-                    "\nhint: run `gpustack gen {}` and commit the result",
-                    targets.join(" ")
-                );
-                return Ok(1);
+            if stale.is_empty() {
+                note!("{out_shown} is up to date");
+                return Ok(0);
             }
-            Ok(0)
+            note!("error: {out_shown} is stale: `gpustack gen` would change it");
+            for s in &stale {
+                note!("    {s}");
+            }
+            note!(
+                "\nhint: run `gpustack gen {}` and commit the result",
+                targets.join(" ")
+            );
+            Ok(1)
         }
         Command::Check {
             spec,
@@ -418,7 +640,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
             strict,
         } => {
             let catalog = load_catalog(&catalogs)?;
-            let lock_shown = lock.display().to_string();
+            let lock_shown = gpustack::emit::shown(&lock);
             let lock_text = read_text(
                 &lock,
                 Stage::Lock,
@@ -432,7 +654,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
             };
             let spec_text = match &spec_path {
                 Some(p) => Some((
-                    p.display().to_string(),
+                    gpustack::emit::shown(p),
                     read_text(p, Stage::Spec, "spec", "pass `--spec PATH`")?,
                 )),
                 None => None,
@@ -441,7 +663,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 Some(p) if !p.is_dir() => {
                     return Err(Diagnostic::new(
                         Stage::Usage,
-                        format!("output directory `{}` not found", p.display()),
+                        format!("output directory `{}` not found", gpustack::emit::shown(&p)),
                     )
                     .hint("generate it with `gpustack gen all`, or leave out `--out`")
                     .into())
@@ -450,12 +672,12 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 None => Some(PathBuf::from("out")).filter(|p| p.is_dir()),
             };
             let tree = match &out_dir {
-                Some(d) => Some((d.display().to_string(), gpustack::emit::read_tree(d)?)),
+                Some(d) => Some((gpustack::emit::shown(d), gpustack::emit::read_out_tree(d)?)),
                 None => None,
             };
             let hw = match &hardware {
                 Some(p) => {
-                    let shown = p.display().to_string();
+                    let shown = gpustack::emit::shown(p);
                     let text = read_text(
                         p,
                         Stage::Spec,
@@ -477,14 +699,15 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 lock: (&lock_shown, &lock_text),
                 spec: spec_text.as_ref().map(|(p, t)| (p.as_str(), t.as_str())),
                 catalog: &catalog,
-                out: tree.as_ref().map(|(d, t)| (d.as_str(), t)),
+                out: tree.as_ref().map(|(d, t)| (d.as_str(), &t.files)),
+                unusual: tree.as_ref().map_or(&[][..], |(_, t)| &t.unusual),
                 hardware: hw.as_ref(),
             })?;
-            match format.as_str() {
-                "json" => print!("{}", report.to_json()),
-                "github" => print!("{}", report.to_github()),
-                _ => print!("{}", report.to_text()),
-            }
+            let _ = match format.as_str() {
+                "json" => stdout(&report.to_json()),
+                "github" => stdout(&report.to_github()),
+                _ => out_text(&report.to_text()),
+            };
             Ok(report.exit_code(strict))
         }
         Command::Diff { old, new, format } => {
@@ -492,11 +715,11 @@ fn run(cli: Cli) -> Result<u8, Error> {
             let (_, old) = read_lock(&old, hint)?;
             let (_, new) = read_lock(&new, hint)?;
             let d = gpustack::diff::diff(&old, &new);
-            match format.as_str() {
-                "json" => print!("{}", d.to_json()),
-                "markdown" => print!("{}", d.to_markdown()),
-                _ => print!("{}", d.to_text()),
-            }
+            let _ = match format.as_str() {
+                "json" => stdout(&d.to_json()),
+                "markdown" => stdout(&d.to_markdown()),
+                _ => out_text(&d.to_text()),
+            };
             Ok(0)
         }
         Command::Matrix {
@@ -506,7 +729,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
             limit,
         } => {
             let catalog = load_catalog(&catalogs)?;
-            let shown = spec.display().to_string();
+            let shown = gpustack::emit::shown(&spec);
             let text = read_text(
                 &spec,
                 Stage::Spec,
@@ -515,17 +738,27 @@ fn run(cli: Cli) -> Result<u8, Error> {
             )?;
             let spec = gpustack::Spec::parse(&shown, &text, &catalog)?;
             let m = gpustack::solve::matrix::matrix(&catalog, &spec, limit)?;
-            match format.as_str() {
-                "github" => print!("{}", m.to_github()),
-                _ => print!("{}", m.to_json()),
+            {
+                // Row by row: `gpustack matrix | head -1` ends quietly when head exits.
+                let mut w = std::io::BufWriter::new(std::io::stdout().lock());
+                let written = match format.as_str() {
+                    "github" => m.write_github(&mut w),
+                    _ => m.write_json(&mut w),
+                };
+                if written.and_then(|()| w.flush()).is_err() {
+                    return Ok(0);
+                }
             }
-            if m.truncated() {
-                eprintln!(
-                    "{} of {} stacks (--limit {})",
+            match (m.truncated(), m.total) {
+                (false, _) => {}
+                (true, Some(t)) => {
+                    note!("{} of {t} stacks (--limit {})", m.rows.len(), m.rows.len())
+                }
+                (true, None) => note!(
+                    "the best {} stacks (--limit {}); more exist, not counted",
                     m.rows.len(),
-                    m.total,
                     m.rows.len()
-                );
+                ),
             }
             std::mem::forget(catalog);
             Ok(0)
@@ -538,7 +771,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
             let catalog = load_catalog(&catalogs)?;
             let (shown, text) = match &from {
                 Some(p) => (
-                    p.display().to_string(),
+                    gpustack::emit::shown(p),
                     read_text(
                         p,
                         Stage::Usage,
@@ -560,11 +793,15 @@ fn run(cli: Cli) -> Result<u8, Error> {
             };
             let probe = gpustack::probe::parse(&shown, &text, &catalog)?;
             match format.as_str() {
-                "json" => println!(
-                    "{}",
-                    serde_json::to_string_pretty(&probe.to_json()).unwrap_or_default()
-                ),
-                _ => print!("{}", probe.hardware_toml()),
+                "json" => {
+                    let _ = stdout(&format!(
+                        "{}\n",
+                        serde_json::to_string_pretty(&probe.to_json()).unwrap_or_default()
+                    ));
+                }
+                _ => {
+                    let _ = out_text(&probe.hardware_toml());
+                }
             }
             Ok(0)
         }
@@ -599,20 +836,20 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 ))
                 .into());
             };
-            print!("{}", show::why(&lock, lc));
+            let _ = out_text(&show::why(&lock, lc));
             Ok(0)
         }
         Command::Catalog { what } => match what {
             CatalogCommand::List { catalogs } => {
                 let catalog = load_catalog(&catalogs)?;
-                print!("{}", show::list(&catalog));
+                let _ = out_text(&show::list(&catalog));
                 Ok(0)
             }
             CatalogCommand::Show { family, catalogs } => {
                 let catalog = load_catalog(&catalogs)?;
                 match show::family(&catalog, &family) {
                     Some(t) => {
-                        print!("{t}");
+                        let _ = out_text(&t);
                         Ok(0)
                     }
                     None => Err(Diagnostic::new(
@@ -622,6 +859,37 @@ fn run(cli: Cli) -> Result<u8, Error> {
                     .hint(format!("families are: {}", show::FAMILIES.join(", ")))
                     .into()),
                 }
+            }
+            CatalogCommand::Import { from } => import(from),
+            CatalogCommand::Outdated {
+                catalogs,
+                index,
+                redist,
+                format,
+                date,
+                offline,
+            } => {
+                let catalog = load_catalog(&catalogs)?;
+                let http = gpustack::import::Http::new(offline);
+                let manifests = read_manifests(&http, &redist)?;
+                if let Some(d) = &date {
+                    gpustack::import::check_date(d)?;
+                }
+                let report = gpustack::import::outdated::outdated(
+                    &http,
+                    &catalog,
+                    &index,
+                    &manifests,
+                    date.as_deref(),
+                )?;
+                match format.as_str() {
+                    "json" => println!(
+                        "{}",
+                        serde_json::to_string_pretty(&report.json()).unwrap_or_default()
+                    ),
+                    _ => print!("{}", report.text()),
+                }
+                Ok(0)
             }
         },
         Command::Init { gpu, driver, path } => {
@@ -650,33 +918,138 @@ fn run(cli: Cli) -> Result<u8, Error> {
                     .into());
                 }
             }
-            if path.exists() {
+            let shown = gpustack::emit::shown(&path);
+            if std::fs::symlink_metadata(&path).is_ok() {
                 return Err(Diagnostic::new(
                     Stage::Usage,
-                    format!(
-                        "`{}` already exists; `init` never overwrites",
-                        path.display()
-                    ),
+                    format!("`{shown}` already exists; `init` never overwrites"),
                 )
                 .hint("edit it, or pass `--path` to write somewhere else")
                 .into());
             }
             let text = show::starter(g, driver.as_deref());
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&path)
-                .map_err(|e| {
-                    Diagnostic::new(
-                        Stage::Io,
-                        format!("cannot create `{}`: {e}", path.display()),
-                    )
-                })?;
-            f.write_all(text.as_bytes()).map_err(|e| {
-                Diagnostic::new(Stage::Io, format!("cannot write `{}`: {e}", path.display()))
-            })?;
-            eprintln!("wrote {}; next: `gpustack lock`", path.display());
+            // Written to a temporary file, then linked into place: a full disk leaves no
+            // empty spec behind to block the next `init`.
+            gpustack::emit::write_new(&path, text.as_bytes())?;
+            note!("wrote {shown}; next: `gpustack lock`");
             Ok(0)
+        }
+    }
+}
+
+/// Reads manifests from files or URLs, with the date the first URL's response gives.
+fn read_manifests(
+    http: &gpustack::import::Http,
+    sources: &[String],
+) -> Result<Vec<gpustack::import::redist::Manifest>, Error> {
+    Ok(read_manifests_dated(http, sources)?.0)
+}
+
+fn read_manifests_dated(
+    http: &gpustack::import::Http,
+    sources: &[String],
+) -> Result<(Vec<gpustack::import::redist::Manifest>, Option<String>), Error> {
+    use gpustack::import::{Fetch, ImportError, Request};
+    let mut out = Vec::new();
+    let mut date = None;
+    for s in sources {
+        let text = if s.starts_with("https://") || s.starts_with("http://") {
+            let r = http
+                .fetch(&Request::get(s.clone()))
+                .map_err(ImportError::Fetch)?;
+            if r.status != 200 {
+                return Err(ImportError::Status {
+                    url: s.clone(),
+                    status: r.status,
+                }
+                .into());
+            }
+            if date.is_none() {
+                date = r.date.as_deref().and_then(gpustack::import::http_date);
+            }
+            String::from_utf8_lossy(&r.body).into_owned()
+        } else {
+            read_text(
+                Path::new(s),
+                Stage::Usage,
+                "manifest",
+                "pass a redistrib_X.Y.Z.json file or its URL",
+            )?
+        };
+        out.push(gpustack::import::redist::parse(s, &text)?);
+    }
+    Ok((out, date))
+}
+
+/// Writes an import's overlay files into `out`, checks that the overlay loads on top of
+/// the base catalog, and prints the summary.
+fn write_import(
+    imp: &gpustack::import::Import,
+    out: &Path,
+    catalogs: &[PathBuf],
+) -> Result<u8, Error> {
+    let io = |e: std::io::Error, p: &Path| -> Error {
+        Diagnostic::new(Stage::Io, format!("cannot write `{}`: {e}", p.display())).into()
+    };
+    std::fs::create_dir_all(out).map_err(|e| io(e, out))?;
+    let files = imp.files();
+    for f in &files {
+        let p = out.join(&f.name);
+        std::fs::write(&p, &f.contents).map_err(|e| io(e, &p))?;
+    }
+    let mut dirs = catalogs.to_vec();
+    dirs.push(out.to_path_buf());
+    load_catalog(&dirs)?;
+    for f in &files {
+        println!("wrote {}", out.join(&f.name).display());
+    }
+    print!("{}", imp.summary());
+    Ok(0)
+}
+
+fn import(from: ImportCommand) -> Result<u8, Error> {
+    match from {
+        ImportCommand::Pypi {
+            requests,
+            index,
+            record_index,
+            out,
+            catalogs,
+            date,
+            no_follow,
+            offline,
+        } => {
+            let base = load_catalog(&catalogs)?;
+            let http = gpustack::import::Http::new(offline);
+            let opts = gpustack::import::PypiOptions {
+                index,
+                record_index,
+                date,
+                follow_pins: !no_follow,
+            };
+            let imp = gpustack::import::import_pypi(&http, &base, &requests, &opts)?;
+            write_import(&imp, &out, &catalogs)
+        }
+        ImportCommand::Redist {
+            manifests,
+            out,
+            catalogs,
+            date,
+            offline,
+        } => {
+            let base = load_catalog(&catalogs)?;
+            let http = gpustack::import::Http::new(offline);
+            let (parsed, header_date) = read_manifests_dated(&http, &manifests)?;
+            let date = match date.or(header_date) {
+                Some(d) => d,
+                None => {
+                    let d = gpustack::import::today();
+                    eprintln!("note: no --date given; entries record today ({d}) as the day read");
+                    d
+                }
+            };
+            let imp = gpustack::import::redist::import(&base, &parsed, &date)?;
+            write_import(&imp, &out, &catalogs)
         }
     }
 }

@@ -392,7 +392,7 @@ fn serve() -> Value {
             ),
             (
                 "tensor_parallel",
-                integer("Tensor-parallel size: GPUs per replica.", 64, Some(1), 8),
+                integer("Tensor-parallel size: GPUs per replica, on one node: at most `[cluster].gpus_per_node` (8 without [cluster]).", 16, Some(1), 8),
             ),
             (
                 "max_model_len",
@@ -518,8 +518,8 @@ fn slurm() -> Value {
                 "partition",
                 json!({
                     "type": "string",
-                    "description": "The partition: letters, digits, `-` and `_`, 1 to 64 characters.",
-                    "pattern": "^[A-Za-z0-9_-]{1,64}$",
+                    "description": "The partition: letters, digits, `-` and `_`, 1 to 64 characters, starting with a letter or digit (a leading `-` would be read as an option).",
+                    "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$",
                     "examples": ["gpu"],
                 }),
             ),
@@ -537,8 +537,8 @@ fn slurm() -> Value {
                 "time",
                 json!({
                     "type": "string",
-                    "description": "The time limit, `HH:MM:SS` or `D-HH:MM:SS`.",
-                    "pattern": "^([0-9]{1,3}-)?[0-9]{1,2}(:[0-9]{1,2}){0,2}$",
+                    "description": "The time limit in one of sbatch's `--time` formats (https://slurm.schedmd.com/sbatch.html#OPT_time): `MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM` or `D-HH:MM:SS`; not zero (Slurm reads zero as no limit): `UNLIMITED` for none.",
+                    "pattern": "^(UNLIMITED|unlimited|INFINITE|infinite|[0-9]{1,6}(:[0-5]?[0-9]){0,1}|[0-9]{1,6}:[0-5]?[0-9]:[0-5]?[0-9]|[0-9]{1,6}-([01]?[0-9]|2[0-3])(:[0-5]?[0-9]){0,2})$",
                     "default": "24:00:00",
                     "examples": ["48:00:00"],
                 }),

@@ -598,11 +598,25 @@ impl Spec {
             slurm: wire.slurm,
             storage: wire.storage,
         };
+        let serve_span = deploy_wire.serve.as_ref().map(toml::Spanned::span);
         let deploy = deploy_wire.validate(&mut crate::deploy::At {
             file,
             text,
             diags: &mut diags,
         });
+        if let Some(span) = serve_span {
+            // Every generator refuses [serve] without vLLM: refuse it here, at its line.
+            if !components.contains_key(&Component::Vllm) {
+                diags.push(
+                    Diagnostic::new(
+                        Stage::Spec,
+                        "`[serve]` runs vLLM, but `[components]` has no `vllm`",
+                    )
+                    .at_offset(file, text, span.start)
+                    .hint("add `vllm = \"*\"` to [components], or remove [serve]"),
+                );
+            }
+        }
         if !diags.is_empty() {
             return Err(Error::Invalid(diags));
         }

@@ -78,6 +78,38 @@ fn conflicts_are_explained() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// Every `fixtures/neighbours/NAME.toml` is the valid neighbour of the conflict
+/// `fixtures/conflicts/NAME.toml`: one fact changed so that the rule the conflict breaks
+/// holds, and it locks. A rule that rejects its neighbour too is stricter than its source.
+#[test]
+fn conflict_neighbours_lock() {
+    let root = root();
+    let cases = sorted_files(&root.join("fixtures/neighbours"), "toml");
+    assert!(
+        cases.len() >= 4,
+        "expected neighbours, found {}",
+        cases.len()
+    );
+    let mut failures = Vec::new();
+    for case in &cases {
+        let name = case.file_stem().unwrap().to_str().unwrap();
+        if !root
+            .join(format!("fixtures/conflicts/{name}.toml"))
+            .exists()
+        {
+            failures.push(format!(
+                "neighbours/{name}.toml has no conflicts/{name}.toml"
+            ));
+        }
+        let rel = format!("fixtures/neighbours/{name}.toml");
+        let out = run_in(&root, &["lock", "--spec", &rel, "--out", "-"]);
+        if out.code != 0 {
+            failures.push(format!("{rel}: exit {}\n{}", out.code, out.stderr));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
 #[test]
 fn bad_input_is_rejected_with_exit_2_and_nothing_written() {
     let root = root();
@@ -458,9 +490,19 @@ fn gen_usage_errors_and_check() {
         "{}",
         out.stderr
     );
-    // Regenerating removes the stray file.
-    assert_eq!(run_in(&dir, &["gen", "docker"]).code, 0);
-    assert!(!dir.join("out/docker/stray.txt").exists());
+    // gpustack never deletes a file it did not write: `gen` refuses and keeps it.
+    let out = run_in(&dir, &["gen", "docker"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("docker/stray.txt was not written by gpustack"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        std::fs::read(dir.join("out/docker/stray.txt")).unwrap(),
+        b"x"
+    );
 }
 
 /// The book's command list is the binary's: a new subcommand cannot go undocumented.
@@ -588,7 +630,7 @@ fn matrix_lists_stacks_best_first() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     let rows: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(rows.as_array().unwrap().len(), 2);
-    assert!(out.stderr.contains("2 of "), "{}", out.stderr);
+    assert!(out.stderr.contains("the best 2 stacks"), "{}", out.stderr);
     let lock = gpustack::Lock::parse(
         "l",
         &std::fs::read_to_string(root.join("lockfiles/a100-pytorch.lock")).unwrap(),

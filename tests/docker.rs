@@ -319,7 +319,7 @@ fn hostile_values_stay_quoted() {
     std::fs::create_dir_all(dir.join("site")).unwrap();
     std::fs::write(
         dir.join("site/env.toml"),
-        "family = \"env\"\n\n[[env]]\nfabric = \"infiniband\"\nname = \"NCCL_TEST_HOSTILE\"\nvalue = \"a b;c && touch /pwned # x\"\nsource = \"test\"\n",
+        "family = \"env\"\n\n[[env]]\nfabric = \"infiniband\"\nname = \"NCCL_DEBUG_SUBSYS\"\nvalue = \"a b;c && touch /pwned # x\"\nsource = \"test\"\n",
     )
     .unwrap();
     let out = run_in(&dir, &["lock", "--catalog", "site"]);
@@ -328,12 +328,12 @@ fn hostile_values_stay_quoted() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     let dockerfile = std::fs::read_to_string(dir.join("out/docker/Dockerfile")).unwrap();
     assert!(
-        dockerfile.contains("ENV NCCL_TEST_HOSTILE=\"a b;c && touch /pwned # x\""),
+        dockerfile.contains("ENV NCCL_DEBUG_SUBSYS=\"a b;c && touch /pwned # x\""),
         "{dockerfile}"
     );
     let def = std::fs::read_to_string(dir.join("out/apptainer/llm-cluster.def")).unwrap();
     assert!(
-        def.contains("export NCCL_TEST_HOSTILE='a b;c && touch /pwned # x'"),
+        def.contains("export NCCL_DEBUG_SUBSYS='a b;c && touch /pwned # x'"),
         "{def}"
     );
     let bake = std::fs::read_to_string(dir.join("out/docker/docker-bake.hcl")).unwrap();

@@ -593,11 +593,13 @@ fn manifests_agree_with_the_lock_and_the_images() {
             );
         }
         if let Some(p) = package("dcgm-exporter") {
-            assert_eq!(
-                v["dcgmExporter"]["version"],
-                p["version"].as_str().unwrap(),
-                "{name}"
-            );
+            // The tag NVIDIA publishes for the version (`-distroless` flavour), else the version.
+            let tag = p
+                .get("image-tag")
+                .or_else(|| p.get("version"))
+                .and_then(|t| t.as_str())
+                .unwrap();
+            assert_eq!(v["dcgmExporter"]["version"], tag, "{name}");
             if let Some(img) = p.get("image").and_then(|i| i.as_str()) {
                 let joined = format!(
                     "{}/{}",
@@ -899,11 +901,16 @@ fn corrupt(dir: &Path, file: &str, from: &str, to: &str) {
     std::fs::write(&p, text.replacen(from, to, 1)).unwrap();
 }
 
-/// The example spec with a vLLM server over two nodes per replica (a LeaderWorkerSet).
+/// The example spec with a vLLM server over two nodes per replica (a LeaderWorkerSet),
+/// for Kubernetes alone (Slurm does not write a multi-node server).
 fn lws_spec() -> String {
     std::fs::read_to_string(root().join("fixtures/specs/h100-ib-train-serve.toml"))
         .unwrap()
         .replace("replicas = 2\n", "replicas = 1\nnodes = 2\n")
+        .replace(
+            "[slurm]\npartition = \"gpu\"\ncontainer = \"pyxis\"\ntime = \"48:00:00\"\n",
+            "",
+        )
 }
 
 /// The validators really run: broken copies of generated manifests are rejected, one of
@@ -1182,13 +1189,36 @@ fn serve_parallelism_is_checked_at_lock_time() {
         assert!(out.stderr.contains(why), "{what}: {}", out.stderr);
         let _ = std::fs::remove_dir_all(&dir);
     }
-    let dir = lock_and_generate("serve-lws", &lws_spec());
+    let spec = lws_spec();
+    assert!(!spec.contains("[slurm]"));
+    let dir = lock_and_generate("serve-lws", &spec);
     assert!(dir.join("vllm-leaderworkerset.yaml").exists());
     assert!(!dir.join("vllm-deployment.yaml").exists());
-    // Slurm says it does not write a multi-node server rather than write a wrong one.
-    let out = run_in(dir.parent().unwrap().parent().unwrap(), &["gen", "slurm"]);
+    // With [slurm], the lock says Slurm does not write a multi-node server, rather than
+    // gen writing a wrong one.
+    let dir = tempdir("serve-lws-slurm");
+    let with_slurm = base.replacen("replicas = 2\n", "replicas = 1\nnodes = 2\n", 1);
+    std::fs::write(dir.join("gpustack.toml"), with_slurm).unwrap();
+    let out = run_in(&dir, &["lock"]);
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(out.stderr.contains("Kubernetes only"), "{}", out.stderr);
+    assert!(out.stderr.contains("--> gpustack.toml:"), "{}", out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A request gen k8s cannot satisfy fails with a diagnostic at its line.
+#[test]
+fn tensor_parallel_beyond_a_node_is_refused() {
+    let spec = hostile_spec(&["python", "train.py"], "/models/x")
+        .replace("tensor_parallel = 8", "tensor_parallel = 16");
+    let dir = tempdir("tp16");
+    std::fs::write(dir.join("gpustack.toml"), spec).unwrap();
+    // Refused when locking, at its line (issue 17: lock refuses what gen would).
+    let out = run_in(&dir, &["lock"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("tensor_parallel"), "{}", out.stderr);
+    assert!(out.stderr.contains("--> gpustack.toml:"), "{}", out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The fabrics and shapes the example specs do not cover (EFA, RoCE, Ethernet, one node;

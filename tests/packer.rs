@@ -692,7 +692,7 @@ fn hostile_values_stay_quoted() {
     std::fs::create_dir_all(dir.join("site")).unwrap();
     std::fs::write(
         dir.join("site/env.toml"),
-        "family = \"env\"\n\n[[env]]\nfabric = \"infiniband\"\nname = \"NCCL_TEST_HOSTILE\"\nvalue = \"a b;c && touch /pwned # %{if true}y%{endif} {x} <z>\"\nsource = \"test\"\n",
+        "family = \"env\"\n\n[[env]]\nfabric = \"infiniband\"\nname = \"NCCL_DEBUG_SUBSYS\"\nvalue = \"a b;c && touch /pwned # %{if true}y%{endif} {x} <z>\"\nsource = \"test\"\n",
     )
     .unwrap();
     let out = run_in(&dir, &["lock", "--catalog", "site"]);
@@ -703,7 +703,7 @@ fn hostile_values_stay_quoted() {
     let base = read(&pk, "scripts/base.sh");
     assert!(
         base.contains(
-            "export NCCL_TEST_HOSTILE='a b;c && touch /pwned # %{if true}y%{endif} {x} <z>'\n"
+            "export NCCL_DEBUG_SUBSYS='a b;c && touch /pwned # %{if true}y%{endif} {x} <z>'\n"
         ),
         "{base}"
     );

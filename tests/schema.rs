@@ -351,7 +351,8 @@ fn required_keys_are_the_parsers() {
         for (key, _) in keys(&table) {
             let mut spec = base.clone();
             unset(&mut spec, &name, &key);
-            let want_err = required(&table, &key);
+            // Across tables: [serve] needs vllm (tests/safety.rs).
+            let want_err = required(&table, &key) || (name == "components" && key == "vllm");
             if parse(&spec, &cat).is_err() != want_err {
                 failures.push(format!(
                     "without [{name}].{key}: schema says required = {want_err}"
@@ -435,6 +436,24 @@ fn integer_bounds_and_defaults_are_the_parsers() {
                         continue;
                     }
                     let mut spec = base.clone();
+                    // Across tables, tensor_parallel fits a node (checked in
+                    // tests/safety.rs): keep that rule out of these bounds.
+                    if (name.as_str(), key.as_str()) == ("cluster", "gpus_per_node") {
+                        set(
+                            &mut spec,
+                            "serve",
+                            "tensor_parallel",
+                            toml::Value::Integer(1),
+                        );
+                    }
+                    if (name.as_str(), key.as_str()) == ("serve", "tensor_parallel") {
+                        set(
+                            &mut spec,
+                            "cluster",
+                            "gpus_per_node",
+                            toml::Value::Integer(16),
+                        );
+                    }
                     set(&mut spec, &name, &key, toml::Value::Integer(n));
                     if parse(&spec, &cat).is_ok() != ok {
                         failures.push(format!(

@@ -233,7 +233,7 @@ fn hostile() -> Generated {
         );
     assert!(spec.contains("x; rm -rf /") && spec.contains(HOSTILE_MODEL));
     let overlay = format!(
-        "family = \"env\"\n\n[[env]]\nfabric = \"infiniband\"\nname = \"NCCL_TEST_HOSTILE\"\nvalue = {}\nsource = \"test\"\n",
+        "family = \"env\"\n\n[[env]]\nfabric = \"infiniband\"\nname = \"NCCL_DEBUG_SUBSYS\"\nvalue = {}\nsource = \"test\"\n",
         toml_string(HOSTILE_ENV)
     );
     generated_spec("hostile", &spec, Some(&overlay))
@@ -490,7 +490,7 @@ fn hostile_values_stay_quoted() {
     let env = std::fs::read_to_string(g.slurm.join("env/nccl.env")).unwrap();
     assert!(
         env.contains(&format!(
-            "export NCCL_TEST_HOSTILE='{}'\n",
+            "export NCCL_DEBUG_SUBSYS='{}'\n",
             HOSTILE_ENV.replace('\'', "'\\''")
         )),
         "{env}"
@@ -528,36 +528,36 @@ fn apptainer_runs_the_sif_only_for_its_layer() {
     }
 }
 
-fn gen_fails(name: &str, spec: &str, needle: &str) {
+/// What `gen slurm` could not write is refused by `gpustack lock` already (issue 17: a
+/// lock that locks also renders), with the message, and nothing is written.
+fn lock_refuses(name: &str, spec: &str, needle: &str) {
     let dir = tempdir(&format!("slurm-{name}"));
     std::fs::write(dir.join("gpustack.toml"), spec).unwrap();
     let out = run_in(&dir, &["lock"]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let out = run_in(&dir, &["gen", "slurm"]);
     assert_eq!(out.code, 2, "{name}: {}", out.stderr);
     assert!(out.stderr.contains(needle), "{name}: {}", out.stderr);
-    assert!(!dir.join("out").exists(), "{name}: wrote files");
+    assert!(!dir.join("gpustack.lock").exists(), "{name}: wrote a lock");
 }
 
 /// What a Slurm job cannot do is refused with a diagnostic, not written.
 #[test]
 fn impossible_requests_are_refused() {
     // pyxis and Apptainer separate mounts with `,`: a path with one would become two mounts.
-    gen_fails(
+    lock_refuses(
         "comma-path",
         &base_spec().replace(
             "checkpoints = \"lustre:/lustre/scratch/ckpt\"",
             "checkpoints = \"lustre:/a,/etc\"",
         ),
-        "cannot mount a path with `,`",
+        "`[storage].checkpoints` path `/a,/etc` cannot be mounted by pyxis",
     );
-    gen_fails(
+    lock_refuses(
         "wide-serve",
         &base_spec().replace("tensor_parallel = 8", "tensor_parallel = 16"),
-        "more than the 8 GPUs of a node",
+        "GPUs do not fit 1 node(s) of 8 GPUs",
     );
     // A workload's image must be built: the layers below lack what it adds.
-    gen_fails(
+    lock_refuses(
         "unbuilt-layers",
         &unbuilt_layers_spec(),
         "the `training` image is not built",
@@ -565,7 +565,7 @@ fn impossible_requests_are_refused() {
     let no_torch = std::fs::read_to_string(root().join("fixtures/specs/h100-forward-compat.toml"))
         .unwrap()
         + "\n[train]\ncommand = [\"python\", \"train.py\"]\n";
-    gen_fails("train-without-torch", &no_torch, "the lock has no torch");
+    lock_refuses("train-without-torch", &no_torch, "the lock has no torch");
 }
 
 // ---------------------------------------------------------------- the cluster

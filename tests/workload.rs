@@ -567,7 +567,14 @@ fn leaderworkerset_starts_one_server_across_nodes() {
     if validator("python3").is_none() {
         return;
     }
-    let spec = base_spec().replace("replicas = 2\n", "replicas = 1\nnodes = 2\n");
+    // For Kubernetes alone: Slurm does not write a multi-node server.
+    let spec = base_spec()
+        .replace("replicas = 2\n", "replicas = 1\nnodes = 2\n")
+        .replace(
+            "[slurm]\npartition = \"gpu\"\ncontainer = \"pyxis\"\ntime = \"48:00:00\"\n",
+            "",
+        );
+    assert!(!spec.contains("[slurm]"));
     let dir = tempdir("workload-lws");
     std::fs::write(dir.join("gpustack.toml"), &spec).unwrap();
     write_code(&dir);

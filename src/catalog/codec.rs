@@ -185,6 +185,10 @@ codec_struct!(FileWire {
     targets,
     gpu,
     kernel_modules,
+    generation,
+    gpu_support,
+    torch_minimum,
+    tested,
     os,
     wheel,
     release,
@@ -306,12 +310,43 @@ codec_struct!(GpuWire {
     smi_names,
     min_driver,
     last_driver_branch,
+    cpu,
+    source,
+    note,
+});
+codec_struct!(GenerationWire {
+    arch,
+    min_driver,
+    last_driver_branch,
+    source,
+    note,
+});
+codec_struct!(GpuSupportWire {
+    cc,
+    since,
+    source,
+    note,
+});
+codec_struct!(TorchMinimumWire {
+    torch,
+    deepspeed,
+    source,
+    note,
+});
+codec_struct!(TestedWire {
+    name,
+    cuda,
+    cudnn,
+    nccl,
+    python,
+    torch,
     source,
     note,
 });
 codec_struct!(OsWire {
     id,
     cuda,
+    glibc,
     source,
     note,
 });
@@ -330,6 +365,7 @@ codec_struct!(ReleaseWire {
     cuda,
     cuda_mismatch_ok,
     files,
+    platforms,
 });
 codec_struct!(TorchWheelWire {
     torch,
@@ -358,6 +394,7 @@ codec_struct!(ExtraWire {
     pypi_variant,
     prebuilt,
     files,
+    platforms,
     source,
     note,
 });

@@ -12,6 +12,7 @@
 //! [`Diagnostic`] each), with `file:line:col`.
 
 mod codec;
+mod env_names;
 #[cfg(test)]
 mod tests;
 mod wire;
@@ -48,6 +49,7 @@ const FAMILIES: &[&str] = &[
     "os",
     "package",
     "python",
+    "tested",
     "torch",
     "vllm",
 ];
@@ -225,6 +227,8 @@ pub struct Gpu {
     pub min_driver: Option<Version>,
     /// Last driver branch supporting it (legacy architectures).
     pub last_driver_branch: Option<u64>,
+    /// CPU architecture of its hosts: `x86_64`, or `aarch64` for Grace systems.
+    pub cpu: String,
     /// Where this comes from.
     pub origin: Origin,
 }
@@ -255,6 +259,129 @@ pub struct KernelModules {
     pub origin: Origin,
 }
 
+/// The driver branches that support a GPU architecture (`[[generation]]` in `gpus.toml`).
+#[derive(Clone, Debug)]
+pub struct Generation {
+    /// `hopper`, as [`Gpu::arch`] spells it.
+    pub arch: String,
+    /// The first driver that supports the architecture.
+    pub min_driver: Option<Version>,
+    /// The last driver branch that supports it.
+    pub last_driver_branch: Option<u64>,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// The first cuDNN or NCCL release with kernels for a compute capability and every newer
+/// one (`[[gpu_support]]`).
+#[derive(Clone, Debug)]
+pub struct GpuSupport {
+    /// Applies to GPUs of this compute capability or newer.
+    pub cc: Cc,
+    /// The first release that supports them.
+    pub since: Version,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// The oldest DeepSpeed release that works with a torch minor (`[[torch_minimum]]`).
+#[derive(Clone, Debug)]
+pub struct DeepspeedTorchMinimum {
+    /// torch major and minor: `(2, 4)`.
+    pub torch: (u64, u64),
+    /// The oldest DeepSpeed release that works with it.
+    pub deepspeed: Version,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// A vendor-validated combination (`[[tested]]` in `tested.toml`): the exact versions an
+/// NGC container release or a cloud deep-learning image ships. Fields the vendor does not
+/// state are `None`.
+#[derive(Clone, Debug)]
+pub struct Tested {
+    /// `NGC PyTorch 25.10`.
+    pub name: String,
+    /// CUDA toolkit release.
+    pub cuda: Option<Version>,
+    /// cuDNN release.
+    pub cudnn: Option<Version>,
+    /// NCCL release.
+    pub nccl: Option<Version>,
+    /// Python minor.
+    pub python: Option<Version>,
+    /// A PyPI torch release.
+    pub torch: Option<Version>,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+impl Tested {
+    /// The version this tuple states for a component, if any.
+    pub fn version_of(&self, c: Component) -> Option<&Version> {
+        match c {
+            Component::Cuda => self.cuda.as_ref(),
+            Component::Cudnn => self.cudnn.as_ref(),
+            Component::Nccl => self.nccl.as_ref(),
+            Component::Python => self.python.as_ref(),
+            Component::Torch => self.torch.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+/// One Linux platform tag of a binary wheel: `manylinux_2_28_x86_64`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WheelPlatform {
+    /// The tag as the wheel's file name spells it.
+    pub tag: String,
+    /// `x86_64` or `aarch64`.
+    pub cpu: String,
+    /// The glibc the tag requires (`manylinux1` = 2.5, `manylinux2014` = 2.17,
+    /// `manylinux_X_Y` = X.Y); `None` for a plain `linux_*` tag, which states none.
+    pub glibc: Option<Version>,
+}
+
+impl WheelPlatform {
+    /// Parses a PEP 600 / legacy manylinux tag or a `linux_*` tag.
+    pub fn parse(tag: &str) -> Option<WheelPlatform> {
+        let (rest, cpu) = ["x86_64", "aarch64"]
+            .iter()
+            .find_map(|c| tag.strip_suffix(&format!("_{c}")).map(|r| (r, *c)))?;
+        let glibc = match rest {
+            "linux" => None,
+            "manylinux1" => Some("2.5"),
+            "manylinux2010" => Some("2.12"),
+            "manylinux2014" => Some("2.17"),
+            _ => {
+                let v = rest.strip_prefix("manylinux_")?;
+                let (a, b) = v.split_once('_')?;
+                if a.is_empty()
+                    || b.is_empty()
+                    || !a.bytes().chain(b.bytes()).all(|c| c.is_ascii_digit())
+                {
+                    return None;
+                }
+                return Some(WheelPlatform {
+                    tag: tag.to_string(),
+                    cpu: cpu.to_string(),
+                    glibc: Version::parse(&format!("{a}.{b}")).ok(),
+                });
+            }
+        };
+        Some(WheelPlatform {
+            tag: tag.to_string(),
+            cpu: cpu.to_string(),
+            glibc: glibc.and_then(|g| Version::parse(g).ok()),
+        })
+    }
+
+    /// Whether pip installs a wheel with this tag on a host with this CPU and glibc.
+    pub fn installs_on(&self, cpu: &str, glibc: &Version) -> bool {
+        self.cpu == cpu && self.glibc.as_ref().is_none_or(|g| g <= glibc)
+    }
+}
+
 /// An operating system with the CUDA releases it has images for.
 #[derive(Clone, Debug)]
 pub struct Os {
@@ -262,6 +389,8 @@ pub struct Os {
     pub id: String,
     /// CUDA releases with `nvidia/cuda` images for it.
     pub cuda: VersionReq,
+    /// The glibc version it ships, when sourced.
+    pub glibc: Option<Version>,
     /// Where this comes from.
     pub origin: Origin,
 }
@@ -317,6 +446,8 @@ pub struct TorchRelease {
     pub python: VersionReq,
     /// The variant the PyPI wheel is.
     pub pypi_variant: String,
+    /// Platform tags of the PyPI wheels (the `pypi_variant` build), when read.
+    pub platforms: Vec<WheelPlatform>,
     /// Where this comes from.
     pub origin: Origin,
 }
@@ -346,6 +477,8 @@ pub struct TorchBuild {
     pub python: VersionReq,
     /// `true` when this variant is the PyPI default of the release.
     pub pypi_default: bool,
+    /// Platform tags of its wheels, when read (the PyPI default build only).
+    pub platforms: Vec<WheelPlatform>,
     /// Files with hashes for this release.
     pub files: Vec<FileRef>,
     /// The `[[wheel]]` entry.
@@ -369,6 +502,8 @@ pub struct VllmRelease {
     pub min_cc: Option<Cc>,
     /// Files with hashes.
     pub files: Vec<FileRef>,
+    /// Platform tags of its PyPI wheels, when read.
+    pub platforms: Vec<WheelPlatform>,
     /// Where this comes from.
     pub origin: Origin,
 }
@@ -417,6 +552,8 @@ pub struct ExtraRelease {
     pub prebuilt: Option<String>,
     /// Files with hashes.
     pub files: Vec<FileRef>,
+    /// Platform tags of its PyPI wheels, when read.
+    pub platforms: Vec<WheelPlatform>,
     /// Where this comes from.
     pub origin: Origin,
 }
@@ -473,6 +610,16 @@ pub struct Catalog {
     pub gpus: Vec<Gpu>,
     /// Kernel-module flavours by architecture or product.
     pub kernel_modules: Vec<KernelModules>,
+    /// Driver support per GPU architecture, by architecture.
+    pub generations: Vec<Generation>,
+    /// cuDNN support of compute capabilities, oldest capability first.
+    pub cudnn_gpu_support: Vec<GpuSupport>,
+    /// NCCL support of compute capabilities, oldest capability first.
+    pub nccl_gpu_support: Vec<GpuSupport>,
+    /// The oldest DeepSpeed per torch minor, by torch minor.
+    pub deepspeed_torch_minimum: Vec<DeepspeedTorchMinimum>,
+    /// Vendor-validated combinations, by name.
+    pub tested: Vec<Tested>,
     /// Operating systems by id.
     pub os: Vec<Os>,
     /// Python releases, newest first.
@@ -644,6 +791,11 @@ struct Layers {
     targets: BTreeMap<String, (TargetsWire, Origin)>,
     gpu: BTreeMap<String, (GpuWire, Origin)>,
     kernel_modules: BTreeMap<String, (KernelModulesWire, Origin)>,
+    generation: BTreeMap<String, (GenerationWire, Origin)>,
+    /// Keyed by family (`cudnn`, `nccl`) and compute capability.
+    gpu_support: BTreeMap<String, (GpuSupportWire, Origin)>,
+    torch_minimum: BTreeMap<String, (TorchMinimumWire, Origin)>,
+    tested: BTreeMap<String, (TestedWire, Origin)>,
     os: BTreeMap<String, (OsWire, Origin)>,
     wheel: BTreeMap<String, (TorchWheelWire, Origin)>,
     release: BTreeMap<(String, String), (ReleaseWire, Origin)>,
@@ -799,7 +951,7 @@ impl Catalog {
 }
 
 fn read_overlay(dir: &Path, diags: &mut Vec<Diagnostic>) -> Vec<(String, String)> {
-    let shown = dir.display().to_string();
+    let shown = crate::emit::shown(dir);
     if !dir.is_dir() {
         diags.push(
             Diagnostic::new(
@@ -811,10 +963,9 @@ fn read_overlay(dir: &Path, diags: &mut Vec<Diagnostic>) -> Vec<(String, String)
         return Vec::new();
     }
     let mut out = Vec::new();
-    for entry in walkdir::WalkDir::new(dir)
-        .follow_links(true)
-        .sort_by_file_name()
-    {
+    // Symbolic links inside an overlay are ignored (the book's catalog chapter): not
+    // followed, so an overlay cannot pull in files from elsewhere or loop.
+    for entry in walkdir::WalkDir::new(dir).sort_by_file_name() {
         let entry = match entry {
             Ok(e) => e,
             Err(e) => {
@@ -829,9 +980,13 @@ fn read_overlay(dir: &Path, diags: &mut Vec<Diagnostic>) -> Vec<(String, String)
             continue;
         }
         let rel = entry.path().strip_prefix(dir).unwrap_or(entry.path());
-        let display = format!("{}/{}", shown.trim_end_matches('/'), rel.display());
-        match std::fs::read(entry.path()) {
-            Ok(bytes) if bytes.len() > 8 << 20 => diags.push(
+        let display = format!(
+            "{}/{}",
+            shown.trim_end_matches('/'),
+            crate::emit::shown(rel)
+        );
+        match crate::emit::read_bounded(entry.path(), crate::emit::limits::CATALOG_FILE) {
+            Err(crate::emit::ReadError::TooLarge(_)) => diags.push(
                 Diagnostic::new(Stage::Catalog, "catalog file is larger than 8 MiB")
                     .at(Location::file(&display)),
             ),
@@ -1068,6 +1223,42 @@ fn ingest(
         },
         diags,
     );
+    misplaced(
+        "generation",
+        if fam == "gpu" {
+            0
+        } else {
+            file.generation.len()
+        },
+        diags,
+    );
+    misplaced(
+        "gpu_support",
+        if matches!(fam, "cudnn" | "nccl") {
+            0
+        } else {
+            file.gpu_support.len()
+        },
+        diags,
+    );
+    misplaced(
+        "torch_minimum",
+        if fam == "deepspeed" {
+            0
+        } else {
+            file.torch_minimum.len()
+        },
+        diags,
+    );
+    misplaced(
+        "tested",
+        if fam == "tested" {
+            0
+        } else {
+            file.tested.len()
+        },
+        diags,
+    );
     misplaced("os", if fam == "os" { 0 } else { file.os.len() }, diags);
     misplaced(
         "wheel",
@@ -1147,6 +1338,10 @@ fn ingest(
         v.arch.as_deref().unwrap_or(""),
         v.gpu.as_deref().unwrap_or("")
     ));
+    simple!(generation, |v: &GenerationWire| v.arch.clone());
+    simple!(gpu_support, |v: &GpuSupportWire| format!("{fam}/{}", v.cc));
+    simple!(torch_minimum, |v: &TorchMinimumWire| v.torch.clone());
+    simple!(tested, |v: &TestedWire| v.name.clone());
     simple!(os, |v: &OsWire| v.id.clone());
     for w in file.wheel {
         let span = w.span();
@@ -1231,7 +1426,7 @@ fn check_release_fields(
     span: &std::ops::Range<usize>,
     diags: &mut Vec<Diagnostic>,
 ) {
-    let present: [(&str, bool); 10] = [
+    let present: [(&str, bool); 11] = [
         ("cuda_builds", !r.cuda_builds.is_empty()),
         ("driver_min", r.driver_min.is_some()),
         ("eol", r.eol.is_some()),
@@ -1242,14 +1437,15 @@ fn check_release_fields(
         ("torch", r.torch.is_some()),
         ("cuda", r.cuda.is_some()),
         ("cuda_mismatch_ok", !r.cuda_mismatch_ok.is_empty()),
+        ("platforms", !r.platforms.is_empty()),
     ];
     let allowed: &[&str] = match fam {
         "cuda" => &["driver_min"],
         "python" => &["eol"],
         "cudnn" => &["cuda_majors", "min_cc"],
         "nccl" => &["cuda_majors", "min_cc", "cuda_builds"],
-        "torch" => &["python", "pypi_variant"],
-        "vllm" => &["torch", "cuda", "python", "min_cc"],
+        "torch" => &["python", "pypi_variant", "platforms"],
+        "vllm" => &["torch", "cuda", "python", "min_cc", "platforms"],
         "deepspeed" => &["torch", "python", "cuda_mismatch_ok"],
         _ => &[],
     };
@@ -1286,6 +1482,10 @@ fn merge(into: &mut Layers, layer: Layers) {
     into.targets.extend(layer.targets);
     into.gpu.extend(layer.gpu);
     into.kernel_modules.extend(layer.kernel_modules);
+    into.generation.extend(layer.generation);
+    into.gpu_support.extend(layer.gpu_support);
+    into.torch_minimum.extend(layer.torch_minimum);
+    into.tested.extend(layer.tested);
     into.os.extend(layer.os);
     into.wheel.extend(layer.wheel);
     into.release.extend(layer.release);
@@ -1362,11 +1562,37 @@ impl V<'_> {
             }
         }
     }
+    /// Wheel platform tags; an unknown tag is an error at the entry.
+    fn platforms(&mut self, o: &Origin, tags: &[String]) -> Vec<WheelPlatform> {
+        let mut out = Vec::new();
+        for t in tags {
+            match WheelPlatform::parse(t) {
+                Some(p) => out.push(p),
+                None => self.fail(
+                    o,
+                    format!("`{t}` is not a Linux wheel platform tag (`manylinux_2_28_x86_64`, `manylinux2014_aarch64`, `linux_x86_64`)"),
+                ),
+            }
+        }
+        out
+    }
+
     fn source(&mut self, o: &Origin) {
         if o.source.trim().is_empty() {
             self.fail(
                 o,
                 "`source` is empty: every catalog fact needs a source a reader can open".into(),
+            );
+        } else if o.source.chars().any(char::is_control) {
+            // A source is shown by `why` and `catalog show` and copied into generated
+            // comments: a newline or an escape sequence would forge lines there.
+            self.fail_hint(
+                o,
+                format!(
+                    "`source` holds control characters: `{}`",
+                    crate::error::escape_control(&o.source)
+                ),
+                "write the source on one line, without escape sequences".into(),
             );
         }
     }
@@ -1577,6 +1803,17 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
                 .last_driver_branch
                 .as_deref()
                 .and_then(|s| v.branch(&o, s)),
+            cpu: match g.cpu.as_deref() {
+                None | Some("x86_64") => "x86_64".to_string(),
+                Some("aarch64") => "aarch64".to_string(),
+                Some(other) => {
+                    v.fail(
+                        &o,
+                        format!("GPU `cpu = \"{other}\"` is not `x86_64` or `aarch64`"),
+                    );
+                    continue;
+                }
+            },
             origin: o,
         });
     }
@@ -1630,12 +1867,84 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
             origin: o,
         });
     }
+    for (_, (g, o)) in l.generation {
+        v.source(&o);
+        c.generations.push(Generation {
+            arch: g.arch.clone(),
+            min_driver: g
+                .min_driver
+                .as_deref()
+                .and_then(|s| v.version(&o, "min_driver", s)),
+            last_driver_branch: g
+                .last_driver_branch
+                .as_deref()
+                .and_then(|s| v.branch(&o, s)),
+            origin: o,
+        });
+    }
+    for (key, (g, o)) in l.gpu_support {
+        v.source(&o);
+        let (Some(cc), Some(since)) = (v.cc(&o, "cc", &g.cc), v.version(&o, "since", &g.since))
+        else {
+            continue;
+        };
+        let row = GpuSupport {
+            cc,
+            since,
+            origin: o,
+        };
+        if key.starts_with("cudnn/") {
+            c.cudnn_gpu_support.push(row);
+        } else {
+            c.nccl_gpu_support.push(row);
+        }
+    }
+    c.cudnn_gpu_support.sort_by_key(|r| r.cc);
+    c.nccl_gpu_support.sort_by_key(|r| r.cc);
+    for (_, (m, o)) in l.torch_minimum {
+        v.source(&o);
+        let (Some(t), Some(ds)) = (
+            v.version(&o, "torch", &m.torch),
+            v.version(&o, "deepspeed", &m.deepspeed),
+        ) else {
+            continue;
+        };
+        if t.parts().len() != 2 {
+            v.fail(
+                &o,
+                format!("`torch = \"{t}\"` must name a torch minor, like `2.4`"),
+            );
+            continue;
+        }
+        c.deepspeed_torch_minimum.push(DeepspeedTorchMinimum {
+            torch: (t.major(), t.minor()),
+            deepspeed: ds,
+            origin: o,
+        });
+    }
+    for (_, (t, o)) in l.tested {
+        v.source(&o);
+        let mut ver =
+            |what: &str, s: &Option<String>| s.as_deref().and_then(|s| v.version(&o, what, s));
+        let row = Tested {
+            name: t.name.clone(),
+            cuda: ver("cuda", &t.cuda),
+            cudnn: ver("cudnn", &t.cudnn),
+            nccl: ver("nccl", &t.nccl),
+            python: ver("python", &t.python),
+            torch: ver("torch", &t.torch),
+            origin: o.clone(),
+        };
+        c.tested.push(row);
+    }
     for (_, (os, o)) in l.os {
         v.source(&o);
+        let glibc = os.glibc.as_deref().and_then(|s| v.version(&o, "glibc", s));
         if let Some(req) = v.req(&o, "cuda", &os.cuda) {
             c.os.push(Os {
                 id: os.id.clone(),
                 cuda: req,
+                glibc,
                 origin: o,
             });
         }
@@ -1703,6 +2012,7 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
                         version,
                         python,
                         pypi_variant: pv.to_string(),
+                        platforms: v.platforms(&o, &r.platforms),
                         origin: o,
                     },
                 );
@@ -1733,6 +2043,7 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
                     python,
                     min_cc,
                     files,
+                    platforms: v.platforms(&o, &r.platforms),
                     origin: o,
                 });
             }
@@ -1828,6 +2139,11 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
             cusparselt: pin(&mut v, "cusparselt", &w.cusparselt),
             python,
             pypi_default: rel.pypi_variant == w.variant,
+            platforms: if rel.pypi_variant == w.variant {
+                rel.platforms.clone()
+            } else {
+                Vec::new()
+            },
             files,
             origin: o.clone(),
             release_origin: rel.origin.clone(),
@@ -2121,6 +2437,7 @@ fn build_extras(
             pypi_variant: e.pypi_variant.clone(),
             prebuilt: e.prebuilt.clone(),
             files,
+            platforms: v.platforms(&o, &e.platforms),
             origin: o,
         });
     }
@@ -2189,6 +2506,20 @@ fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
                     "`{}` is not an environment variable name ([A-Z_][A-Z0-9_]*)",
                     e.name
                 ),
+            );
+            continue;
+        }
+        if !env_names::allowed(&e.name) {
+            let mut hint = "an `[[env]]` entry may set the NCCL, libfabric, UCX, CUDA and PyTorch NCCL variables those projects document (the list, with sources, is in the book's catalog chapter); set others in the site's own image or job script".to_string();
+            if let Some(s) =
+                crate::error::did_you_mean(&e.name, env_names::ALLOWED.iter().map(|(n, _)| *n))
+            {
+                hint = format!("did you mean `{s}`? {hint}");
+            }
+            v.fail_hint(
+                &o,
+                format!("`{}` is not an environment variable gpustack sets", e.name),
+                hint,
             );
             continue;
         }

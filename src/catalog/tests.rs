@@ -337,3 +337,86 @@ fn deploy_families_refuse_unsafe_values() {
         assert!(e.contains("overlay/x.toml:"), "{e}");
     }
 }
+
+#[test]
+fn wheel_platform_tags_parse_and_compare_against_glibc() {
+    let v = |s: &str| Version::parse(s).unwrap();
+    let p = WheelPlatform::parse("manylinux_2_31_x86_64").unwrap();
+    assert_eq!(
+        (p.cpu.as_str(), p.glibc.clone()),
+        ("x86_64", Some(v("2.31")))
+    );
+    assert!(!p.installs_on("x86_64", &v("2.28")));
+    assert!(p.installs_on("x86_64", &v("2.35")));
+    assert!(!p.installs_on("aarch64", &v("2.35")));
+    let legacy = WheelPlatform::parse("manylinux2014_aarch64").unwrap();
+    assert_eq!(legacy.glibc, Some(v("2.17")));
+    assert_eq!(
+        WheelPlatform::parse("manylinux1_x86_64").unwrap().glibc,
+        Some(v("2.5"))
+    );
+    // A plain `linux_*` tag states no glibc: it installs on any glibc of its CPU.
+    assert!(WheelPlatform::parse("linux_x86_64")
+        .unwrap()
+        .installs_on("x86_64", &v("2.17")));
+    for bad in [
+        "win_amd64",
+        "macosx_11_0_arm64",
+        "manylinux_2_x86_64",
+        "manylinux_a_b_x86_64",
+    ] {
+        assert!(WheelPlatform::parse(bad).is_none(), "{bad}");
+    }
+}
+
+#[test]
+fn new_tables_load_from_the_stock_catalog() {
+    let c = Catalog::stock().unwrap();
+    let hopper = c.generations.iter().find(|g| g.arch == "hopper").unwrap();
+    assert_eq!(
+        hopper.min_driver,
+        Some(Version::parse("520.61.05").unwrap())
+    );
+    assert!(c
+        .cudnn_gpu_support
+        .iter()
+        .any(|r| r.since == Version::parse("9.7.0").unwrap()));
+    assert!(c
+        .deepspeed_torch_minimum
+        .iter()
+        .any(|m| m.torch == (2, 4) && m.deepspeed == Version::parse("0.14.4").unwrap()));
+    assert!(c
+        .tested
+        .iter()
+        .all(|t| t.origin.source.starts_with("https://")));
+    assert_eq!(
+        c.os.iter().find(|o| o.id == "rockylinux8").unwrap().glibc,
+        Some(Version::parse("2.28").unwrap())
+    );
+    let v = c
+        .vllm
+        .iter()
+        .find(|r| r.version == Version::parse("0.19.1").unwrap())
+        .unwrap();
+    assert!(v
+        .platforms
+        .iter()
+        .all(|p| p.glibc == Some(Version::parse("2.31").unwrap())));
+    // An overlay may not put a generation table in the wrong family.
+    let e = Catalog::from_layers(&[
+        STOCK
+            .iter()
+            .map(|(p, t)| (p.to_string(), t.to_string()))
+            .collect(),
+        vec![(
+            "overlay/x.toml".to_string(),
+            "family = \"os\"\n[[generation]]\narch = \"hopper\"\nsource = \"s\"\n".to_string(),
+        )],
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("`[[generation]]` entries do not belong in a `os` file"),
+        "{e}"
+    );
+}

@@ -39,6 +39,20 @@ pub(crate) struct FileWire {
     pub(crate) gpu: Vec<Spanned<GpuWire>>,
     #[serde(default)]
     pub(crate) kernel_modules: Vec<Spanned<KernelModulesWire>>,
+    #[serde(default)]
+    pub(crate) generation: Vec<Spanned<GenerationWire>>,
+
+    // cudnn.toml, nccl.toml
+    #[serde(default)]
+    pub(crate) gpu_support: Vec<Spanned<GpuSupportWire>>,
+
+    // deepspeed.toml
+    #[serde(default)]
+    pub(crate) torch_minimum: Vec<Spanned<TorchMinimumWire>>,
+
+    // tested.toml
+    #[serde(default)]
+    pub(crate) tested: Vec<Spanned<TestedWire>>,
 
     // os.toml
     #[serde(default)]
@@ -166,6 +180,79 @@ pub(crate) struct GpuWire {
     /// Last driver branch supporting the architecture (legacy GPUs): `R580`.
     #[serde(default)]
     pub(crate) last_driver_branch: Option<String>,
+    /// CPU architecture of the hosts the product ships in, when not `x86_64`: `aarch64`
+    /// (Grace Hopper, Grace Blackwell).
+    #[serde(default)]
+    pub(crate) cpu: Option<String>,
+    pub(crate) source: String,
+    #[serde(default)]
+    pub(crate) note: Option<String>,
+}
+
+/// `[[generation]]` in `gpus.toml`: the driver branches that support a GPU architecture.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GenerationWire {
+    /// The architecture, as `[[gpu]] arch` spells it: `hopper`.
+    pub(crate) arch: String,
+    /// The first driver that supports the architecture: `520.61.05`.
+    #[serde(default)]
+    pub(crate) min_driver: Option<String>,
+    /// The last driver branch that supports it: `R580`.
+    #[serde(default)]
+    pub(crate) last_driver_branch: Option<String>,
+    pub(crate) source: String,
+    #[serde(default)]
+    pub(crate) note: Option<String>,
+}
+
+/// `[[gpu_support]]` in `cudnn.toml` / `nccl.toml`: the first release with kernels for a
+/// compute capability (and every newer one).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GpuSupportWire {
+    /// `10.0`: applies to GPUs of this compute capability or newer.
+    pub(crate) cc: String,
+    /// The first release that supports it: `9.7.0`.
+    pub(crate) since: String,
+    pub(crate) source: String,
+    #[serde(default)]
+    pub(crate) note: Option<String>,
+}
+
+/// `[[torch_minimum]]` in `deepspeed.toml`: the oldest DeepSpeed that works with a torch
+/// minor.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TorchMinimumWire {
+    /// A torch minor: `2.4`.
+    pub(crate) torch: String,
+    /// The oldest DeepSpeed release that works with it: `0.14.4`.
+    pub(crate) deepspeed: String,
+    pub(crate) source: String,
+    #[serde(default)]
+    pub(crate) note: Option<String>,
+}
+
+/// `[[tested]]` in `tested.toml`: a combination a vendor validated and published (an NGC
+/// container release, an AWS Deep Learning Container). Each field is the exact version the
+/// vendor lists; a field the vendor does not state is left out.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TestedWire {
+    /// How `gpustack why` names it: `NGC PyTorch 25.10`.
+    pub(crate) name: String,
+    #[serde(default)]
+    pub(crate) cuda: Option<String>,
+    #[serde(default)]
+    pub(crate) cudnn: Option<String>,
+    #[serde(default)]
+    pub(crate) nccl: Option<String>,
+    #[serde(default)]
+    pub(crate) python: Option<String>,
+    /// A PyPI torch release (`2.7.1`), for vendors that ship public wheels.
+    #[serde(default)]
+    pub(crate) torch: Option<String>,
     pub(crate) source: String,
     #[serde(default)]
     pub(crate) note: Option<String>,
@@ -200,6 +287,9 @@ pub(crate) struct OsWire {
     pub(crate) id: String,
     /// CUDA releases with `nvidia/cuda` images / packages: a requirement `">=11.8, <13.1"`.
     pub(crate) cuda: String,
+    /// The glibc version the release ships: `2.28`.
+    #[serde(default)]
+    pub(crate) glibc: Option<String>,
     pub(crate) source: String,
     #[serde(default)]
     pub(crate) note: Option<String>,
@@ -258,6 +348,11 @@ pub(crate) struct ReleaseWire {
     /// Known files with hashes.
     #[serde(default)]
     pub(crate) files: Vec<FileRefWire>,
+    /// torch, vllm: the Linux platform tags of the release's binary wheels on PyPI
+    /// (`manylinux_2_28_x86_64`), read from PyPI's JSON API; absent when unknown or when a
+    /// pure-Python wheel exists.
+    #[serde(default)]
+    pub(crate) platforms: Vec<String>,
 }
 
 /// `[[wheel]]` in `torch.toml`: one CUDA variant of one or more torch releases.
@@ -327,6 +422,9 @@ pub(crate) struct ExtraWire {
     /// Files with hashes (those `prebuilt` names with their sha256).
     #[serde(default)]
     pub(crate) files: Vec<FileRefWire>,
+    /// Linux platform tags of the binary wheels on PyPI, as for `[[release]]`.
+    #[serde(default)]
+    pub(crate) platforms: Vec<String>,
     pub(crate) source: String,
     #[serde(default)]
     pub(crate) note: Option<String>,

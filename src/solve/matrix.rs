@@ -68,8 +68,11 @@ pub struct Matrix {
     pub members: Vec<Component>,
     /// The rows, best first; at most `limit` of them.
     pub rows: Vec<Row>,
-    /// How many rows exist, before `limit`.
-    pub total: usize,
+    /// How many rows exist: always known without a limit. With one, the search keeps
+    /// only the best `limit` rows and skips every branch that cannot beat them (its work
+    /// and memory are bounded by the limit), so the count is known only when nothing was
+    /// left out; `None` means the limit left rows out.
+    pub total: Option<usize>,
 }
 
 /// One stack of the matrix.
@@ -141,7 +144,9 @@ pub fn default_axes(spec: &Spec) -> Vec<Component> {
 ///     assert_eq!(m.rows[0].version(pick.component), Some(&pick.version));
 /// }
 /// let first3 = gpustack::solve::matrix::matrix(&catalog, &spec, Some(3)).unwrap();
-/// assert_eq!((first3.rows.len(), first3.total), (3, m.total));
+/// assert_eq!(first3.rows, m.rows[..3]);
+/// // The search stops counting once it knows rows were left out.
+/// assert_eq!(first3.total, None);
 /// assert!(first3.truncated());
 /// # Ok::<(), gpustack::Error>(())
 /// ```
@@ -186,14 +191,28 @@ pub fn matrix_over(
     let axes: BTreeSet<Component> = axes.iter().copied().collect();
     let ctx = Ctx::quiet(catalog, spec);
     let p = Problem::new(&ctx, &m);
-    let mut found = if p.wiped.is_some() {
-        Vec::new()
+    // Candidates of one version (two distributions of an extra's release) are one row:
+    // the better-ranked, as the pinned solve picks it.
+    // (A set per axis: linear in the domain, which an overlay can make long.)
+    let shared = p.wiped.is_none()
+        && axes.iter().any(|c| {
+            let d = &p.domains[c];
+            let distinct: BTreeSet<&Version> = d.iter().map(|&k| ctx.version(*c, k)).collect();
+            distinct.len() < d.len()
+        });
+    let (mut found, more) = if p.wiped.is_some() {
+        (Vec::new(), false)
     } else {
         let mut e = Enum::new(&p, &axes);
+        e.shared = shared;
+        e.limit = limit;
         e.axes_dfs(&mut Vec::with_capacity(p.order.len()));
-        e.found
+        let more = e.more;
+        let mut found = e.found;
+        found.extend(e.best.into_vec());
+        (found, more)
     };
-    if found.is_empty() {
+    if found.is_empty() && !more {
         // The search is exhaustive: with no row, the spec has no stack, and `solve`
         // explains why.
         return match solve(catalog, spec) {
@@ -202,16 +221,6 @@ pub fn matrix_over(
         };
     }
     found.sort_by(|a, b| a.ranks.cmp(&b.ranks));
-    // Candidates of one version (two distributions of an extra's release) are one row:
-    // the better-ranked, as the pinned solve picks it.
-    let shared = axes.iter().any(|c| {
-        let d = &p.domains[c];
-        d.iter().enumerate().any(|(i, &a)| {
-            d[i + 1..]
-                .iter()
-                .any(|&b| ctx.version(*c, a) == ctx.version(*c, b))
-        })
-    });
     let mut seen: BTreeSet<Vec<&Version>> = BTreeSet::new();
     found.retain(|f| {
         if !shared {
@@ -225,7 +234,7 @@ pub fn matrix_over(
             .collect();
         seen.insert(key)
     });
-    let total = found.len();
+    let total = (!more).then_some(found.len());
     let rows = found
         .iter()
         .take(limit.unwrap_or(usize::MAX))
@@ -257,12 +266,19 @@ fn row(ctx: &Ctx<'_>, assign: &[(Component, Cand)]) -> Row {
 impl Matrix {
     /// `true` when `limit` left rows out.
     pub fn truncated(&self) -> bool {
-        self.rows.len() < self.total
+        self.total.is_none_or(|t| self.rows.len() < t)
     }
 
     /// The matrix as JSON, for scripts: `axes`, `total`, `truncated`, and `rows`, each row
     /// one object as [`Matrix::to_github`] writes it. Ends with a newline.
     pub fn to_json(&self) -> String {
+        let mut out = Vec::new();
+        let _ = self.write_json(&mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    /// [`Matrix::to_json`], written row by row to `w` (a closed pipe stops it).
+    pub fn write_json(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
         let names = |cs: &[Component]| {
             let mut out = String::new();
             for (i, c) in cs.iter().enumerate() {
@@ -276,19 +292,26 @@ impl Matrix {
         let mut out = String::from("{\n");
         let _ = writeln!(out, "  \"axes\": [{}],", names(&self.axes));
         let _ = writeln!(out, "  \"members\": [{}],", names(&self.members));
-        let _ = writeln!(out, "  \"total\": {},", self.total);
+        match self.total {
+            Some(t) => {
+                let _ = writeln!(out, "  \"total\": {t},");
+            }
+            None => out.push_str("  \"total\": null,\n"),
+        }
         let _ = writeln!(out, "  \"truncated\": {},", self.truncated());
         out.push_str("  \"rows\": [");
+        w.write_all(out.as_bytes())?;
         for (i, r) in self.rows.iter().enumerate() {
+            out.clear();
             out.push_str(if i == 0 { "\n    " } else { ",\n    " });
             self.object(&mut out, r, " ");
+            w.write_all(out.as_bytes())?;
         }
-        out.push_str(if self.rows.is_empty() {
-            "]\n}\n"
+        w.write_all(if self.rows.is_empty() {
+            b"]\n}\n"
         } else {
-            "\n  ]\n}\n"
-        });
-        out
+            b"\n  ]\n}\n"
+        })
     }
 
     /// The rows as one line of JSON for a GitHub Actions `strategy.matrix.include`: an
@@ -320,16 +343,24 @@ impl Matrix {
     /// );
     /// ```
     pub fn to_github(&self) -> String {
-        let mut out = String::with_capacity(self.rows.len() * 40 * self.members.len() + 2);
-        out.push('[');
+        let mut out = Vec::with_capacity(self.rows.len() * 40 * self.members.len() + 2);
+        let _ = self.write_github(&mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    /// [`Matrix::to_github`], written row by row to `w` (a closed pipe stops it).
+    pub fn write_github(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        w.write_all(b"[")?;
+        let mut line = String::new();
         for (i, r) in self.rows.iter().enumerate() {
+            line.clear();
             if i > 0 {
-                out.push(',');
+                line.push(',');
             }
-            self.object(&mut out, r, "");
+            self.object(&mut line, r, "");
+            w.write_all(line.as_bytes())?;
         }
-        out.push_str("]\n");
-        out
+        w.write_all(b"]\n")
     }
 
     /// One row as a JSON object on one line, keys in [`Component`] order; `sp` after
@@ -371,7 +402,8 @@ fn json_str(out: &mut String, s: &str) {
     }
 }
 
-/// One complete stack found by the enumeration.
+/// One complete stack found by the enumeration; ordered by its ranks (best first).
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
 struct Found {
     /// Rank of each member's candidate among that component's, in decision order.
     ranks: Vec<u32>,
@@ -405,7 +437,16 @@ struct Enum<'p, 'a, 'c> {
     /// CUDA's positions in the solver's order, per major.minor of torch's CUDA (the only
     /// thing of the assignment that `sort_cuda` looks at).
     cuda_ranked: BTreeMap<Option<(u64, u64)>, Vec<usize>>,
+    /// Every row, without a limit.
     found: Vec<Found>,
+    /// With a limit: the best `limit` rows so far (a max-heap: the worst on top), and
+    /// whether a row was left out.
+    limit: Option<usize>,
+    best: std::collections::BinaryHeap<Found>,
+    more: bool,
+    /// Whether two candidates of an axis share a version (rows are then deduplicated by
+    /// their axes' versions).
+    shared: bool,
 }
 
 impl<'p, 'a, 'c> Enum<'p, 'a, 'c> {
@@ -438,6 +479,10 @@ impl<'p, 'a, 'c> Enum<'p, 'a, 'c> {
             pair,
             cuda_ranked: BTreeMap::new(),
             found: Vec::new(),
+            limit: None,
+            best: std::collections::BinaryHeap::new(),
+            more: false,
+            shared: false,
         }
     }
 
@@ -520,6 +565,66 @@ impl<'p, 'a, 'c> Enum<'p, 'a, 'c> {
         })
     }
 
+    /// With a limit, once `limit` rows are kept and one was left out: whether every
+    /// completion of `assign` ranks after the worst kept row. A row's ranks are at least
+    /// the assigned candidates' positions and 0 elsewhere (CUDA's rank depends on the
+    /// row, so it counts as 0), component by component, hence lexicographically too.
+    fn beaten(&self, assign: &[Slot]) -> bool {
+        let Some(limit) = self.limit else {
+            return false;
+        };
+        let Some(worst) = self.best.peek() else {
+            return limit == 0 && self.more;
+        };
+        if !self.more || self.best.len() < limit {
+            return false;
+        }
+        let mut bound = vec![0u32; self.comps.len()];
+        for &(x, k) in assign {
+            if Some(x) != self.cuda {
+                bound[x] = u32::try_from(k).unwrap_or(u32::MAX);
+            }
+        }
+        bound >= worst.ranks
+    }
+
+    /// Keeps a row: every row without a limit; the best `limit` with one.
+    fn keep(&mut self, f: Found) {
+        let Some(limit) = self.limit else {
+            self.found.push(f);
+            return;
+        };
+        if self.shared {
+            // One row per version of the axes: the better-ranked.
+            let key = |g: &Found| -> Vec<Version> {
+                g.assign
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| self.axes.contains(i))
+                    .map(|(_, &(c, k))| self.p.ctx.version(c, k).clone())
+                    .collect()
+            };
+            let mine = key(&f);
+            if let Some(other) = self.best.iter().find(|g| key(g) == mine) {
+                if other.ranks <= f.ranks {
+                    return;
+                }
+                let mut v = std::mem::take(&mut self.best).into_vec();
+                v.retain(|g| key(g) != mine);
+                self.best = v.into();
+            }
+        }
+        if self.best.len() < limit {
+            self.best.push(f);
+        } else {
+            self.more = true;
+            if self.best.peek().is_some_and(|w| f < *w) {
+                self.best.pop();
+                self.best.push(f);
+            }
+        }
+    }
+
     /// Branches over every candidate of every axis.
     fn axes_dfs(&mut self, assign: &mut Vec<Slot>) {
         let depth = assign.len();
@@ -538,7 +643,7 @@ impl<'p, 'a, 'c> Enum<'p, 'a, 'c> {
                 continue;
             }
             assign.push((c, k));
-            if self.alive(assign, &rest) {
+            if !self.beaten(assign) && self.alive(assign, &rest) {
                 self.axes_dfs(assign);
             }
             assign.pop();
@@ -590,7 +695,7 @@ impl<'p, 'a, 'c> Enum<'p, 'a, 'c> {
             .iter()
             .map(|&(c, k)| (self.comps[c], self.doms[c][k]))
             .collect();
-        self.found.push(Found { ranks, assign });
+        self.keep(Found { ranks, assign });
     }
 }
 
@@ -738,7 +843,7 @@ mod tests {
                 }
                 match matrix_over(&cat, &spec, &axes, None) {
                     Ok(m) => {
-                        assert_eq!(m.total, m.rows.len());
+                        assert_eq!(m.total, Some(m.rows.len()));
                         assert_eq!(
                             m.rows, want,
                             "seed {seed}: axes {axes:?} disagree on {spec:#?}"
@@ -819,7 +924,7 @@ mod tests {
                 lock.picks.iter().map(|p| p.component).collect::<Vec<_>>()
             );
             assert_eq!(m.axes, default_axes(spec), "{name}");
-            if m.total > 1 {
+            if m.total.unwrap_or(0) > 1 {
                 several += 1;
             }
             // Every row is within the spec's ranges, no two rows share their axis values,
@@ -865,14 +970,16 @@ mod tests {
             "[hardware]\ngpus = [\"a100\"]\n[components]\ntorch = \">=2.4\"\npython = \"*\"\n",
         );
         let all = matrix(stock(), &s, None).unwrap();
-        assert!(all.total > 10 && !all.truncated());
-        assert_eq!(all.rows.len(), all.total);
-        for n in [0, 1, 3, all.total - 1, all.total, all.total + 5] {
+        let total = all.total.unwrap();
+        assert!(total > 10 && !all.truncated());
+        assert_eq!(all.rows.len(), total);
+        for n in [0, 1, 3, total - 1, total, total + 5] {
             let m = matrix(stock(), &s, Some(n)).unwrap();
-            assert_eq!(m.total, all.total, "limit {n}");
-            assert_eq!(m.rows, all.rows[..n.min(all.total)], "limit {n}");
-            assert_eq!(m.truncated(), n < all.total, "limit {n}");
-            assert_eq!(m.to_json().contains("\"truncated\": true"), n < all.total);
+            // A limit that leaves rows out stops counting them.
+            assert_eq!(m.total, (n >= total).then_some(total), "limit {n}");
+            assert_eq!(m.rows, all.rows[..n.min(total)], "limit {n}");
+            assert_eq!(m.truncated(), n < total, "limit {n}");
+            assert_eq!(m.to_json().contains("\"truncated\": true"), n < total);
         }
     }
 
@@ -888,7 +995,7 @@ mod tests {
             r#"{
   "axes": ["python", "torch"],
   "members": ["driver", "cuda", "python", "torch", "cupy"],
-  "total": 12,
+  "total": null,
   "truncated": true,
   "rows": [
     {"driver": "550.54.15", "cuda": "12.4.1", "python": "3.13", "torch": "2.5.1+cu124", "cupy": "14.2.0", "cupy-pypi-name": "cupy-cuda12x"},
@@ -902,7 +1009,7 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&m.to_json()).unwrap();
         let g: serde_json::Value = serde_json::from_str(&m.to_github()).unwrap();
         assert_eq!(v["rows"], g);
-        assert_eq!(v["total"], 12);
+        assert!(v["total"].is_null());
     }
 
     #[test]
@@ -980,7 +1087,7 @@ mod tests {
             .iter()
             .map(|r| &r.versions[&Component::Torch])
             .collect();
-        assert_eq!(torches.len(), m.total, "one row per torch build");
+        assert_eq!(torches.len(), m.total.unwrap(), "one row per torch build");
         // As axes: CuPy's releases multiply the rows. CuPy 14.2.0 comes as cupy-cuda12x
         // and cupy-cuda13x, one axis value; each row names the distribution that fits
         // torch's CUDA major (rule extra.cuda-major).

@@ -255,7 +255,15 @@ pub(crate) fn sort_cuda(ctx: &Ctx<'_>, d: &mut [Cand], assign: &[(Component, Can
     let host = ctx.host_driver.clone();
     d.sort_by_cached_key(|k| {
         let Cand::Idx(i) = k else {
-            return (true, true, true, true, 0usize);
+            return (
+                true,
+                true,
+                true,
+                true,
+                std::cmp::Reverse((0, 0)),
+                true,
+                0usize,
+            );
         };
         let r = &ctx.cat.cuda[*i];
         let full = host
@@ -271,7 +279,11 @@ pub(crate) fn sort_cuda(ctx: &Ctx<'_>, d: &mut [Cand], assign: &[(Component, Can
             .as_ref()
             .is_some_and(|t| t.major() == r.version.major() && t.minor() == r.version.minor());
         let image = ctx.imaged.contains(&r.version);
-        (forward, !full, !same, !image, *i)
+        // Updates of one CUDA minor rank equal but for their age: a vendor-validated one
+        // (`[[tested]]`) first, then the newest.
+        let minor = std::cmp::Reverse((r.version.major(), r.version.minor()));
+        let tested = ctx.tested_cuda.contains(&r.version);
+        (forward, !full, !same, !image, minor, !tested, *i)
     });
 }
 
@@ -647,6 +659,7 @@ fn resolution(
     for g in ctx.spec.gpus.iter().filter_map(|g| ctx.cat.gpu(g)) {
         used.push(g.origin.clone());
     }
+    used.extend(ctx.rule_facts(&picks_of(ctx, assign)));
     if let Some(os) = &ctx.spec.os {
         if let Some(o) = ctx.cat.os.iter().find(|x| &x.id == os) {
             used.push(o.origin.clone());
@@ -667,9 +680,26 @@ fn resolution(
     }
 }
 
+/// The assignment as (component, catalog index) pairs, the host driver left out.
+fn picks_of(_ctx: &Ctx<'_>, assign: &[(Component, Cand)]) -> Vec<(Component, usize)> {
+    assign
+        .iter()
+        .filter_map(|(c, k)| match k {
+            Cand::Idx(i) => Some((*c, *i)),
+            Cand::Host => None,
+        })
+        .collect()
+}
+
 /// Why this pick: how it fits its neighbours, and why better-ranked candidates lost.
 fn because(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)]) -> Vec<String> {
     let mut out = Vec::new();
+    let version = ctx.version(c, k).clone();
+    for t in &ctx.cat.tested {
+        if t.version_of(c) == Some(&version) {
+            out.push(format!("tested in {} ({})", t.name, t.origin.lock_name));
+        }
+    }
     let get = |x: Component| assign.iter().find(|(y, _)| *y == x).map(|(_, k)| *k);
     let idx = |k: Option<Cand>| match k {
         Some(Cand::Idx(i)) => Some(i),

@@ -22,6 +22,8 @@ pub enum Rule {
     GpuLastBranch,
     /// Some GPUs need a minimum driver.
     GpuMinDriver,
+    /// A GPU architecture is supported from a first driver to a last branch.
+    GpuGenerationDriver,
     /// nvcc must accept a target for every GPU.
     NvccTargets,
     /// The OS must have images for the CUDA release.
@@ -44,12 +46,18 @@ pub enum Rule {
     LibCudaMajor,
     /// cuDNN/NCCL drop old GPUs.
     LibMinCc,
+    /// cuDNN/NCCL have kernels for new GPUs only from some release on.
+    LibGpuSupport,
+    /// Every locked wheel must have a file pip installs on the OS's glibc and CPU.
+    WheelPlatform,
     /// vLLM pins torch exactly and its wheel's CUDA major.
     VllmTorchPin,
     /// vLLM needs a minimum compute capability.
     VllmMinCc,
     /// DeepSpeed's torch requirement.
     DeepspeedTorch,
+    /// The oldest DeepSpeed that works with a torch minor.
+    DeepspeedTorchMinimum,
     /// DeepSpeed builds its ops with nvcc, which must match torch's CUDA.
     DeepspeedNvcc,
     /// An extra's own requirement on torch (release, without the `+cuXXX` label).
@@ -70,6 +78,7 @@ impl Rule {
             Rule::HostDriver => "host.driver",
             Rule::GpuLastBranch => "gpu.last-driver-branch",
             Rule::GpuMinDriver => "gpu.min-driver",
+            Rule::GpuGenerationDriver => "gpu.generation-driver",
             Rule::NvccTargets => "cuda.nvcc-targets",
             Rule::OsImages => "os.cuda-images",
             Rule::DriverCuda => "cuda.driver",
@@ -81,9 +90,12 @@ impl Rule {
             Rule::TorchNcclPin => "torch.nccl-pin",
             Rule::LibCudaMajor => "lib.cuda-major",
             Rule::LibMinCc => "lib.min-cc",
+            Rule::LibGpuSupport => "lib.gpu-support",
+            Rule::WheelPlatform => "wheel.platform",
             Rule::VllmTorchPin => "vllm.torch-pin",
             Rule::VllmMinCc => "vllm.min-cc",
             Rule::DeepspeedTorch => "deepspeed.torch",
+            Rule::DeepspeedTorchMinimum => "deepspeed.torch-minimum",
             Rule::DeepspeedNvcc => "deepspeed.nvcc-matches-torch",
             Rule::ExtraTorch => "extra.torch",
             Rule::ExtraPython => "extra.python",
@@ -165,6 +177,28 @@ pub(crate) struct Ctx<'c> {
     /// The CUDA releases with an `nvidia/cuda` image for the requested OS (any OS when none
     /// is requested), for the CUDA candidate order.
     pub(crate) imaged: std::collections::BTreeSet<&'c Version>,
+    /// Each requested GPU with its architecture's driver support, when the catalog has it.
+    generations: Vec<(&'c crate::catalog::Gpu, &'c crate::catalog::Generation)>,
+    /// The newest-GPU floor for cuDNN and NCCL: the release every GPU of the stack needs
+    /// at least, with the fact and the compute capability that sets it.
+    cudnn_floor: Option<(&'c crate::catalog::GpuSupport, Cc)>,
+    nccl_floor: Option<(&'c crate::catalog::GpuSupport, Cc)>,
+    /// The OS the wheels must install on (id, glibc) and the hosts' CPU architecture.
+    pub(crate) platform: Option<(&'c str, &'c Version)>,
+    pub(crate) cpu: &'c str,
+    /// CUDA releases some vendor-validated combination ships.
+    pub(crate) tested_cuda: std::collections::BTreeSet<&'c Version>,
+}
+
+/// The support row every GPU of the stack needs: for each GPU, the newest row at or below
+/// its compute capability; of those, the one with the newest first release.
+fn lib_floor<'c>(
+    rows: &'c [crate::catalog::GpuSupport],
+    ccs: &[Cc],
+) -> Option<(&'c crate::catalog::GpuSupport, Cc)> {
+    ccs.iter()
+        .filter_map(|cc| rows.iter().rev().find(|r| r.cc <= *cc).map(|r| (r, *cc)))
+        .max_by(|a, b| a.0.since.cmp(&b.0.since))
 }
 
 fn vlist(vs: &[&Version]) -> String {
@@ -197,7 +231,34 @@ impl<'c> Ctx<'c> {
             .filter(|im| spec.os.as_deref().is_none_or(|os| im.os == os))
             .map(|im| &im.cuda)
             .collect();
+        let generations = gpus
+            .iter()
+            .filter_map(|g| {
+                cat.generations
+                    .iter()
+                    .find(|x| x.arch == g.arch)
+                    .map(|x| (*g, x))
+            })
+            .collect();
+        let platform = spec.os.as_deref().and_then(|id| {
+            cat.os
+                .iter()
+                .find(|o| o.id == id)
+                .and_then(|o| o.glibc.as_ref().map(|g| (o.id.as_str(), g)))
+        });
+        let cpu = if gpus.iter().any(|g| g.cpu == "aarch64") {
+            "aarch64"
+        } else {
+            "x86_64"
+        };
+        let tested_cuda = cat.tested.iter().filter_map(|t| t.cuda.as_ref()).collect();
         Ctx {
+            generations,
+            cudnn_floor: lib_floor(&cat.cudnn_gpu_support, &ccs),
+            nccl_floor: lib_floor(&cat.nccl_gpu_support, &ccs),
+            platform,
+            cpu,
+            tested_cuda,
             cat,
             spec,
             ccs,
@@ -462,6 +523,11 @@ impl<'c> Ctx<'c> {
             }
             Component::Torch => {
                 let b = &self.cat.torch[i];
+                self.wheel_installs(
+                    &b.platforms,
+                    || format!("torch {}", b.full),
+                    || b.release_origin.clone(),
+                )?;
                 if b.arch_list.is_empty() {
                     return Err(self.violation(Rule::TorchArchList, || format!("the catalog has no verified arch list for torch {}, so it is never picked", b.full), || vec![b.origin.clone()]));
                 }
@@ -474,6 +540,11 @@ impl<'c> Ctx<'c> {
             }
             Component::Vllm => {
                 let r = &self.cat.vllm[i];
+                self.wheel_installs(
+                    &r.platforms,
+                    || format!("vLLM {}", r.version),
+                    || r.origin.clone(),
+                )?;
                 if let Some(min) = r.min_cc {
                     if let Some(cc) = self.ccs.iter().find(|cc| **cc < min) {
                         return Err(self.violation(
@@ -496,6 +567,30 @@ impl<'c> Ctx<'c> {
                 } else {
                     &self.cat.nccl[i]
                 };
+                let floor = if c == Component::Cudnn {
+                    self.cudnn_floor
+                } else {
+                    self.nccl_floor
+                };
+                if let Some((row, cc)) = floor {
+                    if r.version < row.since {
+                        return Err(self.violation(
+                            Rule::LibGpuSupport,
+                            || {
+                                format!(
+                                    "{} {} has no kernels for compute capability {cc}{}: support for compute capability ≥ {} starts with {} {}",
+                                    c.display(),
+                                    r.version,
+                                    self.gpu_names_for(cc),
+                                    row.cc,
+                                    c.display(),
+                                    row.since
+                                )
+                            },
+                            || vec![row.origin.clone()],
+                        ));
+                    }
+                }
                 if let Some(min) = r.min_cc {
                     if let Some(cc) = self.ccs.iter().find(|cc| **cc < min) {
                         return Err(self.violation(
@@ -515,6 +610,11 @@ impl<'c> Ctx<'c> {
             }
             extra_pattern!() => {
                 let e = &self.cat.extras[i];
+                self.wheel_installs(
+                    &e.platforms,
+                    || format!("{} {}", c.display(), e.label()),
+                    || e.origin.clone(),
+                )?;
                 if let Some(min) = e.min_cc {
                     if let Some(cc) = self.ccs.iter().find(|cc| **cc < min) {
                         return Err(self.violation(
@@ -572,7 +672,97 @@ impl<'c> Ctx<'c> {
                 }
             }
         }
+        for (g, x) in &self.generations {
+            if let Some(last) = x.last_driver_branch {
+                if d.major() > last {
+                    return Err(self.violation(
+                        Rule::GpuGenerationDriver,
+                        || format!("driver {d} is from branch R{}, but {} GPUs ({}) are supported only up to branch R{last}", d.major(), x.arch, g.id),
+                        || vec![x.origin.clone()],
+                    ));
+                }
+            }
+            if let Some(min) = &x.min_driver {
+                if d < min {
+                    return Err(self.violation(
+                        Rule::GpuGenerationDriver,
+                        || format!("driver {d} predates {} support: {} GPUs ({}) need driver ≥ {min} (branch R{})", x.arch, x.arch, g.id, min.major()),
+                        || vec![x.origin.clone()],
+                    ));
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// The facts of the generation, GPU-support, DeepSpeed-minimum and tested tables that
+    /// a resolution relied on (for `catalog-digest`).
+    pub(crate) fn rule_facts(&self, picks: &[(Component, usize)]) -> Vec<Origin> {
+        let mut out: Vec<Origin> = self
+            .generations
+            .iter()
+            .map(|(_, x)| x.origin.clone())
+            .collect();
+        let has = |c: Component| picks.iter().find(|(x, _)| *x == c).map(|(_, i)| *i);
+        if has(Component::Cudnn).is_some() {
+            out.extend(self.cudnn_floor.map(|(r, _)| r.origin.clone()));
+        }
+        if has(Component::Nccl).is_some() {
+            out.extend(self.nccl_floor.map(|(r, _)| r.origin.clone()));
+        }
+        if let (Some(t), Some(_)) = (has(Component::Torch), has(Component::Deepspeed)) {
+            let v = &self.cat.torch[t].version;
+            out.extend(
+                self.cat
+                    .deepspeed_torch_minimum
+                    .iter()
+                    .filter(|m| m.torch == (v.major(), v.minor()))
+                    .map(|m| m.origin.clone()),
+            );
+        }
+        for t in &self.cat.tested {
+            if picks.iter().any(|&(c, i)| {
+                t.version_of(c)
+                    .is_some_and(|v| v == self.version(c, Cand::Idx(i)))
+            }) {
+                out.push(t.origin.clone());
+            }
+        }
+        out
+    }
+
+    /// [`Rule::WheelPlatform`]: some wheel of the release must install on the OS's glibc
+    /// and the hosts' CPU. Releases whose platform tags the catalog does not record pass.
+    fn wheel_installs(
+        &self,
+        platforms: &[crate::catalog::WheelPlatform],
+        what: impl FnOnce() -> String,
+        fact: impl FnOnce() -> Origin,
+    ) -> Result<(), Violation> {
+        let Some((os, glibc)) = self.platform else {
+            return Ok(());
+        };
+        if platforms.is_empty() || platforms.iter().any(|p| p.installs_on(self.cpu, glibc)) {
+            return Ok(());
+        }
+        Err(self.violation(
+            Rule::WheelPlatform,
+            || {
+                let tags: Vec<String> = platforms.iter().map(|p| format!("`{}`", p.tag)).collect();
+                let on_cpu = platforms.iter().any(|p| p.cpu == self.cpu);
+                format!(
+                    "{}'s wheels are built for {} only; {os} ships glibc {glibc}{}",
+                    what(),
+                    tags.join(", "),
+                    if on_cpu {
+                        String::new()
+                    } else {
+                        format!(" and the hosts are {}", self.cpu)
+                    }
+                )
+            },
+            || vec![fact()],
+        ))
     }
 
     /// How a driver runs code built against CUDA `cuda` (major.minor or full release).
@@ -913,6 +1103,25 @@ impl<'c> Ctx<'c> {
             (C::Torch, C::Deepspeed) => {
                 let t = &self.cat.torch[ia];
                 let r = &self.cat.deepspeed[ib.unwrap_or(0)];
+                if let Some(m) = self
+                    .cat
+                    .deepspeed_torch_minimum
+                    .iter()
+                    .find(|m| m.torch == (t.version.major(), t.version.minor()))
+                {
+                    if r.version < m.deepspeed {
+                        return Err(self.violation(
+                            Rule::DeepspeedTorchMinimum,
+                            || {
+                                format!(
+                                    "DeepSpeed {} does not work with torch {}.{} (torch {}): the oldest DeepSpeed that does is {}",
+                                    r.version, m.torch.0, m.torch.1, t.version, m.deepspeed
+                                )
+                            },
+                            || vec![m.origin.clone()],
+                        ));
+                    }
+                }
                 match &r.torch {
                     Some(req) if !req.matches(&t.version) => Err(self.violation(
                         Rule::DeepspeedTorch,
@@ -985,7 +1194,17 @@ impl<'c> Ctx<'c> {
             (C::Vllm, C::Python) => vec![Req(Some(&cat.vllm[i].python))],
             (C::Deepspeed, C::Python) => vec![req_text(&cat.deepspeed[i].python)],
             (extra_pattern!(), C::Python) => vec![req_text(&cat.extras[i].python)],
-            (C::Deepspeed, C::Torch) => vec![req_text(&cat.deepspeed[i].torch)],
+            (C::Deepspeed, C::Torch) => {
+                let r = &cat.deepspeed[i];
+                let mut v = vec![req_text(&r.torch)];
+                // Which torch minors' minimums it meets.
+                v.extend(
+                    cat.deepspeed_torch_minimum
+                        .iter()
+                        .map(|m| Num(u64::from(r.version >= m.deepspeed))),
+                );
+                v
+            }
             (extra_pattern!(), C::Torch) => {
                 let e = &cat.extras[i];
                 let mut v = vec![req_text(&e.torch)];

@@ -69,12 +69,15 @@ pub(crate) fn diff(expected: &str, actual: &str) -> String {
     out
 }
 
-/// Every file under `dir` with its contents, for "nothing was written" checks.
+/// Every file under `dir` with its contents, for "nothing was written" checks; the
+/// manifests `gen` keeps in target directories (`.gpustack-manifest`, its bookkeeping,
+/// tested in `tests/safety.rs`) are left out, so a generated tree compares with the
+/// rendered files.
 pub(crate) fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut out = BTreeMap::new();
     for e in walkdir::WalkDir::new(dir).sort_by_file_name() {
         let e = e.unwrap();
-        if e.file_type().is_file() {
+        if e.file_type().is_file() && e.file_name() != ".gpustack-manifest" {
             out.insert(
                 e.path().strip_prefix(dir).unwrap().to_path_buf(),
                 std::fs::read(e.path()).unwrap(),
@@ -189,4 +192,29 @@ pub(crate) fn generate(name: &str, target: &str) -> PathBuf {
     );
     assert_eq!(out.code, 0, "gen {target} for {name}: {}", out.stderr);
     dir.join("out").join(target)
+}
+
+/// Whether `host:port` answers a TCP connection within 5 s, for tests that need the
+/// network (named `network_*`). Unreachable: with `CI=true` the test fails (CI must reach
+/// PyPI); otherwise it prints a loud skip notice and the caller returns.
+#[allow(clippy::print_stderr)] // the loud skip notice is the point
+pub(crate) fn network(host: &str, port: u16) -> bool {
+    use std::net::ToSocketAddrs;
+    let reachable = (host, port)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .is_some_and(|addr| {
+            std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(5)).is_ok()
+        });
+    if reachable {
+        return true;
+    }
+    let msg =
+        format!("\n!!! NETWORK UNREACHABLE: `{host}:{port}` — this network test is SKIPPED.\n");
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{msg}CI=true: a skipped network test is a failure");
+    }
+    eprintln!("{msg}");
+    false
 }

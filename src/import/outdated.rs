@@ -1,0 +1,273 @@
+//! `catalog outdated`: what upstream has that the catalog lacks, per family.
+//!
+//! For the Python families the simple index is read (every final, non-yanked release with
+//! a Linux x86_64 wheel or an sdist, from the catalog's oldest listed release on); for CUDA
+//! and cuDNN the manifests given. Nothing is written: the report lists the
+//! `catalog import` commands that would add the missing releases.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{pypi, redist::Manifest, Fetch, ImportError};
+use crate::catalog::Catalog;
+use crate::version::Version;
+
+/// One family's comparison.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FamilyReport {
+    /// `torch`, `cudnn`, `extra flash-attn`.
+    pub family: String,
+    /// Where upstream was read: project pages or manifests.
+    pub sources: Vec<String>,
+    /// The projects the import command takes (`nvidia-cudnn-cu12`), empty for manifests.
+    pub projects: Vec<String>,
+    /// The catalog's newest release.
+    pub catalog_newest: Option<String>,
+    /// Upstream's newest release (from the catalog's oldest on).
+    pub upstream_newest: Option<String>,
+    /// Releases upstream has and the catalog lacks, oldest first.
+    pub missing: Vec<String>,
+    /// The `catalog import pypi` arguments that add them (`nvidia-cudnn-cu12==9.28.1.4`,
+    /// each with a project that has the release); empty for manifests.
+    pub import: Vec<String>,
+}
+
+/// The whole report.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Per family, in a fixed order.
+    pub families: Vec<FamilyReport>,
+    /// Projects the index does not have (skipped).
+    pub not_found: Vec<String>,
+}
+
+fn newest(v: &BTreeSet<Version>) -> Option<String> {
+    v.last().map(ToString::to_string)
+}
+
+/// The final public releases of `project` installable on Linux x86_64.
+fn upstream(page: &pypi::Page, project: &str) -> BTreeSet<Version> {
+    page.files
+        .iter()
+        .filter(|f| !f.yanked)
+        .filter_map(|f| pypi::parse_filename(project, &f.filename))
+        .filter(|n| n.wheel.as_ref().is_none_or(pypi::WheelTags::linux_x86_64))
+        .filter(|n| pypi::is_final(&n.version))
+        .filter_map(|n| Version::parse(n.version.split('+').next().unwrap_or(&n.version)).ok())
+        .collect()
+}
+
+fn compare(
+    family: String,
+    sources: Vec<String>,
+    projects: Vec<String>,
+    have: &BTreeSet<Version>,
+    up: &BTreeMap<Version, String>,
+) -> FamilyReport {
+    let from = have.first();
+    let up: BTreeMap<&Version, &String> = up
+        .iter()
+        .filter(|(v, _)| from.is_none_or(|f| *v >= f))
+        .collect();
+    let missing: Vec<(&Version, &String)> = up
+        .iter()
+        .filter(|(v, _)| !have.contains(**v))
+        .map(|(v, p)| (*v, *p))
+        .collect();
+    FamilyReport {
+        family,
+        sources,
+        import: if projects.is_empty() {
+            Vec::new()
+        } else {
+            missing.iter().map(|(v, p)| format!("{p}=={v}")).collect()
+        },
+        projects,
+        catalog_newest: newest(have),
+        upstream_newest: up.keys().next_back().map(ToString::to_string),
+        missing: missing.iter().map(|(v, _)| v.to_string()).collect(),
+    }
+}
+
+/// Compares the catalog with `index` (Python families) and `manifests` (CUDA, cuDNN).
+/// `date` overrides the date the pages report.
+pub fn outdated(
+    fetch: &dyn Fetch,
+    base: &Catalog,
+    index: &str,
+    manifests: &[Manifest],
+    date: Option<&str>,
+) -> Result<Report, ImportError> {
+    let mut report = Report::default();
+    let read = |project: &str,
+                report: &mut Report|
+     -> Result<Option<(BTreeSet<Version>, String)>, ImportError> {
+        match pypi::project_page(fetch, index, project)? {
+            Some(p) => {
+                let d = date.map(str::to_string).or_else(|| p.date.clone());
+                let src = match d {
+                    Some(d) => format!("{} (read {d})", p.url),
+                    None => p.url.clone(),
+                };
+                Ok(Some((upstream(&p, project), src)))
+            }
+            None => {
+                report.not_found.push(project.to_string());
+                Ok(None)
+            }
+        }
+    };
+    let set = |it: &mut dyn Iterator<Item = &Version>| it.cloned().collect::<BTreeSet<Version>>();
+    let groups: Vec<(&str, Vec<String>, BTreeSet<Version>)> = vec![
+        (
+            "torch",
+            vec!["torch".into()],
+            set(&mut base.torch_releases.iter().map(|r| &r.version)),
+        ),
+        (
+            "vllm",
+            vec!["vllm".into()],
+            set(&mut base.vllm.iter().map(|r| &r.version)),
+        ),
+        (
+            "deepspeed",
+            vec!["deepspeed".into()],
+            set(&mut base.deepspeed.iter().map(|r| &r.version)),
+        ),
+        (
+            "cudnn",
+            (11..=13).map(|m| format!("nvidia-cudnn-cu{m}")).collect(),
+            set(&mut base.cudnn.iter().map(|r| &r.version)),
+        ),
+        (
+            "nccl",
+            (11..=13).map(|m| format!("nvidia-nccl-cu{m}")).collect(),
+            set(&mut base.nccl.iter().map(|r| &r.version)),
+        ),
+    ];
+    for (family, projects, have) in groups {
+        let mut up = BTreeMap::new();
+        let mut sources = Vec::new();
+        let mut found = Vec::new();
+        for p in &projects {
+            if let Some((v, s)) = read(p, &mut report)? {
+                for v in v {
+                    up.entry(v).or_insert_with(|| p.clone());
+                }
+                sources.push(s);
+                found.push(p.clone());
+            }
+        }
+        report
+            .families
+            .push(compare(family.to_string(), sources, found, &have, &up));
+    }
+    // Extras: one row per distribution the catalog installs from PyPI.
+    let mut extras: BTreeMap<String, (String, BTreeSet<Version>)> = BTreeMap::new();
+    for e in &base.extras {
+        if e.index.trim_end_matches('/') != index.trim_end_matches('/') {
+            continue;
+        }
+        extras
+            .entry(e.pypi_name.clone())
+            .or_insert_with(|| (e.component.name().to_string(), BTreeSet::new()))
+            .1
+            .insert(e.version.clone());
+    }
+    for (pypi_name, (component, have)) in extras {
+        if let Some((up, s)) = read(&pypi_name, &mut report)? {
+            let up = up.into_iter().map(|v| (v, pypi_name.clone())).collect();
+            report.families.push(compare(
+                format!("extra {component} ({pypi_name})"),
+                vec![s],
+                vec![pypi_name.clone()],
+                &have,
+                &up,
+            ));
+        }
+    }
+    for (product, have) in [
+        ("cuda", set(&mut base.cuda.iter().map(|r| &r.version))),
+        ("cudnn", set(&mut base.cudnn.iter().map(|r| &r.version))),
+    ] {
+        let mut up = BTreeMap::new();
+        let mut sources = Vec::new();
+        for m in manifests.iter().filter(|m| m.product == product) {
+            let v = if product == "cuda" {
+                Some(m.label.clone())
+            } else {
+                m.components.get("cudnn").map(|c| c.version.clone())
+            };
+            if let Some(v) = v.and_then(|v| Version::parse(&v).ok()) {
+                up.insert(v, String::new());
+                sources.push(super::redist::canonical_url(&m.product, &m.label));
+            }
+        }
+        if !sources.is_empty() {
+            // Manifests are named one by one: every one the catalog lacks is reported.
+            let mut r = compare(
+                format!("{product} (redistrib manifests)"),
+                sources,
+                Vec::new(),
+                &BTreeSet::new(),
+                &up,
+            );
+            r.catalog_newest = newest(&have);
+            r.missing
+                .retain(|v| Version::parse(v).is_ok_and(|v| !have.contains(&v)));
+            report.families.push(r);
+        }
+    }
+    Ok(report)
+}
+
+impl Report {
+    /// The text report: one block per family, and the import commands.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for f in &self.families {
+            let cat = f.catalog_newest.as_deref().unwrap_or("none");
+            let up = f.upstream_newest.as_deref().unwrap_or("none");
+            if f.missing.is_empty() {
+                out.push_str(&format!(
+                    "{}: up to date (catalog newest {cat}, upstream newest {up})\n",
+                    f.family
+                ));
+                continue;
+            }
+            out.push_str(&format!(
+                "{}: {} missing (catalog newest {cat}, upstream newest {up})\n  {}\n",
+                f.family,
+                f.missing.len(),
+                f.missing.join(", ")
+            ));
+            if !f.import.is_empty() {
+                out.push_str(&format!(
+                    "  import: gpustack catalog import pypi {}\n",
+                    f.import.join(" ")
+                ));
+            } else if f.family.starts_with("cuda") || f.family.starts_with("cudnn") {
+                out.push_str("  import: gpustack catalog import redist FILE_OR_URL\n");
+            }
+        }
+        for p in &self.not_found {
+            out.push_str(&format!("note: the index has no project `{p}`\n"));
+        }
+        out
+    }
+
+    /// The JSON report.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "families": self.families.iter().map(|f| serde_json::json!({
+                "family": f.family,
+                "projects": f.projects,
+                "sources": f.sources,
+                "catalog_newest": f.catalog_newest,
+                "upstream_newest": f.upstream_newest,
+                "missing": f.missing,
+                "import": f.import,
+            })).collect::<Vec<_>>(),
+            "not_found": self.not_found,
+        })
+    }
+}

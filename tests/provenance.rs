@@ -1,0 +1,148 @@
+//! Every catalog fact must cite something a reader can open: a URL or a public citation
+//! (a repository at a commit, a package on PyPI), never a file that exists only on the
+//! machine the catalog was written on. This test reads every string of every catalog file
+//! (`source`, `note`, `description`) and fails on anything that looks like a machine path
+//! or a private reference file.
+
+mod common;
+
+use common::*;
+
+/// What a machine-local citation looks like: a private reference file anywhere, and in a
+/// `source` also any absolute path outside a URL (a note may quote a path on the target
+/// host, like MOFED's `/usr/mpi/gcc/openmpi-…`; a source may not point at one).
+fn local_path(text: &str) -> Option<String> {
+    marker(text).or_else(|| absolute_path(text))
+}
+
+fn marker(text: &str) -> Option<String> {
+    const MARKERS: &[&str] = &[
+        "/work/",
+        "/home/",
+        "/tmp/",
+        "/Users/",
+        "/root/",
+        "file://",
+        " ../",
+        "(../",
+        " ~/",
+        "shared/reference",
+        "-facts.md",
+        "-facts.toml",
+        "framework-facts",
+        "cuda-stack-facts",
+        "find_string",
+    ];
+    for m in MARKERS {
+        if text.contains(m) || text.starts_with(m.trim_start_matches([' ', '('])) {
+            return Some((*m).trim().to_string());
+        }
+    }
+    None
+}
+
+fn absolute_path(text: &str) -> Option<String> {
+    // An absolute path that is not part of a URL: `/` at the start of a word, followed by a
+    // path segment and another `/` (`/usr/local/…`), not after `:` or `/` or a letter.
+    let b = text.as_bytes();
+    for (i, &c) in b.iter().enumerate() {
+        if c != b'/' {
+            continue;
+        }
+        let prev = if i == 0 { b' ' } else { b[i - 1] };
+        if prev.is_ascii_alphanumeric()
+            || matches!(
+                prev,
+                b':' | b'/' | b'.' | b'-' | b'_' | b'<' | b'>' | b'=' | b'`'
+            )
+        {
+            continue;
+        }
+        let rest = &text[i + 1..];
+        let seg: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+            .collect();
+        if !seg.is_empty() && rest[seg.len()..].starts_with('/') {
+            return Some(format!("/{seg}/…"));
+        }
+    }
+    None
+}
+
+fn strings<'a>(path: &str, v: &'a toml::Value, out: &mut Vec<(String, &'a str)>) {
+    match v {
+        toml::Value::String(s) => out.push((path.to_string(), s)),
+        toml::Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                strings(&format!("{path}[{i}]"), x, out);
+            }
+        }
+        toml::Value::Table(t) => {
+            for (k, x) in t {
+                strings(&format!("{path}.{k}"), x, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn no_catalog_text_cites_a_machine_path_or_a_private_reference() {
+    let root = root();
+    let mut failures = Vec::new();
+    let mut sources = 0;
+    for dir in ["catalog", "catalog/pending"] {
+        for path in sorted_files(&root.join(dir), "toml") {
+            let name = path.strip_prefix(&root).unwrap().display().to_string();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let value: toml::Value = toml::from_str(&text).unwrap();
+            let mut all = Vec::new();
+            strings("", &value, &mut all);
+            for (key, s) in all {
+                if key.ends_with(".source") {
+                    sources += 1;
+                }
+                let found = if key.ends_with(".source") {
+                    local_path(s)
+                } else {
+                    marker(s)
+                };
+                if let Some(m) = found {
+                    failures.push(format!("{name} {key}: `{m}` in {s:?}"));
+                }
+            }
+            for (n, line) in text.lines().enumerate() {
+                if line.trim_start().starts_with('#') {
+                    if let Some(m) = marker(line) {
+                        failures.push(format!("{name}:{}: comment cites `{m}`", n + 1));
+                    }
+                }
+            }
+        }
+    }
+    assert!(sources > 500, "only {sources} sources read");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn the_local_path_check_catches_what_it_should() {
+    for bad in [
+        "/work/shared/reference/cuda-stack-facts.toml",
+        "see shared/reference/x.md",
+        "framework-facts R6",
+        "installed in /usr/local/lib/python3.12",
+        "file:///etc/x",
+    ] {
+        assert!(local_path(bad).is_some(), "{bad}");
+    }
+    for good in [
+        "https://docs.nvidia.com/cuda/archive/13.2.2/cuda-toolkit-release-notes/index.html",
+        "pytorch/pytorch .ci/manywheel/build_cuda.sh @ 00c7a380",
+        "op_builder/builder.py",
+        "12.0+PTX and 13.0/13.1",
+        "Requires-Python >=3.10",
+    ] {
+        assert!(local_path(good).is_none(), "{good}");
+    }
+}
