@@ -787,7 +787,17 @@ impl Deploy {
         if let (Some(serve), Some(span)) = (&self.serve, tp_span.or(model_span.clone())) {
             let per_node = self.cluster.as_ref().map_or(8, |c| c.gpus_per_node);
             let gpus = serve.gpus();
-            if gpus.div_ceil(serve.nodes) > per_node {
+            if serve.nodes == 1 && serve.pipeline_parallel == 1 && serve.tensor_parallel > per_node
+            {
+                at.fail(
+                    span.clone(),
+                    format!(
+                        "`tensor_parallel = {}` is more than the {per_node} GPUs of a node",
+                        serve.tensor_parallel
+                    ),
+                    &format!("lower `tensor_parallel` to at most {per_node} (`[cluster].gpus_per_node`, 8 when there is no [cluster]), or spread the server over nodes (`nodes`, `pipeline_parallel`)"),
+                );
+            } else if gpus.div_ceil(serve.nodes) > per_node {
                 at.fail(
                     span.clone(),
                     format!("[serve].tensor_parallel × pipeline_parallel = {} × {} = {gpus} GPUs do not fit {} node(s) of {per_node} GPUs", serve.tensor_parallel, serve.pipeline_parallel, serve.nodes),

@@ -1154,7 +1154,7 @@ fn serve_parallelism_is_checked_at_lock_time() {
             "tp 16 on one node",
             "tensor_parallel = 8",
             "tensor_parallel = 16",
-            "do not fit 1 node(s) of 8 GPUs",
+            "`tensor_parallel = 16` is more than the 8 GPUs of a node",
         ),
         (
             "pp 3 over 2 nodes of 8",

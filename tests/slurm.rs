@@ -554,7 +554,7 @@ fn impossible_requests_are_refused() {
     lock_refuses(
         "wide-serve",
         &base_spec().replace("tensor_parallel = 8", "tensor_parallel = 16"),
-        "GPUs do not fit 1 node(s) of 8 GPUs",
+        "is more than the 8 GPUs of a node",
     );
     // A workload's image must be built: the layers below lack what it adds.
     lock_refuses(
