@@ -55,7 +55,7 @@ fn main() {
             .map(|_| {
                 cold(
                     Command::new(bin)
-                        .args(["lock", "--spec"])
+                        .args(["lock", "--offline", "--spec"])
                         .arg(spec)
                         .args(["--out", "-"]),
                 )

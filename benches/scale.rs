@@ -163,7 +163,7 @@ fn main() {
                 measure(runs, || {
                     cold(
                         Command::new(env!("CARGO_BIN_EXE_gpustack"))
-                            .args(["lock", "--spec"])
+                            .args(["lock", "--offline", "--spec"])
                             .arg(&spec)
                             .arg("--catalog")
                             .arg(&dir)

@@ -401,8 +401,13 @@ fn staleness(
     let (lock_file, lock_text) = inputs.lock;
     let spec = Spec::parse(spec_file, spec_text, inputs.catalog)?;
     let spec_changed = spec_digest(&spec) != lock.spec_digest;
-    let fresh = crate::solve::solve(inputs.catalog, &spec)
-        .map(|r| Lock::from_resolution(inputs.catalog, &r));
+    // What `gpustack lock --offline` would write: the lock's own registry digests and
+    // verified pins stand (check never uses the network).
+    let fresh = crate::solve::solve(inputs.catalog, &spec).map(|r| {
+        let mut l = Lock::from_resolution(inputs.catalog, &r);
+        let _ = crate::resolve::resolve(&mut l, &crate::resolve::http::Offline, Some(lock));
+        l
+    });
     let fresh = match fresh {
         Ok(l) => l,
         Err(Error::NoSolution(e)) => {

@@ -445,6 +445,8 @@ pub struct Deploy {
     pub slurm: Option<Slurm>,
     /// `[storage]`.
     pub storage: Option<Storage>,
+    /// `[resolve]`: where `gpustack lock` resolves digests and package versions.
+    pub resolve: Option<crate::resolve::spec::Resolve>,
 }
 
 type S<T> = Spanned<T>;
@@ -462,6 +464,7 @@ pub(crate) struct DeployWire {
     pub(crate) k8s: Option<S<K8sWire>>,
     pub(crate) slurm: Option<S<SlurmWire>>,
     pub(crate) storage: Option<S<StorageWire>>,
+    pub(crate) resolve: Option<S<crate::resolve::spec::ResolveWire>>,
 }
 
 #[derive(Deserialize)]
@@ -555,7 +558,7 @@ pub(crate) struct At<'a> {
 }
 
 impl At<'_> {
-    fn fail(&mut self, span: std::ops::Range<usize>, msg: String, hint: &str) {
+    pub(crate) fn fail(&mut self, span: std::ops::Range<usize>, msg: String, hint: &str) {
         let mut d = Diagnostic::new(Stage::Spec, msg).at_offset(self.file, self.text, span.start);
         if !hint.is_empty() {
             d = d.hint(hint);
@@ -1359,7 +1362,11 @@ impl DeployWire {
                 );
             }
         }
-        d
+        // `[resolve]` last, as the spec and the lock write it.
+        Deploy {
+            resolve: self.resolve.map(|r| r.into_inner().validate(at)),
+            ..d
+        }
     }
 }
 

@@ -69,6 +69,7 @@ pub mod lock;
 pub mod plan;
 pub mod probe;
 pub mod render;
+pub mod resolve;
 pub mod schema;
 mod select;
 pub mod solve;
@@ -106,7 +107,9 @@ pub use version::{Version, VersionReq};
 pub fn lock_spec(catalog: &Catalog, spec_path: &str, spec_text: &str) -> Result<Lock, Error> {
     let spec = Spec::parse(spec_path, spec_text, catalog)?;
     let resolution = solve(catalog, &spec)?;
-    let lock = Lock::from_resolution(catalog, &resolution);
+    let mut lock = Lock::from_resolution(catalog, &resolution);
+    // Offline resolution never fails: it records where each digest and pin came from.
+    let _ = resolve::resolve(&mut lock, &resolve::http::Offline, None);
     let (packer, k8s, slurm) = spec.deploy.configures();
     let targets: Vec<plan::Target> = plan::Target::ALL
         .into_iter()
@@ -134,4 +137,36 @@ pub fn lock_spec(catalog: &Catalog, spec_path: &str, spec_text: &str) -> Result<
         ));
     }
     Ok(lock)
+}
+
+/// [`lock_spec`], then lock-time resolution ([`resolve::resolve`]) over `transport`: image
+/// digests from the registries, apt/dnf pins checked against the repositories, with
+/// `previous` (the lock being replaced) and the catalog as the fallbacks when a server
+/// cannot be asked. What `gpustack lock` runs; `--offline` passes [`resolve::http::Offline`].
+///
+/// # Errors
+///
+/// As [`lock_spec`]; and when a registry or repository answers that it does not have a
+/// tag or a pinned version, or its metadata does not match its own index.
+pub fn lock_spec_resolved(
+    catalog: &Catalog,
+    spec_path: &str,
+    spec_text: &str,
+    transport: &dyn resolve::http::Transport,
+    previous: Option<&Lock>,
+) -> Result<(Lock, resolve::Report), Error> {
+    let mut lock = lock_spec(catalog, spec_path, spec_text)?;
+    let report = resolve::resolve(&mut lock, transport, previous).map_err(|errors| {
+        Error::Invalid(
+            errors
+                .iter()
+                .map(|e| {
+                    error::Diagnostic::new(error::Stage::Lock, e.to_string()).hint(
+                        "fix the catalog entry, or point `[resolve]` at a mirror that has it; `--offline` locks from the catalog alone",
+                    )
+                })
+                .collect(),
+        )
+    })?;
+    Ok((lock, report))
 }

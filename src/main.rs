@@ -53,8 +53,13 @@ enum Command {
         #[arg(long = "catalog", value_name = "DIR")]
         catalogs: Vec<PathBuf>,
         /// Do not write; exit 1 if the existing lock differs from the resolved one
+        /// (never uses the network)
         #[arg(long)]
         check: bool,
+        /// Use no network: digests and package versions come from the existing lock and the
+        /// catalog (also `GPUSTACK_OFFLINE=1`)
+        #[arg(long)]
+        offline: bool,
     },
     /// Render deployment files from gpustack.lock (docker, apptainer, packer, k8s, slurm, all)
     #[command(
@@ -446,6 +451,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
             out,
             catalogs,
             check,
+            offline,
         } => {
             let catalog = load_catalog(&catalogs)?;
             let spec_shown = gpustack::emit::shown(&spec);
@@ -455,7 +461,48 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 "spec",
                 "create one with `gpustack init`, or pass `--spec PATH`",
             )?;
-            let lock = gpustack::lock_spec(&catalog, &spec_shown, &text)?;
+            let offline = offline
+                || check
+                || std::env::var_os("GPUSTACK_OFFLINE").is_some_and(|v| !v.is_empty() && v != "0");
+            // The lock being replaced: its registry digests stand when a registry cannot be
+            // asked (`--offline`, unreachable).
+            // Read as any lock is (bounded, regular files only); one that does not read is
+            // simply not reused.
+            let previous = (out != "-")
+                .then(|| gpustack::emit::read_bounded(Path::new(&out), limits::LOCK).ok())
+                .flatten()
+                .and_then(|b| String::from_utf8(b).ok())
+                .and_then(|t| Lock::parse(&out, &t).ok());
+            let (lock, report) = if offline {
+                gpustack::lock_spec_resolved(
+                    &catalog,
+                    &spec_shown,
+                    &text,
+                    &gpustack::resolve::http::Offline,
+                    previous.as_ref(),
+                )?
+            } else {
+                let http = gpustack::resolve::http::Http::new(false);
+                gpustack::lock_spec_resolved(
+                    &catalog,
+                    &spec_shown,
+                    &text,
+                    &http,
+                    previous.as_ref(),
+                )?
+            };
+            // Said after the lock is written: where each digest came from when not the registry.
+            let mut notes: Vec<String> = report
+                .fallback
+                .iter()
+                .map(|(r, why)| format!("note: `{r}`: digest from the {why}"))
+                .collect();
+            if !report.unpinned.is_empty() {
+                notes.push(format!(
+                    "note: pinned by tag only (no registry was asked or answered, and the catalog has no digest): {}",
+                    report.unpinned.join(", ")
+                ));
+            }
             // The process ends right after; freeing the catalog would only cost time.
             std::mem::forget(catalog);
             let rendered = lock.to_toml();
@@ -469,6 +516,9 @@ fn run(cli: Cli) -> Result<u8, Error> {
                     .into());
                 }
                 let _ = stdout(&rendered);
+                for n in &notes {
+                    note!("{n}");
+                }
                 return Ok(0);
             }
             let out_path = PathBuf::from(&out);
@@ -529,6 +579,9 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 lock.request.name,
                 summary.join(", ")
             );
+            for n in &notes {
+                note!("{n}");
+            }
             Ok(0)
         }
         Command::Gen {

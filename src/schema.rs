@@ -100,6 +100,7 @@ pub fn spec_schema(catalog: &Catalog) -> Value {
             ("k8s", k8s()),
             ("slurm", slurm()),
             ("storage", storage()),
+            ("resolve", resolve()),
         ],
     );
     root.insert("$schema".into(), DIALECT.into());
@@ -542,6 +543,60 @@ fn slurm() -> Value {
                     "default": "24:00:00",
                     "examples": ["48:00:00"],
                 }),
+            ),
+        ],
+    ))
+}
+
+fn resolve() -> Value {
+    let url = "^https?://[a-z0-9.:-]+(/[!#%&()*+,./0-9:=?@A-Z\\[\\]_a-z~-]*)?$";
+    let mirrors = |what: &str, keys: &str, example: Value| {
+        json!({
+            "type": "object",
+            "description": format!("{what}: {keys} → the mirror's http:// or https:// URL. Only where `gpustack lock` reads; generated files keep the original names."),
+            "additionalProperties": { "type": "string", "pattern": url },
+            "examples": [example],
+        })
+    };
+    object(table(
+        "[resolve]",
+        fields_of::<crate::resolve::spec::ResolveWire>(),
+        "Where `gpustack lock` resolves image digests and package versions: mirrors for registries, Python indexes and apt/dnf repositories, and the index snapshot time. Recorded in the lock's [request.resolve].",
+        &[],
+        vec![
+            (
+                "exclude-newer",
+                json!({
+                    "type": "string",
+                    "description": "Ignore what was published after this time: an RFC 3339 UTC time (`2026-11-25T00:00:00Z`) or a date.",
+                    "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}:[0-9]{2}Z)?$",
+                    "examples": ["2026-11-25T00:00:00Z"],
+                }),
+            ),
+            (
+                "pypi",
+                json!({
+                    "type": "string",
+                    "description": "The PyPI simple index to resolve from instead of https://pypi.org/simple.",
+                    "pattern": url,
+                    "examples": ["https://pypi.org/simple"],
+                }),
+            ),
+            (
+                "indexes",
+                mirrors("Python index mirrors", "index URL prefix", json!({"https://download.pytorch.org/whl": "http://127.0.0.1:8081/whl"})),
+            ),
+            (
+                "registries",
+                mirrors("Image registry mirrors", "registry host (`docker.io`, `nvcr.io`, `ghcr.io`)", json!({"docker.io": "http://127.0.0.1:5000"})),
+            ),
+            (
+                "apt",
+                mirrors("apt repository mirrors", "repository URL prefix", json!({"https://developer.download.nvidia.com/compute/cuda/repos": "http://127.0.0.1:8080/cuda"})),
+            ),
+            (
+                "dnf",
+                mirrors("dnf repository mirrors", "repository URL prefix", json!({"https://developer.download.nvidia.com/compute/cuda/repos": "http://127.0.0.1:8080/cuda"})),
             ),
         ],
     ))

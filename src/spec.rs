@@ -310,6 +310,7 @@ pub(crate) struct SpecWire {
     k8s: Option<Spanned<crate::deploy::K8sWire>>,
     slurm: Option<Spanned<crate::deploy::SlurmWire>>,
     storage: Option<Spanned<crate::deploy::StorageWire>>,
+    resolve: Option<Spanned<crate::resolve::spec::ResolveWire>>,
 }
 
 #[derive(Deserialize)]
@@ -341,6 +342,7 @@ const TOP_TABLES: &[&str] = &[
     "k8s",
     "slurm",
     "storage",
+    "resolve",
 ];
 
 impl Spec {
@@ -597,6 +599,7 @@ impl Spec {
             k8s: wire.k8s,
             slurm: wire.slurm,
             storage: wire.storage,
+            resolve: wire.resolve,
         };
         let serve_span = deploy_wire.serve.as_ref().map(toml::Spanned::span);
         let deploy = deploy_wire.validate(&mut crate::deploy::At {

@@ -184,6 +184,61 @@ fn a_hand_edited_lock_is_tampered() {
 }
 
 #[test]
+fn hand_edited_image_names_digests_and_pins_are_tampered() {
+    // Every field that names what a build pulls or installs is under a layer hash: the
+    // base image's repository (`FROM evil.example.com/cuda:…` otherwise), an image digest,
+    // an apt pin. `check` reports the layer's hash line; `gen` refuses to render.
+    for (field, from, to, layer) in [
+        (
+            "repository",
+            "repository = \"nvidia/cuda\"",
+            "repository = \"evil.example.com/cuda\"",
+            "base",
+        ),
+        (
+            "image-digest",
+            "image-digest = \"sha256:2",
+            "image-digest = \"sha256:3",
+            "framework",
+        ),
+        (
+            "apt",
+            "\"datacenter-gpu-manager-4-core=1:4.6.0-1\"",
+            "\"datacenter-gpu-manager-4-core=1:4.6.9-1\"",
+            "host",
+        ),
+    ] {
+        let dir = project(&format!("tampered-{field}"));
+        let lock = dir.join("gpustack.lock");
+        edit(&lock, from, to);
+        let out = check(&dir, &[]);
+        assert_eq!(out.code, 1, "{field}");
+        let text = std::fs::read_to_string(&lock).unwrap();
+        let at = text
+            .find(&format!("[[layer]]\nname = \"{layer}\""))
+            .unwrap();
+        let hash_line = text[..at].lines().count()
+            + text[at..]
+                .lines()
+                .position(|l| l.starts_with("hash = "))
+                .unwrap()
+            + 1;
+        assert!(
+            located(&out, "tampered-lock").contains(&format!("gpustack.lock:{hash_line}")),
+            "{field}: {:?}",
+            located(&out, "tampered-lock")
+        );
+        let gen = run_in(&dir, &["gen", "all"]);
+        assert_eq!(gen.code, 2, "{field}: {}", gen.stderr);
+        assert!(
+            gen.stderr.contains("was edited by hand"),
+            "{field}: {}",
+            gen.stderr
+        );
+    }
+}
+
+#[test]
 fn edited_missing_and_extra_files_are_drift() {
     let dir = project("drift");
     let job = dir.join("out/k8s/vllm-service.yaml");

@@ -191,7 +191,7 @@ fn lock_writes_the_file_atomically_and_check_detects_staleness() {
     assert_eq!(run_in(&dir, &["lock", "--check"]).code, 0);
     std::fs::write(
         dir.join("gpustack.lock"),
-        written.replace("version = 2", "version = 2\n# edited"),
+        written.replace("version = 3", "version = 3\n# edited"),
     )
     .unwrap();
     assert_eq!(run_in(&dir, &["lock", "--check"]).code, 1);
@@ -215,6 +215,7 @@ fn lock_is_identical_across_directories_and_environments() {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpustack"))
             .args(["lock", "--out", "-"])
             .current_dir(&dir)
+            .env("GPUSTACK_OFFLINE", "1")
             .env("TZ", tz)
             .env("LC_ALL", lc)
             .env("HOME", home)

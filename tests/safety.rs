@@ -99,6 +99,7 @@ fn run_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, Str
     let out = Command::new(bin())
         .args(args)
         .current_dir(dir)
+        .env("GPUSTACK_OFFLINE", "1")
         .envs(env.iter().copied())
         .output()
         .unwrap();

@@ -62,7 +62,8 @@ pub struct KernelModules {
 /// The DCGM Exporter image: one reference for every target.
 #[derive(Clone, Debug, Serialize)]
 pub struct ExporterImage {
-    /// `nvcr.io/nvidia/k8s/dcgm-exporter:4.6.0-4.8.3-distroless`.
+    /// `nvcr.io/nvidia/k8s/dcgm-exporter:4.6.0-4.8.3-distroless`, with `@sha256:…` when
+    /// the lock resolved its digest.
     pub reference: String,
     /// `nvcr.io/nvidia/k8s` (the GPU Operator's `repository`).
     pub repository: String,
@@ -167,10 +168,15 @@ impl HostPlan {
                 Some(t) => (t.to_string(), true),
                 None => (p.version.clone(), false),
             };
-            let mut unverified = vec![
-                "the lock records no digest for the exporter image: it is pinned by tag only"
-                    .to_string(),
-            ];
+            // Pulled by digest where the lock resolved one (`gpustack lock`, src/resolve).
+            let digest = p.get("image-digest");
+            let mut unverified = Vec::new();
+            if digest.is_none() {
+                unverified.push(
+                    "the lock records no digest for the exporter image: it is pinned by tag only"
+                        .to_string(),
+                );
+            }
             if !tag_sourced {
                 unverified.push(format!(
                     "the catalog lists no published tag for DCGM Exporter {}: the bare version is used as the tag",
@@ -178,7 +184,10 @@ impl HostPlan {
                 ));
             }
             Some(ExporterImage {
-                reference: format!("{image}:{tag}"),
+                reference: match digest {
+                    Some(d) => format!("{image}:{tag}@{d}"),
+                    None => format!("{image}:{tag}"),
+                },
                 repository: repository.to_string(),
                 name: name.to_string(),
                 tag,

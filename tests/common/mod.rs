@@ -25,6 +25,8 @@ pub(crate) fn run_in(dir: &Path, args: &[&str]) -> Output {
         .args(args)
         .current_dir(dir)
         .env_remove("GPUSTACK_DEBUG")
+        // Hermetic: `lock` resolves from the catalog, never from the network.
+        .env("GPUSTACK_OFFLINE", "1")
         .output()
         .expect("run gpustack");
     Output {

@@ -1,0 +1,518 @@
+//! Lock-time resolution: what the catalog names by tag or by version is turned into what
+//! the registries and repositories publish, and recorded in the lock, so that a build
+//! months later installs the same bytes (issue 15, "close the lock").
+//!
+//! ```text
+//! Lock (from the solver) ──resolve(&Lock, &dyn Transport, previous)──▶ Lock with digests
+//!                                                                     and verified pins
+//! ```
+//!
+//! * **Images** ([`oci`]): every external image the lock's packages name (the `nvidia/cuda`
+//!   base images, uv, DCGM Exporter) gets the digest its tag has in the registry
+//!   (`<flavour>-digest`, `<flavour>-platforms`, `digest-source = "registry"`). When the
+//!   registry cannot be asked (`--offline`, unreachable), the previous lock's registry digest
+//!   for the same reference is kept; else the catalog's sourced observation
+//!   (`digest-source = "catalog"`); else the image stays pinned by tag and the generators
+//!   say so.
+//! * **OS packages** ([`apt`], [`dnf`]): the `apt`/`dnf` pins of the lock's packages are
+//!   checked against the repository's own index (`Release` → `Packages`, `repomd.xml` →
+//!   `primary.xml`, hashes checked); a pin the repository spells differently (an epoch, a
+//!   Debian revision) is replaced by the published string. `apt-source` / `dnf-source`
+//!   says `repository` or `catalog` (the catalog's observation, offline).
+//!
+//! `[resolve]` mirrors ([`spec`]) change where requests go, never what the lock records.
+//! Only this module and its [`http`] transport touch the network, and only `gpustack lock`
+//! calls it; `gen` and `check` read the lock alone.
+
+pub mod apt;
+pub mod dnf;
+pub mod http;
+pub mod oci;
+pub mod spec;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::lock::{Field, Lock, LockedPackage};
+
+use http::{FetchError, Transport};
+use oci::{ImageRef, OciError, Registry};
+use spec::Resolve;
+
+/// Why repository metadata could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RepoError {
+    /// No response.
+    Fetch(FetchError),
+    /// An error status.
+    Status {
+        /// The URL.
+        url: String,
+        /// The status.
+        status: u16,
+    },
+    /// A file whose hash is not the one the signed index states.
+    HashMismatch {
+        /// The URL.
+        url: String,
+        /// What the index states.
+        expected: String,
+        /// What was received.
+        got: String,
+    },
+    /// Unreadable metadata.
+    Bad {
+        /// The URL.
+        url: String,
+        /// What went wrong.
+        detail: String,
+    },
+}
+
+impl From<FetchError> for RepoError {
+    fn from(e: FetchError) -> RepoError {
+        RepoError::Fetch(e)
+    }
+}
+
+impl fmt::Display for RepoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RepoError::Fetch(e) => e.fmt(f),
+            RepoError::Status { url, status } => write!(f, "`{url}` answered HTTP {status}"),
+            RepoError::HashMismatch { url, expected, got } => write!(
+                f,
+                "`{url}` is {got}, but the repository's index states {expected}"
+            ),
+            RepoError::Bad { url, detail } => write!(f, "`{url}`: {detail}"),
+        }
+    }
+}
+
+/// A problem that stops `gpustack lock`: a tag or pin the registry or repository
+/// answered about, and does not have.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ResolveError {
+    /// The registry answered, but not with a digest for the tag.
+    Image {
+        /// The lock package.
+        package: String,
+        /// `docker.io/nvidia/cuda:…`.
+        reference: String,
+        /// Why.
+        error: OciError,
+    },
+    /// The repository does not publish a pinned package version.
+    Pin {
+        /// The lock package.
+        package: String,
+        /// `apt` or `dnf`.
+        manager: &'static str,
+        /// The pin as the catalog writes it.
+        pin: String,
+        /// The repository read.
+        repository: String,
+        /// The newest versions it has of that name.
+        nearest: Vec<String>,
+    },
+    /// The repository's metadata is not what its index states.
+    Repo {
+        /// The lock package.
+        package: String,
+        /// Why.
+        error: RepoError,
+    },
+}
+
+impl fmt::Display for ResolveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ResolveError::Image {
+                package,
+                reference,
+                error,
+            } => write!(
+                f,
+                "image `{reference}` of `{package}` does not resolve: {error}"
+            ),
+            ResolveError::Pin {
+                package,
+                manager,
+                pin,
+                repository,
+                nearest,
+            } => {
+                write!(
+                    f,
+                    "{manager} pin `{pin}` of `{package}` is not published in `{repository}`"
+                )?;
+                if nearest.is_empty() {
+                    write!(f, " (the repository has no package of that name)")
+                } else {
+                    write!(f, " (it has {})", nearest.join(", "))
+                }
+            }
+            ResolveError::Repo { package, error } => {
+                write!(f, "repository of `{package}` not read: {error}")
+            }
+        }
+    }
+}
+
+/// What was resolved and what fell back, for the CLI's summary.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    /// References resolved in the registry.
+    pub from_registry: Vec<String>,
+    /// References whose digest came from the previous lock or the catalog, with why the
+    /// registry was not asked.
+    pub fallback: Vec<(String, String)>,
+    /// References left pinned by tag only.
+    pub unpinned: Vec<String>,
+    /// Pins checked against a repository.
+    pub verified: Vec<String>,
+    /// Pins kept as the catalog observed them, with why.
+    pub unverified: Vec<(String, String)>,
+}
+
+/// One image reference of a lock package: the field stem (`devel`, `runtime`, `image`)
+/// and the reference.
+fn package_images(p: &LockedPackage) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    if let Some(repo) = p.get("repository") {
+        for (k, v) in &p.fields {
+            if let (Some(stem), Field::Str(tag)) = (k.strip_suffix("-tag"), v) {
+                if stem != "image" {
+                    out.push((stem.to_string(), format!("{repo}:{tag}")));
+                }
+            }
+        }
+    }
+    if let Some(image) = p.get("image") {
+        let tag = p.get("image-tag").unwrap_or(&p.version);
+        out.push(("image".to_string(), format!("{image}:{tag}")));
+    }
+    out
+}
+
+/// Every external image reference the lock names, as `(package, reference)`.
+pub fn image_references(lock: &Lock) -> Vec<(String, String)> {
+    lock.packages
+        .iter()
+        .flat_map(|p| {
+            package_images(p)
+                .into_iter()
+                .map(|(_, r)| (p.name.clone(), r))
+        })
+        .collect()
+}
+
+/// NVIDIA's repository a lock package's OS packages come from, for the OS and CPU
+/// architecture: the CUDA repository (drivers, DCGM, Fabric Manager; the URL scheme of
+/// NVIDIA's CUDA installation guide, "Network Repo Installation") or the container
+/// toolkit's (NVIDIA Container Toolkit install guide).
+fn package_repository(package: &str, manager: &str, os: &str, arch: &str) -> String {
+    let deb_arch = if arch == "sbsa" { "arm64" } else { "amd64" };
+    let rpm_arch = if arch == "sbsa" { "aarch64" } else { "x86_64" };
+    if package == "nvidia-container-toolkit" {
+        return if manager == "apt" {
+            format!("https://nvidia.github.io/libnvidia-container/stable/deb/{deb_arch}")
+        } else {
+            format!("https://nvidia.github.io/libnvidia-container/stable/rpm/{rpm_arch}")
+        };
+    }
+    let dir = if let Some(v) = os.strip_prefix("ubuntu") {
+        format!("ubuntu{}", v.replace('.', ""))
+    } else if let Some(v) = os.strip_prefix("rockylinux") {
+        format!("rhel{v}")
+    } else {
+        os.replace('.', "")
+    };
+    format!("https://developer.download.nvidia.com/compute/cuda/repos/{dir}/{arch}")
+}
+
+/// Resolves `lock` in place. `previous` is the lock being replaced, whose registry digests
+/// are kept for unchanged references when the registry cannot be asked.
+pub fn resolve(
+    lock: &mut Lock,
+    transport: &dyn Transport,
+    previous: Option<&Lock>,
+) -> Result<Report, Vec<ResolveError>> {
+    let settings = lock.request.deploy.resolve.clone().unwrap_or_default();
+    let mut report = Report::default();
+    let mut errors = Vec::new();
+    let registry = Registry::new(transport, &settings.registries);
+    let mut cache: BTreeMap<String, Result<oci::Resolved, OciError>> = BTreeMap::new();
+    for p in &mut lock.packages {
+        let images = package_images(p);
+        if images.is_empty() {
+            continue;
+        }
+        resolve_package_images(
+            p,
+            &images,
+            &registry,
+            &mut cache,
+            previous,
+            &mut report,
+            &mut errors,
+        );
+    }
+    let os = lock
+        .request
+        .os
+        .clone()
+        .or_else(|| {
+            lock.package("cuda-image")
+                .and_then(|p| p.get("os"))
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| "ubuntu22.04".into());
+    let arch = if lock.hardware.gpus.iter().any(|g| g.id.starts_with("gh")) {
+        "sbsa"
+    } else {
+        "x86_64"
+    };
+    let manager = if os.starts_with("rocky") {
+        "dnf"
+    } else {
+        "apt"
+    };
+    let mut apt_indexes: BTreeMap<String, Result<apt::AptIndex, RepoError>> = BTreeMap::new();
+    let mut dnf_indexes: BTreeMap<String, Result<dnf::DnfIndex, RepoError>> = BTreeMap::new();
+    for p in &mut lock.packages {
+        let pins = p.list(manager).to_vec();
+        if pins.is_empty() {
+            continue;
+        }
+        let repo = package_repository(&p.name, manager, &os, arch);
+        let source_key = format!("{manager}-source");
+        let mirror = Resolve::mirror(
+            if manager == "apt" {
+                &settings.apt
+            } else {
+                &settings.dnf
+            },
+            &repo,
+        );
+        let outcome: Result<(Vec<String>, String), RepoError> = if manager == "apt" {
+            let idx = apt_indexes
+                .entry(mirror.clone())
+                .or_insert_with(|| apt::fetch_index(transport, &mirror));
+            match idx {
+                Err(e) => Err(e.clone()),
+                Ok(idx) => {
+                    let mut out = Vec::new();
+                    for pin in &pins {
+                        let (name, version) = pin.split_once('=').unwrap_or((pin, ""));
+                        match apt::check_pin(idx, name, version) {
+                            apt::PinCheck::Published => out.push(pin.clone()),
+                            apt::PinCheck::Corrected(v) => out.push(format!("{name}={v}")),
+                            apt::PinCheck::Missing(nearest) => errors.push(ResolveError::Pin {
+                                package: p.name.clone(),
+                                manager: "apt",
+                                pin: pin.clone(),
+                                repository: repo.clone(),
+                                nearest,
+                            }),
+                        }
+                    }
+                    Ok((out, idx.release_digest.clone()))
+                }
+            }
+        } else {
+            let idx = dnf_indexes
+                .entry(mirror.clone())
+                .or_insert_with(|| dnf::fetch_index(transport, &mirror));
+            match idx {
+                Err(e) => Err(e.clone()),
+                Ok(idx) => {
+                    let mut out = Vec::new();
+                    for pin in &pins {
+                        match dnf::check_pin(idx, pin) {
+                            dnf::PinCheck::Published { name, version } => {
+                                out.push(format!("{name}-{version}"));
+                            }
+                            dnf::PinCheck::Missing(nearest) => errors.push(ResolveError::Pin {
+                                package: p.name.clone(),
+                                manager: "dnf",
+                                pin: pin.clone(),
+                                repository: repo.clone(),
+                                nearest,
+                            }),
+                        }
+                    }
+                    Ok((out, idx.repomd_digest.clone()))
+                }
+            }
+        };
+        match outcome {
+            Ok((out, index_digest)) => {
+                if out.len() == pins.len() {
+                    report.verified.extend(out.iter().cloned());
+                    p.fields.insert(manager.to_string(), Field::List(out));
+                    p.fields.insert(source_key, Field::Str("repository".into()));
+                    p.fields
+                        .insert(format!("{manager}-repository"), Field::Str(repo.clone()));
+                    p.fields
+                        .insert(format!("{manager}-index"), Field::Str(index_digest));
+                }
+            }
+            Err(RepoError::Fetch(e)) => {
+                let why = e.to_string();
+                // The previous lock's verified pins stand when the catalog still pins the
+                // same packages.
+                let kept = previous
+                    .and_then(|prev| prev.package(&p.name))
+                    .filter(|q| q.get(&source_key) == Some("repository"))
+                    .filter(|q| q.list(manager).len() == pins.len());
+                if let Some(q) = kept {
+                    for k in [
+                        manager.to_string(),
+                        source_key.clone(),
+                        format!("{manager}-repository"),
+                        format!("{manager}-index"),
+                    ] {
+                        if let Some(v) = q.fields.get(&k) {
+                            p.fields.insert(k, v.clone());
+                        }
+                    }
+                } else {
+                    p.fields.insert(source_key, Field::Str("catalog".into()));
+                }
+                report
+                    .unverified
+                    .extend(pins.iter().map(|x| (x.clone(), why.clone())));
+            }
+            Err(error) => errors.push(ResolveError::Repo {
+                package: p.name.clone(),
+                error,
+            }),
+        }
+    }
+    lock.rehash();
+    if errors.is_empty() {
+        Ok(report)
+    } else {
+        Err(errors)
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn resolve_package_images(
+    p: &mut LockedPackage,
+    images: &[(String, String)],
+    registry: &Registry<'_>,
+    cache: &mut BTreeMap<String, Result<oci::Resolved, OciError>>,
+    previous: Option<&Lock>,
+    report: &mut Report,
+    errors: &mut Vec<ResolveError>,
+) {
+    let mut resolved = Vec::new();
+    let mut offline_why = None;
+    for (stem, reference) in images {
+        let parsed = match ImageRef::parse(reference) {
+            Ok(r) => r,
+            Err(e) => {
+                errors.push(ResolveError::Image {
+                    package: p.name.clone(),
+                    reference: reference.clone(),
+                    error: OciError::BadManifest {
+                        url: reference.clone(),
+                        detail: e,
+                    },
+                });
+                return;
+            }
+        };
+        let r = cache
+            .entry(parsed.to_string())
+            .or_insert_with(|| registry.resolve(&parsed))
+            .clone();
+        match r {
+            Ok(r) => resolved.push((stem.clone(), reference.clone(), r)),
+            Err(OciError::Fetch(e)) => {
+                offline_why = Some(e.to_string());
+                break;
+            }
+            Err(error) => {
+                errors.push(ResolveError::Image {
+                    package: p.name.clone(),
+                    reference: reference.clone(),
+                    error,
+                });
+                return;
+            }
+        }
+    }
+    if offline_why.is_none() {
+        for (stem, reference, r) in resolved {
+            let key = format!("{stem}-digest");
+            if let Some(old) = p.get(&key) {
+                if old != r.digest {
+                    p.because.push(format!(
+                        "`{reference}` moved: the catalog observed {old}, the registry now serves {}",
+                        r.digest
+                    ));
+                }
+            }
+            p.fields.insert(key, Field::Str(r.digest));
+            let platforms: Vec<String> = r
+                .platforms
+                .iter()
+                .map(|(pl, d)| format!("{pl} {d}"))
+                .collect();
+            if platforms.is_empty() {
+                p.fields.remove(&format!("{stem}-platforms"));
+            } else {
+                p.fields
+                    .insert(format!("{stem}-platforms"), Field::List(platforms));
+            }
+            report.from_registry.push(reference);
+        }
+        p.fields
+            .insert("digest-source".into(), Field::Str("registry".into()));
+        return;
+    }
+    let why = offline_why.unwrap_or_default();
+    // The previous lock's registry digests stand for the same references.
+    let same = previous.and_then(|prev| prev.package(&p.name)).filter(|q| {
+        q.get("digest-source") == Some("registry")
+            && package_images(q) == images
+            && images
+                .iter()
+                .all(|(stem, _)| q.get(&format!("{stem}-digest")).is_some())
+    });
+    if let Some(q) = same {
+        for (stem, reference) in images {
+            for k in [format!("{stem}-digest"), format!("{stem}-platforms")] {
+                match q.fields.get(&k) {
+                    Some(v) => p.fields.insert(k, v.clone()),
+                    None => p.fields.remove(&k),
+                };
+            }
+            report
+                .fallback
+                .push((reference.clone(), format!("previous lock ({why})")));
+        }
+        p.fields
+            .insert("digest-source".into(), Field::Str("registry".into()));
+        return;
+    }
+    if images
+        .iter()
+        .all(|(stem, _)| p.get(&format!("{stem}-digest")).is_some())
+    {
+        for (_, reference) in images {
+            report
+                .fallback
+                .push((reference.clone(), format!("catalog ({why})")));
+        }
+        p.fields
+            .insert("digest-source".into(), Field::Str("catalog".into()));
+    } else {
+        report
+            .unpinned
+            .extend(images.iter().map(|(_, r)| r.clone()));
+    }
+}

@@ -1,0 +1,653 @@
+//! Lock-time resolution against real servers on 127.0.0.1:
+//!
+//! * a real OCI registry (Debian's `docker-registry`, the distribution registry) holding a
+//!   tiny two-platform image pushed with `skopeo` from an OCI layout written here, reached
+//!   through `[resolve].registries` for `docker.io`, directly and behind a token gate that
+//!   speaks the anonymous bearer-token flow;
+//! * a real apt repository (`dpkg-deb` packages indexed by `apt-ftparchive`) and a real dnf
+//!   repository (`rpmbuild` packages indexed by `createrepo_c`), served over HTTP.
+//!
+//! A missing tool skips loudly, and fails under `CI=true` (`tests/run.sh` installs them).
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+
+use gpustack::resolve::http::{sha256_digest, Http, Request, Transport};
+use gpustack::{Catalog, Lock};
+
+fn tools(names: &[&str]) -> bool {
+    names.iter().all(|n| common::validator(n).is_some())
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("gpustack-resolve-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn sh(cmd: &mut Command) {
+    let out = cmd.output().expect("run tool");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A process killed when dropped.
+struct Proc(Child);
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Serves `handler(method, path, headers)` on a background thread; returns the port.
+fn serve(
+    handler: impl Fn(&str, &str, &[(String, String)]) -> (u16, Vec<(String, String)>, Vec<u8>)
+        + Send
+        + Sync
+        + 'static,
+) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let handler = Arc::new(handler);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let h = handler.clone();
+            std::thread::spawn(move || {
+                let _ = answer(stream, &*h);
+            });
+        }
+    });
+    port
+}
+
+type Handler = dyn Fn(&str, &str, &[(String, String)]) -> (u16, Vec<(String, String)>, Vec<u8>);
+
+fn answer(mut stream: TcpStream, h: &Handler) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        let mut parts = line.split_whitespace();
+        let (method, path) = (
+            parts.next().unwrap_or("").to_string(),
+            parts.next().unwrap_or("").to_string(),
+        );
+        let mut headers = Vec::new();
+        loop {
+            let mut l = String::new();
+            reader.read_line(&mut l)?;
+            let l = l.trim_end();
+            if l.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = l.split_once(':') {
+                headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+            }
+        }
+        let (status, extra, body) = h(&method, &path, &headers);
+        let mut head = format!("HTTP/1.1 {status} X\r\nContent-Length: {}\r\n", body.len());
+        for (k, v) in extra {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
+        stream.write_all(head.as_bytes())?;
+        if method != "HEAD" {
+            stream.write_all(&body)?;
+        }
+        stream.flush()?;
+    }
+}
+
+/// A static file server for `dir`.
+fn serve_dir(dir: PathBuf) -> u16 {
+    serve(move |_, path, _| {
+        let rel = path.trim_start_matches('/');
+        if rel.split('/').any(|s| s == "..") {
+            return (400, vec![], vec![]);
+        }
+        match std::fs::read(dir.join(rel)) {
+            Ok(b) => (200, vec![], b),
+            Err(_) => (404, vec![], b"not found".to_vec()),
+        }
+    })
+}
+
+fn write_blob(layout: &Path, bytes: &[u8]) -> (String, usize) {
+    let d = sha256_digest(bytes);
+    let p = layout
+        .join("blobs/sha256")
+        .join(d.trim_start_matches("sha256:"));
+    std::fs::write(p, bytes).unwrap();
+    (d, bytes.len())
+}
+
+/// An OCI layout holding an image index with an amd64 and an arm64 image (each one empty
+/// gzip layer), tagged `t`.
+fn oci_layout(dir: &Path, salt: &str) {
+    std::fs::create_dir_all(dir.join("blobs/sha256")).unwrap();
+    std::fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
+    // An empty tar (two 512-byte zero blocks), gzip-compressed with no name or time.
+    let tar = vec![0u8; 1024];
+    let gz = {
+        let mut v = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3];
+        v.extend(miniz_deflate(&tar));
+        v.extend(crc32(&tar).to_le_bytes());
+        v.extend(u32::try_from(tar.len()).unwrap().to_le_bytes());
+        v
+    };
+    let (layer, layer_size) = write_blob(dir, &gz);
+    let diff_id = sha256_digest(&tar);
+    let mut entries = Vec::new();
+    for arch in ["amd64", "arm64"] {
+        let config = format!(
+            r#"{{"architecture":"{arch}","os":"linux","config":{{"Labels":{{"salt":"{salt}"}}}},"rootfs":{{"type":"layers","diff_ids":["{diff_id}"]}}}}"#
+        );
+        let (c, cs) = write_blob(dir, config.as_bytes());
+        let manifest = format!(
+            r#"{{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"{c}","size":{cs}}},"layers":[{{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"{layer}","size":{layer_size}}}]}}"#
+        );
+        let (m, ms) = write_blob(dir, manifest.as_bytes());
+        entries.push(format!(
+            r#"{{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"{m}","size":{ms},"platform":{{"architecture":"{arch}","os":"linux"}}}}"#
+        ));
+    }
+    let index = format!(
+        r#"{{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{}]}}"#,
+        entries.join(",")
+    );
+    let (i, is) = write_blob(dir, index.as_bytes());
+    std::fs::write(
+        dir.join("index.json"),
+        format!(
+            r#"{{"schemaVersion":2,"manifests":[{{"mediaType":"application/vnd.oci.image.index.v1+json","digest":"{i}","size":{is},"annotations":{{"org.opencontainers.image.ref.name":"t"}}}}]}}"#
+        ),
+    )
+    .unwrap();
+}
+
+fn miniz_deflate(data: &[u8]) -> Vec<u8> {
+    // Stored (uncompressed) deflate blocks: valid gzip without a compressor.
+    let mut out = Vec::new();
+    let chunks: Vec<&[u8]> = data.chunks(65_535).collect();
+    for (n, c) in chunks.iter().enumerate() {
+        out.push(u8::from(n + 1 == chunks.len()));
+        let len = u16::try_from(c.len()).unwrap();
+        out.extend(len.to_le_bytes());
+        out.extend((!len).to_le_bytes());
+        out.extend_from_slice(c);
+    }
+    out
+}
+
+fn crc32(data: &[u8]) -> u32 {
+    let mut crc = 0xffff_ffffu32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xedb8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// Starts a registry on a free port; returns it and its base URL.
+fn registry(dir: &Path) -> (Proc, String) {
+    let port = free_port();
+    let config = dir.join("config.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
+            dir.join("data").display()
+        ),
+    )
+    .unwrap();
+    let child = Command::new("docker-registry")
+        .arg("serve")
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start docker-registry");
+    let p = Proc(child);
+    let url = format!("http://127.0.0.1:{port}");
+    for _ in 0..100 {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    (p, url)
+}
+
+fn push(layout: &Path, registry: &str, reference: &str) {
+    let host = registry.trim_start_matches("http://");
+    sh(Command::new("skopeo").args([
+        "copy",
+        "--quiet",
+        "--all",
+        "--dest-tls-verify=false",
+        &format!("oci:{}:t", layout.display()),
+        &format!("docker://{host}/{reference}"),
+    ]));
+}
+
+const SPEC: &str = "[stack]\nname = \"resolve-demo\"\nos = \"ubuntu22.04\"\n[hardware]\ngpus = [\"a100\"]\n[components]\ntorch = \"*\"\n";
+
+fn spec_with(resolve: &str) -> String {
+    format!("{SPEC}[resolve]\n{resolve}")
+}
+
+#[test]
+fn image_digests_come_from_a_real_registry_through_a_mirror_and_a_token_gate() {
+    if !tools(&["docker-registry", "skopeo"]) {
+        return;
+    }
+    let dir = tmp("registry");
+    let cat = Catalog::stock().unwrap();
+    let offline = gpustack::lock_spec(&cat, "s", SPEC).unwrap();
+    let cuda = offline.package("cuda-image").unwrap();
+    let (devel, runtime) = (
+        cuda.get("devel-tag").unwrap(),
+        cuda.get("runtime-tag").unwrap(),
+    );
+    // Offline, the base images have no sourced digest; uv's comes from the catalog.
+    assert_eq!(cuda.get("digest-source"), None);
+    assert_eq!(
+        offline.package("uv").unwrap().get("digest-source"),
+        Some("catalog")
+    );
+
+    oci_layout(&dir.join("layout"), "one");
+    let (_reg, url) = registry(&dir);
+    for tag in [devel, runtime] {
+        push(&dir.join("layout"), &url, &format!("nvidia/cuda:{tag}"));
+    }
+    // What the registry itself says the tag is.
+    let http = Http::new(false);
+    let head = http
+        .send(
+            &Request::get(format!("{url}/v2/nvidia/cuda/manifests/{devel}"))
+                .header("Accept", gpustack::resolve::oci::ACCEPT),
+        )
+        .unwrap();
+    let served = head.header("docker-content-digest").unwrap().to_string();
+    assert_eq!(sha256_digest(&head.body), served);
+
+    let text = spec_with(&format!("registries = {{ \"docker.io\" = \"{url}\" }}\n"));
+    let (lock, report) = gpustack::lock_spec_resolved(&cat, "s", &text, &http, None).unwrap();
+    let cuda = lock.package("cuda-image").unwrap();
+    assert_eq!(cuda.get("digest-source"), Some("registry"));
+    assert_eq!(cuda.get("devel-digest"), Some(served.as_str()));
+    assert_eq!(cuda.list("devel-platforms").len(), 2, "{:?}", cuda.fields);
+    assert!(cuda.list("devel-platforms")[0].starts_with("linux/amd64 sha256:"));
+    assert!(lock.verify().is_empty());
+    assert_eq!(report.from_registry.len(), 2);
+    // ghcr.io is not mirrored and not reachable here: uv keeps the catalog's digest.
+    assert_eq!(
+        lock.package("uv").unwrap().get("digest-source"),
+        Some("catalog")
+    );
+    // The lock records the mirror in its request, and parses back the same.
+    let written = lock.to_toml();
+    assert!(written.contains(&format!(
+        "[request.resolve.registries]\n\"docker.io\" = \"{url}\""
+    )));
+    assert!(written.contains("version = 3\n"));
+    assert_eq!(Lock::parse("l", &written).unwrap(), lock);
+    // The generated Dockerfile pulls by digest.
+    let files = gpustack::plan::generate_many(&lock, &[gpustack::plan::Target::Docker]).unwrap();
+    let dockerfile = files[0]
+        .1
+        .iter()
+        .find(|f| f.path.ends_with("Dockerfile"))
+        .map(|f| f.contents.clone())
+        .unwrap();
+    assert!(
+        dockerfile.contains(&format!("nvidia/cuda:{devel}@{served}")),
+        "{dockerfile}"
+    );
+
+    // Offline with the previous lock: its registry digests stand.
+    let (again, _) = gpustack::lock_spec_resolved(
+        &cat,
+        "s",
+        &text,
+        &gpustack::resolve::http::Offline,
+        Some(&lock),
+    )
+    .unwrap();
+    assert_eq!(again.to_toml(), written);
+
+    // The CLI: `lock` resolves online; `--offline` (and `GPUSTACK_OFFLINE=1`) sends nothing;
+    // `lock --check` is offline and keeps the lock's registry digests, so it is fresh.
+    let project = dir.join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("gpustack.toml"), &text).unwrap();
+    let cli = |args: &[&str], offline_env: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_gpustack"));
+        c.args(args)
+            .current_dir(&project)
+            .env_remove("GPUSTACK_OFFLINE");
+        if offline_env {
+            c.env("GPUSTACK_OFFLINE", "1");
+        }
+        let out = c.output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, _, err) = cli(&["lock"], false);
+    assert_eq!(code, 0, "{err}");
+    let on_disk = std::fs::read_to_string(project.join("gpustack.lock")).unwrap();
+    assert_eq!(on_disk, written);
+    assert!(err.contains("digest from the catalog"), "{err}");
+    let (code, _, err) = cli(&["lock", "--check"], false);
+    assert_eq!(code, 0, "{err}");
+    for (args, env) in [
+        (&["lock", "--offline", "--out", "-"][..], false),
+        (&["lock", "--out", "-"][..], true),
+    ] {
+        let (code, out, err) = cli(args, env);
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            !out.contains("digest-source = \"registry\""),
+            "{args:?} {env}: resolved online"
+        );
+    }
+
+    // The tag moves: a re-lock sees the new digest.
+    oci_layout(&dir.join("layout2"), "two");
+    push(&dir.join("layout2"), &url, &format!("nvidia/cuda:{devel}"));
+    let (moved, _) = gpustack::lock_spec_resolved(&cat, "s", &text, &http, Some(&lock)).unwrap();
+    assert_ne!(
+        moved.package("cuda-image").unwrap().get("devel-digest"),
+        Some(served.as_str())
+    );
+    assert_ne!(
+        moved.layer(gpustack::Layer::Base).unwrap().hash,
+        lock.layer(gpustack::Layer::Base).unwrap().hash
+    );
+
+    // A token gate in front of the same registry, as Docker Hub, nvcr.io and ghcr.io answer:
+    // 401 with a Bearer challenge, a token endpoint, then the registry with the token.
+    let upstream = url.clone();
+    let gate = serve(move |method, path, headers| {
+        let authed = headers
+            .iter()
+            .any(|(k, v)| k == "authorization" && v == "Bearer s3cret");
+        if path.starts_with("/token?") {
+            assert!(path.contains("scope=repository:nvidia/cuda:pull"), "{path}");
+            return (200, vec![], br#"{"token":"s3cret"}"#.to_vec());
+        }
+        if !authed {
+            let port = headers
+                .iter()
+                .find(|(k, _)| k == "host")
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default();
+            return (
+                401,
+                vec![(
+                    "WWW-Authenticate".into(),
+                    format!("Bearer realm=\"http://{port}/token\",service=\"gate\",scope=\"repository:nvidia/cuda:pull\""),
+                )],
+                vec![],
+            );
+        }
+        let accept = headers
+            .iter()
+            .find(|(k, _)| k == "accept")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        let mut req = Request::get(format!("{upstream}{path}")).header("Accept", accept);
+        if method == "HEAD" {
+            req.method = gpustack::resolve::http::Method::Head;
+        }
+        let r = Http::new(false).send(&req).unwrap();
+        let keep = ["content-type", "docker-content-digest"];
+        (
+            r.status,
+            r.headers
+                .into_iter()
+                .filter(|(k, _)| keep.contains(&k.as_str()))
+                .collect(),
+            r.body,
+        )
+    });
+    let text = spec_with(&format!(
+        "registries = {{ \"docker.io\" = \"http://127.0.0.1:{gate}\" }}\n"
+    ));
+    let (gated, _) = gpustack::lock_spec_resolved(&cat, "s", &text, &http, None).unwrap();
+    assert_eq!(
+        gated.package("cuda-image").unwrap().get("devel-digest"),
+        moved.package("cuda-image").unwrap().get("devel-digest")
+    );
+
+    // A tag the registry does not have stops the lock, naming it.
+    let text = spec_with(&format!(
+        "registries = {{ \"docker.io\" = \"{url}/nothing-here\" }}\n"
+    ));
+    let err = gpustack::lock_spec_resolved(&cat, "s", &text, &http, None).unwrap_err();
+    assert!(err.to_string().contains("does not resolve"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Builds a `.deb` named `name` at `version` into `pool`.
+fn deb(pool: &Path, name: &str, version: &str) {
+    let root = pool.join(format!("{name}-{version}").replace(':', "_"));
+    std::fs::create_dir_all(root.join("DEBIAN")).unwrap();
+    std::fs::write(
+        root.join("DEBIAN/control"),
+        format!("Package: {name}\nVersion: {version}\nArchitecture: amd64\nMaintainer: t <t@example.com>\nDescription: test\n"),
+    )
+    .unwrap();
+    sh(Command::new("dpkg-deb")
+        .args(["--root-owner-group", "-Zgzip", "--build"])
+        .arg(&root)
+        .arg(pool.join(format!("{name}_{}_amd64.deb", version.replace(':', "%3a")))));
+    std::fs::remove_dir_all(root).unwrap();
+}
+
+#[test]
+fn apt_pins_are_checked_against_a_real_flat_repository() {
+    if !tools(&["dpkg-deb", "apt-ftparchive"]) {
+        return;
+    }
+    let dir = tmp("apt");
+    let cat = Catalog::stock().unwrap();
+    let offline = gpustack::lock_spec(&cat, "s", SPEC).unwrap();
+    let dcgm = offline.package("dcgm").unwrap();
+    assert_eq!(dcgm.get("apt-source"), Some("catalog"));
+    let pins = dcgm.list("apt").to_vec();
+    // NVIDIA's CUDA repository for ubuntu2204/x86_64, as a flat repository: what the lock
+    // pins, and the first pin only under another Debian revision.
+    let repo = dir.join("cuda/ubuntu2204/x86_64");
+    std::fs::create_dir_all(&repo).unwrap();
+    // Every package the CUDA repository serves (the container toolkit has its own).
+    let others: Vec<String> = offline
+        .packages
+        .iter()
+        .filter(|p| p.name != "dcgm" && p.name != "nvidia-container-toolkit")
+        .flat_map(|p| p.list("apt").to_vec())
+        .collect();
+    for (i, p) in pins.iter().chain(&others).enumerate() {
+        let (n, v) = p.split_once('=').unwrap();
+        if i == 0 {
+            deb(&repo, n, &v.replace("-1", "-2"));
+        } else {
+            deb(&repo, n, v);
+        }
+    }
+    let packages = Command::new("apt-ftparchive")
+        .arg("packages")
+        .arg(".")
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    std::fs::write(repo.join("Packages"), &packages.stdout).unwrap();
+    sh(Command::new("gzip")
+        .args(["-kn9"])
+        .arg(repo.join("Packages")));
+    let release = Command::new("apt-ftparchive")
+        .arg("release")
+        .arg(".")
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    std::fs::write(repo.join("Release"), &release.stdout).unwrap();
+    let port = serve_dir(dir.clone());
+    let text = spec_with(&format!(
+        "apt = {{ \"https://developer.download.nvidia.com/compute/cuda/repos\" = \"http://127.0.0.1:{port}/cuda\" }}\n"
+    ));
+    let http = Http::new(false);
+    let (lock, report) = gpustack::lock_spec_resolved(&cat, "s", &text, &http, None).unwrap();
+    let dcgm = lock.package("dcgm").unwrap();
+    assert_eq!(dcgm.get("apt-source"), Some("repository"));
+    assert_eq!(
+        dcgm.get("apt-repository"),
+        Some("https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64")
+    );
+    let (n0, v0) = pins[0].split_once('=').unwrap();
+    assert_eq!(
+        dcgm.list("apt")[0],
+        format!("{n0}={}", v0.replace("-1", "-2"))
+    );
+    assert_eq!(dcgm.list("apt")[1..], pins[1..]);
+    assert!(report.verified.len() >= pins.len());
+    assert!(lock.verify().is_empty());
+    // Layer hashes follow the verified pins.
+    assert_ne!(
+        lock.layer(gpustack::Layer::Host).unwrap().hash,
+        offline.layer(gpustack::Layer::Host).unwrap().hash
+    );
+
+    // A Packages file that is not the one Release states is refused.
+    std::fs::write(repo.join("Packages.gz"), b"tampered").unwrap();
+    let err = gpustack::lock_spec_resolved(&cat, "s", &text, &http, None).unwrap_err();
+    assert!(err.to_string().contains("index states"), "{err}");
+
+    // A pin the repository does not publish at all stops the lock, with what it has.
+    std::fs::remove_file(repo.join("Packages.gz")).unwrap();
+    for f in std::fs::read_dir(&repo).unwrap().flatten() {
+        if f.file_name().to_string_lossy().starts_with(n0) {
+            std::fs::remove_file(f.path()).unwrap();
+        }
+    }
+    let packages = Command::new("apt-ftparchive")
+        .arg("packages")
+        .arg(".")
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    std::fs::write(repo.join("Packages"), &packages.stdout).unwrap();
+    let release = Command::new("apt-ftparchive")
+        .arg("release")
+        .arg(".")
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    std::fs::write(repo.join("Release"), &release.stdout).unwrap();
+    let err = gpustack::lock_spec_resolved(&cat, "s", &text, &http, None).unwrap_err();
+    assert!(
+        err.to_string().contains(&format!("apt pin `{}`", pins[0])),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn dnf_pins_are_checked_against_a_real_repository() {
+    if !tools(&["rpmbuild", "createrepo_c"]) {
+        return;
+    }
+    let dir = tmp("dnf");
+    let cat = Catalog::stock().unwrap();
+    let spec = SPEC.replace("ubuntu22.04", "rockylinux9");
+    let offline = gpustack::lock_spec(&cat, "s", &spec).unwrap();
+    let fm = offline.package("nvidia-fabricmanager").unwrap();
+    let pin = fm.list("dnf")[0].clone();
+    assert_eq!(fm.get("dnf-source"), Some("catalog"));
+    // `nvidia-fabricmanager-595-595.91.07` → name and version.
+    let (name, ver) = pin.rsplit_once('-').unwrap();
+    let repo = dir.join("cuda/rhel9/x86_64");
+    std::fs::create_dir_all(&repo).unwrap();
+    let specfile = dir.join("p.spec");
+    std::fs::write(
+        &specfile,
+        format!("Name: {name}\nVersion: {ver}\nRelease: 1\nSummary: t\nLicense: MIT\nBuildArch: noarch\n%description\nt\n%files\n"),
+    )
+    .unwrap();
+    sh(Command::new("rpmbuild")
+        .arg("--define")
+        .arg(format!("_topdir {}", dir.join("rpmbuild").display()))
+        .arg("--define")
+        .arg(format!("_rpmdir {}", repo.display()))
+        .arg("-bb")
+        .arg(&specfile)
+        .stdout(Stdio::null()));
+    sh(Command::new("createrepo_c")
+        .args(["--quiet", "--general-compress-type=gz"])
+        .arg(&repo));
+    let port = serve_dir(dir.clone());
+    let text = spec_with(&format!(
+        "dnf = {{ \"https://developer.download.nvidia.com/compute/cuda/repos\" = \"http://127.0.0.1:{port}/cuda\" }}\n"
+    ))
+    .replace("ubuntu22.04", "rockylinux9");
+    let (lock, _) = gpustack::lock_spec_resolved(&cat, "s", &text, &Http::new(false), None)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let fm = lock.package("nvidia-fabricmanager").unwrap();
+    assert_eq!(fm.get("dnf-source"), Some("repository"));
+    assert_eq!(fm.list("dnf"), [format!("{name}-{ver}-1")]);
+    assert!(lock.verify().is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn resolve_table_is_validated_with_lines() {
+    let cat = Catalog::stock().unwrap();
+    let err = gpustack::lock_spec(
+        &cat,
+        "gpustack.toml",
+        &spec_with("exclude-newer = \"yesterday\"\nregistries = { \"Docker.io\" = \"ftp://x\" }\n"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("invalid `exclude-newer` `yesterday`"), "{err}");
+    assert!(err.contains("gpustack.toml:9:17"), "{err}");
+    assert!(
+        err.contains("invalid `registries` key `Docker.io`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("invalid `registries` mirror `ftp://x`"),
+        "{err}"
+    );
+}
