@@ -119,7 +119,7 @@ pub struct Finding {
     pub code: Code,
     /// Error or warning (from the code).
     pub severity: Severity,
-    /// The file it is about, as the user named it (`out/k8s/pytorchjob.yaml`).
+    /// The file it is about, as the user named it (`out/k8s/trainjob.yaml`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub file: Option<String>,
     /// 1-based line in that file, where one applies.
@@ -277,7 +277,7 @@ pub struct Inputs<'a> {
     /// The catalog the spec resolves against (stock, or with overlays).
     pub catalog: &'a Catalog,
     /// The output directory as named (`out`) and its files by relative path
-    /// (`k8s/pytorchjob.yaml`): enables drift and consistency.
+    /// (`k8s/trainjob.yaml`): enables drift and consistency.
     pub out: Option<(&'a str, &'a BTreeMap<String, Vec<u8>>)>,
     /// What else is in the output directory: entries that are not regular files (never
     /// opened) and an interrupted `gen`'s journal, as (relative path, what it is)
@@ -737,8 +737,12 @@ fn consistency(
     }
 
     // What torchrun runs: the pods' args after the rendezvous options = train.sbatch's
-    // `entry` array (both render the workload plan's entry).
-    if let (Some(k), Some(sl)) = (text("k8s/pytorchjob.yaml"), text("slurm/train.sbatch")) {
+    // `entry` array (both render the workload plan's entry). The TrainJob carries them
+    // (Kubeflow Trainer v2), or the PyTorchJob (`training_api = "pytorchjob"`).
+    let job = ["k8s/trainjob.yaml", "k8s/pytorchjob.yaml"]
+        .into_iter()
+        .find_map(|f| text(f).map(|t| (f, t)));
+    if let (Some((job, k)), Some(sl)) = (job, text("slurm/train.sbatch")) {
         let (k_line, k_entry) = k8s_entry(&k);
         let (s_line, s_entry) = slurm_entry(&sl);
         if k_entry != s_entry {
@@ -747,7 +751,7 @@ fn consistency(
                     Code::InconsistentCommand,
                     format!(
                         "{} and {} start different training commands",
-                        join(dir, "k8s/pytorchjob.yaml"),
+                        join(dir, job),
                         join(dir, "slurm/train.sbatch")
                     ),
                 )
@@ -755,7 +759,7 @@ fn consistency(
                 .detail(vec![
                     format!(
                         "{}:{k_line}: torchrun … {}",
-                        join(dir, "k8s/pytorchjob.yaml"),
+                        join(dir, job),
                         k_entry.join(" ")
                     ),
                     format!(

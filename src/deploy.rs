@@ -251,6 +251,38 @@ pub struct Serve {
     pub max_model_len: u32,
     /// Replicas.
     pub replicas: u32,
+    /// Nodes per replica (`nodes`, default 1): above one, each replica is a group of nodes
+    /// (a LeaderWorkerSet on Kubernetes).
+    pub nodes: u32,
+    /// Pipeline-parallel size (`pipeline_parallel`, default 1, or `nodes` when only `nodes`
+    /// is given).
+    pub pipeline_parallel: u32,
+}
+
+impl Serve {
+    /// GPUs of one replica: tensor × pipeline parallel.
+    pub fn gpus(&self) -> u32 {
+        self.tensor_parallel.saturating_mul(self.pipeline_parallel)
+    }
+}
+
+/// How training runs on Kubernetes (`[k8s].training_api`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TrainingApi {
+    /// Kubeflow Trainer v2: a `TrainJob` referencing a `TrainingRuntime` (the default).
+    TrainJob,
+    /// The legacy Kubeflow training-operator v1 `PyTorchJob`.
+    PyTorchJob,
+}
+
+impl TrainingApi {
+    /// The spec spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            TrainingApi::TrainJob => "trainjob",
+            TrainingApi::PyTorchJob => "pytorchjob",
+        }
+    }
 }
 
 /// A cloud for Packer sources.
@@ -295,6 +327,13 @@ pub struct K8s {
     pub namespace: String,
     /// Kubernetes version targeted, `1.30`.
     pub version: String,
+    /// The training API (`training_api`, default `trainjob`).
+    pub training_api: TrainingApi,
+    /// Kueue `LocalQueue` every workload is submitted to (`queue`).
+    pub queue: Option<String>,
+    /// Node label of the topology level the training pods must share (`topology`, needs
+    /// `queue`).
+    pub topology: Option<String>,
 }
 
 /// How Slurm jobs run the stack.
@@ -459,6 +498,8 @@ pub(crate) struct ServeWire {
     tensor_parallel: Option<S<i64>>,
     max_model_len: Option<S<i64>>,
     replicas: Option<S<i64>>,
+    nodes: Option<S<i64>>,
+    pipeline_parallel: Option<S<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -472,6 +513,9 @@ pub(crate) struct PackerWire {
 pub(crate) struct K8sWire {
     namespace: Option<S<String>>,
     version: Option<S<String>>,
+    training_api: Option<S<String>>,
+    queue: Option<S<String>>,
+    topology: Option<S<String>>,
 }
 
 #[derive(Deserialize)]
@@ -494,6 +538,9 @@ pub(crate) struct StorageWire {
 struct K8sFields {
     namespace: S<String>,
     version: S<String>,
+    training_api: Option<S<String>>,
+    queue: Option<S<String>>,
+    topology: Option<S<String>>,
 }
 
 /// [`SlurmWire`] with its required key present (or a placeholder, reported).
@@ -570,6 +617,21 @@ pub fn is_dns_label(s: &str) -> bool {
         && b[b.len() - 1].is_ascii_alphanumeric()
         && b.iter()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+}
+
+/// A Kubernetes label key: an optional DNS-subdomain prefix and `/`, then a name of at most
+/// 63 letters, digits, `-`, `_` and `.`, starting and ending with a letter or digit.
+pub fn is_label_key(s: &str) -> bool {
+    let (prefix, name) = s.rsplit_once('/').map_or((None, s), |(p, n)| (Some(p), n));
+    let nb = name.as_bytes();
+    let name_ok = !nb.is_empty()
+        && nb.len() <= 63
+        && nb[0].is_ascii_alphanumeric()
+        && nb[nb.len() - 1].is_ascii_alphanumeric()
+        && nb
+            .iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'));
+    name_ok && prefix.is_none_or(|p| p.len() <= 253 && p.split('.').all(is_dns_label))
 }
 
 /// An image registry prefix: `host[:port]/path`, lowercase, no tag or digest.
@@ -723,17 +785,55 @@ impl Deploy {
         workdir_span: Option<std::ops::Range<usize>>,
         storage_spans: &[(&'static str, std::ops::Range<usize>)],
     ) {
-        let gpus = self.cluster.as_ref().map_or(8, |c| c.gpus_per_node);
-        if let (Some(s), Some(span)) = (&self.serve, tp_span) {
-            if s.tensor_parallel > gpus {
+        // A replica of the server spans `nodes` nodes, each running an equal share of its
+        // tensor × pipeline parallel GPUs.
+        if let (Some(serve), Some(span)) = (&self.serve, tp_span.or(model_span.clone())) {
+            let per_node = self.cluster.as_ref().map_or(8, |c| c.gpus_per_node);
+            let gpus = serve.gpus();
+            if serve.nodes == 1 && serve.pipeline_parallel == 1 && serve.tensor_parallel > per_node
+            {
                 at.fail(
-                    span,
+                    span.clone(),
                     format!(
-                        "`tensor_parallel = {}` is more than the {gpus} GPUs of a node: a vLLM server runs on one node",
-                        s.tensor_parallel
+                        "`tensor_parallel = {}` is more than the {per_node} GPUs of a node",
+                        serve.tensor_parallel
                     ),
-                    &format!("lower `tensor_parallel` to at most {gpus} (`[cluster].gpus_per_node`, 8 when there is no [cluster])"),
+                    &format!("lower `tensor_parallel` to at most {per_node} (`[cluster].gpus_per_node`, 8 when there is no [cluster]), or spread the server over nodes (`nodes`, `pipeline_parallel`)"),
                 );
+            } else if gpus.div_ceil(serve.nodes) > per_node {
+                at.fail(
+                    span.clone(),
+                    format!("[serve].tensor_parallel × pipeline_parallel = {} × {} = {gpus} GPUs do not fit {} node(s) of {per_node} GPUs", serve.tensor_parallel, serve.pipeline_parallel, serve.nodes),
+                    "lower `tensor_parallel` to at most [cluster].gpus_per_node, or raise `nodes` and `pipeline_parallel` together",
+                );
+            } else if serve.nodes > 1 && gpus % serve.nodes != 0 {
+                at.fail(
+                    span.clone(),
+                    format!(
+                        "[serve] needs {gpus} GPUs, which do not split evenly over {} nodes",
+                        serve.nodes
+                    ),
+                    "make tensor_parallel × pipeline_parallel a multiple of `nodes`",
+                );
+            }
+            if serve.nodes > 1 && self.configures().2 {
+                at.fail(
+                    span.clone(),
+                    format!("[serve].nodes = {}: a vLLM server across nodes is generated for Kubernetes only (a LeaderWorkerSet), not yet as a Slurm job", serve.nodes),
+                    "leave [slurm] out of a spec that serves across nodes (and keep [k8s]), or serve on one node (`nodes = 1`)",
+                );
+            }
+            if let Some(c) = &self.cluster {
+                if serve.nodes > c.nodes {
+                    at.fail(
+                        span,
+                        format!(
+                            "[serve].nodes = {} is more than the {} nodes of [cluster]",
+                            serve.nodes, c.nodes
+                        ),
+                        "lower `nodes` or raise [cluster].nodes",
+                    );
+                }
             }
         }
         // Pyxis (`--container-mounts`) and Apptainer (`--bind`) separate mounts with `,`
@@ -1009,11 +1109,18 @@ impl DeployWire {
                 .replicas
                 .as_ref()
                 .map_or(1, |v| at.count(v, "replicas", 1000));
+            let nodes = s.nodes.as_ref().map_or(1, |v| at.count(v, "nodes", 64));
+            let pp = s
+                .pipeline_parallel
+                .as_ref()
+                .map_or(nodes, |v| at.count(v, "pipeline_parallel", 64));
             d.serve = Some(Serve {
                 model: model.into_inner(),
                 tensor_parallel: tp,
                 max_model_len: len,
                 replicas,
+                nodes,
+                pipeline_parallel: pp,
             });
         }
         if let Some(p) = self.packer {
@@ -1067,6 +1174,9 @@ impl DeployWire {
                     "\"1.30\"",
                     "1.30".into(),
                 ),
+                training_api: k.training_api,
+                queue: k.queue,
+                topology: k.topology,
             };
             if !is_dns_label(k.namespace.get_ref()) {
                 at.fail(
@@ -1089,9 +1199,59 @@ impl DeployWire {
                     "write the minor version, like `1.30`",
                 );
             }
+            if matches!(
+                k.namespace.get_ref().as_str(),
+                "default" | "kube-system" | "kube-public" | "kube-node-lease"
+            ) {
+                at.fail(
+                    k.namespace.span(),
+                    format!("namespace `{}` is a system namespace", k.namespace.get_ref()),
+                    "name a namespace of its own, like `llm`: gen k8s labels it with the Pod Security level its workloads need",
+                );
+            }
+            let training_api = match k.training_api.as_ref().map(|t| t.get_ref().as_str()) {
+                None | Some("trainjob") => TrainingApi::TrainJob,
+                Some("pytorchjob") => TrainingApi::PyTorchJob,
+                Some(other) => {
+                    let t = k.training_api.as_ref().map(S::span).unwrap_or_default();
+                    at.fail(
+                        t,
+                        format!("unknown training API `{}`", other.escape_debug()),
+                        "`training_api` is `trainjob` (Kubeflow Trainer v2) or `pytorchjob` (training-operator v1)",
+                    );
+                    TrainingApi::TrainJob
+                }
+            };
+            let mut label =
+                |v: &Option<S<String>>, what: &str, ok: fn(&str) -> bool, hint: &str| {
+                    let v = v.as_ref()?;
+                    if !ok(v.get_ref()) {
+                        at.fail(
+                            v.span(),
+                            format!("invalid {what} `{}`", v.get_ref().escape_debug()),
+                            hint,
+                        );
+                    }
+                    Some(v.get_ref().clone())
+                };
+            let queue = label(
+                &k.queue,
+                "queue",
+                is_dns_label,
+                "a LocalQueue name is a DNS label: lowercase letters, digits and `-`",
+            );
+            let topology = label(
+                &k.topology,
+                "topology label",
+                is_label_key,
+                "a node label key, like `cloud.provider.com/topology-block`",
+            );
             d.k8s = Some(K8s {
                 namespace: k.namespace.into_inner(),
                 version: k.version.into_inner(),
+                training_api,
+                queue,
+                topology,
             });
         }
         if let Some(s) = self.slurm {

@@ -808,6 +808,12 @@ fn deploy_toml(o: &mut String, d: &crate::deploy::Deploy) {
         num(o, "tensor_parallel", s.tensor_parallel);
         num(o, "max_model_len", s.max_model_len);
         num(o, "replicas", s.replicas);
+        if s.nodes != 1 {
+            num(o, "nodes", s.nodes);
+        }
+        if s.pipeline_parallel != s.nodes {
+            num(o, "pipeline_parallel", s.pipeline_parallel);
+        }
     }
     if let Some(p) = &d.packer {
         o.push_str("\n[request.packer]\n");
@@ -824,6 +830,15 @@ fn deploy_toml(o: &mut String, d: &crate::deploy::Deploy) {
         o.push_str("\n[request.k8s]\n");
         kv(o, "namespace", &k.namespace);
         kv(o, "version", &k.version);
+        if k.training_api != crate::deploy::TrainingApi::TrainJob {
+            kv(o, "training_api", k.training_api.name());
+        }
+        if let Some(q) = &k.queue {
+            kv(o, "queue", q);
+        }
+        if let Some(t) = &k.topology {
+            kv(o, "topology", t);
+        }
     }
     if let Some(s) = &d.slurm {
         o.push_str("\n[request.slurm]\n");

@@ -405,6 +405,26 @@ fn serve() -> Value {
                 ),
             ),
             ("replicas", integer("Server replicas.", 1000, Some(1), 2)),
+            (
+                "nodes",
+                json!({
+                    "type": "integer",
+                    "description": "Nodes per replica (default 1). Above 1, a replica spans nodes (a LeaderWorkerSet on Kubernetes, vLLM's multi-node form): tensor_parallel × pipeline_parallel GPUs are split evenly over them, at most [cluster].gpus_per_node each, and `nodes` must fit [cluster].nodes (checked at lock time).",
+                    "minimum": 1,
+                    "maximum": 64,
+                    "examples": [1],
+                }),
+            ),
+            (
+                "pipeline_parallel",
+                json!({
+                    "type": "integer",
+                    "description": "Pipeline-parallel size. Default: `nodes` (vLLM's guide: tensor_parallel = GPUs per node, pipeline_parallel = nodes). tensor_parallel × pipeline_parallel must split evenly over `nodes`, at most [cluster].gpus_per_node each (checked at lock time).",
+                    "minimum": 1,
+                    "maximum": 64,
+                    "examples": [1],
+                }),
+            ),
         ],
     ))
 }
@@ -440,7 +460,7 @@ fn k8s() -> Value {
                 "namespace",
                 json!({
                     "type": "string",
-                    "description": "The namespace: a DNS label (lowercase letters, digits and `-`, at most 63 characters).",
+                    "description": "The namespace: a DNS label (lowercase letters, digits and `-`, at most 63 characters), not a system namespace (`default`, `kube-system`, `kube-public`, `kube-node-lease`).",
                     "pattern": "^[a-z0-9]([a-z0-9-]*[a-z0-9])?$",
                     "maxLength": 63,
                     "examples": ["llm"],
@@ -453,6 +473,35 @@ fn k8s() -> Value {
                     "description": "The Kubernetes minor version the manifests target, `1.N`.",
                     "pattern": "^1\\.[0-9]{1,2}$",
                     "examples": ["1.30"],
+                }),
+            ),
+            (
+                "training_api",
+                json!({
+                    "type": "string",
+                    "description": "How training runs: `trainjob` (Kubeflow Trainer v2 TrainJob + TrainingRuntime, the default) or `pytorchjob` (the legacy training-operator v1 PyTorchJob).",
+                    "enum": ["trainjob", "pytorchjob"],
+                    "default": "trainjob",
+                    "examples": ["pytorchjob"],
+                }),
+            ),
+            (
+                "queue",
+                json!({
+                    "type": "string",
+                    "description": "Kueue LocalQueue every workload is submitted to (`kueue.x-k8s.io/queue-name`); gen k8s also writes `kueue/` with a ResourceFlavor, ClusterQueue and LocalQueue sized to [cluster].",
+                    "pattern": "^[a-z0-9]([a-z0-9-]*[a-z0-9])?$",
+                    "maxLength": 63,
+                    "examples": ["gpu"],
+                }),
+            ),
+            (
+                "topology",
+                json!({
+                    "type": "string",
+                    "description": "A node label whose value names a topology domain (a rack, a block): the training pods must all land in one (`kueue.x-k8s.io/podset-required-topology`), and a Kueue Topology is written. It takes effect where Kueue admits the workloads (`queue`).",
+                    "maxLength": 317,
+                    "examples": ["cloud.provider.com/topology-block"],
                 }),
             ),
         ],

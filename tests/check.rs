@@ -350,7 +350,7 @@ fn a_driver_that_differs_across_targets_is_inconsistent() {
 #[test]
 fn an_image_tag_that_is_not_the_bake_files_is_inconsistent() {
     let dir = project("image");
-    let job = dir.join("out/k8s/pytorchjob.yaml");
+    let job = dir.join("out/k8s/trainjob.yaml");
     let text = std::fs::read_to_string(&job).unwrap();
     let image_line = text.find("image: \"").unwrap();
     let tag_at = image_line + text[image_line..].find(":training-").unwrap() + ":training-".len();
@@ -373,7 +373,7 @@ fn an_image_tag_that_is_not_the_bake_files_is_inconsistent() {
         located(&out, "inconsistent-image"),
         vec![
             format!(
-                "out/k8s/pytorchjob.yaml:{}",
+                "out/k8s/trainjob.yaml:{}",
                 line_of(&job, ":training-000000000000")
             ),
             format!("out/slurm/serve.sbatch:{}", line_of(&sbatch, "image='")),

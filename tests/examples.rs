@@ -98,9 +98,7 @@ fn render_k8s_lists_what_gen_writes() {
         .collect();
     assert_eq!(listed, written);
     assert_eq!(header, format!("{} files for target `k8s`:", written.len()));
-    assert!(
-        written.contains_key("pytorchjob.yaml") && written.contains_key("vllm-deployment.yaml")
-    );
+    assert!(written.contains_key("trainjob.yaml") && written.contains_key("vllm-deployment.yaml"));
 
     // A bad spec is the library's error, with the CLI's exit code.
     let err = render_k8s::run(&cat, "bad.toml", "[stack]\nname = \"x\"\n").unwrap_err();

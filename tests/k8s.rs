@@ -15,21 +15,142 @@ use std::path::{Path, PathBuf};
 use common::*;
 use serde_json::Value;
 
-/// Files that are not Kubernetes resources known to kubernetes-validate.
-const NOT_BUILTIN: &[&str] = &[
+/// Files that are not Kubernetes resources (Helm values, kustomize's own file).
+const NOT_RESOURCES: &[&str] = &[
     "kustomization.yaml",
     "gpu-operator-values.yaml",
-    "pytorchjob.yaml",
+    "monitoring/prometheus-adapter-values.yaml",
 ];
 
+/// The CRD (under `../shared/schemas/`, copied unchanged from the projects' release tags)
+/// and version a custom resource file is validated against. The PyTorchJob keeps its
+/// committed strict schema (`fixtures/schemas/`).
+fn crd_of(file: &str) -> Option<(&'static str, &'static str)> {
+    Some(match file {
+        "trainjob.yaml" => ("trainer.kubeflow.org_trainjobs.v2.3.0.yaml", "v1alpha1"),
+        "trainingruntime.yaml" => (
+            "trainer.kubeflow.org_trainingruntimes.v2.3.0.yaml",
+            "v1alpha1",
+        ),
+        "vllm-leaderworkerset.yaml" => (
+            "leaderworkerset.x-k8s.io_leaderworkersets.v0.10.0.yaml",
+            "v1",
+        ),
+        "monitoring/vllm-servicemonitor.yaml" => {
+            ("monitoring.coreos.com_servicemonitors.v0.93.0.yaml", "v1")
+        }
+        "kueue/resource-flavor.yaml" => ("kueue.x-k8s.io_resourceflavors.v0.19.2.yaml", "v1beta2"),
+        "kueue/cluster-queue.yaml" => ("kueue.x-k8s.io_clusterqueues.v0.19.2.yaml", "v1beta2"),
+        "kueue/local-queue.yaml" => ("kueue.x-k8s.io_localqueues.v0.19.2.yaml", "v1beta2"),
+        "kueue/topology.yaml" => ("kueue.x-k8s.io_topologies.v0.19.2.yaml", "v1beta2"),
+        _ => return None,
+    })
+}
+
+/// Every `*.yaml` under `dir`, as `/`-separated relative paths, sorted.
 fn yaml_files(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|f| f.ends_with(".yaml"))
-        .collect();
+    fn walk(base: &Path, d: &Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(base, &p, out);
+            } else if p.extension().is_some_and(|x| x == "yaml") {
+                out.push(
+                    p.strip_prefix(base)
+                        .unwrap()
+                        .to_string_lossy()
+                        .replace('\\', "/"),
+                );
+            }
+        }
+    }
+    let mut v = Vec::new();
+    walk(dir, dir, &mut v);
     v.sort();
     v
+}
+
+/// A CRD's `openAPIV3Schema` for one version as a strict JSON Schema: unknown fields are
+/// errors wherever the CRD declares properties (as `kubectl apply --validate=strict`
+/// rejects them) and `x-kubernetes-preserve-unknown-fields` is absent, `apiVersion` and
+/// `kind` are pinned, and `metadata` holds what gpustack writes. Written once per run.
+const CRD_TO_SCHEMA: &str = r#"
+import json, sys, yaml
+crd, version, out = sys.argv[1:4]
+d = yaml.safe_load(open(crd))
+v = [x for x in d["spec"]["versions"] if x["name"] == version][0]
+s = v["schema"]["openAPIV3Schema"]
+def strict(n):
+    if isinstance(n, dict):
+        if "properties" in n and not n.get("x-kubernetes-preserve-unknown-fields") and "additionalProperties" not in n:
+            n["additionalProperties"] = False
+        for x in n.values():
+            strict(x)
+    elif isinstance(n, list):
+        for x in n:
+            strict(x)
+strict(s)
+s["properties"]["apiVersion"] = {"const": d["spec"]["group"] + "/" + version}
+s["properties"]["kind"] = {"const": d["spec"]["names"]["kind"]}
+s["required"] = sorted(set(s.get("required", [])) | {"apiVersion", "kind", "metadata"})
+strs = {"type": "object", "additionalProperties": {"type": "string"}}
+s["properties"]["metadata"] = {
+    "type": "object", "required": ["name"], "additionalProperties": False,
+    "properties": {"name": {"type": "string"}, "namespace": {"type": "string"},
+                   "labels": strs, "annotations": strs},
+}
+s["$schema"] = "http://json-schema.org/draft-07/schema#"
+json.dump(s, open(out, "w"))
+"#;
+
+/// The strict schema of a CRD (see [`CRD_TO_SCHEMA`]), converted once per test run.
+fn crd_schema(py: &Path, crd: &str, version: &str) -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let dir = DIR.get_or_init(|| tempdir("crd-schemas"));
+    let out = dir.join(format!("{crd}.{version}.json"));
+    if !out.exists() {
+        let src = root().join("../shared/schemas").join(crd);
+        assert!(
+            src.exists(),
+            "{} is missing: the CRD schemas live in ../shared/schemas",
+            src.display()
+        );
+        let tmp = dir.join(format!(
+            "{crd}.{version}.{:?}.tmp",
+            std::thread::current().id()
+        ));
+        let (code, o) = run_tool(
+            py,
+            &[
+                "-c",
+                CRD_TO_SCHEMA,
+                src.to_str().unwrap(),
+                version,
+                tmp.to_str().unwrap(),
+            ],
+            dir,
+        );
+        assert_eq!(code, 0, "{crd}: {o}");
+        std::fs::rename(&tmp, &out).unwrap();
+    }
+    out
+}
+
+/// check-jsonschema of one custom resource against its CRD's strict schema.
+fn check_crd(t: &Tools, dir: &Path, file: &str) -> Result<(), String> {
+    let (crd, version) = crd_of(file).unwrap();
+    let schema = crd_schema(&t.py, crd, version);
+    let (code, out) = run_tool(
+        &t.cj,
+        &["--schemafile", schema.to_str().unwrap(), file],
+        dir,
+    );
+    if code != 0 {
+        return Err(format!(
+            "check-jsonschema {file} against {crd} ({version}):\n{out}"
+        ));
+    }
+    Ok(())
 }
 
 /// `[k8s].version` of a lock as kubernetes-validate wants it (`1.30.0`).
@@ -101,16 +222,18 @@ fn check_yamllint(tool: &Path, dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Every `*.yaml` of `dir`, parsed by PyYAML: file name → its documents.
+/// Every `*.yaml` under `dir`, parsed by PyYAML: relative path → its documents.
 fn parse_yaml(python: &Path, dir: &Path) -> BTreeMap<String, Vec<Value>> {
     const SCRIPT: &str = r#"
 import json, os, sys, yaml
 d = sys.argv[1]
 out = {}
-for f in sorted(os.listdir(d)):
-    if f.endswith('.yaml'):
-        with open(os.path.join(d, f)) as fh:
-            out[f] = list(yaml.safe_load_all(fh))
+for base, _, files in os.walk(d):
+    for f in sorted(files):
+        if f.endswith('.yaml'):
+            p = os.path.join(base, f)
+            with open(p) as fh:
+                out[os.path.relpath(p, d)] = list(yaml.safe_load_all(fh))
 print(json.dumps(out))
 "#;
     let (code, out) = run_tool(python, &["-c", SCRIPT, dir.to_str().unwrap()], dir);
@@ -155,15 +278,26 @@ fn tools() -> Option<Tools> {
 
 /// Runs every validator over one generated `k8s/` directory.
 fn validate_dir(t: &Tools, dir: &Path, version: &str) -> Result<(), String> {
-    let files = yaml_files(dir);
+    validate_files(t, dir, &yaml_files(dir), version)
+}
+
+/// Runs the validators over some of the files of a generated `k8s/` directory.
+fn validate_files(t: &Tools, dir: &Path, files: &[String], version: &str) -> Result<(), String> {
     let builtin: Vec<String> = files
         .iter()
-        .filter(|f| !NOT_BUILTIN.contains(&f.as_str()))
+        .filter(|f| {
+            !NOT_RESOURCES.contains(&f.as_str()) && crd_of(f).is_none() && *f != "pytorchjob.yaml"
+        })
         .cloned()
         .collect();
-    check_builtin(&t.kv, dir, &builtin, version)?;
+    if !builtin.is_empty() {
+        check_builtin(&t.kv, dir, &builtin, version)?;
+    }
     if files.iter().any(|f| f == "pytorchjob.yaml") {
         check_pytorchjob(&t.cj, &dir.join("pytorchjob.yaml"))?;
+    }
+    for f in files.iter().filter(|f| crd_of(f).is_some()) {
+        check_crd(t, dir, f)?;
     }
     check_yamllint(&t.yl, dir)
 }
@@ -195,7 +329,7 @@ fn every_example_passes_the_validators() {
     for name in example_names() {
         let lock = read_lock(&root().join("lockfiles").join(format!("{name}.lock")));
         let dir = generate(&name, "k8s");
-        if dir.join("pytorchjob.yaml").exists() {
+        if dir.join("pytorchjob.yaml").exists() || dir.join("trainjob.yaml").exists() {
             pytorchjobs += 1;
         }
         if let Err(e) = validate_dir(&t, &dir, &k8s_version(&lock)) {
@@ -205,7 +339,7 @@ fn every_example_passes_the_validators() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     assert!(
         pytorchjobs >= 2,
-        "expected PyTorchJobs from the examples with [train]"
+        "expected TrainJobs or PyTorchJobs from the examples with [train]"
     );
 }
 
@@ -218,9 +352,11 @@ fn kustomization_lists_every_resource() {
         let dir = generate(&name, "k8s");
         let docs = parse_yaml(&t.py, &dir);
         let k = &docs["kustomization.yaml"][0];
+        // kueue/ (cluster-scoped, applied by an admin first) and monitoring/ (needs the
+        // prometheus-operator CRDs) are applied on their own.
         let mut want: Vec<String> = docs
             .keys()
-            .filter(|f| *f != "kustomization.yaml" && *f != "gpu-operator-values.yaml")
+            .filter(|f| !f.contains('/') && !NOT_RESOURCES.contains(&f.as_str()))
             .cloned()
             .collect();
         want.sort();
@@ -229,11 +365,18 @@ fn kustomization_lists_every_resource() {
         assert_eq!(k["namespace"], ns.as_str(), "{name}");
         for (f, d) in &docs {
             assert_eq!(d.len(), 1, "{name}/{f}: one document per file");
-            if f == "kustomization.yaml" || f == "gpu-operator-values.yaml" {
+            if NOT_RESOURCES.contains(&f.as_str()) {
                 continue;
             }
             let meta = &d[0]["metadata"];
-            if d[0]["kind"] == "Namespace" {
+            if ["ResourceFlavor", "ClusterQueue", "Topology"]
+                .contains(&d[0]["kind"].as_str().unwrap())
+            {
+                assert!(
+                    meta.get("namespace").is_none(),
+                    "{name}/{f}: cluster-scoped"
+                );
+            } else if d[0]["kind"] == "Namespace" {
                 assert_eq!(meta["name"], ns.as_str(), "{name}/{f}");
             } else {
                 assert_eq!(meta["namespace"], ns.as_str(), "{name}/{f}");
@@ -321,6 +464,11 @@ fn manifests_agree_with_the_lock_and_the_images() {
             (
                 "pytorchjob.yaml",
                 "spec.pytorchReplicaSpecs.Worker.template.spec",
+                ":training-",
+            ),
+            (
+                "trainingruntime.yaml",
+                "spec.template.spec.replicatedJobs.0.template.spec.template.spec",
                 ":training-",
             ),
             ("vllm-deployment.yaml", "spec.template.spec", ":inference-"),
@@ -511,10 +659,47 @@ fn manifests_agree_with_the_lock_and_the_images() {
             .get("cluster")
             .map_or(8, |c| c["gpus_per_node"].as_integer().unwrap());
         assert_eq!(
-            docs.contains_key("pytorchjob.yaml"),
+            docs.contains_key("pytorchjob.yaml") || docs.contains_key("trainjob.yaml"),
             req.get("train").is_some(),
             "{name}"
         );
+        if let Some(j) = docs.get("trainjob.yaml") {
+            let s = &j[0]["spec"];
+            assert_eq!(s["trainer"]["numNodes"], nodes, "{name}");
+            assert_eq!(s["runtimeRef"]["kind"], "TrainingRuntime", "{name}");
+            let r = &docs["trainingruntime.yaml"][0];
+            assert_eq!(s["runtimeRef"]["name"], r["metadata"]["name"], "{name}");
+            assert_eq!(r["spec"]["mlPolicy"]["numNodes"], nodes, "{name}");
+            let pod = get(
+                r,
+                "spec.template.spec.replicatedJobs.0.template.spec.template.spec",
+            );
+            let c = &pod["containers"][0];
+            assert_eq!(c["name"], "node", "{name}: the Trainer's trainer container");
+            // The TrainJob's resources are the runtime container's.
+            assert_eq!(s["trainer"]["resourcesPerNode"], c["resources"], "{name}");
+            assert_eq!(c["resources"]["limits"]["nvidia.com/gpu"], gpn, "{name}");
+            assert_eq!(s["trainer"]["image"], c["image"], "{name}");
+            let fabric = req
+                .get("cluster")
+                .and_then(|c| c["fabric"].as_str())
+                .unwrap_or("none");
+            let rdma = nodes > 1 && (fabric == "infiniband" || fabric == "roce");
+            assert_eq!(
+                pod["hostNetwork"].as_bool().unwrap_or(false),
+                rdma,
+                "{name}"
+            );
+            let queue = req
+                .get("k8s")
+                .and_then(|k| k.get("queue"))
+                .and_then(|q| q.as_str());
+            assert_eq!(
+                j[0]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"].as_str(),
+                queue,
+                "{name}"
+            );
+        }
         if let Some(j) = docs.get("pytorchjob.yaml") {
             let s = &j[0]["spec"];
             assert_eq!(s["nprocPerNode"], gpn.to_string(), "{name}");
@@ -672,10 +857,8 @@ fn hostile_values_stay_data() {
         );
         validate_dir(&t, &dir, "1.30.0").unwrap_or_else(|e| panic!("{variant}: {e}"));
         let docs = parse_yaml(&t.py, &dir);
-        let c = get(
-            &docs["pytorchjob.yaml"][0],
-            "spec.pytorchReplicaSpecs.Worker.template.spec.containers.0",
-        );
+        // The TrainJob's trainer says what starts.
+        let c = get(&docs["trainjob.yaml"][0], "spec.trainer");
         let mut got = strs(&c["command"]);
         got.extend(strs(&c["args"]));
         // What torchrun runs comes last, every argument exactly as written.
@@ -699,7 +882,7 @@ fn hostile_values_stay_data() {
         );
         // Nothing hostile leaks into a comment or a key: every occurrence is inside a quoted
         // scalar of the command/args lists.
-        let text = std::fs::read_to_string(dir.join("pytorchjob.yaml")).unwrap();
+        let text = std::fs::read_to_string(dir.join("trainjob.yaml")).unwrap();
         for h in hostile {
             let quoted = serde_json::to_string(h).unwrap();
             assert!(
@@ -718,15 +901,39 @@ fn corrupt(dir: &Path, file: &str, from: &str, to: &str) {
     std::fs::write(&p, text.replacen(from, to, 1)).unwrap();
 }
 
-/// The validators really run: broken copies of generated manifests are rejected.
+/// The example spec with a vLLM server over two nodes per replica (a LeaderWorkerSet),
+/// for Kubernetes alone (Slurm does not write a multi-node server).
+fn lws_spec() -> String {
+    std::fs::read_to_string(root().join("fixtures/specs/h100-ib-train-serve.toml"))
+        .unwrap()
+        .replace("replicas = 2\n", "replicas = 1\nnodes = 2\n")
+        .replace(
+            "[slurm]\npartition = \"gpu\"\ncontainer = \"pyxis\"\ntime = \"48:00:00\"\n",
+            "",
+        )
+}
+
+/// The validators really run: broken copies of generated manifests are rejected, one of
+/// every kind written (built-in, each custom resource against its CRD, YAML style).
 #[test]
 fn validators_reject_broken_manifests() {
     let Some(t) = tools() else { return };
-    let good = generate("h100-ib-train-serve", "k8s");
-    validate_dir(&t, &good, "1.30.0").unwrap();
-    // (what, file, text, replacement, a word the rejection must name)
-    let cases: &[(&str, &str, &str, &str, &str)] = &[
+    let sources = [
+        ("h100", generate("h100-ib-train-serve", "k8s"), "1.30.0"),
+        ("gh200", generate("gh200-hpc", "k8s"), "1.31.0"),
         (
+            "lws",
+            lock_and_generate("broken-lws", &lws_spec()),
+            "1.30.0",
+        ),
+    ];
+    for (_, dir, v) in &sources {
+        validate_dir(&t, dir, v).unwrap();
+    }
+    // (source, what, file, text, replacement, a word the rejection must name)
+    let cases: &[(&str, &str, &str, &str, &str, &str)] = &[
+        (
+            "h100",
             "replicas as a word",
             "vllm-deployment.yaml",
             "replicas: 2",
@@ -734,6 +941,7 @@ fn validators_reject_broken_manifests() {
             "'two' is not of type 'integer'",
         ),
         (
+            "h100",
             "unknown field",
             "vllm-service.yaml",
             "type: ClusterIP",
@@ -741,6 +949,7 @@ fn validators_reject_broken_manifests() {
             "'typo' was unexpected",
         ),
         (
+            "h100",
             "unknown kind (kubernetes-validate only warns)",
             "vllm-pdb.yaml",
             "kind: PodDisruptionBudget",
@@ -748,13 +957,119 @@ fn validators_reject_broken_manifests() {
             "WARN",
         ),
         (
+            "h100",
+            "quota typo",
+            "resourcequota.yaml",
+            "hard:",
+            "hardd:",
+            "'hardd' was unexpected",
+        ),
+        (
+            "h100",
+            "TrainJob nodes as a word",
+            "trainjob.yaml",
+            "numNodes: 8",
+            "numNodes: eight",
+            "'eight' is not of type 'integer'",
+        ),
+        (
+            "h100",
+            "TrainJob unknown trainer field",
+            "trainjob.yaml",
+            "resourcesPerNode:",
+            "resourcesPerNod:",
+            "'resourcesPerNod' was unexpected",
+        ),
+        (
+            "h100",
+            "TrainingRuntime unknown policy field",
+            "trainingruntime.yaml",
+            "numNodes: 8",
+            "numNodez: 8",
+            "'numNodez' was unexpected",
+        ),
+        (
+            "h100",
+            "TrainingRuntime container typo",
+            "trainingruntime.yaml",
+            "workingDir:",
+            "workingDirr:",
+            "'workingDirr' was unexpected",
+        ),
+        (
+            "h100",
+            "ServiceMonitor typo",
+            "monitoring/vllm-servicemonitor.yaml",
+            "interval: 30s",
+            "intervall: 30s",
+            "'intervall' was unexpected",
+        ),
+        (
+            "h100",
+            "ResourceFlavor typo",
+            "kueue/resource-flavor.yaml",
+            "nodeLabels:",
+            "nodeLabelz:",
+            "'nodeLabelz' was unexpected",
+        ),
+        (
+            "h100",
+            "ClusterQueue quota typo",
+            "kueue/cluster-queue.yaml",
+            "nominalQuota: 64",
+            "nominalQuotaa: 64",
+            "'nominalQuotaa' was unexpected",
+        ),
+        (
+            "h100",
+            "LocalQueue queue as a number",
+            "kueue/local-queue.yaml",
+            "clusterQueue: \"gpu\"",
+            "clusterQueue: 7",
+            "7 is not of type 'string'",
+        ),
+        (
+            "h100",
+            "Topology typo",
+            "kueue/topology.yaml",
+            "- nodeLabel: kubernetes.io/hostname",
+            "- nodeLabell: kubernetes.io/hostname",
+            "'nodeLabell' was unexpected",
+        ),
+        (
+            "h100",
+            "wrong API version",
+            "kueue/topology.yaml",
+            "kueue.x-k8s.io/v1beta2",
+            "kueue.x-k8s.io/v1",
+            "was expected",
+        ),
+        (
+            "lws",
+            "LeaderWorkerSet size as a word",
+            "vllm-leaderworkerset.yaml",
+            "size: 2",
+            "size: two",
+            "'two' is not of type 'integer'",
+        ),
+        (
+            "lws",
+            "LeaderWorkerSet rollout typo",
+            "vllm-leaderworkerset.yaml",
+            "maxSurge: 0",
+            "maxSurges: 0",
+            "'maxSurges' was unexpected",
+        ),
+        (
+            "gh200",
             "nprocPerNode as a number",
             "pytorchjob.yaml",
-            "nprocPerNode: \"8\"",
-            "nprocPerNode: 8",
+            "nprocPerNode: \"4\"",
+            "nprocPerNode: 4",
             "is not of type 'string'",
         ),
         (
+            "gh200",
             "replica spec typo",
             "pytorchjob.yaml",
             "restartPolicy: OnFailure",
@@ -762,13 +1077,15 @@ fn validators_reject_broken_manifests() {
             "'restartPolicyy' was unexpected",
         ),
         (
+            "gh200",
             "GPU quantity as a word",
             "pytorchjob.yaml",
-            "nvidia.com/gpu: 8",
-            "nvidia.com/gpu: eight",
-            "'eight' does not match",
+            "nvidia.com/gpu: 4",
+            "nvidia.com/gpu: four",
+            "'four' does not match",
         ),
         (
+            "h100",
             "duplicate key",
             "gpu-operator-values.yaml",
             "toolkit:\n",
@@ -776,6 +1093,7 @@ fn validators_reject_broken_manifests() {
             "key-duplicates",
         ),
         (
+            "h100",
             "truthy value",
             "gpu-operator-values.yaml",
             "enabled: true",
@@ -783,11 +1101,13 @@ fn validators_reject_broken_manifests() {
             "truthy",
         ),
     ];
-    for (what, file, from, to, why) in cases {
-        let dir = tempdir(&format!("broken-{}", file.replace('.', "-")));
-        copy_dir(&good, &dir);
+    for (source, what, file, from, to, why) in cases {
+        let (_, good, v) = sources.iter().find(|(n, _, _)| n == source).unwrap();
+        let dir = tempdir(&format!("broken-{}", file.replace(['.', '/'], "-")));
+        copy_dir(good, &dir);
         corrupt(&dir, file, from, to);
-        match validate_dir(&t, &dir, "1.30.0") {
+        // The broken file alone: the whole directory passed above.
+        match validate_files(&t, &dir, &[(*file).to_string()], v) {
             Ok(()) => panic!("{what} in {file} was accepted"),
             Err(e) => assert!(
                 e.contains(why),
@@ -812,13 +1132,81 @@ fn defaults_without_deployment_tables() {
             "namespace.yaml",
             "nccl-env.yaml",
             "nccl-tests-job.yaml",
+            "resourcequota.yaml",
         ]
     );
     let ns = std::fs::read_to_string(dir.join("namespace.yaml")).unwrap();
     assert!(ns.contains("name: \"gpustack\""), "{ns}");
+    // Nothing here needs the host: the baseline Pod Security level.
+    assert!(
+        ns.contains("pod-security.kubernetes.io/enforce: baseline"),
+        "{ns}"
+    );
 }
 
-/// A request gen k8s cannot satisfy fails with a diagnostic, not a broken manifest.
+/// A server that does not fit its nodes is refused when the spec is locked, with the
+/// reason; spread over nodes it is accepted and becomes a LeaderWorkerSet.
+#[test]
+fn serve_parallelism_is_checked_at_lock_time() {
+    let base = hostile_spec(&["python", "train.py"], "/models/x");
+    for (what, from, to, why) in [
+        (
+            "tp 16 on one node",
+            "tensor_parallel = 8",
+            "tensor_parallel = 16",
+            "`tensor_parallel = 16` is more than the 8 GPUs of a node",
+        ),
+        (
+            "pp 3 over 2 nodes of 8",
+            "replicas = 2\n",
+            "replicas = 1\nnodes = 2\npipeline_parallel = 3\n",
+            "do not fit 2 node(s)",
+        ),
+        (
+            "uneven split",
+            "tensor_parallel = 8",
+            "tensor_parallel = 3\nnodes = 2\npipeline_parallel = 1",
+            "do not split evenly over 2 nodes",
+        ),
+        (
+            "more nodes than the cluster",
+            "replicas = 2\n",
+            "replicas = 1\nnodes = 16\n",
+            "more than the 8 nodes of [cluster]",
+        ),
+        (
+            "a system namespace",
+            "namespace = \"llm\"",
+            "namespace = \"kube-system\"",
+            "system namespace",
+        ),
+    ] {
+        let dir = tempdir("serve-shape");
+        assert!(base.contains(from), "{what}");
+        std::fs::write(dir.join("gpustack.toml"), base.replacen(from, to, 1)).unwrap();
+        let out = run_in(&dir, &["lock"]);
+        assert_ne!(out.code, 0, "{what}: locked");
+        assert!(out.stderr.contains(why), "{what}: {}", out.stderr);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let spec = lws_spec();
+    assert!(!spec.contains("[slurm]"));
+    let dir = lock_and_generate("serve-lws", &spec);
+    assert!(dir.join("vllm-leaderworkerset.yaml").exists());
+    assert!(!dir.join("vllm-deployment.yaml").exists());
+    // With [slurm], the lock says Slurm does not write a multi-node server, rather than
+    // gen writing a wrong one.
+    let dir = tempdir("serve-lws-slurm");
+    let with_slurm = base.replacen("replicas = 2\n", "replicas = 1\nnodes = 2\n", 1);
+    std::fs::write(dir.join("gpustack.toml"), with_slurm).unwrap();
+    let out = run_in(&dir, &["lock"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("Kubernetes only"), "{}", out.stderr);
+    assert!(out.stderr.contains("--> gpustack.toml:"), "{}", out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A request gen k8s cannot satisfy fails with a diagnostic at its line.
 #[test]
 fn tensor_parallel_beyond_a_node_is_refused() {
     let spec = hostile_spec(&["python", "train.py"], "/models/x")
@@ -861,8 +1249,8 @@ fn fabric_variants_validate() {
         validate_dir(&t, &dir, "1.30.0").unwrap_or_else(|e| panic!("{fabric}×{nodes}: {e}"));
         let docs = parse_yaml(&t.py, &dir);
         let pod = get(
-            &docs["pytorchjob.yaml"][0],
-            "spec.pytorchReplicaSpecs.Worker.template.spec",
+            &docs["trainingruntime.yaml"][0],
+            "spec.template.spec.replicatedJobs.0.template.spec.template.spec",
         );
         let rdma = nodes > 1 && (fabric == "infiniband" || fabric == "roce");
         assert_eq!(
@@ -882,12 +1270,22 @@ fn fabric_variants_validate() {
             "{fabric}"
         );
         let ns = &docs["namespace.yaml"][0]["metadata"]["labels"];
+        // Pod Security: privileged only where a pod needs the host network or a host
+        // path; these variants mount checkpoints from a host path.
+        let host_path = pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v.get("hostPath").is_some());
+        assert!(host_path, "{fabric}");
         assert_eq!(
-            ns.get("pod-security.kubernetes.io/enforce").is_some(),
-            rdma,
+            ns["pod-security.kubernetes.io/enforce"], "privileged",
             "{fabric}"
         );
-        let text = std::fs::read_to_string(dir.join("pytorchjob.yaml")).unwrap();
+        let why = std::fs::read_to_string(dir.join("namespace.yaml")).unwrap();
+        assert_eq!(why.contains("hostNetwork and IPC_LOCK"), rdma, "{fabric}");
+        assert!(why.contains("hostPath volumes"), "{fabric}");
+        let text = std::fs::read_to_string(dir.join("trainingruntime.yaml")).unwrap();
         assert_eq!(
             text.contains("vpc.amazonaws.com/efa"),
             fabric == "efa",

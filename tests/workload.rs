@@ -122,13 +122,92 @@ fn strings(y: &Yaml) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The training pod as the operator creates it: the PyTorchJob's worker template, or the
+/// TrainingRuntime's `node` pod with the TrainJob's `trainer` applied (image, command,
+/// args, env upserted), as the Trainer does.
+fn training_pod(p: &Project) -> Yaml {
+    let k8s = p.dir.join("out/k8s");
+    if k8s.join("pytorchjob.yaml").exists() {
+        let job = yaml_doc(&k8s.join("pytorchjob.yaml"));
+        return job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"].clone();
+    }
+    let job = yaml_doc(&k8s.join("trainjob.yaml"));
+    let rt = yaml_doc(&k8s.join("trainingruntime.yaml"));
+    let trainer = &job["spec"]["trainer"];
+    let rj = &rt["spec"]["template"]["spec"]["replicatedJobs"][0];
+    assert_eq!(rj["name"].as_str(), Some("node"), "{}", p.name);
+    let mut pod = rj["template"]["spec"]["template"]["spec"].clone();
+    let key = |k: &str| Yaml::String(k.into());
+    let Yaml::Hash(pod_map) = &mut pod else {
+        panic!("pod")
+    };
+    let Some(Yaml::Array(cs)) = pod_map.get_mut(&key("containers")) else {
+        panic!("containers")
+    };
+    let Yaml::Hash(c) = &mut cs[0] else {
+        panic!("container")
+    };
+    assert_eq!(
+        c[&key("name")].as_str(),
+        Some("node"),
+        "{}: the trainer container",
+        p.name
+    );
+    for k in ["image", "command", "args"] {
+        if !trainer[k].is_badvalue() {
+            c.insert(key(k), trainer[k].clone());
+        }
+    }
+    if let Some(env) = trainer["env"].as_vec() {
+        let mut merged: Vec<Yaml> = c
+            .get(&key("env"))
+            .and_then(Yaml::as_vec)
+            .cloned()
+            .unwrap_or_default();
+        for e in env {
+            merged.retain(|x| x["name"] != e["name"]);
+            merged.push(e.clone());
+        }
+        c.insert(key("env"), Yaml::Array(merged));
+    }
+    pod
+}
+
+/// Kubernetes' `$(VAR)` expansion in `command` and `args`, from the container's
+/// environment.
+fn expand(word: &str, env: &BTreeMap<String, String>) -> String {
+    let mut out = word.to_string();
+    for (k, v) in env {
+        out = out.replace(&format!("$({k})"), v);
+    }
+    out
+}
+
 /// Runs a Kubernetes pod's single container as the container runtime would: `command` +
-/// `args` with the pod's `env`, in `workingDir`, where the code image holds a copy of the
-/// project and a volume is its host path.
+/// `args` with the pod's `env` (and `injected`, what a controller adds: LWS's variables),
+/// `$(VAR)` expanded, in `workingDir`, where the code image holds a copy of the project and
+/// a volume is its host path.
 fn run_pod(p: &Project, pod: &Yaml, bin: &Path, rec: &Path) {
+    run_pod_with(p, pod, bin, rec, &[]);
+}
+
+fn run_pod_with(p: &Project, pod: &Yaml, bin: &Path, rec: &Path, injected: &[(&str, &str)]) {
     let c = &pod["containers"][0];
+    let mut env: BTreeMap<String, String> = injected
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+        .collect();
+    if let Some(e) = c["env"].as_vec() {
+        for e in e {
+            env.insert(
+                e["name"].as_str().unwrap().into(),
+                e["value"].as_str().unwrap().into(),
+            );
+        }
+    }
     let mut argv = strings(&c["command"]);
     argv.extend(strings(&c["args"]));
+    let argv: Vec<String> = argv.iter().map(|a| expand(a, &env)).collect();
     let cwd = match c["workingDir"].as_str() {
         None => p.dir.clone(),
         Some(wd) => {
@@ -159,12 +238,8 @@ fn run_pod(p: &Project, pod: &Yaml, bin: &Path, rec: &Path) {
         .current_dir(&cwd)
         .env_clear()
         .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
-        .env("GPUSTACK_REC_DIR", rec);
-    if let Some(env) = c["env"].as_vec() {
-        for e in env {
-            cmd.env(e["name"].as_str().unwrap(), e["value"].as_str().unwrap());
-        }
-    }
+        .env("GPUSTACK_REC_DIR", rec)
+        .envs(&env);
     let out = cmd.output().unwrap();
     assert!(
         out.status.success(),
@@ -289,13 +364,7 @@ fn kubernetes_and_slurm_start_the_same_training_and_serving() {
             let (k8s, slurm) = (p.dir.join("rec-k8s"), p.dir.join("rec-slurm"));
             std::fs::create_dir_all(&k8s).unwrap();
             std::fs::create_dir_all(&slurm).unwrap();
-            let job = yaml_doc(&p.dir.join("out/k8s/pytorchjob.yaml"));
-            run_pod(
-                &p,
-                &job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"],
-                &bin,
-                &k8s,
-            );
+            run_pod(&p, &training_pod(&p), &bin, &k8s);
             run_sbatch(&p, "train.sbatch", &bin, &slurm);
             let (a, b) = (script_records(&k8s), script_records(&slurm));
             let gpus = deploy.cluster.as_ref().map_or(8, |c| c.gpus_per_node);
@@ -398,6 +467,11 @@ fn every_gpu_pod_requests_cpu_and_memory() {
                 "spec.pytorchReplicaSpecs.Worker.template.spec",
                 train,
             ),
+            (
+                "trainingruntime.yaml",
+                "spec.template.spec.replicatedJobs.0.template.spec.template.spec",
+                train,
+            ),
             ("vllm-deployment.yaml", "spec.template.spec", serve),
             ("nccl-tests-job.yaml", "spec.template.spec", train),
         ] {
@@ -407,7 +481,10 @@ fn every_gpu_pod_requests_cpu_and_memory() {
             }
             let mut y = yaml_doc(&f);
             for k in path.split('.') {
-                y = y[k].clone();
+                y = match k.parse::<usize>() {
+                    Ok(i) => y[i].clone(),
+                    Err(_) => y[k].clone(),
+                };
             }
             let r = &y["containers"][0]["resources"];
             for side in ["requests", "limits"] {
@@ -429,4 +506,112 @@ fn every_gpu_pod_requests_cpu_and_memory() {
         }
         let _ = std::fs::remove_dir_all(&p.dir);
     }
+}
+
+/// A vLLM server across nodes (`[serve].nodes = 2`): the LeaderWorkerSet's leader and
+/// worker pods, run with the variables LWS injects (`LWS_WORKER_INDEX`,
+/// `LWS_LEADER_ADDRESS`, `LWS_GROUP_SIZE`), start the one server the workload plan decides
+/// (the plan's `vllm serve` arguments on every node, node ranks 0 and 1 of 2, the leader's
+/// address, `--headless` on the worker); the HPA and the Service target the leader.
+#[test]
+fn leaderworkerset_starts_one_server_across_nodes() {
+    if validator("python3").is_none() {
+        return;
+    }
+    // For Kubernetes alone: Slurm does not write a multi-node server.
+    let spec = base_spec()
+        .replace("replicas = 2\n", "replicas = 1\nnodes = 2\n")
+        .replace(
+            "[slurm]\npartition = \"gpu\"\ncontainer = \"pyxis\"\ntime = \"48:00:00\"\n",
+            "",
+        );
+    assert!(!spec.contains("[slurm]"));
+    let dir = tempdir("workload-lws");
+    std::fs::write(dir.join("gpustack.toml"), &spec).unwrap();
+    write_code(&dir);
+    assert_eq!(run_in(&dir, &["lock"]).code, 0);
+    let out = run_in(&dir, &["gen", "k8s"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let text = std::fs::read_to_string(dir.join("gpustack.lock")).unwrap();
+    let p = Project {
+        name: "lws".into(),
+        lock: gpustack::Lock::parse("gpustack.lock", &text).unwrap(),
+        dir,
+    };
+    let common = gpustack::plan::Common::new(&p.lock).unwrap();
+    let plan = gpustack::plan::workload::WorkloadPlan::new(&p.lock, &common).unwrap();
+    let serve = plan.serve.unwrap();
+    assert_eq!(serve.nodes, 2);
+    let bin = bin(&p.dir);
+    let lws = yaml_doc(&p.dir.join("out/k8s/vllm-leaderworkerset.yaml"));
+    let t = &lws["spec"]["leaderWorkerTemplate"];
+    assert_eq!(t["size"].as_i64(), Some(2));
+    let leader_addr = "vllm-0.vllm.llm";
+    let mut records = Vec::new();
+    for (role, template, index) in [
+        ("leader", &t["leaderTemplate"], "0"),
+        ("worker", &t["workerTemplate"], "1"),
+    ] {
+        let rec = p.dir.join(format!("rec-{role}"));
+        std::fs::create_dir_all(&rec).unwrap();
+        run_pod_with(
+            &p,
+            &template["spec"],
+            &bin,
+            &rec,
+            &[
+                ("LWS_WORKER_INDEX", index),
+                ("LWS_LEADER_ADDRESS", leader_addr),
+                ("LWS_GROUP_SIZE", "2"),
+            ],
+        );
+        let f = std::fs::read_dir(&rec)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+        // What every node's command line starts with is the plan's, word for word.
+        let c = &template["spec"]["containers"][0];
+        let argv = strings(&c["args"]);
+        assert_eq!(argv[..serve.vllm.args.len()], serve.vllm.args[..], "{role}");
+        assert_eq!(
+            strings(&c["command"]),
+            std::slice::from_ref(&serve.vllm.program),
+            "{role}"
+        );
+        let gpus = c["resources"]["limits"]["nvidia.com/gpu"].as_i64().unwrap();
+        assert_eq!(gpus, i64::from(serve.resources.gpus), "{role}");
+        records.push(v);
+    }
+    let (leader, worker) = (&records[0], &records[1]);
+    let s = p.lock.request.deploy.serve.as_ref().unwrap();
+    for (v, rank, headless) in [(leader, 0, false), (worker, 1, true)] {
+        assert_eq!(v["model"], s.model.as_str());
+        assert_eq!(v["tensor_parallel_size"], s.tensor_parallel);
+        assert_eq!(v["pipeline_parallel_size"], s.pipeline_parallel);
+        assert_eq!(v["nnodes"], 2);
+        assert_eq!(v["node_rank"], rank);
+        assert_eq!(v["master_addr"], leader_addr);
+        assert_eq!(v["headless"], headless);
+    }
+    // tensor × pipeline parallel GPUs, split over the group's nodes.
+    assert_eq!(
+        serve.resources.gpus * 2,
+        s.tensor_parallel * s.pipeline_parallel
+    );
+    let svc = yaml_doc(&p.dir.join("out/k8s/vllm-service.yaml"));
+    assert_eq!(svc["spec"]["selector"]["role"].as_str(), Some("leader"));
+    assert_eq!(
+        t["leaderTemplate"]["metadata"]["labels"]["role"].as_str(),
+        Some("leader")
+    );
+    let hpa = yaml_doc(&p.dir.join("out/k8s/vllm-hpa.yaml"));
+    assert_eq!(
+        hpa["spec"]["scaleTargetRef"]["kind"].as_str(),
+        Some("LeaderWorkerSet")
+    );
+    let _ = std::fs::remove_dir_all(&p.dir);
 }

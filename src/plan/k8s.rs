@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use super::workload::{Resources, WorkloadPlan, MAX_RESTARTS};
 use super::{Common, Mount};
-use crate::deploy::Fabric;
+use crate::deploy::{Fabric, TrainingApi};
 use crate::error::{Diagnostic, Error, Stage};
 use crate::lock::Lock;
 use crate::render::RenderedFile;
@@ -39,6 +39,10 @@ const SHM_SIZE: &str = "64Gi";
 /// RDMA resource: the name in the k8s-rdma-shared-dev-plugin config that the NVIDIA Network
 /// Operator documents (`rdma_shared_device_a`); clusters may name it differently.
 const RDMA_RESOURCE: &str = "rdma/rdma_shared_device_a";
+/// The vLLM queue gauge as the HPA reads it: `vllm:num_requests_waiting` renamed by the
+/// prometheus-adapter rule written to `monitoring/prometheus-adapter-values.yaml`
+/// (custom-metric names cannot hold `:`).
+const HPA_METRIC: &str = "vllm_num_requests_waiting";
 /// AWS EFA device plugin resource.
 const EFA_RESOURCE: &str = "vpc.amazonaws.com/efa";
 
@@ -140,11 +144,22 @@ pub struct Pod {
     pub lock_hash: String,
 }
 
-/// `pytorchjob.yaml`.
+/// `trainjob.yaml` + `trainingruntime.yaml` (Kubeflow Trainer v2), or `pytorchjob.yaml`.
 #[derive(Clone, Debug, Serialize)]
 pub struct TrainPlan {
-    /// Job name.
+    /// Job name (and the TrainingRuntime's).
     pub name: String,
+    /// `trainjob` or `pytorchjob` (`[k8s].training_api`).
+    pub api: String,
+    /// torchrun and its arguments: the TrainJob's `trainer.command`/`args`; the
+    /// PyTorchJob's container has them in [`TrainPlan::pod`].
+    pub command: Vec<String>,
+    /// See [`TrainPlan::command`].
+    pub args: Vec<String>,
+    /// Comments above the TrainJob's command.
+    pub command_notes: Vec<String>,
+    /// Kueue's `podset-required-topology` for the training pods (`[k8s].topology`).
+    pub topology: Option<String>,
     /// Worker replicas (= nodes).
     pub replicas: u32,
     /// `nprocPerNode`: GPUs per node, as a string per the CRD.
@@ -160,8 +175,14 @@ pub struct TrainPlan {
 /// `vllm-*.yaml`.
 #[derive(Clone, Debug, Serialize)]
 pub struct ServePlan {
-    /// Deployment, Service, HPA and PDB name.
+    /// Deployment (or LeaderWorkerSet), Service, HPA and PDB name.
     pub name: String,
+    /// Nodes per replica: above 1, a LeaderWorkerSet of `nodes` pods per replica.
+    pub nodes: u32,
+    /// The pods after the first of a replica (LeaderWorkerSet workers).
+    pub worker: Option<Pod>,
+    /// The HPA's pods metric, as the adapter rule in `monitoring/` serves it.
+    pub hpa_metric: String,
     /// `[serve].model`.
     pub model: String,
     /// `[serve].replicas`.
@@ -194,6 +215,17 @@ pub struct Datum {
     pub key: String,
     /// Value.
     pub value: String,
+}
+
+/// A Grafana dashboard named by where it is published.
+#[derive(Clone, Debug, Serialize)]
+pub struct Dashboard {
+    /// What it shows.
+    pub title: String,
+    /// grafana.com ID, when it has one.
+    pub grafana_id: Option<u32>,
+    /// Where the JSON is.
+    pub source: String,
 }
 
 /// A component of the GPU Operator values.
@@ -242,8 +274,11 @@ pub struct K8sPlan {
     pub namespace: String,
     /// Kubernetes version targeted (`1.30`).
     pub version: String,
-    /// Whether some pod uses the host network (the namespace is labelled privileged).
+    /// Whether some pod needs more than the baseline Pod Security level (the namespace is
+    /// labelled privileged).
     pub privileged: bool,
+    /// Why, for a comment.
+    pub privileged_reasons: Vec<String>,
     /// ConfigMap with the NCCL environment.
     pub env_config: String,
     /// ConfigMap with the expected bandwidth.
@@ -264,6 +299,20 @@ pub struct K8sPlan {
     pub resources: Vec<String>,
     /// GPUs of the cluster (`[cluster]`, or one node of 8 GPUs).
     pub gpus_total: u32,
+    /// CPUs of the cluster (nodes × the workload plan's whole node).
+    pub cpus_total: u32,
+    /// Memory of the cluster, GiB.
+    pub memory_gib_total: u32,
+    /// Where the CPU and memory figures come from.
+    pub node_note: String,
+    /// Kueue LocalQueue the workloads are submitted to (`[k8s].queue`).
+    pub queue: Option<String>,
+    /// `[k8s].topology`: the node label of the Kueue Topology level.
+    pub topology: Option<String>,
+    /// Files under `kueue/` (with `queue`).
+    pub kueue_files: Vec<String>,
+    /// Grafana dashboards to import, with their sources.
+    pub dashboards: Vec<Dashboard>,
     /// Whether `[cluster]` is given (else the totals are the defaults).
     pub cluster_given: bool,
 }
@@ -398,13 +447,27 @@ impl K8sPlan {
             lock_hash: common.lock_hash.clone(),
         };
 
+        let k8s = lock.request.deploy.k8s.as_ref();
+        let api = k8s.map_or(TrainingApi::TrainJob, |k| k.training_api);
+        let queue = k8s.and_then(|k| k.queue.clone());
+        let topology = k8s.and_then(|k| k.topology.clone());
         let train = workloads.train.map(|w| {
             let name = "train".to_string();
-            let mut p = pod("pytorch", &w.image, &w.resources);
+            let trainjob = api == TrainingApi::TrainJob;
+            // The Trainer requires the trainer container to be named `node`; the
+            // training-operator, `pytorch`.
+            let mut p = pod(if trainjob { "node" } else { "pytorch" }, &w.image, &w.resources);
             p.command = vec![w.torchrun.program.clone()];
             p.args = w.torchrun.args.clone();
-            // The training-operator names worker 0's headless Service `<job>-worker-0`.
-            p.args.push(format!("--rdzv-endpoint={name}-worker-0:{}", w.rdzv_port));
+            // The first node, as each operator names it: the Trainer's JobSet gives pod 0
+            // of the `node` job the hostname `<job>-node-0-0` under the headless Service
+            // `<job>`; the training-operator names worker 0's Service `<job>-worker-0`.
+            let first = if trainjob {
+                format!("{name}-node-0-0.{name}")
+            } else {
+                format!("{name}-worker-0")
+            };
+            p.args.push(format!("--rdzv-endpoint={first}:{}", w.rdzv_port));
             p.args.push(format!("--rdzv-id={name}"));
             p.args.extend(w.entry.iter().cloned());
             p.command_notes = vec![format!(
@@ -412,7 +475,7 @@ impl K8sPlan {
                 w.resources.gpus, w.entry_note
             )];
             p.ports = vec![Port {
-                name: "pytorchjob-port".into(),
+                name: if trainjob { "c10d" } else { "pytorchjob-port" }.into(),
                 port: w.rdzv_port,
             }];
             p.working_dir = Some(w.code.dir.clone());
@@ -440,7 +503,23 @@ impl K8sPlan {
             p.host_network = host_network;
             p.ipc_lock = ipc_lock;
             p.volumes.extend(storage.iter().cloned());
+            let (command, args, command_notes) = if trainjob {
+                // The TrainJob carries what starts (`trainer.command`/`args`, `env`); the
+                // runtime's container the rest.
+                (
+                    std::mem::take(&mut p.command),
+                    std::mem::take(&mut p.args),
+                    std::mem::take(&mut p.command_notes),
+                )
+            } else {
+                (Vec::new(), Vec::new(), Vec::new())
+            };
             TrainPlan {
+                api: api.name().into(),
+                command,
+                args,
+                command_notes,
+                topology: topology.clone(),
                 replicas: w.nodes,
                 nproc_per_node: w.resources.gpus.to_string(),
                 max_restarts: MAX_RESTARTS,
@@ -454,6 +533,26 @@ impl K8sPlan {
             let mut p = pod("vllm", &w.image, &w.resources);
             p.command = vec![w.vllm.program.clone()];
             p.args = w.vllm.args.clone();
+            if w.nodes > 1 {
+                // vLLM's LeaderWorkerSet form: LWS gives every pod of a group its index
+                // and the leader's address; Kubernetes expands `$(VAR)` in args.
+                p.args.extend([
+                    "--node-rank".to_string(),
+                    "$(LWS_WORKER_INDEX)".into(),
+                    "--master-addr".into(),
+                    "$(LWS_LEADER_ADDRESS)".into(),
+                ]);
+                p.command_notes = vec![format!(
+                    "one vLLM server over the {} nodes of a group (tensor parallel {}, pipeline parallel {}); the leader (index 0) serves the API",
+                    w.nodes,
+                    w.vllm.args.get(3).cloned().unwrap_or_default(),
+                    w.pipeline_parallel
+                )];
+                p.host_network = host_network;
+                p.ipc_lock = ipc_lock;
+                p.rdma_resource = rdma_resource.clone();
+                p.fabric_notes = fabric_notes.clone();
+            }
             p.ports = vec![Port {
                 name: "http".into(),
                 port: w.port,
@@ -467,8 +566,26 @@ impl K8sPlan {
             if let Some(v) = &w.model.volume {
                 p.volumes.push(volume_of(v));
             }
+            let worker = (w.nodes > 1).then(|| {
+                let mut q = p.clone();
+                q.container = "vllm-worker".into();
+                q.args.extend(w.worker_args.iter().cloned());
+                q.ports = Vec::new();
+                q.probes = None;
+                q.command_notes = vec![format!(
+                    "the other nodes of the group: the same server, `{}` (no API server)",
+                    w.worker_args.join(" ")
+                )];
+                q
+            });
+            if worker.is_some() {
+                p.container = "vllm-leader".into();
+            }
             ServePlan {
                 name: "vllm".into(),
+                nodes: w.nodes,
+                worker,
+                hpa_metric: HPA_METRIC.into(),
                 model: w.model.name.clone(),
                 replicas: w.replicas,
                 max_replicas: w.replicas.saturating_mul(2),
@@ -532,22 +649,83 @@ impl K8sPlan {
         if nccl_tests.is_some() {
             resources.push("nccl-tests-job.yaml".into());
         }
-        if train.is_some() {
-            resources.push("pytorchjob.yaml".into());
+        if let Some(t) = &train {
+            if t.api == TrainingApi::TrainJob.name() {
+                resources.push("trainingruntime.yaml".into());
+                resources.push("trainjob.yaml".into());
+            } else {
+                resources.push("pytorchjob.yaml".into());
+            }
         }
-        if serve.is_some() {
-            for f in ["deployment", "hpa", "pdb", "service"] {
+        if let Some(s) = &serve {
+            let kind = if s.nodes > 1 {
+                "leaderworkerset"
+            } else {
+                "deployment"
+            };
+            for f in [kind, "hpa", "pdb", "service"] {
                 resources.push(format!("vllm-{f}.yaml"));
             }
         }
+        resources.push("resourcequota.yaml".into());
         resources.sort();
-        let privileged = train.as_ref().is_some_and(|t| t.pod.host_network);
+        // Pod Security: the namespace's level is the least its pods need. baseline forbids
+        // the host's network, added capabilities beyond its list (IPC_LOCK) and hostPath
+        // volumes.
+        let pods: Vec<&Pod> = train
+            .iter()
+            .map(|t| &t.pod)
+            .chain(
+                serve
+                    .iter()
+                    .flat_map(|s| std::iter::once(&s.pod).chain(s.worker.iter())),
+            )
+            .chain(nccl_tests.iter().map(|n| &n.pod))
+            .collect();
+        let mut privileged_reasons = Vec::new();
+        if pods.iter().any(|p| p.host_network || p.ipc_lock) {
+            privileged_reasons.push(
+                "the multi-node InfiniBand/RoCE pods use hostNetwork and IPC_LOCK".to_string(),
+            );
+        }
+        if pods
+            .iter()
+            .any(|p| p.volumes.iter().any(|v| v.kind == "hostpath"))
+        {
+            privileged_reasons.push("storage on the hosts (lustre:, hostpath:, a model path) is mounted with hostPath volumes".to_string());
+        }
+        let privileged = !privileged_reasons.is_empty();
+        let mut kueue_files = Vec::new();
+        if queue.is_some() {
+            kueue_files = vec![
+                "cluster-queue.yaml".to_string(),
+                "local-queue.yaml".into(),
+                "resource-flavor.yaml".into(),
+            ];
+            if topology.is_some() {
+                kueue_files.push("topology.yaml".into());
+            }
+        }
+        let node = &workloads.node;
+        let dashboards = vec![
+            Dashboard {
+                title: "NVIDIA DCGM Exporter Dashboard (GPU utilization, memory, power, temperature per GPU)".into(),
+                grafana_id: Some(12239),
+                source: "https://grafana.com/grafana/dashboards/12239 (the JSON is grafana/dcgm-exporter-dashboard.json in github.com/NVIDIA/dcgm-exporter, \"gnetId\": 12239)".into(),
+            },
+            Dashboard {
+                title: "vLLM (latency, throughput, queue, KV cache)".into(),
+                grafana_id: None,
+                source: "examples/online_serving/prometheus_grafana/grafana.json in github.com/vllm-project/vllm (import the JSON; gpustack knows no grafana.com ID for it)".into(),
+            },
+        ];
 
         Ok(K8sPlan {
             common: common.clone(),
             namespace,
             version,
             privileged,
+            privileged_reasons,
             env_config,
             expected_config,
             expected,
@@ -558,7 +736,14 @@ impl K8sPlan {
             operator,
             resources,
             gpus_total: common.nodes.saturating_mul(common.gpus_per_node),
+            cpus_total: common.nodes.saturating_mul(node.cpus),
+            memory_gib_total: common.nodes.saturating_mul(node.memory_gib),
+            node_note: node.note.clone(),
             cluster_given: lock.request.deploy.cluster.is_some(),
+            queue,
+            topology,
+            kueue_files,
+            dashboards,
         })
     }
 }
@@ -692,14 +877,41 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
             t("nccl-tests-job.yaml")?,
         ));
     }
-    if plan.train.is_some() {
-        files.push(RenderedFile::new("pytorchjob.yaml", t("pytorchjob.yaml")?));
+    files.push(RenderedFile::new(
+        "resourcequota.yaml",
+        t("resourcequota.yaml")?,
+    ));
+    if let Some(tr) = &plan.train {
+        if tr.api == TrainingApi::TrainJob.name() {
+            for f in ["trainjob.yaml", "trainingruntime.yaml"] {
+                files.push(RenderedFile::new(f, t(f)?));
+            }
+        } else {
+            files.push(RenderedFile::new("pytorchjob.yaml", t("pytorchjob.yaml")?));
+        }
     }
-    if plan.serve.is_some() {
-        for f in ["deployment", "service", "hpa", "pdb"] {
+    if let Some(s) = &plan.serve {
+        let kind = if s.nodes > 1 {
+            "leaderworkerset"
+        } else {
+            "deployment"
+        };
+        for f in [kind, "service", "hpa", "pdb"] {
             let name = format!("vllm-{f}.yaml");
             files.push(RenderedFile::new(name.clone(), t(&name)?));
         }
+        for f in ["vllm-servicemonitor.yaml", "prometheus-adapter-values.yaml"] {
+            files.push(RenderedFile::new(
+                format!("monitoring/{f}"),
+                t(&format!("monitoring/{f}"))?,
+            ));
+        }
+    }
+    for f in &plan.kueue_files {
+        files.push(RenderedFile::new(
+            format!("kueue/{f}"),
+            t(&format!("kueue/{f}"))?,
+        ));
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(files)

@@ -77,8 +77,8 @@ impl Target {
 /// let text = std::fs::read_to_string("lockfiles/h100-ib-train-serve.lock").unwrap();
 /// let lock = gpustack::Lock::parse("gpustack.lock", &text)?;
 /// let files = generate(&lock, Target::K8s)?;
-/// let job = files.iter().find(|f| f.path == "pytorchjob.yaml").unwrap();
-/// assert!(job.contents.contains("kind: PyTorchJob"));
+/// let job = files.iter().find(|f| f.path == "trainjob.yaml").unwrap();
+/// assert!(job.contents.contains("kind: TrainJob"));
 /// # Ok::<(), gpustack::Error>(())
 /// ```
 pub fn generate(lock: &Lock, target: Target) -> Result<Vec<RenderedFile>, Error> {

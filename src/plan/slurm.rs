@@ -472,6 +472,12 @@ impl SlurmPlan {
 
         let serve = match workloads.serve {
             None => None,
+            Some(w) if w.nodes > 1 => {
+                return Err(bad(
+                    format!("[serve].nodes = {}: a vLLM server across nodes is generated for Kubernetes only (a LeaderWorkerSet), not yet as a Slurm job", w.nodes),
+                    "generate `k8s` for this spec, or serve on one node (`nodes = 1`) on Slurm",
+                ));
+            }
             Some(w) => {
                 let mut job_mounts = mounts.clone();
                 if let Some(v) = &w.model.volume {

@@ -140,10 +140,21 @@ pub struct Model {
 pub struct ServeWorkload {
     /// The image.
     pub image: WorkloadImage,
-    /// Per replica (one node).
+    /// Per node of a replica.
     pub resources: Resources,
-    /// `vllm serve MODEL --tensor-parallel-size … --max-model-len … --port …`.
+    /// Nodes per replica (`[serve].nodes`).
+    pub nodes: u32,
+    /// Pipeline-parallel size.
+    pub pipeline_parallel: u32,
+    /// `vllm serve MODEL --tensor-parallel-size … [--pipeline-parallel-size …]
+    /// --max-model-len … --port … [--nnodes N]`. Across nodes (vLLM's multiprocessing
+    /// multi-node form, the one vLLM's LeaderWorkerSet guide gives), each target appends
+    /// `--node-rank <rank> --master-addr <first node>` in its own naming, and the nodes
+    /// after the first also [`ServeWorkload::worker_args`].
     pub vllm: Launch,
+    /// What the nodes after the first add (`--headless`: no API server, engine only).
+    /// Empty on one node.
+    pub worker_args: Vec<String>,
     /// The port.
     pub port: u32,
     /// Replicas.
@@ -186,6 +197,8 @@ pub struct WorkloadPlan {
     pub serve: Option<ServeWorkload>,
     /// The acceptance test, when the lock has nccl-tests.
     pub acceptance: Option<Acceptance>,
+    /// A whole node: what the cluster's quota and queue are made of (nodes × this).
+    pub node: Resources,
 }
 
 fn bad(msg: String, hint: &str) -> Error {
@@ -362,15 +375,10 @@ impl WorkloadPlan {
                         "add `vllm = \"*\"` to [components] and re-lock, or remove [serve]",
                     ));
                 }
-                if s.tensor_parallel > gpus {
-                    return Err(bad(
-                        format!(
-                            "[serve].tensor_parallel = {} is more than the {gpus} GPUs of a node: each vLLM server runs on one node",
-                            s.tensor_parallel
-                        ),
-                        "lower `tensor_parallel` to at most [cluster].gpus_per_node",
-                    ));
-                }
+                // [serve].nodes and the parallelism were checked against [cluster] when
+                // the spec was read (lock time): the GPUs split evenly over the nodes.
+                let nodes = s.nodes.max(1);
+                let gpus_per_server_node = s.gpus() / nodes;
                 let image = image_for(lock, common, Layer::Inference)?;
                 let store = deploy.storage.as_ref().and_then(|st| st.models.as_ref());
                 let hub = !s.model.starts_with('/');
@@ -417,20 +425,39 @@ impl WorkloadPlan {
                     },
                 };
                 env.extend(data_env.iter().cloned());
+                let mut args = vec![
+                    "serve".to_string(),
+                    s.model.clone(),
+                    "--tensor-parallel-size".into(),
+                    s.tensor_parallel.to_string(),
+                ];
+                if s.pipeline_parallel > 1 {
+                    args.extend([
+                        "--pipeline-parallel-size".to_string(),
+                        s.pipeline_parallel.to_string(),
+                    ]);
+                }
+                args.extend([
+                    "--max-model-len".to_string(),
+                    s.max_model_len.to_string(),
+                    "--port".into(),
+                    SERVE_PORT.to_string(),
+                ]);
+                if nodes > 1 {
+                    args.extend(["--nnodes".to_string(), nodes.to_string()]);
+                }
                 Some(ServeWorkload {
-                    resources: resources(lock, common, s.tensor_parallel),
+                    resources: resources(lock, common, gpus_per_server_node),
+                    nodes,
+                    pipeline_parallel: s.pipeline_parallel,
                     vllm: Launch {
                         program: "vllm".into(),
-                        args: vec![
-                            "serve".into(),
-                            s.model.clone(),
-                            "--tensor-parallel-size".into(),
-                            s.tensor_parallel.to_string(),
-                            "--max-model-len".into(),
-                            s.max_model_len.to_string(),
-                            "--port".into(),
-                            SERVE_PORT.to_string(),
-                        ],
+                        args,
+                    },
+                    worker_args: if nodes > 1 {
+                        vec!["--headless".into()]
+                    } else {
+                        Vec::new()
                     },
                     port: SERVE_PORT,
                     replicas: s.replicas,
@@ -448,6 +475,7 @@ impl WorkloadPlan {
             train,
             serve,
             acceptance,
+            node: resources(lock, common, gpus),
         })
     }
 }

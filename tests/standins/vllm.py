@@ -26,10 +26,22 @@ def main():
     s.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
     s.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
     s.add_argument("--max-model-len", type=int)
+    # Multi-node multiprocessing (vLLM's LeaderWorkerSet form): the group's size, this
+    # node's rank, the first node's address; `--headless` runs the engine without the API.
+    s.add_argument("--nnodes", "-n", type=int, default=1)
+    s.add_argument("--node-rank", "-r", type=int, default=0)
+    s.add_argument("--master-addr")
+    s.add_argument("--headless", action="store_true")
     args = p.parse_args(argv)
     model = args.model_tag or args.model
     if not model:
         sys.exit("vllm serve: no model given")
+    if args.nnodes > 1 and not args.master_addr:
+        sys.exit("vllm serve: --nnodes > 1 needs --master-addr")
+    if not 0 <= args.node_rank < args.nnodes:
+        sys.exit("vllm serve: --node-rank must be in [0, --nnodes)")
+    if args.headless and args.node_rank == 0:
+        sys.exit("vllm serve: node 0 serves the API; --headless is for the other nodes")
     rec = os.environ["GPUSTACK_REC_DIR"]
     name = "vllm.{}.{}.json".format(
         os.environ.get("SLURM_JOB_ID", "nojob"), os.environ.get("SLURMD_NODENAME", "nonode")
@@ -42,6 +54,10 @@ def main():
                 "tensor_parallel_size": args.tensor_parallel_size,
                 "pipeline_parallel_size": args.pipeline_parallel_size,
                 "max_model_len": args.max_model_len,
+                "nnodes": args.nnodes,
+                "node_rank": args.node_rank,
+                "master_addr": args.master_addr,
+                "headless": args.headless,
                 "model_visible": os.path.isabs(model) and os.path.isdir(model),
             },
             f,
