@@ -528,7 +528,7 @@ fn leaderworkerset_starts_one_server_across_nodes() {
     assert!(!spec.contains("[slurm]"));
     let dir = tempdir("workload-lws");
     std::fs::write(dir.join("gpustack.toml"), &spec).unwrap();
-    write_code(&dir);
+    write_training_code(&dir);
     assert_eq!(run_in(&dir, &["lock"]).code, 0);
     let out = run_in(&dir, &["gen", "k8s"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
