@@ -333,11 +333,10 @@ impl WorkloadPlan {
                         (v, format!("the program `{program}`, which torchrun runs as it is (`--no-python`) once per GPU"))
                     }
                 };
-                let volume = t.workdir.as_ref().map(|r| {
-                    let mut m = Mount::of("code", r, CODE_DIR.to_string(), false);
-                    m.container_path = CODE_DIR.into();
-                    m
-                });
+                let volume = t
+                    .workdir
+                    .as_ref()
+                    .map(|r| Mount::of("code", r, CODE_DIR.to_string(), false));
                 let code = Code {
                     dir: CODE_DIR.into(),
                     image: volume.is_none().then(|| code_image(common, &image)),
