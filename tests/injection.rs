@@ -741,7 +741,17 @@ fn field(
                 let shadowed = || {
                     run(&shadow).is_ok_and(|(m, f)| m == base.0 && skeletons(&f, &shadow) == got)
                 };
-                if !benign.iter().any(|(_, s)| *s == got) && !shadowed() {
+                // A value the parser normalizes (GPU names are trimmed and matched without
+                // case) renders as the normalized value: compare with that in its place.
+                let normalized = h.trim().to_ascii_lowercase();
+                let as_normalized = || {
+                    normalized != h
+                        && !normalized.is_empty()
+                        && benign
+                            .iter()
+                            .any(|(_, s)| *s == skeletons(&files, &normalized))
+                };
+                if !benign.iter().any(|(_, s)| *s == got) && !shadowed() && !as_normalized() {
                     let (b, want) = &benign[0];
                     let paths: Vec<&String> = got.keys().collect();
                     let want_paths: Vec<&String> = want.keys().collect();
