@@ -370,7 +370,9 @@ pub fn check(inputs: &Inputs<'_>) -> Result<Report, Error> {
 
 fn integrity(lock: &Lock, file: &str, text: &str, f: &mut Vec<Finding>) {
     for m in lock.verify() {
-        let line = line_of(text, &m.recorded);
+        let line = m
+            .offset(text)
+            .map(|at| Location::at_offset("", text, at).line);
         f.push(
             Finding::new(
                 Code::TamperedLock,

@@ -70,7 +70,10 @@ use crate::spec::{Component, Layer, Spec};
 use crate::version::{Version, VersionReq};
 
 /// The lockfile version this gpustack writes and reads.
-pub const LOCK_VERSION: u32 = 3;
+pub const LOCK_VERSION: u32 = 4;
+
+/// The first lockfile version with an `[integrity]` table (see [`Seal`]).
+pub const SEALED_SINCE: u32 = 4;
 
 /// The oldest lockfile version this gpustack still reads.
 pub const LOCK_VERSION_MIN: u32 = 1;
@@ -212,6 +215,80 @@ pub struct Mismatch {
     pub recorded: String,
     /// The value its content gives.
     pub computed: String,
+    /// Where the edit is, when the lock's `[integrity]` table can tell: the table
+    /// (`package ucx`) and the 0-based line inside it whose checksum differs.
+    pub at: Option<(String, usize)>,
+}
+
+impl Mismatch {
+    /// The byte offset in the lock's text of the edited line: the line the `[integrity]`
+    /// checksums point at, else the recorded value. `None` when neither is found.
+    pub fn offset(&self, text: &str) -> Option<usize> {
+        let Some((table, line)) = &self.at else {
+            return text.find(&self.recorded);
+        };
+        let start = if let Some(t) = table.strip_prefix("integrity ") {
+            let section = text.find("\n[integrity]\n")?;
+            section + text[section..].find(&format!("\n{} = ", quote(t)))? + 1
+        } else {
+            let base = table.split(" #").next().unwrap_or(table);
+            let mut words = base.splitn(3, ' ');
+            let header = match (words.next(), words.next(), words.next()) {
+                (Some(k @ ("inputs" | "request" | "hardware")), None, None) => format!("\n[{k}]\n"),
+                (Some("fact"), Some(kind), Some(key)) => {
+                    format!("\n[[fact]]\nkind = {}\nkey = {}\n", quote(kind), quote(key))
+                }
+                (Some(k), Some(name), None) => format!("\n[[{k}]]\nname = {}\n", quote(name)),
+                _ => return None,
+            };
+            text.find(&header)? + 1
+        };
+        let mut at = start;
+        for _ in 0..*line {
+            at += text[at..].find('\n')? + 1;
+        }
+        Some(at)
+    }
+}
+
+/// One table's seal in the `[integrity]` table (version 4): a sha256 over the table's
+/// canonical text, which detects any edit, and a four-hex-digit checksum per line of it,
+/// which only points at the edited line (a 16-bit checksum is not a security property;
+/// the sha256 is).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Seal {
+    /// `inputs`, `request`, `hardware`, `component cuda`, `package ucx`,
+    /// `fact bandwidth intra-node`, `layer base`.
+    pub table: String,
+    /// `sha256:…` over the table's text.
+    pub digest: String,
+    /// Four hex digits per line of the table's text.
+    pub lines: String,
+}
+
+impl Seal {
+    fn of(table: &str, text: &str) -> Seal {
+        let mut h = Sha256::new();
+        h.update(b"gpustack-table-v1\n");
+        h.update(text.as_bytes());
+        let mut lines = String::new();
+        for l in text.lines() {
+            let d = Sha256::digest(l.as_bytes());
+            let _ = write!(lines, "{:02x}{:02x}", d[0], d[1]);
+        }
+        Seal {
+            table: table.to_string(),
+            digest: format!("sha256:{}", hex(&h.finalize())),
+            lines,
+        }
+    }
+
+    /// Index of the first line whose checksum differs from `other`'s.
+    fn first_difference(&self, other: &Seal) -> Option<usize> {
+        let a: Vec<&[u8]> = self.lines.as_bytes().chunks(4).collect();
+        let b: Vec<&[u8]> = other.lines.as_bytes().chunks(4).collect();
+        (0..a.len().max(b.len())).find(|&i| a.get(i) != b.get(i))
+    }
 }
 
 /// A layer and its closure hash.
@@ -249,6 +326,9 @@ pub struct Lock {
     /// The format version the lock was read from ([`LOCK_VERSION`] when built): layer
     /// hashes are recomputed by that version's rule.
     pub format: u32,
+    /// The `[integrity]` seals as recorded (version 4 on), one per table, sorted by table;
+    /// [`Lock::to_toml`] writes them afresh from the content, [`Lock::verify`] compares.
+    pub integrity: Vec<Seal>,
 }
 
 impl Lock {
@@ -478,7 +558,7 @@ impl Lock {
         } else {
             crate::catalog::digest_of(r.used.iter().chain(&sel.used))
         };
-        Lock {
+        let mut lock = Lock {
             spec_digest: spec_digest(spec),
             catalog_digest,
             request: spec.clone(),
@@ -488,7 +568,10 @@ impl Lock {
             facts: sel.facts,
             layers,
             format: LOCK_VERSION,
-        }
+            integrity: Vec::new(),
+        };
+        lock.integrity = lock.sorted_seals();
+        lock
     }
 
     /// Recomputes the layer hashes after the packages changed (lock-time resolution).
@@ -502,6 +585,13 @@ impl Lock {
             &self.facts,
             self.format,
         );
+        self.integrity = self.sorted_seals();
+    }
+
+    fn sorted_seals(&self) -> Vec<Seal> {
+        let mut v = self.seals();
+        v.sort_by(|a, b| a.table.cmp(&b.table));
+        v
     }
 
     /// A component by name.
@@ -528,12 +618,51 @@ impl Lock {
     pub fn to_toml(&self) -> String {
         let mut o = String::from(HEADER);
         let _ = writeln!(o, "version = {LOCK_VERSION}");
-        o.push_str("\n[inputs]\n");
+        let sections = self.sections();
+        for (_, text) in &sections {
+            o.push('\n');
+            o.push_str(text);
+        }
+        o.push_str("\n[integrity]\n");
+        for (table, text) in &sections {
+            let seal = Seal::of(table, text);
+            let _ = writeln!(
+                o,
+                "{} = [{}, {}]",
+                quote(table),
+                quote(&seal.digest),
+                quote(&seal.lines)
+            );
+        }
+        o
+    }
+
+    /// The seals of the lock's content, as [`Lock::to_toml`] writes them.
+    pub fn seals(&self) -> Vec<Seal> {
+        self.sections()
+            .iter()
+            .map(|(table, text)| Seal::of(table, text))
+            .collect()
+    }
+
+    /// The lock's tables in file order, each with its id (`package ucx`) and canonical
+    /// text. Every table is sealed in `[integrity]`: a table added to the format here is
+    /// covered without more code.
+    fn sections(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        let mut push = |id: String, text: String| {
+            // Ids are unique by construction; a duplicate (two facts of one kind and key)
+            // still gets its own seal.
+            let n = out.iter().filter(|(i, _)| i == &id || i.starts_with(&format!("{id} #"))).count();
+            let id = if n == 0 { id } else { format!("{id} #{}", n + 1) };
+            out.push((id, text));
+        };
+        let mut o = String::from("[inputs]\n");
         kv(&mut o, "spec-digest", &self.spec_digest);
         kv(&mut o, "catalog-digest", &self.catalog_digest);
-        o.push('\n');
-        o.push_str(&request_toml(&self.request));
-        o.push_str("\n[hardware]\n");
+        push("inputs".into(), o);
+        push("request".into(), request_toml(&self.request));
+        let mut o = String::from("[hardware]\n");
         kv(&mut o, "driver", self.hardware.driver.as_str());
         kv(
             &mut o,
@@ -568,8 +697,9 @@ impl Lock {
                 kv(&mut o, "gfd-product", p);
             }
         }
+        push("hardware".into(), o);
         for c in &self.components {
-            o.push_str("\n[[component]]\n");
+            let mut o = String::from("[[component]]\n");
             kv(&mut o, "name", c.name.name());
             kv(&mut o, "version", c.version.as_str());
             kv(&mut o, "layer", c.layer.name());
@@ -577,26 +707,29 @@ impl Lock {
             kv(&mut o, "source", &c.source);
             kv(&mut o, "catalog", &c.catalog);
             write_fields(&mut o, &c.fields, &c.because);
+            push(format!("component {}", c.name.name()), o);
         }
         for p in &self.packages {
-            o.push_str("\n[[package]]\n");
+            let mut o = String::from("[[package]]\n");
             kv(&mut o, "name", &p.name);
             kv(&mut o, "version", &p.version);
             kv(&mut o, "layer", p.layer.name());
             kv(&mut o, "source", &p.source);
             kv(&mut o, "catalog", &p.catalog);
             write_fields(&mut o, &p.fields, &p.because);
+            push(format!("package {}", p.name), o);
         }
         for f in &self.facts {
-            o.push_str("\n[[fact]]\n");
+            let mut o = String::from("[[fact]]\n");
             kv(&mut o, "kind", &f.kind);
             kv(&mut o, "key", &f.key);
             kv(&mut o, "source", &f.source);
             kv(&mut o, "catalog", &f.catalog);
             write_fields(&mut o, &f.fields, &f.because);
+            push(format!("fact {} {}", f.kind, f.key), o);
         }
         for l in &self.layers {
-            o.push_str("\n[[layer]]\n");
+            let mut o = String::from("[[layer]]\n");
             kv(&mut o, "name", l.layer.name());
             list(
                 &mut o,
@@ -610,14 +743,17 @@ impl Lock {
                 list(&mut o, "packages", &l.packages);
             }
             kv(&mut o, "hash", &l.hash);
+            push(format!("layer {}", l.layer.name()), o);
         }
-        o
+        out
     }
 
     /// Recomputes the digests the lock records from the lock's own content: `spec-digest`
     /// over `[request]`, and each layer's closure hash over its members. A lock written by
     /// gpustack always verifies; a hand edit (a version bumped in place, a layer hash copied
-    /// from elsewhere) does not. Returns every mismatch, in file order.
+    /// from elsewhere) does not. Returns every mismatch: from version 4 on, first the
+    /// tables whose `[integrity]` seal fails (with the edited line, [`Mismatch::offset`]),
+    /// then `spec-digest` and the layer hashes.
     ///
     /// ```
     /// # use gpustack::{Catalog, Lock};
@@ -638,6 +774,7 @@ impl Lock {
                 what: "spec-digest".into(),
                 recorded: self.spec_digest.clone(),
                 computed: digest,
+                at: None,
             });
         }
         // v1 locks hashed no packages or facts; their layers are recomputed the same way,
@@ -658,6 +795,7 @@ impl Lock {
                     what: format!("layer `{}` hash", l.layer.name()),
                     recorded: l.hash.clone(),
                     computed: now_hash,
+                    at: None,
                 });
             }
         }
@@ -667,8 +805,86 @@ impl Lock {
                     what: format!("layer `{}`", c.layer.name()),
                     recorded: "(missing)".into(),
                     computed: c.hash.clone(),
+                    at: None,
                 });
             }
+        }
+        if self.format >= SEALED_SINCE {
+            // The seals name the edited table and line: they come first.
+            let mut sealed = self.unsealed();
+            sealed.append(&mut out);
+            return sealed;
+        }
+        out
+    }
+
+    /// The tables whose `[integrity]` seal does not match their content (version 4 on),
+    /// each with the line the edit is on where the line checksums tell.
+    fn unsealed(&self) -> Vec<Mismatch> {
+        let computed = self.seals();
+        let mut out = Vec::new();
+        let mut unmatched: Vec<&Seal> = Vec::new();
+        for c in &computed {
+            match self.integrity.iter().find(|r| r.table == c.table) {
+                Some(r) if r == c => {}
+                Some(r) => out.push(Mismatch {
+                    what: format!("`{}` table (its [integrity] seal)", c.table),
+                    recorded: r.digest.clone(),
+                    computed: c.digest.clone(),
+                    // An edited seal: every line still matches its checksum.
+                    at: Some(c.first_difference(r).map_or_else(
+                        || (format!("integrity {}", c.table), 0),
+                        |i| (c.table.clone(), i),
+                    )),
+                }),
+                None => unmatched.push(c),
+            }
+        }
+        let mut orphans: Vec<&Seal> = self
+            .integrity
+            .iter()
+            .filter(|r| !computed.iter().any(|c| c.table == r.table))
+            .collect();
+        for c in unmatched {
+            // A renamed table (its `name` edited): pair it with the recorded seal of the
+            // same kind and length that differs least, to point at the edited line.
+            let kind = c.table.split(' ').next().unwrap_or("");
+            let best = orphans
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| {
+                    r.table.split(' ').next() == Some(kind) && r.lines.len() == c.lines.len()
+                })
+                .min_by_key(|(_, r)| {
+                    c.lines
+                        .as_bytes()
+                        .chunks(4)
+                        .zip(r.lines.as_bytes().chunks(4))
+                        .filter(|(a, b)| a != b)
+                        .count()
+                })
+                .map(|(i, _)| i);
+            let (recorded, line) = match best {
+                Some(i) => {
+                    let r = orphans.remove(i);
+                    (r.digest.clone(), c.first_difference(r).unwrap_or(0))
+                }
+                None => ("(no seal)".to_string(), 0),
+            };
+            out.push(Mismatch {
+                what: format!("`{}` table (it has no [integrity] seal)", c.table),
+                recorded,
+                computed: c.digest.clone(),
+                at: Some((c.table.clone(), line)),
+            });
+        }
+        for r in orphans {
+            out.push(Mismatch {
+                what: format!("[integrity] seal of `{}` (no such table)", r.table),
+                recorded: r.digest.clone(),
+                computed: "(no such table)".into(),
+                at: Some((format!("integrity {}", r.table), 0)),
+            });
         }
         out
     }
@@ -1097,6 +1313,7 @@ struct LockWire {
     fact: Vec<FactWireL>,
     #[serde(default)]
     layer: Vec<LayerWire>,
+    integrity: Option<toml::Spanned<BTreeMap<String, Vec<String>>>>,
 }
 
 #[derive(Deserialize)]
@@ -1249,7 +1466,19 @@ impl LockWire {
                 .at(Location::file(file))
                 .hint("the lock is generated; regenerate it with `gpustack lock`")
         };
-        let bad = |what: String| -> Error { diag(what).into() };
+        // Point at the offending value: the first `quoted` word of the message that the
+        // file holds as a string.
+        let bad = |what: String| -> Error {
+            let at = what
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .find_map(|w| text.find(&quote(w)).map(|i| i + 1));
+            match at {
+                Some(at) => diag(what).at_offset(file, text, at).into(),
+                None => diag(what).into(),
+            }
+        };
         let ver = |s: &str| Version::parse(s).map_err(|e| bad(e.to_string()));
         let digest = |what: &str, s: &str| -> Result<(), Error> {
             if is_sha256_digest(s) {
@@ -1421,7 +1650,53 @@ impl LockWire {
                 hash: l.hash,
             });
         }
+        let mut integrity = Vec::new();
+        match (self.integrity, self.version >= SEALED_SINCE) {
+            (None, true) => {
+                return Err(diag(format!(
+                    "a version {} lock must end with an `[integrity]` table sealing its tables",
+                    self.version
+                ))
+                .hint("the lock is generated; regenerate it with `gpustack lock` instead of editing it")
+                .into())
+            }
+            (Some(_), false) => {
+                return Err(diag(format!(
+                    "a version {} lock has no `[integrity]` table (it came with version {SEALED_SINCE})",
+                    self.version
+                ))
+                .at_offset(file, text, text.find("version").unwrap_or(0))
+                .into())
+            }
+            (Some(t), true) => {
+                let span = t.span().start;
+                for (table, v) in t.into_inner() {
+                    let ok = matches!(v.as_slice(), [d, l] if is_sha256_digest(d)
+                        && l.len() % 4 == 0
+                        && l.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
+                    if !ok {
+                        let at = text[span.min(text.len())..]
+                            .find(&format!("{} = ", quote(&table)))
+                            .or_else(|| text[span.min(text.len())..].find(&format!("\n{table} = ")).map(|i| i + 1))
+                            .map_or(span, |i| span + i);
+                        return Err(diag(format!(
+                            "[integrity] entry `{table}` must be [\"sha256:<64 hex digits>\", \"<four hex digits per line>\"]"
+                        ))
+                        .at_offset(file, text, at)
+                        .into());
+                    }
+                    let mut v = v.into_iter();
+                    integrity.push(Seal {
+                        table,
+                        digest: v.next().unwrap_or_default(),
+                        lines: v.next().unwrap_or_default(),
+                    });
+                }
+            }
+            (None, false) => {}
+        }
         Ok(Lock {
+            integrity,
             format: self.version,
             spec_digest: self.inputs.spec_digest,
             catalog_digest: self.inputs.catalog_digest,

@@ -438,10 +438,14 @@ fn refuse_to_clobber(out: &Path, spec: &Path) -> Result<(), Error> {
 
 /// Reads and parses a lock; returns the path as the user named it, for messages.
 fn read_lock(path: &Path, hint: &str) -> Result<(String, Lock), Error> {
+    read_lock_text(path, hint).map(|(shown, _, lock)| (shown, lock))
+}
+
+fn read_lock_text(path: &Path, hint: &str) -> Result<(String, String, Lock), Error> {
     let shown = gpustack::emit::shown(path);
     let text = read_text(path, Stage::Lock, "lock", hint)?;
     let lock = Lock::parse(&shown, &text)?;
-    Ok((shown, lock))
+    Ok((shown, text, lock))
 }
 
 fn run(cli: Cli) -> Result<u8, Error> {
@@ -612,17 +616,21 @@ fn run(cli: Cli) -> Result<u8, Error> {
             }
             chosen.sort();
             chosen.dedup();
-            let (shown, lock) = read_lock(
+            let (shown, lock_text, lock) = read_lock_text(
                 &lock,
                 "create it with `gpustack lock`, or pass `--lock PATH`",
             )?;
             // The lock is the only input: one whose digests do not match its content was
             // edited by hand, and rendering it would bake the edit into every target.
             if let Some(m) = lock.verify().first() {
-                return Err(Diagnostic::new(
+                let mut d = Diagnostic::new(
                     Stage::Lock,
                     format!("`{shown}` was edited by hand: its {} does not match its content", m.what),
-                )
+                );
+                if let Some(at) = m.offset(&lock_text) {
+                    d = d.at_offset(&shown, &lock_text, at);
+                }
+                return Err(d
                 .hint("change gpustack.toml (or a catalog overlay) and run `gpustack lock`; `gpustack check` lists every mismatch")
                 .into());
             }

@@ -30,10 +30,11 @@ fn committed_locks_round_trip() {
 }
 
 #[test]
-fn v1_and_v2_corpus_still_parses() {
+fn v1_v2_and_v3_corpus_still_parses() {
     let root = root();
     let mut paths = sorted_files(&root.join("fixtures/lockfiles/v1"), "lock");
     paths.extend(sorted_files(&root.join("fixtures/lockfiles/v2"), "lock"));
+    paths.extend(sorted_files(&root.join("fixtures/lockfiles/v3"), "lock"));
     for path in paths {
         let text = std::fs::read_to_string(&path).unwrap();
         let lock = Lock::parse(&path.display().to_string(), &text)
@@ -46,8 +47,8 @@ fn v1_and_v2_corpus_still_parses() {
             .layers
             .iter()
             .all(|l| l.hash.starts_with("sha256:") && l.hash.len() == 71));
-        // A version 2 lock still generates every target.
-        if path.parent().unwrap().ends_with("v2") {
+        // A version 2 or 3 lock still generates every target.
+        if path.parent().unwrap().ends_with("v2") || path.parent().unwrap().ends_with("v3") {
             for (t, files) in gpustack::plan::generate_many(&lock, &gpustack::plan::Target::ALL)
                 .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
             {
@@ -61,8 +62,8 @@ fn v1_and_v2_corpus_still_parses() {
 fn unknown_versions_are_refused_clearly() {
     for (text, want) in [
         (
-            "version = 4\n",
-            "unsupported lockfile version 4 (this gpustack reads versions 1 to 3)",
+            "version = 5\n",
+            "unsupported lockfile version 5 (this gpustack reads versions 1 to 4)",
         ),
         ("version = 0\n", "unsupported lockfile version 0"),
         ("version = \"1\"\n", "lockfile `version` must be an integer"),
@@ -121,5 +122,104 @@ fn layer_hashes_chain_and_react_only_to_pins() {
             other.layers[i].hash, lock.layers[i].hash,
             "{name} sits on base only and must not change"
         );
+    }
+}
+
+/// The line a hand edit changes, mutated so the value keeps its shape: the last letter or
+/// digit of a string (or of a list's first string) moves on by one, a boolean flips, a
+/// number grows. `None` for lines that hold no value.
+fn mutate(line: &str) -> Option<String> {
+    fn bump(s: &str) -> String {
+        let mut chars: Vec<char> = s.chars().collect();
+        match chars.iter().rposition(char::is_ascii_alphanumeric) {
+            Some(i) => {
+                chars[i] = match chars[i] {
+                    '9' => '0',
+                    'z' => 'a',
+                    'Z' => 'A',
+                    // a→b keeps hex digits hex; f→e too.
+                    'f' => 'e',
+                    c => char::from(c as u8 + 1),
+                };
+                chars.into_iter().collect()
+            }
+            None => format!("{s}x"),
+        }
+    }
+    let t = line.trim();
+    if t.is_empty() || t.starts_with('#') || t.starts_with('[') && !t.contains('=') || t == "]" {
+        return None;
+    }
+    if t.starts_with('"') && !t.contains(" = ") {
+        // An element of a multi-line list (`because`).
+        return Some(line.replacen(t, &bump(t), 1));
+    }
+    let (key, value) = line.split_once(" = ")?;
+    let v = match value {
+        "true" => "false".to_string(),
+        "false" => "true".to_string(),
+        "[]" => "[\"x\"]".to_string(),
+        "[" => return None,
+        n if n.parse::<u64>().is_ok() => (n.parse::<u64>().unwrap() + 1).to_string(),
+        v if v.starts_with('[') => {
+            // The first element's closing quote.
+            let end = v[2..].find('"')? + 2;
+            format!("{}{}", bump(&v[..end]), &v[end..])
+        }
+        v => {
+            let inner = v.strip_suffix('"')?;
+            format!("{}\"", bump(inner))
+        }
+    };
+    Some(format!("{key} = {v}"))
+}
+
+/// Issue 15, "integrity covers everything rendered": every value of a lock (each field of
+/// every table, the layers and the `[integrity]` seals themselves) edited in place, one at
+/// a time, is refused — by the parser or by `verify` — naming the edited line.
+#[test]
+fn every_hand_edit_is_refused_at_its_line() {
+    for name in ["h100-ib-train-serve", "gh200-hpc", "vm-image-train-infer"] {
+        let path = root().join("lockfiles").join(format!("{name}.lock"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let mut edits = 0;
+        let mut failures = Vec::new();
+        for (i, line) in lines.iter().enumerate() {
+            if line.starts_with("version = ") {
+                continue;
+            }
+            let Some(edited) = mutate(line) else { continue };
+            assert_ne!(&edited, line);
+            edits += 1;
+            let mut all = lines.clone();
+            all[i] = &edited;
+            let tampered = format!("{}\n", all.join("\n"));
+            let want = i + 1;
+            let got = match Lock::parse("gpustack.lock", &tampered) {
+                Err(e) => {
+                    let msg = e.to_string();
+                    if msg.contains(&format!("gpustack.lock:{want}:")) {
+                        continue;
+                    }
+                    format!("parse error without line {want}: {msg}")
+                }
+                Ok(lock) => match lock.verify().first() {
+                    None => "accepted".to_string(),
+                    Some(m) => {
+                        let at = m.offset(&tampered).map(|o| {
+                            tampered[..o].bytes().filter(|&b| b == b'\n').count() + 1
+                        });
+                        if at == Some(want) {
+                            continue;
+                        }
+                        format!("refused ({}) at line {at:?}", m.what)
+                    }
+                },
+            };
+            failures.push(format!("{name}.lock:{want}: `{line}` → `{edited}`: {got}"));
+        }
+        assert!(edits > 100, "{name}: only {edits} edits");
+        assert!(failures.is_empty(), "{} of {edits} edits:\n{}", failures.len(), failures.join("\n"));
     }
 }
