@@ -405,7 +405,13 @@ fn staleness(
     let spec_changed = spec_digest(&spec) != lock.spec_digest;
     // What `gpustack lock --offline` would write: the lock's own registry digests and
     // verified pins stand (check never uses the network).
-    let fresh = crate::solve::solve(inputs.catalog, &spec).map(|r| {
+    // The lock's picks that still fit are kept, as `gpustack lock` keeps them.
+    let keep = lock
+        .components
+        .iter()
+        .map(|c| (c.name, c.version.clone()))
+        .collect();
+    let fresh = crate::solve::solve_locked(inputs.catalog, &spec, &keep).map(|r| {
         let mut l = Lock::from_resolution(inputs.catalog, &r);
         let _ = crate::resolve::resolve(&mut l, &crate::resolve::http::Offline, Some(lock));
         l

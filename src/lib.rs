@@ -105,8 +105,66 @@ pub use version::{Version, VersionReq};
 /// generator's message, so `gpustack lock` never writes a lock that `gpustack gen` then
 /// refuses.
 pub fn lock_spec(catalog: &Catalog, spec_path: &str, spec_text: &str) -> Result<Lock, Error> {
+    lock_spec_keeping(catalog, spec_path, spec_text, None, &Upgrade::All)
+}
+
+/// Which picks of the existing lock a re-lock may change (`gpustack lock --upgrade`,
+/// `--upgrade-package NAME`). Like Cargo and uv, a re-lock keeps every pick that still
+/// satisfies the spec and the catalog unless told otherwise.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Upgrade {
+    /// Keep every pick that still fits (the default).
+    #[default]
+    Nothing,
+    /// Re-resolve everything (`--upgrade`).
+    All,
+    /// Re-resolve these components (`--upgrade-package`, repeatable).
+    Packages(Vec<String>),
+}
+
+/// [`lock_spec`], keeping the picks of `previous` that `upgrade` does not release and that
+/// still fit ([`solve::solve_locked`]). A kept pick that is not the one a fresh lock would
+/// take says so in its `because`, with the command that upgrades it.
+///
+/// # Errors
+///
+/// As [`lock_spec`]; and a usage error when `--upgrade-package` names a component the
+/// existing lock does not have.
+pub fn lock_spec_keeping(
+    catalog: &Catalog,
+    spec_path: &str,
+    spec_text: &str,
+    previous: Option<&Lock>,
+    upgrade: &Upgrade,
+) -> Result<Lock, Error> {
     let spec = Spec::parse(spec_path, spec_text, catalog)?;
-    let resolution = solve(catalog, &spec)?;
+    let mut keep: std::collections::BTreeMap<Component, Version> = match (previous, upgrade) {
+        (Some(prev), Upgrade::Nothing | Upgrade::Packages(_)) => prev
+            .components
+            .iter()
+            .map(|c| (c.name, c.version.clone()))
+            .collect(),
+        _ => std::collections::BTreeMap::new(),
+    };
+    if let (Upgrade::Packages(names), Some(prev)) = (upgrade, previous) {
+        for n in names {
+            let c = Component::from_name(n).filter(|c| prev.component(*c).is_some());
+            let Some(c) = c else {
+                let have: Vec<&str> = prev.components.iter().map(|c| c.name.name()).collect();
+                let mut d = error::Diagnostic::new(
+                    error::Stage::Usage,
+                    format!("`--upgrade-package {n}`: the existing lock has no component `{n}`"),
+                )
+                .hint(format!("the lock's components are: {}", have.join(", ")));
+                if let Some(s) = error::did_you_mean(n, have.iter().copied()) {
+                    d = d.hint(format!("did you mean `{s}`?"));
+                }
+                return Err(d.into());
+            };
+            keep.remove(&c);
+        }
+    }
+    let resolution = solve::solve_locked(catalog, &spec, &keep)?;
     let mut lock = Lock::from_resolution(catalog, &resolution);
     // Offline resolution never fails: it records where each digest and pin came from.
     let _ = resolve::resolve(&mut lock, &resolve::http::Offline, None);
@@ -155,7 +213,31 @@ pub fn lock_spec_resolved(
     transport: &dyn resolve::http::Transport,
     previous: Option<&Lock>,
 ) -> Result<(Lock, resolve::Report), Error> {
-    let mut lock = lock_spec(catalog, spec_path, spec_text)?;
+    lock_spec_upgrading(
+        catalog,
+        spec_path,
+        spec_text,
+        transport,
+        previous,
+        &Upgrade::Nothing,
+    )
+}
+
+/// [`lock_spec_resolved`] with the picks `upgrade` releases re-resolved
+/// ([`lock_spec_keeping`]): what `gpustack lock --upgrade` / `--upgrade-package` runs.
+///
+/// # Errors
+///
+/// As [`lock_spec_resolved`] and [`lock_spec_keeping`].
+pub fn lock_spec_upgrading(
+    catalog: &Catalog,
+    spec_path: &str,
+    spec_text: &str,
+    transport: &dyn resolve::http::Transport,
+    previous: Option<&Lock>,
+    upgrade: &Upgrade,
+) -> Result<(Lock, resolve::Report), Error> {
+    let mut lock = lock_spec_keeping(catalog, spec_path, spec_text, previous, upgrade)?;
     let report = resolve::resolve(&mut lock, transport, previous).map_err(|errors| {
         Error::Invalid(
             errors

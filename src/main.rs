@@ -40,7 +40,7 @@ struct Cli {
 enum Command {
     /// Resolve gpustack.toml into gpustack.lock
     #[command(
-        after_help = "Examples:\n  gpustack lock\n  gpustack lock --spec fixtures/specs/a100-pytorch.toml --out -\n  gpustack lock --catalog site-catalog/\n  gpustack lock --check   # exit 1 when gpustack.lock is not what `lock` would write"
+        after_help = "Examples:\n  gpustack lock\n  gpustack lock --upgrade-package torch   # keep every other pick of gpustack.lock\n  gpustack lock --spec fixtures/specs/a100-pytorch.toml --out -\n  gpustack lock --catalog site-catalog/\n  gpustack lock --check   # exit 1 when gpustack.lock is not what `lock` would write"
     )]
     Lock {
         /// The spec to read
@@ -60,6 +60,13 @@ enum Command {
         /// catalog (also `GPUSTACK_OFFLINE=1`)
         #[arg(long)]
         offline: bool,
+        /// Re-resolve every pick; without it, the existing lock's picks that still fit the
+        /// spec and catalog are kept
+        #[arg(long, conflicts_with = "upgrade_package")]
+        upgrade: bool,
+        /// Re-resolve this component only (repeatable)
+        #[arg(long = "upgrade-package", value_name = "NAME")]
+        upgrade_package: Vec<String>,
     },
     /// Render deployment files from gpustack.lock (docker, apptainer, packer, k8s, slurm, all)
     #[command(
@@ -456,7 +463,16 @@ fn run(cli: Cli) -> Result<u8, Error> {
             catalogs,
             check,
             offline,
+            upgrade,
+            upgrade_package,
         } => {
+            let upgrade = if upgrade {
+                gpustack::Upgrade::All
+            } else if upgrade_package.is_empty() {
+                gpustack::Upgrade::Nothing
+            } else {
+                gpustack::Upgrade::Packages(upgrade_package)
+            };
             let catalog = load_catalog(&catalogs)?;
             let spec_shown = gpustack::emit::shown(&spec);
             let text = read_text(
@@ -478,21 +494,23 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 .and_then(|b| String::from_utf8(b).ok())
                 .and_then(|t| Lock::parse(&out, &t).ok());
             let (lock, report) = if offline {
-                gpustack::lock_spec_resolved(
+                gpustack::lock_spec_upgrading(
                     &catalog,
                     &spec_shown,
                     &text,
                     &gpustack::resolve::http::Offline,
                     previous.as_ref(),
+                    &upgrade,
                 )?
             } else {
                 let http = gpustack::resolve::http::Http::new(false);
-                gpustack::lock_spec_resolved(
+                gpustack::lock_spec_upgrading(
                     &catalog,
                     &spec_shown,
                     &text,
                     &http,
                     previous.as_ref(),
+                    &upgrade,
                 )?
             };
             // Said after the lock is written: where each digest came from when not the registry.

@@ -223,3 +223,41 @@ fn every_hand_edit_is_refused_at_its_line() {
         assert!(failures.is_empty(), "{} of {edits} edits:\n{}", failures.len(), failures.join("\n"));
     }
 }
+
+/// The example, through the CLI: a hand-edited base-image `repository` (which
+/// would become `FROM evil.example.com/cuda:…`) is refused by `gen` (exit 2, nothing
+/// written) and reported by `check`, both at the edited line.
+#[test]
+fn gen_and_check_refuse_an_edited_repository_at_its_line() {
+    let dir = tempdir("tamper-cli");
+    let text = std::fs::read_to_string(root().join("lockfiles/h100-ib-train-serve.lock")).unwrap();
+    let edited = text.replacen(
+        "repository = \"nvidia/cuda\"",
+        "repository = \"evil.example.com/cuda\"",
+        1,
+    );
+    assert_ne!(edited, text);
+    let line = edited[..edited.find("evil.example.com").unwrap()]
+        .matches('\n')
+        .count()
+        + 1;
+    std::fs::write(dir.join("gpustack.lock"), &edited).unwrap();
+    let out = run_in(&dir, &["gen", "all", "--out", "o"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!("gpustack.lock:{line}:"))
+            && out.stderr.contains("`package cuda-image` table"),
+        "{}",
+        out.stderr
+    );
+    assert!(!dir.join("o").exists(), "gen wrote files from a tampered lock");
+    let out = run_in(&dir, &["check"]);
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stdout.contains(&format!("gpustack.lock:{line}\n"))
+            || out.stderr.contains(&format!("gpustack.lock:{line}\n")),
+        "{}{}",
+        out.stdout,
+        out.stderr
+    );
+}

@@ -182,14 +182,47 @@ pub(crate) fn members(spec: &Spec) -> BTreeMap<Component, String> {
 /// assert!(resolution.pick(gpustack::Component::Torch).is_some());
 /// ```
 pub fn solve(catalog: &Catalog, spec: &Spec) -> Result<Resolution, Error> {
+    solve_locked(catalog, spec, &BTreeMap::new())
+}
+
+/// [`solve`], trying the existing lock's picks first (like Cargo and uv): a locked version
+/// that is still a candidate and fits every rule with the others is kept, even where a
+/// newer one exists; one that no longer fits (the spec or catalog changed) gives way to
+/// the usual preference. `gpustack lock --upgrade` passes no picks, `--upgrade-package`
+/// leaves one out.
+pub fn solve_locked(
+    catalog: &Catalog,
+    spec: &Spec,
+    locked: &BTreeMap<Component, Version>,
+) -> Result<Resolution, Error> {
     let members = members(spec);
     let found = {
-        let quiet = Ctx::quiet(catalog, spec);
+        let mut quiet = Ctx::quiet(catalog, spec);
+        quiet.locked.clone_from(locked);
         Problem::new(&quiet, &members).search()
     };
-    let ctx = Ctx::new(catalog, spec);
+    let mut ctx = Ctx::new(catalog, spec);
+    ctx.locked.clone_from(locked);
     match found {
-        Some(assign) => Ok(resolution(&ctx, &members, &assign)),
+        Some(assign) => {
+            let mut r = resolution(&ctx, &members, &assign);
+            if !locked.is_empty() {
+                // Say where a kept pick is not what a fresh lock takes.
+                let fresh = solve_quiet(catalog, spec);
+                for p in &mut r.picks {
+                    let newer = fresh.as_ref().and_then(|f| f.versions.get(&p.component));
+                    if let Some(v) = newer.filter(|v| {
+                        *v != &p.version && locked.get(&p.component) == Some(&p.version)
+                    }) {
+                        p.because.push(format!(
+                            "kept from the existing lock; a fresh lock takes {v}: `gpustack lock --upgrade-package {}`",
+                            p.component.name()
+                        ));
+                    }
+                }
+            }
+            Ok(r)
+        }
         None => {
             // Search again with messages on, to explain.
             let mut p = Problem::new(&ctx, &members);
@@ -469,6 +502,13 @@ impl<'a, 'c> Problem<'a, 'c> {
         let mut d = self.domains[&c].clone();
         if c == Component::Cuda {
             sort_cuda(self.ctx, &mut d, assign);
+        }
+        if let Some(v) = self.ctx.locked.get(&c) {
+            // The locked pick first; the rest keep their order (a stable sort).
+            d.sort_by_key(|&k| match k {
+                Cand::Idx(_) => self.ctx.version(c, k) != v,
+                Cand::Host => true,
+            });
         }
         d
     }

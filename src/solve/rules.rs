@@ -170,6 +170,8 @@ pub(crate) struct Ctx<'c> {
     /// Build violation messages and fact lists. Off during search (the hot path), on when
     /// explaining or recording `because`.
     pub(crate) verbose: bool,
+    /// The existing lock's picks, tried first (stable re-locks, [`super::solve_locked`]).
+    pub(crate) locked: BTreeMap<Component, Version>,
     /// Per CUDA major.minor: the lowest full-feature driver minimum of its releases, and
     /// the origin of the first (newest) of them. Every driver × wheel check asks for both;
     /// computed once here instead of scanning the CUDA releases on each check.
@@ -266,6 +268,7 @@ impl<'c> Ctx<'c> {
             all_datacenter,
             host_driver: spec.driver.clone(),
             verbose: true,
+            locked: BTreeMap::new(),
             runtimes,
             imaged,
         }
