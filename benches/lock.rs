@@ -2,7 +2,10 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 //!
 //! * cold: a fresh `gpustack lock --out -` process per run (what a user or CI waits for);
-//! * in-process: catalog load, solve + lock, and lock writing, separately.
+//! * in-process: catalog load, solve + lock, and lock writing, separately;
+//! * re-lock: a fresh `gpustack lock --offline --out gpustack.lock` process over the lock
+//!   it wrote itself, inputs unchanged (issue 15: keeps every pick, reads the existing
+//!   lock, verifies nothing moved, writes the same bytes).
 //!
 //! Prints the minimum and median of each; `book/src/performance.md` records the figures
 //! with the machine and date. No timing is asserted: targets live here, not in tests.
@@ -45,9 +48,11 @@ fn main() {
     let catalog = gpustack::Catalog::stock().unwrap();
 
     println!(
-        "{:<36} {:>22} {:>22} {:>12}",
-        "spec", "cold process (min/med)", "solve+lock (min/med)", "write (med)"
+        "{:<36} {:>22} {:>22} {:>12} {:>22}",
+        "spec", "cold process (min/med)", "solve+lock (min/med)", "write (med)", "re-lock (min/med)"
     );
+    let scratch = std::env::temp_dir().join(format!("gpustack-bench-relock-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).unwrap();
     for spec in &specs {
         let name = spec.file_stem().unwrap().to_string_lossy().into_owned();
         let text = std::fs::read_to_string(spec).unwrap();
@@ -80,18 +85,33 @@ fn main() {
                 d
             })
             .collect();
+        let existing = scratch.join(format!("{name}.lock"));
+        let mut relock = Command::new(bin);
+        relock
+            .args(["lock", "--offline", "--spec"])
+            .arg(spec)
+            .arg("--out")
+            .arg(&existing);
+        cold(&mut relock);
+        let first = std::fs::read(&existing).unwrap();
+        let relocks: Vec<Duration> = (0..runs).map(|_| cold(&mut relock)).collect();
+        assert_eq!(std::fs::read(&existing).unwrap(), first, "{name}: a re-lock moved");
         let (cmin, cmed) = stats(cold);
         let (smin, smed) = stats(solve);
         let (_, wmed) = stats(write);
+        let (rmin, rmed) = stats(relocks);
         println!(
-            "{name:<36} {:>9.2} / {:>7.2} ms {:>9.3} / {:>7.3} ms {:>9.3} ms",
+            "{name:<36} {:>9.2} / {:>7.2} ms {:>9.3} / {:>7.3} ms {:>9.3} ms {:>9.2} / {:>7.2} ms",
             ms(cmin),
             ms(cmed),
             ms(smin),
             ms(smed),
-            ms(wmed)
+            ms(wmed),
+            ms(rmin),
+            ms(rmed)
         );
     }
+    let _ = std::fs::remove_dir_all(&scratch);
     // A worst case: an unsatisfiable request, explained with hints.
     let conflict =
         std::fs::read_to_string(root.join("fixtures/conflicts/vllm-cu13-needs-r580.toml")).unwrap();

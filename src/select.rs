@@ -293,6 +293,14 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
         }
     }
 
+    // The Dockerfile syntax frontend BuildKit pulls before it reads the generated
+    // Dockerfile (`# syntax=`): an external image like any base image.
+    sel.package(
+        "dockerfile-frontend",
+        Layer::Base,
+        "BuildKit pulls this Dockerfile frontend (`# syntax=`) to parse the generated Dockerfile",
+    );
+
     // The Python installer of the framework layer.
     if r.pick(Component::Python).is_some() {
         sel.package(

@@ -108,6 +108,9 @@ pub struct DockerPlan {
     pub fabric_runtime_deps: Vec<String>,
     /// `uv` image with digest.
     pub uv_image: Option<String>,
+    /// The Dockerfile syntax frontend (`# syntax=`), by digest where the lock has one: the
+    /// lock's `dockerfile-frontend` package, or the tag the Dockerfile was written for.
+    pub frontend: String,
     /// The locked Python, `3.12`.
     pub python: Option<String>,
     /// Framework, inference, training stages present.
@@ -416,7 +419,13 @@ impl DockerPlan {
         for p in lock
             .packages
             .iter()
-            .filter(|p| p.layer == Layer::Base && p.name != "cuda-image")
+            // The base layer's source builds: its images (the `nvidia/cuda` base, the
+            // Dockerfile frontend) are pulled, not built.
+            .filter(|p| {
+                p.layer == Layer::Base
+                    && p.name != "cuda-image"
+                    && p.get("image").is_none()
+            })
         {
             let b = source_build(p, common)?;
             if b.sha256.is_none() {
@@ -495,6 +504,17 @@ impl DockerPlan {
                 None => format!("{image}:{}", u.version),
             })
         });
+        let frontend = lock
+            .package("dockerfile-frontend")
+            .and_then(|f| {
+                let image = f.get("image")?;
+                Some(match f.get("image-digest") {
+                    Some(d) => format!("{image}:{}@{d}", f.version),
+                    None => format!("{image}:{}", f.version),
+                })
+            })
+            // Locks written before the frontend was locked: the tag this template needs.
+            .unwrap_or_else(|| "docker/dockerfile:1.7".to_string());
         let python = lock
             .component(Component::Python)
             .map(|p| p.version.to_string());
@@ -728,6 +748,7 @@ impl DockerPlan {
             fabric_build_deps,
             fabric_runtime_deps,
             uv_image,
+            frontend,
             python,
             stages,
             compiled,

@@ -73,6 +73,8 @@ pub struct ExporterImage {
     pub tag: String,
     /// `4.6.0-4.8.3`: DCGM and exporter versions.
     pub version: String,
+    /// `sha256:…`, when the lock resolved the tag's digest.
+    pub digest: Option<String>,
     /// Whether the catalog lists this tag as published (else the bare version is used).
     pub tag_sourced: bool,
     /// Where the version comes from.
@@ -192,6 +194,7 @@ impl HostPlan {
                 name: name.to_string(),
                 tag,
                 version: p.version.clone(),
+                digest: digest.map(str::to_string),
                 tag_sourced,
                 source: p.source.clone(),
                 unverified,

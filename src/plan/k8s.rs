@@ -813,9 +813,14 @@ fn operator_plan(lock: &Lock, common: &Common) -> OperatorPlan {
         Some(e) => {
             let mut notes = vec![format!("DCGM Exporter {}; source: {}", e.version, e.source)];
             notes.extend(e.unverified.iter().cloned());
+            // The operator pulls `repository/image@version` when `version` is a digest
+            // (NVIDIA/gpu-operator, api/nvidia/v1/clusterpolicy_types.go, `imagePath`).
+            if e.digest.is_some() {
+                notes.push(format!("tag `{}`, pulled by the digest the lock resolved", e.tag));
+            }
             images.push(OperatorImage {
                 key: "dcgmExporter".into(),
-                version: Some(e.tag.clone()),
+                version: Some(e.digest.clone().unwrap_or_else(|| e.tag.clone())),
                 repository: Some(e.repository.clone()),
                 image: Some(e.name.clone()),
                 notes,
