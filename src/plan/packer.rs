@@ -705,7 +705,12 @@ impl VarCtx<'_> {
                         "AWS region to build in.".into(),
                     );
                     self.instance(&mut v, *c, "aws_instance_type", "Instance type");
-                    self.image(&mut v, "aws_source_ami_name", i.map(|i| i.aws_ami_name), format!("Name filter of the source AMI: Canonical's {os} server images for amd64 (the lock records no CPU architecture; use the arm64 name on Grace systems)."));
+                    // Exact names only: a name pattern with `most_recent` would take whatever
+                    // AMI the publisher released last. gpustack knows no sourced exact name.
+                    v.add("aws_source_ami_name", "string", None, format!(
+                        "Required: the exact name of the source AMI (no wildcards), one release of {}; gpustack records no AMI name it could cite, and never lets AWS pick the newest (`most_recent`). `aws ec2 describe-images --owners <aws_source_ami_owner> --filters Name=name,Values=<pattern>` lists the dated names.",
+                        i.map_or_else(|| os.to_string(), |i| format!("`{}` ({os} for amd64; the lock records no CPU architecture, use the arm64 name on Grace systems)", i.aws_ami_name))
+                    ));
                     self.image(
                         &mut v,
                         "aws_source_ami_owner",
@@ -757,17 +762,16 @@ impl VarCtx<'_> {
                         Some((m, f)) => v.add("gcp_on_host_maintenance", "string", Some(m), format!("Host maintenance policy of the build VM; from the lock: {}", f.source)),
                         None => v.add("gcp_on_host_maintenance", "string", None, "Required: the lock has no GCP settings; VMs with GPUs cannot live-migrate (normally TERMINATE).".into()),
                     }
-                    self.image(
-                        &mut v,
-                        "gcp_source_image_family",
-                        i.map(|i| i.gcp_family),
-                        format!("Source image family: Canonical's {os} images."),
-                    );
+                    // One image by name, not a family (which moves to each new image).
+                    v.add("gcp_source_image", "string", None, format!(
+                        "Required: the exact source image name, one image of {}; gpustack records no image name it could cite, and never builds from a family, which moves. `gcloud compute images describe-from-family <family> --project <gcp_source_image_project>` names the current one.",
+                        i.map_or_else(|| os.to_string(), |i| format!("the `{}` family ({os})", i.gcp_family))
+                    ));
                     self.image(
                         &mut v,
                         "gcp_source_image_project",
                         i.map(|i| i.gcp_project),
-                        "Project of the source image family.".into(),
+                        "Project of the source image.".into(),
                     );
                 }
                 Cloud::Azure => {
@@ -810,6 +814,7 @@ impl VarCtx<'_> {
                         i.map(|i| i.azure[2]),
                         "Marketplace image: SKU (generation 2).".into(),
                     );
+                    v.add("azure_image_version", "string", None, "Required: the exact Marketplace image version (not `latest`, which moves); gpustack records none it could cite. `az vm image list --publisher <publisher> --offer <offer> --sku <sku> --all` lists them.".into());
                 }
                 Cloud::Qemu => {
                     v.group("qemu");
