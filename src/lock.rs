@@ -944,6 +944,9 @@ fn deploy_toml(o: &mut String, d: &crate::deploy::Deploy) {
         if let Some(x) = &r.pypi {
             kv(o, "pypi", x);
         }
+        if r.variant_index {
+            o.push_str("variant-index = true\n");
+        }
         for (name, table) in [
             ("indexes", &r.indexes),
             ("registries", &r.registries),

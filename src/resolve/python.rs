@@ -47,7 +47,7 @@ use crate::spec::{Component, Layer};
 pub const TORCH_FAMILY: &[&str] = &["torch", "torchvision", "torchaudio"];
 
 /// The tools the build layer's `--no-build-isolation` source builds import.
-pub const BUILD_TOOLS: &[&str] = &["setuptools", "wheel", "packaging", "ninja", "psutil"];
+pub const BUILD_TOOLS: &[&str] = &["pip", "setuptools", "wheel", "packaging", "ninja", "psutil"];
 
 /// The default index.
 pub const PYPI: &str = "https://pypi.org/simple";
@@ -359,9 +359,16 @@ pub fn inputs(lock: &Lock) -> Vec<LayerInput> {
         return Vec::new();
     };
     let user = &lock.request.deploy.python;
-    let torch_index = torch.get("index-url").map(str::to_string);
-    // Whether a torch pin from PyPI (the PyPI-default variant, no local version) is meant.
-    let torch_pin = torch.version.to_string();
+    // The PyPI-default variant is the same build on PyPI (the catalog's `pypi-default`):
+    // taken from there, without its local version, unless `[resolve] variant-index`.
+    let variant_index = lock.request.deploy.resolve.as_ref().is_some_and(|r| r.variant_index);
+    let from_pypi = torch.get("pypi-default") == Some("true") && !variant_index;
+    let torch_index = torch.get("index-url").filter(|_| !from_pypi).map(str::to_string);
+    let torch_pin = if from_pypi {
+        torch.version.to_string().split('+').next().unwrap_or_default().to_string()
+    } else {
+        torch.version.to_string()
+    };
     let mut sources: BTreeMap<String, String> = BTreeMap::new();
     let mut by_layer: BTreeMap<Layer, Vec<String>> = BTreeMap::new();
     for c in &lock.components {
@@ -372,7 +379,7 @@ pub fn inputs(lock: &Lock) -> Vec<LayerInput> {
             continue;
         };
         let version = if c.name == Component::Torch { torch_pin.clone() } else { version };
-        if let Some(i) = index {
+        if let Some(i) = index.filter(|_| c.name != Component::Torch || !from_pypi) {
             sources.insert(normalize(&name), i);
         }
         by_layer.entry(c.layer).or_default().push(format!("{name}=={version}"));
