@@ -191,7 +191,7 @@ fn lock_writes_the_file_atomically_and_check_detects_staleness() {
     assert_eq!(run_in(&dir, &["lock", "--check"]).code, 0);
     std::fs::write(
         dir.join("gpustack.lock"),
-        written.replace("version = 3", "version = 3\n# edited"),
+        written.replace("version = 4", "version = 4\n# edited"),
     )
     .unwrap();
     assert_eq!(run_in(&dir, &["lock", "--check"]).code, 1);

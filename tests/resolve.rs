@@ -318,7 +318,7 @@ fn image_digests_come_from_a_real_registry_through_a_mirror_and_a_token_gate() {
     assert!(written.contains(&format!(
         "[request.resolve.registries]\n\"docker.io\" = \"{url}\""
     )));
-    assert!(written.contains("version = 3\n"));
+    assert!(written.contains("version = 4\n"));
     assert_eq!(Lock::parse("l", &written).unwrap(), lock);
     // The generated Dockerfile pulls by digest.
     let files = gpustack::plan::generate_many(&lock, &[gpustack::plan::Target::Docker]).unwrap();
