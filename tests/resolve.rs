@@ -288,6 +288,8 @@ fn image_digests_come_from_a_real_registry_through_a_mirror_and_a_token_gate() {
     for tag in [devel, runtime] {
         push(&dir.join("layout"), &url, &format!("nvidia/cuda:{tag}"));
     }
+    // The Dockerfile frontend is a docker.io image too: the mirror must serve it.
+    push(&dir.join("layout"), &url, "docker/dockerfile:1.7");
     // What the registry itself says the tag is.
     let http = Http::new(false);
     let head = http
@@ -303,11 +305,13 @@ fn image_digests_come_from_a_real_registry_through_a_mirror_and_a_token_gate() {
     let (lock, report) = gpustack::lock_spec_resolved(&cat, "s", &text, &http, None).unwrap();
     let cuda = lock.package("cuda-image").unwrap();
     assert_eq!(cuda.get("digest-source"), Some("registry"));
+    let frontend = lock.package("dockerfile-frontend").unwrap();
+    assert_eq!(frontend.get("digest-source"), Some("registry"));
     assert_eq!(cuda.get("devel-digest"), Some(served.as_str()));
     assert_eq!(cuda.list("devel-platforms").len(), 2, "{:?}", cuda.fields);
     assert!(cuda.list("devel-platforms")[0].starts_with("linux/amd64 sha256:"));
     assert!(lock.verify().is_empty());
-    assert_eq!(report.from_registry.len(), 2);
+    assert_eq!(report.from_registry.len(), 3, "the two base images and the frontend");
     // ghcr.io is not mirrored and not reachable here: uv keeps the catalog's digest.
     assert_eq!(
         lock.package("uv").unwrap().get("digest-source"),

@@ -1,11 +1,14 @@
-//! The importers' one door to the network: a [`Fetch`] trait (one GET, optionally with an
-//! `Accept` header or a byte range) and [`Http`], its `ureq` implementation.
+//! The importers' view of the network: a [`Fetch`] trait (one GET, optionally with an
+//! `Accept` header or a byte range) and [`Http`], which sends it through gpustack's one
+//! HTTP client, [`crate::resolve::http::Http`] (one `ureq` agent, one TLS setup, one
+//! [`FetchError`]). This file only translates requests and responses.
 //!
 //! Everything above this file works on [`Response`] values, so the parsing is tested on
-//! recorded responses and the client on a local server (`tests/import.rs`). Only this
-//! file talks to the network, as only `catalog::load` reads catalog files.
+//! recorded responses and the client on a local server (`tests/import.rs`).
 
-use std::time::Duration;
+use crate::resolve::http::{self as net, Transport as _};
+
+pub use crate::resolve::http::FetchError;
 
 /// One GET request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,129 +65,43 @@ pub struct Response {
     pub content_range: Option<(u64, u64)>,
 }
 
-/// Why a request got no response.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum FetchError {
-    /// `--offline` was given and the request needs the network.
-    Offline {
-        /// The URL.
-        url: String,
-    },
-    /// The host could not be reached (DNS, connection refused, TLS, timeout).
-    Unreachable {
-        /// The URL.
-        url: String,
-        /// The client's words.
-        detail: String,
-    },
-}
-
 /// Performs GET requests. [`Http`] goes to the network; tests may serve recordings.
 pub trait Fetch {
     /// Sends one request. HTTP error statuses are a [`Response`], not an error.
     fn fetch(&self, req: &Request) -> Result<Response, FetchError>;
 }
 
-/// The real client: `ureq` with rustls and the Mozilla root certificates.
+/// The importers' client: requests go through [`net::Http`].
 pub struct Http {
-    agent: ureq::Agent,
-    offline: bool,
+    inner: net::Http,
 }
 
 impl Http {
     /// A client; with `offline`, every request fails with [`FetchError::Offline`].
     pub fn new(offline: bool) -> Http {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .tls_config(
-                ureq::tls::TlsConfig::builder()
-                    .root_certs(root_certs())
-                    .build(),
-            )
-            .timeout_global(Some(Duration::from_secs(120)))
-            .timeout_connect(Some(Duration::from_secs(15)))
-            .http_status_as_error(false)
-            .user_agent(concat!("gpustack/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
-        Http { agent, offline }
-    }
-}
-
-/// The trust roots: the system bundle where there is one (`SSL_CERT_FILE`, else the
-/// Debian or Red Hat path), as curl and pip use it, so a site's TLS-inspecting proxy CA
-/// works; Mozilla's roots (compiled in) otherwise.
-fn root_certs() -> ureq::tls::RootCerts {
-    let candidates = std::env::var_os("SSL_CERT_FILE")
-        .map(std::path::PathBuf::from)
-        .into_iter()
-        .chain(
-            [
-                "/etc/ssl/certs/ca-certificates.crt",
-                "/etc/pki/tls/certs/ca-bundle.crt",
-            ]
-            .map(std::path::PathBuf::from),
-        );
-    for path in candidates {
-        let Ok(pem) = std::fs::read(&path) else {
-            continue;
-        };
-        let certs: Vec<ureq::tls::Certificate<'static>> = ureq::tls::parse_pem(&pem)
-            .filter_map(|item| match item {
-                Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
-                _ => None,
-            })
-            .collect();
-        if !certs.is_empty() {
-            return ureq::tls::RootCerts::Specific(std::sync::Arc::new(certs));
+        Http {
+            inner: net::Http::new(offline),
         }
     }
-    ureq::tls::RootCerts::WebPki
 }
-
-/// The largest body read (a wheel's tail or head is 64 KiB; a project page a few MB).
-const BODY_LIMIT: u64 = 256 * 1024 * 1024;
 
 impl Fetch for Http {
     fn fetch(&self, req: &Request) -> Result<Response, FetchError> {
-        if self.offline {
-            return Err(FetchError::Offline {
-                url: req.url.clone(),
-            });
-        }
-        let unreachable = |e: ureq::Error| FetchError::Unreachable {
-            url: req.url.clone(),
-            detail: e.to_string(),
-        };
-        let mut r = self.agent.get(&req.url);
+        let mut r = net::Request::get(req.url.clone());
         if let Some(a) = req.accept {
             r = r.header("Accept", a);
         }
         if let Some(range) = req.range {
             r = r.header("Range", range.header());
         }
-        let mut resp = r.call().map_err(unreachable)?;
-        let header = |name: &str| {
-            resp.headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string)
-        };
-        let status = resp.status().as_u16();
-        let content_type = header("content-type");
-        let date = header("date");
-        let content_range = header("content-range").and_then(|v| parse_content_range(&v));
-        let body = resp
-            .body_mut()
-            .with_config()
-            .limit(BODY_LIMIT)
-            .read_to_vec()
-            .map_err(unreachable)?;
+        let resp = self.inner.send(&r)?;
+        let header = |name: &str| resp.header(name).map(str::to_string);
         Ok(Response {
-            status,
-            body,
-            content_type,
-            date,
-            content_range,
+            status: resp.status,
+            content_type: header("content-type"),
+            date: header("date"),
+            content_range: resp.header("content-range").and_then(parse_content_range),
+            body: resp.body,
         })
     }
 }

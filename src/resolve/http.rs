@@ -1,5 +1,6 @@
-//! Lock-time resolution's one door to the network: a [`Transport`] trait (one request,
-//! GET or HEAD, with headers) and [`Http`], its `ureq` implementation.
+//! gpustack's one door to the network: a [`Transport`] trait (one request, GET or HEAD,
+//! with headers) and [`Http`], its `ureq` implementation. Lock-time resolution uses it
+//! directly; the importers through their own request view ([`crate::import::http`]).
 //!
 //! The registry, apt and dnf clients above this file work on [`Response`] values, so their
 //! parsing is tested on recorded responses and the client against real local servers
@@ -128,8 +129,10 @@ impl Http {
                     .root_certs(root_certs())
                     .build(),
             )
-            .timeout_global(Some(Duration::from_secs(60)))
-            .timeout_connect(Some(Duration::from_secs(10)))
+            // Importers read wheels' tails and whole project pages; registries and
+            // repositories whole indexes: one budget for both.
+            .timeout_global(Some(Duration::from_secs(120)))
+            .timeout_connect(Some(Duration::from_secs(15)))
             .http_status_as_error(false)
             .user_agent(concat!("gpustack/", env!("CARGO_PKG_VERSION")))
             .build()
