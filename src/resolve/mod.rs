@@ -485,6 +485,13 @@ fn resolve_package_images(
                 .all(|(stem, _)| q.get(&format!("{stem}-digest")).is_some())
     });
     if let Some(q) = same {
+        // The previous lock's note that a tag moved away from the catalog's observation
+        // stands with its digest: an offline re-lock writes the same lock.
+        for b in q.because.iter().filter(|b| b.contains("` moved: the catalog observed ")) {
+            if !p.because.contains(b) {
+                p.because.push(b.clone());
+            }
+        }
         for (stem, reference) in images {
             for k in [format!("{stem}-digest"), format!("{stem}-platforms")] {
                 match q.fields.get(&k) {
