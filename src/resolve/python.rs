@@ -598,7 +598,8 @@ pub fn resolve(lock: &Lock, opts: &Options<'_>) -> Result<PythonLock, ClosureErr
             &opts.uv_version,
             None,
         );
-        let mut union_pins: Option<String> = None;
+        // Which files can be reused; the others are resolved below.
+        let mut plan: Vec<(&LayerInput, String, String, Option<&PyLockFile>)> = Vec::new();
         for input in &layer_inputs {
             let file = file_name(&input.layer, platform, several);
             let inputs = input_digest(
@@ -614,6 +615,81 @@ pub fn resolve(lock: &Lock, opts: &Options<'_>) -> Result<PythonLock, ClosureErr
                     .iter()
                     .find(|f| f.file == file && f.inputs == inputs && f.contents.is_some())
             });
+            if reused.is_none() && opts.uv.is_none() {
+                let edited = opts.previous.is_some_and(|p| {
+                    p.files
+                        .iter()
+                        .any(|f| f.file == file && f.inputs == inputs && f.contents.is_none())
+                });
+                return Err(ClosureError::Offline {
+                    detail: if edited {
+                        format!("`{file}` must be resolved again: the file beside the lock does not match the digest the lock records")
+                    } else {
+                        format!("`{file}` must be resolved (its inputs changed, or there is no previous lock beside the output)")
+                    },
+                });
+            }
+            plan.push((input, file, inputs, reused));
+        }
+        // uv prefers the versions of an existing output file: the previous files keep
+        // every pick that still fits (Cargo's and uv's stable re-lock).
+        let seed = |layer: &str| {
+            opts.previous
+                .and_then(|p| {
+                    p.files
+                        .iter()
+                        .find(|f| f.layer == layer && f.platform == *platform)
+                })
+                .and_then(|f| f.contents.as_deref())
+        };
+        let mut resolved: BTreeMap<String, Result<String, ClosureError>> = BTreeMap::new();
+        if let Some(uv) = opts.uv.filter(|_| plan.iter().any(|p| p.3.is_none())) {
+            let widest = opts.previous.and_then(|p| {
+                p.files
+                    .iter()
+                    .filter(|f| f.platform == *platform && f.contents.is_some())
+                    .max_by_key(|f| f.packages)
+            });
+            let raw = compile(
+                uv,
+                &union,
+                platform,
+                &python,
+                opts,
+                None,
+                widest.and_then(|f| f.contents.as_deref()),
+            )?;
+            let pins = constraints_of(&raw);
+            // The layers are independent given the pins: resolved side by side.
+            std::thread::scope(|s| {
+                let handles: Vec<_> = plan
+                    .iter()
+                    .filter(|p| p.3.is_none())
+                    .map(|p| {
+                        let (input, pins, python) = (p.0, &pins, &python);
+                        let h = s.spawn(move || {
+                            compile(
+                                uv,
+                                input,
+                                platform,
+                                python,
+                                opts,
+                                Some(pins),
+                                seed(&input.layer),
+                            )
+                        });
+                        (input.layer.clone(), h)
+                    })
+                    .collect();
+                for (layer, h) in handles {
+                    let r = h
+                        .join()
+                        .unwrap_or_else(|_| Err(ClosureError::Other("a uv run panicked".into())));
+                    resolved.insert(layer, r);
+                }
+            });
+        }
+        for (input, file, inputs, reused) in plan {
             let (contents, built) = if let Some(prev) = reused {
                 let built: Vec<PyBuild> = opts
                     .previous
@@ -627,58 +703,9 @@ pub fn resolve(lock: &Lock, opts: &Options<'_>) -> Result<PythonLock, ClosureErr
                     .unwrap_or_default();
                 (prev.contents.clone().unwrap_or_default(), built)
             } else {
-                let Some(uv) = opts.uv else {
-                    let edited = opts.previous.is_some_and(|p| {
-                        p.files
-                            .iter()
-                            .any(|f| f.file == file && f.inputs == inputs && f.contents.is_none())
-                    });
-                    return Err(ClosureError::Offline {
-                        detail: if edited {
-                            format!("`{file}` must be resolved again: the file beside the lock does not match the digest the lock records")
-                        } else {
-                            format!("`{file}` must be resolved (its inputs changed, or there is no previous lock beside the output)")
-                        },
-                    });
-                };
-                // uv prefers the versions of an existing output file: the previous files
-                // keep every pick that still fits (Cargo's and uv's stable re-lock).
-                let seed = |layer: &str| {
-                    opts.previous
-                        .and_then(|p| {
-                            p.files
-                                .iter()
-                                .find(|f| f.layer == layer && f.platform == *platform)
-                        })
-                        .and_then(|f| f.contents.clone())
-                };
-                if union_pins.is_none() {
-                    let widest = opts.previous.and_then(|p| {
-                        p.files
-                            .iter()
-                            .filter(|f| f.platform == *platform && f.contents.is_some())
-                            .max_by_key(|f| f.packages)
-                    });
-                    let raw = compile(
-                        uv,
-                        &union,
-                        platform,
-                        &python,
-                        opts,
-                        None,
-                        widest.and_then(|f| f.contents.as_deref()),
-                    )?;
-                    union_pins = Some(constraints_of(&raw));
-                }
-                let raw = compile(
-                    uv,
-                    input,
-                    platform,
-                    &python,
-                    opts,
-                    union_pins.as_deref(),
-                    seed(&input.layer).as_deref(),
-                )?;
+                let raw = resolved
+                    .remove(&input.layer)
+                    .unwrap_or_else(|| Err(ClosureError::Other("no uv run".into())))?;
                 postprocess(&raw, input, platform, opts)?
             };
             check(lock, &input.layer, &contents)?;
