@@ -92,9 +92,9 @@ fn main() {
             .arg(spec)
             .arg("--out")
             .arg(&existing);
-        cold(&mut relock);
+        common::cold(&mut relock);
         let first = std::fs::read(&existing).unwrap();
-        let relocks: Vec<Duration> = (0..runs).map(|_| cold(&mut relock)).collect();
+        let relocks: Vec<Duration> = (0..runs).map(|_| common::cold(&mut relock)).collect();
         assert_eq!(std::fs::read(&existing).unwrap(), first, "{name}: a re-lock moved");
         let (cmin, cmed) = stats(cold);
         let (smin, smed) = stats(solve);
