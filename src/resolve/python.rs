@@ -1127,7 +1127,8 @@ mod tests {
             "--index-url https://x",
             "pkg @ https://x/y.whl",
             "torch>=2",
-            "Deep_Speed",
+            "DeepSpeed",
+            "VLLM==0.19.1",
             "a\"b",
             "${X}",
         ] {
