@@ -569,6 +569,9 @@ pub struct Options<'a> {
     pub previous: Option<&'a PythonLock>,
     /// Resolve anew, ignoring the previous files' picks (`--upgrade`).
     pub upgrade: bool,
+    /// Resolve again, letting only these packages move from the previous files' picks
+    /// (`--upgrade-package NAME`, uv's option of the same name).
+    pub upgrade_packages: Vec<String>,
 }
 
 /// Resolves (or reuses) every pylock of the lock.
@@ -610,7 +613,8 @@ pub fn resolve(lock: &Lock, opts: &Options<'_>) -> Result<PythonLock, ClosureErr
                 &opts.uv_version,
                 Some(&union_digest),
             );
-            let reused = opts.previous.and_then(|p| {
+            let fresh = opts.upgrade || !opts.upgrade_packages.is_empty();
+            let reused = opts.previous.filter(|_| !fresh).and_then(|p| {
                 p.files
                     .iter()
                     .find(|f| f.file == file && f.inputs == inputs && f.contents.is_some())
@@ -1182,6 +1186,7 @@ mod tests {
             .into(),
             previous: None,
             upgrade: false,
+            upgrade_packages: Vec::new(),
         };
         let (text, builds) = postprocess(raw, &input, "x86_64-manylinux_2_35", &opts).unwrap();
         assert!(
