@@ -535,6 +535,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 &mut lock,
                 offline,
                 previous.as_ref(),
+                &gpustack::PythonUpgrade::default(),
             ) {
                 Ok(o) => o,
                 // `--check` never resolves: a closure that would have to be is stale.
