@@ -310,6 +310,12 @@ fn flash_attn_archs(arch_list: &[crate::arch::Target]) -> Option<String> {
 }
 
 /// Components that must be compiled against torch in the `build` stage, and how.
+/// Whether the build stage compiles this Python package from source (decided here, once:
+/// the closure splits it out of the pylocks and locks its sdist).
+pub(crate) fn is_compiled(name: &str) -> bool {
+    compile_env(name).is_some()
+}
+
 fn compile_env(name: &str) -> Option<Vec<(&'static str, &'static str)>> {
     match name {
         // DeepSpeed compiles its ops just in time by default, which needs nvcc in the
