@@ -176,7 +176,9 @@ fn every_torch_build_has_an_arch_list() {
                     failures.push(format!(
                         "{name}: torch {} +{} has no arch list",
                         w.get("torch").map(ToString::to_string).unwrap_or_default(),
-                        w.get("variant").and_then(toml::Value::as_str).unwrap_or("?"),
+                        w.get("variant")
+                            .and_then(toml::Value::as_str)
+                            .unwrap_or("?"),
                     ));
                 }
             }
