@@ -43,6 +43,14 @@ const RDMA_RESOURCE: &str = "rdma/rdma_shared_device_a";
 /// prometheus-adapter rule written to `monitoring/prometheus-adapter-values.yaml`
 /// (custom-metric names cannot hold `:`).
 const HPA_METRIC: &str = "vllm_num_requests_waiting";
+/// The MPI hostfile Kubeflow Trainer's MPI plugin mounts in the launcher
+/// (`constants.MPIHostfileDir` + `MPIHostfileName`, github.com/kubeflow/trainer
+/// `pkg/constants/constants.go`).
+const MPI_HOSTFILE: &str = "/etc/mpi/hostfile";
+/// The MPI launcher pod: `mpirun` only waits for the ranks. Generic, not a fact of the lock.
+const LAUNCHER_CPUS: u32 = 1;
+/// See [`LAUNCHER_CPUS`].
+const LAUNCHER_MEMORY_GIB: u32 = 2;
 /// AWS EFA device plugin resource.
 const EFA_RESOURCE: &str = "vpc.amazonaws.com/efa";
 
@@ -142,6 +150,10 @@ pub struct Pod {
     pub spread: Option<String>,
     /// The lock hash, annotated on the pod template.
     pub lock_hash: String,
+    /// Pod-level `runAsUser`/`runAsGroup`/`fsGroup` (the MPI nodes' SSH user).
+    pub run_as: Option<u32>,
+    /// A TCP readiness probe on this port (the MPI nodes' SSH server).
+    pub tcp_ready: Option<u32>,
 }
 
 /// `trainjob.yaml` + `trainingruntime.yaml` (Kubeflow Trainer v2), or `pytorchjob.yaml`.
@@ -197,15 +209,45 @@ pub struct ServePlan {
     pub pod: Pod,
 }
 
-/// `nccl-tests-job.yaml`.
+/// The acceptance test: `nccl-tests-job.yaml` (an Indexed Job, one `all_reduce_perf` per
+/// node, when nccl-tests is built without MPI), or `nccl-tests-runtime.yaml` +
+/// `nccl-tests-trainjob.yaml` (a TrainJob on a Kubeflow Trainer MPI runtime: one rank per
+/// GPU across every node, as Slurm runs it).
 #[derive(Clone, Debug, Serialize)]
 pub struct NcclTestsPlan {
-    /// Job name.
+    /// Job name (and the TrainingRuntime's).
     pub name: String,
     /// Pods, one per node.
     pub nodes: u32,
-    /// The pod.
+    /// The pod of every node: `all_reduce_perf` itself (Job), or the SSH server `mpirun`
+    /// reaches (MPI).
     pub pod: Pod,
+    /// The MPI launch, when nccl-tests is built with MPI.
+    pub mpi: Option<MpiLaunch>,
+}
+
+/// `mpirun` in the launcher pod of a Kubeflow Trainer MPI runtime (`mlPolicy.mpi`).
+#[derive(Clone, Debug, Serialize)]
+pub struct MpiLaunch {
+    /// `mlPolicy.mpi.numProcPerNode` (the hostfile's slots): GPUs per node.
+    pub procs_per_node: u32,
+    /// The SSH set-up of the validate image (user, port, key directory).
+    pub ssh: super::workload::MpiSsh,
+    /// `mpirun`.
+    pub command: Vec<String>,
+    /// mpirun's options, then the workload plan's per-GPU `all_reduce_perf` and its
+    /// arguments.
+    pub args: Vec<String>,
+    /// Comments above the command.
+    pub command_notes: Vec<String>,
+    /// The validate image (the launcher's, also the TrainJob's `trainer.image`).
+    pub image: String,
+    /// Launcher CPUs (request and limit).
+    pub launcher_cpus: u32,
+    /// Launcher memory, GiB.
+    pub launcher_memory_gib: u32,
+    /// The hostfile the Trainer mounts in the launcher.
+    pub hostfile: String,
 }
 
 /// One key of the expected-bandwidth ConfigMap.
@@ -445,6 +487,8 @@ impl K8sPlan {
             restart_policy: None,
             spread: None,
             lock_hash: common.lock_hash.clone(),
+            run_as: None,
+            tcp_ready: None,
         };
 
         let k8s = lock.request.deploy.k8s.as_ref();
@@ -601,20 +645,99 @@ impl K8sPlan {
                 Some("the lock has no nccl-tests package (no NCCL is locked)".to_string()),
             ),
             Some(a) => {
-                let mut p = pod("nccl-tests", &a.image, &a.resources);
-                p.command = vec![a.per_node.program.clone()];
-                p.args = a.per_node.args.clone();
-                p.command_notes = vec![format!(
-                    "all_reduce_perf over the {} GPUs of one node, 8 B to 8 GiB; compare the busbw column with the intra-node figure in expected-bandwidth.yaml",
-                    a.resources.gpus
-                )];
+                // The Trainer's MPI plugin mounts the SSH keys only in containers named
+                // `node` (`pkg/runtime/framework/plugins/mpi/mpi.go`).
+                let mut p = pod(
+                    if a.ssh.is_some() {
+                        "node"
+                    } else {
+                        "nccl-tests"
+                    },
+                    &a.image,
+                    &a.resources,
+                );
                 p.restart_policy = Some("Never".into());
                 p.spread = (a.nodes > 1).then(|| "nccl-tests".to_string());
+                let mpi = match &a.ssh {
+                    None => {
+                        p.command = vec![a.per_node.program.clone()];
+                        p.args = a.per_node.args.clone();
+                        p.command_notes = vec![format!(
+                            "all_reduce_perf over the {} GPUs of one node, 8 B to 8 GiB; compare the busbw column with the intra-node figure in expected-bandwidth.yaml",
+                            a.resources.gpus
+                        )];
+                        None
+                    }
+                    Some(ssh) => {
+                        // Every node runs the SSH server mpirun reaches; the ranks are
+                        // started by it, as the SSH user.
+                        p.command = vec![ssh.sshd.program.clone()];
+                        p.args = ssh.sshd.args.clone();
+                        p.command_notes = vec![format!(
+                            "the SSH server mpirun starts the ranks through (port {}, the key pair the Trainer generates, mounted in {})",
+                            ssh.port, ssh.auth_dir
+                        )];
+                        p.run_as = Some(ssh.uid);
+                        p.tcp_ready = Some(ssh.port);
+                        p.host_network = host_network;
+                        p.rdma_resource = rdma_resource.clone();
+                        p.fabric_notes = fabric_notes.clone();
+                        if p.host_network {
+                            p.fabric_notes.push(format!(
+                                "the ranks run as uid {}: a capability such as IPC_LOCK would not reach them (Kubernetes sets no ambient capabilities), so none is added; RDMA memory registration needs the container runtime's locked-memory limit (`ulimit -l` in a pod) to be unlimited",
+                                ssh.uid
+                            ));
+                        }
+                        let gpus = a.resources.gpus;
+                        let mut args: Vec<String> = vec![
+                            "--prefix".into(),
+                            super::workload::MPI_PREFIX.into(),
+                            "--hostfile".into(),
+                            MPI_HOSTFILE.into(),
+                            "-np".into(),
+                            a.nodes.saturating_mul(gpus).to_string(),
+                            "-N".into(),
+                            gpus.to_string(),
+                        ];
+                        // Processes started over SSH do not inherit the pod's environment:
+                        // pass the image's paths and every NCCL/fabric variable.
+                        for name in ["PATH", "LD_LIBRARY_PATH"]
+                            .into_iter()
+                            .map(String::from)
+                            .chain(common.env.iter().map(|e| e.name.clone()))
+                        {
+                            args.push("-x".into());
+                            args.push(name);
+                        }
+                        args.push(a.per_gpu.program.clone());
+                        args.extend(a.per_gpu.args.iter().cloned());
+                        Some(MpiLaunch {
+                            procs_per_node: gpus,
+                            ssh: ssh.clone(),
+                            command: vec!["mpirun".into()],
+                            args,
+                            command_notes: vec![
+                                format!(
+                                    "all_reduce_perf, one rank per GPU ({} nodes x {gpus}), 8 B to 8 GiB, as the Slurm acceptance test runs it; the form of the nccl-tests README (\"mpirun -np 64 -N 8 ./build/all_reduce_perf -b 8 -e 8G -f 2 -g 1\", github.com/NVIDIA/nccl-tests)",
+                                    a.nodes
+                                ),
+                                format!(
+                                    "--prefix: where the validate image has Open MPI, so the other nodes find it in a non-interactive SSH session; --hostfile: the one the Trainer writes ({MPI_HOSTFILE}), given explicitly rather than through the Trainer's OMPI_MCA_orte_default_hostfile, an ORTE parameter: Open MPI 5 replaced ORTE with PRRTE (open-mpi.org/software/ompi/major-changes.php)"
+                                ),
+                            ],
+                            image: a.image.reference.clone(),
+                            launcher_cpus: LAUNCHER_CPUS,
+                            launcher_memory_gib: LAUNCHER_MEMORY_GIB,
+                            hostfile: MPI_HOSTFILE.into(),
+                        })
+                    }
+                };
                 (
                     Some(NcclTestsPlan {
                         name: "nccl-tests".into(),
                         nodes: a.nodes,
                         pod: p,
+                        mpi,
                     }),
                     None,
                 )
@@ -646,8 +769,13 @@ impl K8sPlan {
             "namespace.yaml".into(),
             "nccl-env.yaml".into(),
         ];
-        if nccl_tests.is_some() {
-            resources.push("nccl-tests-job.yaml".into());
+        if let Some(n) = &nccl_tests {
+            if n.mpi.is_some() {
+                resources.push("nccl-tests-runtime.yaml".into());
+                resources.push("nccl-tests-trainjob.yaml".into());
+            } else {
+                resources.push("nccl-tests-job.yaml".into());
+            }
         }
         if let Some(t) = &train {
             if t.api == TrainingApi::TrainJob.name() {
@@ -871,11 +999,15 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
         RenderedFile::new("expected-bandwidth.yaml", t("expected-bandwidth.yaml")?),
         RenderedFile::new("gpu-operator-values.yaml", t("gpu-operator-values.yaml")?),
     ];
-    if plan.nccl_tests.is_some() {
-        files.push(RenderedFile::new(
-            "nccl-tests-job.yaml",
-            t("nccl-tests-job.yaml")?,
-        ));
+    if let Some(n) = &plan.nccl_tests {
+        let names: &[&str] = if n.mpi.is_some() {
+            &["nccl-tests-runtime.yaml", "nccl-tests-trainjob.yaml"]
+        } else {
+            &["nccl-tests-job.yaml"]
+        };
+        for f in names {
+            files.push(RenderedFile::new(*f, t(f)?));
+        }
     }
     files.push(RenderedFile::new(
         "resourcequota.yaml",
