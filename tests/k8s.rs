@@ -28,10 +28,11 @@ const NOT_RESOURCES: &[&str] = &[
 fn crd_of(file: &str) -> Option<(&'static str, &'static str)> {
     Some(match file {
         "trainjob.yaml" => ("trainer.kubeflow.org_trainjobs.v2.3.0.yaml", "v1alpha1"),
-        "trainingruntime.yaml" => (
+        "trainingruntime.yaml" | "nccl-tests-runtime.yaml" => (
             "trainer.kubeflow.org_trainingruntimes.v2.3.0.yaml",
             "v1alpha1",
         ),
+        "nccl-tests-trainjob.yaml" => ("trainer.kubeflow.org_trainjobs.v2.3.0.yaml", "v1alpha1"),
         "vllm-leaderworkerset.yaml" => (
             "leaderworkerset.x-k8s.io_leaderworkersets.v0.10.0.yaml",
             "v1",
@@ -473,6 +474,11 @@ fn manifests_agree_with_the_lock_and_the_images() {
             ),
             ("vllm-deployment.yaml", "spec.template.spec", ":inference-"),
             ("nccl-tests-job.yaml", "spec.template.spec", ":validate-"),
+            (
+                "nccl-tests-runtime.yaml",
+                "spec.template.spec.replicatedJobs.0.template.spec.template.spec",
+                ":validate-",
+            ),
         ]
         .iter()
         .filter_map(|(f, p, layer)| docs.get(*f).map(|d| (*f, *layer, get(&d[0], p))))
@@ -511,11 +517,19 @@ fn manifests_agree_with_the_lock_and_the_images() {
             checked_images += 1;
         }
 
-        // The nccl-tests Job exists exactly when the validate image is built.
+        // The acceptance test (an Indexed Job, or an MPI TrainJob when nccl-tests is built
+        // with Open MPI) exists exactly when the validate image is built.
         let validate_built = tags.iter().any(|t| t.contains(":validate-"));
+        let mpi = package("openmpi").is_some();
         assert_eq!(
             docs.contains_key("nccl-tests-job.yaml"),
-            validate_built,
+            validate_built && !mpi,
+            "{name}"
+        );
+        assert_eq!(
+            docs.contains_key("nccl-tests-trainjob.yaml")
+                && docs.contains_key("nccl-tests-runtime.yaml"),
+            validate_built && mpi,
             "{name}"
         );
         if let Some(j) = docs.get("nccl-tests-job.yaml") {
@@ -612,7 +626,7 @@ fn manifests_agree_with_the_lock_and_the_images() {
 
         // Storage: every pod that runs work mounts it; datasets read-only.
         if let Some(st) = lock["request"].get("storage") {
-            for (f, _, pod) in pods.iter().filter(|(f, _, _)| *f != "nccl-tests-job.yaml") {
+            for (f, _, pod) in pods.iter().filter(|(f, _, _)| !f.starts_with("nccl-tests-")) {
                 let mounts = pod["containers"][0]["volumeMounts"].as_array().unwrap();
                 for (which, ro) in [("datasets", true), ("checkpoints", false)] {
                     let Some(loc) = st.get(which).and_then(|s| s.as_str()) else {
@@ -995,6 +1009,38 @@ fn validators_reject_broken_manifests() {
             "workingDir:",
             "workingDirr:",
             "'workingDirr' was unexpected",
+        ),
+        (
+            "h100",
+            "MPI runtime: an MPI implementation the Trainer does not know",
+            "nccl-tests-runtime.yaml",
+            "mpiImplementation: OpenMPI",
+            "mpiImplementation: MVAPICH",
+            "'MVAPICH' is not one of",
+        ),
+        (
+            "h100",
+            "MPI runtime: slots as a word",
+            "nccl-tests-runtime.yaml",
+            "numProcPerNode: 8",
+            "numProcPerNode: eight",
+            "'eight' is not of type 'integer'",
+        ),
+        (
+            "h100",
+            "MPI runtime: dependsOn on a status JobSet does not have",
+            "nccl-tests-runtime.yaml",
+            "status: Ready",
+            "status: Running",
+            "'Running' is not one of",
+        ),
+        (
+            "h100",
+            "acceptance TrainJob: runtime reference typo",
+            "nccl-tests-trainjob.yaml",
+            "runtimeRef:",
+            "runtimeReff:",
+            "'runtimeReff' was unexpected",
         ),
         (
             "h100",
