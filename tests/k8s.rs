@@ -40,6 +40,9 @@ fn crd_of(file: &str) -> Option<(&'static str, &'static str)> {
         "monitoring/vllm-servicemonitor.yaml" => {
             ("monitoring.coreos.com_servicemonitors.v0.93.0.yaml", "v1")
         }
+        "monitoring/vllm-podmonitor.yaml" => {
+            ("monitoring.coreos.com_podmonitors.v0.93.0.yaml", "v1")
+        }
         "kueue/resource-flavor.yaml" => ("kueue.x-k8s.io_resourceflavors.v0.19.2.yaml", "v1beta2"),
         "kueue/cluster-queue.yaml" => ("kueue.x-k8s.io_clusterqueues.v0.19.2.yaml", "v1beta2"),
         "kueue/local-queue.yaml" => ("kueue.x-k8s.io_localqueues.v0.19.2.yaml", "v1beta2"),
@@ -626,7 +629,10 @@ fn manifests_agree_with_the_lock_and_the_images() {
 
         // Storage: every pod that runs work mounts it; datasets read-only.
         if let Some(st) = lock["request"].get("storage") {
-            for (f, _, pod) in pods.iter().filter(|(f, _, _)| !f.starts_with("nccl-tests-")) {
+            for (f, _, pod) in pods
+                .iter()
+                .filter(|(f, _, _)| !f.starts_with("nccl-tests-"))
+            {
                 let mounts = pod["containers"][0]["volumeMounts"].as_array().unwrap();
                 for (which, ro) in [("datasets", true), ("checkpoints", false)] {
                     let Some(loc) = st.get(which).and_then(|s| s.as_str()) else {
@@ -1100,6 +1106,22 @@ fn validators_reject_broken_manifests() {
         ),
         (
             "lws",
+            "PodMonitor endpoint list typo",
+            "monitoring/vllm-podmonitor.yaml",
+            "podMetricsEndpoints:",
+            "podMetricEndpoints:",
+            "'podMetricEndpoints' was unexpected",
+        ),
+        (
+            "lws",
+            "PodMonitor without a selector",
+            "monitoring/vllm-podmonitor.yaml",
+            "  selector:",
+            "  selectorr:",
+            "'selector' is a required property",
+        ),
+        (
+            "lws",
             "LeaderWorkerSet rollout typo",
             "vllm-leaderworkerset.yaml",
             "maxSurge: 0",
@@ -1348,5 +1370,78 @@ fn fabric_variants_validate() {
         let serve = std::fs::read_to_string(dir.join("vllm-deployment.yaml")).unwrap();
         assert!(serve.contains("Hugging Face id"), "{serve}");
         let _ = std::fs::remove_dir_all(dir.parent().unwrap().parent().unwrap());
+    }
+}
+
+/// Monitoring reaches what serves the metrics: a Deployment's ServiceMonitor selects the
+/// vllm Service and names one of its ports; a LeaderWorkerSet's PodMonitor selects the
+/// leader pods (which have the `http` port) and not the workers (which have none); the
+/// HPA's metric is the one the prometheus-adapter rule serves, and the HPA names the
+/// monitor file; the GPU Operator values switch the DCGM exporter's ServiceMonitor on.
+#[test]
+fn monitors_select_the_pods_that_serve_metrics() {
+    let Some(t) = tools() else { return };
+    let subset = |sel: &Value, labels: &Value| {
+        sel.as_object()
+            .unwrap()
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+    };
+    for (what, dir) in [
+        ("deployment", generate("h100-ib-train-serve", "k8s")),
+        ("lws", lock_and_generate("monitor-lws", &lws_spec())),
+    ] {
+        let docs = parse_yaml(&t.py, &dir);
+        let hpa = &docs["vllm-hpa.yaml"][0];
+        let metric = get(hpa, "spec.metrics.0.pods.metric.name");
+        let adapter = &docs["monitoring/prometheus-adapter-values.yaml"][0];
+        assert_eq!(
+            &adapter["rules"]["custom"][0]["name"]["as"], metric,
+            "{what}"
+        );
+        let hpa_text = std::fs::read_to_string(dir.join("vllm-hpa.yaml")).unwrap();
+        let ops = &docs["gpu-operator-values.yaml"][0];
+        assert_eq!(
+            ops["dcgmExporter"]["serviceMonitor"]["enabled"], true,
+            "{what}"
+        );
+        if what == "deployment" {
+            assert!(!docs.contains_key("monitoring/vllm-podmonitor.yaml"));
+            assert!(hpa_text.contains("monitoring/vllm-servicemonitor.yaml"));
+            let sm = &docs["monitoring/vllm-servicemonitor.yaml"][0];
+            let svc = &docs["vllm-service.yaml"][0];
+            assert!(subset(
+                get(sm, "spec.selector.matchLabels"),
+                get(svc, "metadata.labels")
+            ));
+            let port = get(sm, "spec.endpoints.0.port");
+            assert!(svc["spec"]["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| &p["name"] == port));
+        } else {
+            assert!(!docs.contains_key("monitoring/vllm-servicemonitor.yaml"));
+            assert!(hpa_text.contains("monitoring/vllm-podmonitor.yaml"));
+            let pm = &docs["monitoring/vllm-podmonitor.yaml"][0];
+            let sel = get(pm, "spec.selector.matchLabels");
+            let lws = &docs["vllm-leaderworkerset.yaml"][0];
+            let leader = get(lws, "spec.leaderWorkerTemplate.leaderTemplate");
+            let worker = get(lws, "spec.leaderWorkerTemplate.workerTemplate");
+            assert!(
+                subset(sel, &leader["metadata"]["labels"]),
+                "leaders selected"
+            );
+            assert!(
+                !subset(sel, &worker["metadata"]["labels"]),
+                "workers left out"
+            );
+            let port = get(pm, "spec.podMetricsEndpoints.0.port");
+            assert!(leader["spec"]["containers"][0]["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| &p["name"] == port));
+        }
     }
 }

@@ -195,6 +195,9 @@ pub struct ServePlan {
     pub worker: Option<Pod>,
     /// The HPA's pods metric, as the adapter rule in `monitoring/` serves it.
     pub hpa_metric: String,
+    /// How Prometheus finds vLLM's `/metrics`: `servicemonitor` (through the Service, for
+    /// a Deployment) or `podmonitor` (the leader pods of a LeaderWorkerSet, directly).
+    pub monitor: String,
     /// `[serve].model`.
     pub model: String,
     /// `[serve].replicas`.
@@ -628,6 +631,17 @@ impl K8sPlan {
             ServePlan {
                 name: "vllm".into(),
                 nodes: w.nodes,
+                // A LeaderWorkerSet's pods are not alike: only each group's leader runs the
+                // API server and its /metrics; the workers (`--headless`) have neither. A
+                // PodMonitor scrapes the leaders by their label, one target per group, so a
+                // group's metrics stay with its leader pod (the HPA reads them per pod)
+                // whatever fronts the Service.
+                monitor: if w.nodes > 1 {
+                    "podmonitor"
+                } else {
+                    "servicemonitor"
+                }
+                .into(),
                 worker,
                 hpa_metric: HPA_METRIC.into(),
                 model: w.model.name.clone(),
@@ -839,12 +853,12 @@ impl K8sPlan {
             Dashboard {
                 title: "NVIDIA DCGM Exporter Dashboard (GPU utilization, memory, power, temperature per GPU)".into(),
                 grafana_id: Some(12239),
-                source: "https://grafana.com/grafana/dashboards/12239 (the JSON is grafana/dcgm-exporter-dashboard.json in github.com/NVIDIA/dcgm-exporter, \"gnetId\": 12239)".into(),
+                source: "https://grafana.com/grafana/dashboards/12239 (github.com/NVIDIA/dcgm-exporter grafana/README.md: \"A published variant is also available on Grafana.com as dashboard 12239\"; the checked-in JSON is grafana/dcgm-exporter-dashboard.json)".into(),
             },
             Dashboard {
                 title: "vLLM (latency, throughput, queue, KV cache)".into(),
                 grafana_id: None,
-                source: "examples/online_serving/prometheus_grafana/grafana.json in github.com/vllm-project/vllm (import the JSON; gpustack knows no grafana.com ID for it)".into(),
+                source: "github.com/vllm-project/vllm examples/observability/dashboards/grafana/ (vLLM / Overview, Instances, KV Cache, Speculative Decoding; import the JSON as its README says; releases before the move: examples/online_serving/prometheus_grafana/grafana.json); vLLM publishes no grafana.com ID and gpustack names none".into(),
             },
         ];
 
@@ -1032,7 +1046,10 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
             let name = format!("vllm-{f}.yaml");
             files.push(RenderedFile::new(name.clone(), t(&name)?));
         }
-        for f in ["vllm-servicemonitor.yaml", "prometheus-adapter-values.yaml"] {
+        for f in [
+            format!("vllm-{}.yaml", s.monitor),
+            "prometheus-adapter-values.yaml".to_string(),
+        ] {
             files.push(RenderedFile::new(
                 format!("monitoring/{f}"),
                 t(&format!("monitoring/{f}"))?,
