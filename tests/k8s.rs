@@ -45,7 +45,10 @@ fn crd_of(file: &str) -> Option<(&'static str, &'static str)> {
         }
         "kueue/resource-flavor.yaml" => ("kueue.x-k8s.io_resourceflavors.v0.19.2.yaml", "v1beta2"),
         "kueue/cluster-queue.yaml" => ("kueue.x-k8s.io_clusterqueues.v0.19.2.yaml", "v1beta2"),
-        "kueue/local-queue.yaml" => ("kueue.x-k8s.io_localqueues.v0.19.2.yaml", "v1beta2"),
+        // `local-queue-training.yaml` too, when training has a namespace of its own.
+        f if f.starts_with("kueue/local-queue") => {
+            ("kueue.x-k8s.io_localqueues.v0.19.2.yaml", "v1beta2")
+        }
         "kueue/topology.yaml" => ("kueue.x-k8s.io_topologies.v0.19.2.yaml", "v1beta2"),
         _ => return None,
     })
@@ -355,6 +358,7 @@ fn kustomization_lists_every_resource() {
         let lock = read_lock(&root().join("lockfiles").join(format!("{name}.lock")));
         let dir = generate(&name, "k8s");
         let docs = parse_yaml(&t.py, &dir);
+        check_pod_security(&name, &docs);
         let k = &docs["kustomization.yaml"][0];
         // kueue/ (cluster-scoped, applied by an admin first) and monitoring/ (needs the
         // prometheus-operator CRDs) are applied on their own.
@@ -366,7 +370,14 @@ fn kustomization_lists_every_resource() {
         want.sort();
         assert_eq!(strs(&k["resources"]), want, "{name}");
         let ns = namespace(&lock);
-        assert_eq!(k["namespace"], ns.as_str(), "{name}");
+        let namespaces = namespaces_of(&docs);
+        assert_eq!(namespaces[0], ns, "{name}: [k8s].namespace first");
+        // One namespace: kustomize sets it; several: each file names its own.
+        if namespaces.len() == 1 {
+            assert_eq!(k["namespace"], ns.as_str(), "{name}");
+        } else {
+            assert!(k.get("namespace").is_none(), "{name}");
+        }
         for (f, d) in &docs {
             assert_eq!(d.len(), 1, "{name}/{f}: one document per file");
             if NOT_RESOURCES.contains(&f.as_str()) {
@@ -380,13 +391,149 @@ fn kustomization_lists_every_resource() {
                     meta.get("namespace").is_none(),
                     "{name}/{f}: cluster-scoped"
                 );
-            } else if d[0]["kind"] == "Namespace" {
-                assert_eq!(meta["name"], ns.as_str(), "{name}/{f}");
-            } else {
-                assert_eq!(meta["namespace"], ns.as_str(), "{name}/{f}");
+            } else if d[0]["kind"] != "Namespace" {
+                let m = meta["namespace"].as_str().unwrap().to_string();
+                assert!(namespaces.contains(&m), "{name}/{f}: {m} is not written");
             }
         }
     }
+}
+
+/// The namespaces written (`namespace*.yaml`), `[k8s].namespace` (namespace.yaml) first.
+fn namespaces_of(docs: &BTreeMap<String, Vec<Value>>) -> Vec<String> {
+    let mut files: Vec<&String> = docs
+        .iter()
+        .filter(|(f, d)| !f.contains('/') && d[0]["kind"] == "Namespace")
+        .map(|(f, _)| f)
+        .collect();
+    files.sort_by_key(|f| (*f != "namespace.yaml", (*f).clone()));
+    files
+        .into_iter()
+        .map(|f| docs[f][0]["metadata"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Every pod spec in a document (objects with `containers`), with the path to it.
+fn pod_specs<'a>(v: &'a Value, path: &str, out: &mut Vec<(String, &'a Value)>) {
+    match v {
+        Value::Object(m) => {
+            if m.get("containers").is_some_and(Value::is_array) {
+                out.push((path.to_string(), v));
+            }
+            for (k, x) in m {
+                pod_specs(x, &format!("{path}.{k}"), out);
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                pod_specs(x, &format!("{path}.{i}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// What a pod spec does that the Pod Security Standards' baseline level forbids
+/// (kubernetes.io/docs/concepts/security/pod-security-standards: host namespaces, host
+/// paths, host ports, privileged containers, capabilities beyond the baseline list).
+fn beyond_baseline(pod: &Value) -> Vec<String> {
+    const ALLOWED: &[&str] = &[
+        "AUDIT_WRITE",
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "FOWNER",
+        "FSETID",
+        "KILL",
+        "MKNOD",
+        "NET_BIND_SERVICE",
+        "SETFCAP",
+        "SETGID",
+        "SETPCAP",
+        "SETUID",
+        "SYS_CHROOT",
+    ];
+    let mut out = Vec::new();
+    for k in ["hostNetwork", "hostPID", "hostIPC"] {
+        if pod[k].as_bool() == Some(true) {
+            out.push(k.to_string());
+        }
+    }
+    for v in pod["volumes"].as_array().into_iter().flatten() {
+        if v.get("hostPath").is_some() {
+            out.push(format!("hostPath volume {}", v["name"]));
+        }
+    }
+    for c in pod["containers"].as_array().into_iter().flatten() {
+        let sc = &c["securityContext"];
+        if sc["privileged"].as_bool() == Some(true) {
+            out.push("privileged container".into());
+        }
+        for cap in sc["capabilities"]["add"].as_array().into_iter().flatten() {
+            if !ALLOWED.contains(&cap.as_str().unwrap()) {
+                out.push(format!("capability {cap}"));
+            }
+        }
+        for p in c["ports"].as_array().into_iter().flatten() {
+            if p.get("hostPort").is_some() {
+                out.push("hostPort".into());
+            }
+        }
+    }
+    out
+}
+
+/// Least privilege, per workload: every namespace written enforces baseline exactly when
+/// all its pods pass baseline (privileged only where some pod needs it), never a system
+/// namespace; the training side (training and the acceptance test) and serving are judged
+/// apart, so when only training needs the host network it gets its own namespace and
+/// serving stays at baseline.
+fn check_pod_security(name: &str, docs: &BTreeMap<String, Vec<Value>>) -> Vec<String> {
+    let namespaces = namespaces_of(docs);
+    let mut levels = BTreeMap::new();
+    for (f, d) in docs {
+        if d[0]["kind"] == "Namespace" {
+            let labels = &d[0]["metadata"]["labels"];
+            levels.insert(
+                d[0]["metadata"]["name"].as_str().unwrap().to_string(),
+                labels["pod-security.kubernetes.io/enforce"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{name}/{f}: no Pod Security level"))
+                    .to_string(),
+            );
+        }
+    }
+    for n in &namespaces {
+        assert!(
+            !["default", "kube-system", "kube-public", "kube-node-lease"].contains(&n.as_str()),
+            "{name}: {n}"
+        );
+    }
+    let mut needs: BTreeMap<String, Vec<String>> =
+        namespaces.iter().map(|n| (n.clone(), Vec::new())).collect();
+    for (f, d) in docs {
+        let Some(ns) = d[0]["metadata"]["namespace"].as_str() else {
+            continue;
+        };
+        let mut pods = Vec::new();
+        pod_specs(&d[0], "", &mut pods);
+        for (path, pod) in pods {
+            for why in beyond_baseline(pod) {
+                needs
+                    .get_mut(ns)
+                    .unwrap_or_else(|| panic!("{name}/{f}: namespace {ns} is not written"))
+                    .push(format!("{f}{path}: {why}"));
+            }
+        }
+    }
+    for (n, why) in &needs {
+        let want = if why.is_empty() {
+            "baseline"
+        } else {
+            "privileged"
+        };
+        assert_eq!(levels[n], want, "{name}: namespace {n}: {why:?}");
+    }
+    namespaces
 }
 
 /// Images, driver, toolkit, DCGM Exporter, NCCL environment and expected bandwidth in the
@@ -1444,4 +1591,90 @@ fn monitors_select_the_pods_that_serve_metrics() {
                 .any(|p| &p["name"] == port));
         }
     }
+}
+
+/// Training on InfiniBand needs the host network; serving one node from NFS does not: the
+/// training side gets `<namespace>-training` (privileged), serving stays in `<namespace>`
+/// at baseline, each with the NCCL ConfigMap, a ResourceQuota and a Kueue LocalQueue, the
+/// ClusterQueue admits both, and everything validates.
+#[test]
+fn training_and_serving_get_the_pod_security_each_needs() {
+    let Some(t) = tools() else { return };
+    let spec = std::fs::read_to_string(root().join("fixtures/specs/h100-ib-train-serve.toml"))
+        .unwrap()
+        .replace(
+            "checkpoints = \"lustre:/lustre/scratch/ckpt\"",
+            "checkpoints = \"nfs://nfs.example.com/ckpt\"",
+        )
+        .replace(
+            "model = \"/models/llama-3-70b\"",
+            "model = \"meta-llama/Llama-3.1-70B-Instruct\"",
+        );
+    assert!(spec.contains("nfs.example.com/ckpt") && spec.contains("meta-llama/"));
+    let dir = lock_and_generate("pod-security-split", &spec);
+    validate_dir(&t, &dir, "1.30.0").unwrap();
+    let docs = parse_yaml(&t.py, &dir);
+    let namespaces = check_pod_security("split", &docs);
+    assert_eq!(namespaces, ["llm", "llm-training"]);
+    let ns_of = |f: &str| {
+        docs[f][0]["metadata"]["namespace"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    for f in [
+        "trainjob.yaml",
+        "trainingruntime.yaml",
+        "nccl-tests-runtime.yaml",
+        "nccl-tests-trainjob.yaml",
+        "expected-bandwidth.yaml",
+        "nccl-env-training.yaml",
+        "resourcequota-training.yaml",
+        "kueue/local-queue-training.yaml",
+    ] {
+        assert_eq!(ns_of(f), "llm-training", "{f}");
+    }
+    for f in [
+        "vllm-deployment.yaml",
+        "vllm-service.yaml",
+        "vllm-hpa.yaml",
+        "vllm-pdb.yaml",
+        "nccl-env.yaml",
+        "resourcequota.yaml",
+        "kueue/local-queue.yaml",
+        "monitoring/vllm-servicemonitor.yaml",
+    ] {
+        assert_eq!(ns_of(f), "llm", "{f}");
+    }
+    assert_eq!(
+        docs["nccl-env.yaml"][0]["data"],
+        docs["nccl-env-training.yaml"][0]["data"]
+    );
+    let levels: Vec<&str> = ["namespace.yaml", "namespace-training.yaml"]
+        .iter()
+        .map(|f| {
+            docs[*f][0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
+                .as_str()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(levels, ["baseline", "privileged"]);
+    let cq = &docs["kueue/cluster-queue.yaml"][0]["spec"]["namespaceSelector"];
+    assert_eq!(
+        strs(&cq["matchExpressions"][0]["values"]),
+        ["llm", "llm-training"]
+    );
+    let k = &docs["kustomization.yaml"][0];
+    let listed = strs(&k["resources"]);
+    for f in [
+        "namespace-training.yaml",
+        "nccl-env-training.yaml",
+        "resourcequota-training.yaml",
+    ] {
+        assert!(listed.iter().any(|l| l == f), "{f}");
+    }
+    let text = std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap();
+    assert!(text.contains(
+        "kubectl apply -f namespace-training.yaml -f nccl-env-training.yaml -f expected-bandwidth.yaml -f nccl-tests-runtime.yaml -f nccl-tests-trainjob.yaml"
+    ));
 }

@@ -310,6 +310,53 @@ pub struct OperatorPlan {
     pub gdrcopy: Option<String>,
 }
 
+/// A namespace and its Pod Security level: the least its pods need.
+#[derive(Clone, Debug, Serialize)]
+pub struct NamespacePlan {
+    /// Its name.
+    pub name: String,
+    /// What runs there (`training and the acceptance test`, `serving`, `everything`).
+    pub holds: String,
+    /// `privileged` or `baseline` (`pod-security.kubernetes.io/enforce`).
+    pub enforce: String,
+    /// Why a level above baseline, for comments.
+    pub reasons: Vec<String>,
+    /// Suffix of its per-namespace files (`""`, `-training`): `namespace<suffix>.yaml`,
+    /// `nccl-env<suffix>.yaml`, `resourcequota<suffix>.yaml`, `kueue/local-queue<suffix>.yaml`.
+    pub suffix: String,
+}
+
+/// Suffix of the training namespace's name and files when training and serving are split.
+const TRAIN_SUFFIX: &str = "-training";
+/// Longest namespace name (an RFC 1123 DNS label).
+const MAX_NAMESPACE: usize = 63;
+
+/// Why a set of pods needs more than the baseline Pod Security level (empty: baseline
+/// admits them). baseline forbids the host's network, capabilities beyond its list
+/// (IPC_LOCK) and hostPath volumes (kubernetes.io/docs/concepts/security/pod-security-standards).
+fn privileged_reasons(pods: &[&Pod]) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if pods.iter().any(|p| p.host_network) {
+        reasons.push(
+            if pods.iter().any(|p| p.ipc_lock) {
+                "the multi-node InfiniBand/RoCE pods use hostNetwork and IPC_LOCK"
+            } else {
+                "the multi-node InfiniBand/RoCE pods use hostNetwork"
+            }
+            .to_string(),
+        );
+    } else if pods.iter().any(|p| p.ipc_lock) {
+        reasons.push("the RDMA pods add IPC_LOCK".to_string());
+    }
+    if pods
+        .iter()
+        .any(|p| p.volumes.iter().any(|v| v.kind == "hostpath"))
+    {
+        reasons.push("storage on the hosts (lustre:, hostpath:, a model path) is mounted with hostPath volumes".to_string());
+    }
+    reasons
+}
+
 /// The Kubernetes plan. LOAD-BEARING: `generators/k8s/*.j2` print these fields.
 #[derive(Clone, Debug, Serialize)]
 pub struct K8sPlan {
@@ -319,11 +366,14 @@ pub struct K8sPlan {
     pub namespace: String,
     /// Kubernetes version targeted (`1.30`).
     pub version: String,
-    /// Whether some pod needs more than the baseline Pod Security level (the namespace is
-    /// labelled privileged).
-    pub privileged: bool,
-    /// Why, for a comment.
-    pub privileged_reasons: Vec<String>,
+    /// The namespaces, `[k8s].namespace` first: one, or two when training and serving
+    /// need different Pod Security levels (the training side then gets its own).
+    pub namespaces: Vec<NamespacePlan>,
+    /// Where the training and acceptance objects go (`namespaces[1]` when split).
+    pub train_namespace: String,
+    /// Where the acceptance test's objects are, for the "run it first" command:
+    /// `-f` arguments in order.
+    pub acceptance_files: Vec<String>,
     /// ConfigMap with the NCCL environment.
     pub env_config: String,
     /// ConfigMap with the expected bandwidth.
@@ -810,33 +860,97 @@ impl K8sPlan {
             }
         }
         resources.push("resourcequota.yaml".into());
-        resources.sort();
-        // Pod Security: the namespace's level is the least its pods need. baseline forbids
-        // the host's network, added capabilities beyond its list (IPC_LOCK) and hostPath
-        // volumes.
-        let pods: Vec<&Pod> = train
+        // Pod Security: each namespace's level is the least its pods need. Training and the
+        // acceptance test (jobs on the fabric) and serving are judged apart; when they need
+        // different levels, training gets its own namespace, so serving is not admitted at
+        // the level the host network of training needs.
+        let train_pods: Vec<&Pod> = train
             .iter()
             .map(|t| &t.pod)
-            .chain(
-                serve
-                    .iter()
-                    .flat_map(|s| std::iter::once(&s.pod).chain(s.worker.iter())),
-            )
             .chain(nccl_tests.iter().map(|n| &n.pod))
             .collect();
-        let mut privileged_reasons = Vec::new();
-        if pods.iter().any(|p| p.host_network || p.ipc_lock) {
-            privileged_reasons.push(
-                "the multi-node InfiniBand/RoCE pods use hostNetwork and IPC_LOCK".to_string(),
-            );
-        }
-        if pods
+        let serve_pods: Vec<&Pod> = serve
             .iter()
-            .any(|p| p.volumes.iter().any(|v| v.kind == "hostpath"))
-        {
-            privileged_reasons.push("storage on the hosts (lustre:, hostpath:, a model path) is mounted with hostPath volumes".to_string());
+            .flat_map(|s| std::iter::once(&s.pod).chain(s.worker.iter()))
+            .collect();
+        let train_reasons = privileged_reasons(&train_pods);
+        let serve_reasons = privileged_reasons(&serve_pods);
+        let level = |r: &[String]| {
+            if r.is_empty() {
+                "baseline"
+            } else {
+                "privileged"
+            }
+        };
+        let split = !train_pods.is_empty()
+            && !serve_pods.is_empty()
+            && level(&train_reasons) != level(&serve_reasons);
+        let namespaces = if split {
+            let train_ns = format!("{namespace}{TRAIN_SUFFIX}");
+            if train_ns.len() > MAX_NAMESPACE {
+                return Err(bad(
+                    format!("`[k8s].namespace = \"{namespace}\"`: training needs its own namespace `{train_ns}` (a Pod Security level other than serving's), which is longer than {MAX_NAMESPACE} characters"),
+                    "choose a `[k8s].namespace` of at most 54 characters and re-lock",
+                ));
+            }
+            vec![
+                NamespacePlan {
+                    name: namespace.clone(),
+                    holds: "serving".into(),
+                    enforce: level(&serve_reasons).into(),
+                    reasons: serve_reasons,
+                    suffix: String::new(),
+                },
+                NamespacePlan {
+                    name: train_ns,
+                    holds: "training and the acceptance test".into(),
+                    enforce: level(&train_reasons).into(),
+                    reasons: train_reasons,
+                    suffix: TRAIN_SUFFIX.into(),
+                },
+            ]
+        } else {
+            let mut reasons = train_reasons;
+            for r in serve_reasons {
+                if !reasons.contains(&r) {
+                    reasons.push(r);
+                }
+            }
+            vec![NamespacePlan {
+                name: namespace.clone(),
+                holds: "every workload".into(),
+                enforce: level(&reasons).into(),
+                reasons,
+                suffix: String::new(),
+            }]
+        };
+        let train_namespace = namespaces
+            .last()
+            .map(|n| n.name.clone())
+            .unwrap_or_default();
+        for n in namespaces.iter().skip(1) {
+            for f in ["namespace", "nccl-env", "resourcequota"] {
+                resources.push(format!("{f}{}.yaml", n.suffix));
+            }
         }
-        let privileged = !privileged_reasons.is_empty();
+        resources.sort();
+        let train_suffix = namespaces
+            .last()
+            .map(|n| n.suffix.clone())
+            .unwrap_or_default();
+        let mut acceptance_files = vec![
+            format!("namespace{train_suffix}.yaml"),
+            format!("nccl-env{train_suffix}.yaml"),
+            "expected-bandwidth.yaml".to_string(),
+        ];
+        if let Some(n) = &nccl_tests {
+            if n.mpi.is_some() {
+                acceptance_files.push("nccl-tests-runtime.yaml".into());
+                acceptance_files.push("nccl-tests-trainjob.yaml".into());
+            } else {
+                acceptance_files.push("nccl-tests-job.yaml".into());
+            }
+        }
         let mut kueue_files = Vec::new();
         if queue.is_some() {
             kueue_files = vec![
@@ -844,9 +958,13 @@ impl K8sPlan {
                 "local-queue.yaml".into(),
                 "resource-flavor.yaml".into(),
             ];
+            for n in namespaces.iter().skip(1) {
+                kueue_files.push(format!("local-queue{}.yaml", n.suffix));
+            }
             if topology.is_some() {
                 kueue_files.push("topology.yaml".into());
             }
+            kueue_files.sort();
         }
         let node = &workloads.node;
         let dashboards = vec![
@@ -866,8 +984,9 @@ impl K8sPlan {
             common: common.clone(),
             namespace,
             version,
-            privileged,
-            privileged_reasons,
+            namespaces,
+            train_namespace,
+            acceptance_files,
             env_config,
             expected_config,
             expected,
@@ -1003,16 +1122,38 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
     #[derive(Serialize)]
     struct Top<'a> {
         plan: &'a K8sPlan,
+        /// The namespace a per-namespace file is rendered for (the first elsewhere).
+        ns: &'a NamespacePlan,
     }
-    let top = crate::render::Context::new(&Top { plan: &plan });
+    let first = plan.namespaces.first().ok_or_else(|| {
+        bad(
+            "the Kubernetes plan has no namespace".into(),
+            "this is a bug in gpustack",
+        )
+    })?;
+    let top = crate::render::Context::new(&Top {
+        plan: &plan,
+        ns: first,
+    });
     let t = |name: &str| crate::render::render_with(&format!("k8s/{name}.j2"), &top);
     let mut files = vec![
         RenderedFile::new("kustomization.yaml", t("kustomization.yaml")?),
-        RenderedFile::new("namespace.yaml", t("namespace.yaml")?),
-        RenderedFile::new("nccl-env.yaml", t("nccl-env.yaml")?),
         RenderedFile::new("expected-bandwidth.yaml", t("expected-bandwidth.yaml")?),
         RenderedFile::new("gpu-operator-values.yaml", t("gpu-operator-values.yaml")?),
     ];
+    for ns in &plan.namespaces {
+        let top = crate::render::Context::new(&Top { plan: &plan, ns });
+        let mut names = vec!["namespace", "nccl-env", "resourcequota"];
+        if plan.queue.is_some() {
+            names.push("kueue/local-queue");
+        }
+        for f in names {
+            files.push(RenderedFile::new(
+                format!("{f}{}.yaml", ns.suffix),
+                crate::render::render_with(&format!("k8s/{f}.yaml.j2"), &top)?,
+            ));
+        }
+    }
     if let Some(n) = &plan.nccl_tests {
         let names: &[&str] = if n.mpi.is_some() {
             &["nccl-tests-runtime.yaml", "nccl-tests-trainjob.yaml"]
@@ -1023,10 +1164,6 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
             files.push(RenderedFile::new(*f, t(f)?));
         }
     }
-    files.push(RenderedFile::new(
-        "resourcequota.yaml",
-        t("resourcequota.yaml")?,
-    ));
     if let Some(tr) = &plan.train {
         if tr.api == TrainingApi::TrainJob.name() {
             for f in ["trainjob.yaml", "trainingruntime.yaml"] {
@@ -1056,7 +1193,11 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
             ));
         }
     }
-    for f in &plan.kueue_files {
+    for f in plan
+        .kueue_files
+        .iter()
+        .filter(|f| !f.starts_with("local-queue"))
+    {
         files.push(RenderedFile::new(
             format!("kueue/{f}"),
             t(&format!("kueue/{f}"))?,
