@@ -474,6 +474,11 @@ fn every_gpu_pod_requests_cpu_and_memory() {
             ),
             ("vllm-deployment.yaml", "spec.template.spec", serve),
             ("nccl-tests-job.yaml", "spec.template.spec", train),
+            (
+                "nccl-tests-runtime.yaml",
+                "spec.template.spec.replicatedJobs.0.template.spec.template.spec",
+                train,
+            ),
         ] {
             let f = p.dir.join("out/k8s").join(file);
             if !f.exists() {

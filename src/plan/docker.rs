@@ -695,7 +695,7 @@ impl DockerPlan {
                         vec!["openssh-clients".into(), "openssh-server".into()]
                     },
                     packages_source: if apt {
-                        "https://packages.ubuntu.com/noble/openssh-server ; https://packages.ubuntu.com/noble/openssh-client".into()
+                        "https://packages.ubuntu.com/jammy/openssh-server ; https://packages.ubuntu.com/noble/openssh-server ; https://packages.ubuntu.com/noble/openssh-client".into()
                     } else {
                         "https://dl.rockylinux.org/pub/rocky/9/BaseOS/x86_64/os/Packages/o/ (openssh-server, openssh-clients)".into()
                     },
