@@ -200,8 +200,8 @@ pub const MPI_PREFIX: &str = "/opt/fabric";
 /// The user, port and `sshd_config` lines follow the MPI Operator's base image
 /// (github.com/kubeflow/mpi-operator `build/base/Dockerfile` and `build/base/sshd_config`),
 /// which Kubeflow Trainer's own MPI runtimes run (`manifests/base/runtimes/
-/// deepspeed_distributed.yaml`: `runAsUser: 1000`, `sshd -De -f /home/mpiuser/.sshd_config`,
-/// port 2222). A non-root user is required, not a choice: the Trainer mounts the generated
+/// deepspeed_distributed.yaml`: `sshd -De -f /home/mpiuser/.sshd_config`, port 2222), except
+/// the uid (see [`MpiSsh::uid`]). A non-root user is required, not a choice: the Trainer mounts the generated
 /// key with mode 0640 (`pkg/runtime/framework/plugins/mpi/mpi.go`), and `ssh` refuses a
 /// private key its own user could share with a group, so only a user other than the file's
 /// owner (root) can use it.
@@ -209,7 +209,11 @@ pub const MPI_PREFIX: &str = "/opt/fabric";
 pub struct MpiSsh {
     /// `mpiuser`.
     pub user: String,
-    /// 1000: `runAsUser`/`fsGroup` on Kubernetes, `useradd -u` in the image.
+    /// `runAsUser`/`fsGroup` on Kubernetes, `useradd -u` in the image: 1001, not the
+    /// MPI Operator's 1000, which Ubuntu's container images from 23.04 on (24.04 among the
+    /// catalog's OSes) give their own `ubuntu` user
+    /// (https://bugs.launchpad.net/cloud-images/+bug/2005129), so `useradd -u 1000` fails
+    /// there.
     pub uid: u32,
     /// `/home/mpiuser/.ssh`: where the Trainer mounts the key pair and `authorized_keys`
     /// (`mlPolicy.mpi.sshAuthMountPath`).
@@ -244,7 +248,7 @@ impl MpiSsh {
         let sshd_config = format!("{home}/.sshd_config");
         MpiSsh {
             user: user.into(),
-            uid: 1000,
+            uid: 1001,
             auth_dir: format!("{home}/.ssh"),
             sshd_config_lines: vec![
                 format!("PidFile {home}/sshd.pid"),
