@@ -569,6 +569,9 @@ pub struct Options<'a> {
     pub previous: Option<&'a PythonLock>,
     /// Resolve anew, ignoring the previous files' picks (`--upgrade`).
     pub upgrade: bool,
+    /// Resolve again, letting only these packages move from the previous files' picks
+    /// (`--upgrade-package NAME`, uv's option of the same name).
+    pub upgrade_packages: Vec<String>,
 }
 
 /// Resolves (or reuses) every pylock of the lock.
@@ -610,7 +613,8 @@ pub fn resolve(lock: &Lock, opts: &Options<'_>) -> Result<PythonLock, ClosureErr
                 &opts.uv_version,
                 Some(&union_digest),
             );
-            let reused = opts.previous.and_then(|p| {
+            let fresh = opts.upgrade || !opts.upgrade_packages.is_empty();
+            let reused = opts.previous.filter(|_| !fresh).and_then(|p| {
                 p.files
                     .iter()
                     .find(|f| f.file == file && f.inputs == inputs && f.contents.is_some())
@@ -1127,12 +1131,44 @@ mod tests {
             "--index-url https://x",
             "pkg @ https://x/y.whl",
             "torch>=2",
-            "Deep_Speed",
+            "DeepSpeed",
+            "VLLM==0.19.1",
             "a\"b",
             "${X}",
         ] {
             assert!(check_requirement(bad).is_some(), "{bad}");
         }
+    }
+
+    #[test]
+    fn nvidia_wheels_must_agree_with_the_lock() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/closed/h100-ib-train-serve/gpustack.lock"
+        ))
+        .unwrap();
+        let lock = Lock::parse("gpustack.lock", &text).unwrap();
+        let entry = |n: &str, v: &str| {
+            format!("\n[[packages]]\nname = \"{n}\"\nversion = \"{v}\"\nwheels = [{{ url = \"https://x/y.whl\", hashes = {{ sha256 = \"aa\" }} }}]\n")
+        };
+        let ok = format!(
+            "lock-version = \"1.0\"\n{}{}",
+            entry("nvidia-cudnn-cu12", "9.10.2.21"),
+            entry("nvidia-nccl-cu12", "2.27.5")
+        );
+        assert!(check(&lock, "framework", &ok).is_ok());
+        let cudnn = ok.replace("9.10.2.21", "9.11.0.98");
+        let e = check(&lock, "framework", &cudnn).unwrap_err().to_string();
+        assert!(
+            e.contains("nvidia-cudnn-cu12 9.11.0.98, the lock's cuDNN is 9.10.2.21"),
+            "{e}"
+        );
+        let two = format!("{ok}{}", entry("nvidia-nccl-cu13", "2.27.5"));
+        let e = check(&lock, "framework", &two).unwrap_err().to_string();
+        assert!(
+            e.contains("two NCCL builds: nvidia-nccl-cu12 and nvidia-nccl-cu13"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -1181,6 +1217,7 @@ mod tests {
             .into(),
             previous: None,
             upgrade: false,
+            upgrade_packages: Vec::new(),
         };
         let (text, builds) = postprocess(raw, &input, "x86_64-manylinux_2_35", &opts).unwrap();
         assert!(
