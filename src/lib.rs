@@ -253,6 +253,16 @@ pub fn lock_spec_upgrading(
     Ok((lock, report))
 }
 
+/// What a re-lock may move in the Python closure ([`lock_python`]): by default every pick
+/// of the previous pylocks that still fits is kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PythonUpgrade {
+    /// `--upgrade`: resolve every package anew.
+    pub all: bool,
+    /// `--upgrade-package NAME`: only these may move.
+    pub packages: Vec<String>,
+}
+
 /// How the Python closure of a lock came out ([`lock_python`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PythonOutcome {
@@ -286,6 +296,7 @@ pub fn lock_python(
     lock: &mut Lock,
     offline: bool,
     previous: Option<&Lock>,
+    upgrade: &PythonUpgrade,
 ) -> Result<PythonOutcome, Error> {
     use resolve::python::{self as py, ClosureError};
     lock.python = None;
@@ -293,17 +304,7 @@ pub fn lock_python(
         lock.rehash();
         return Ok(PythonOutcome::None);
     }
-    // The OS the images are built on: the request's, else the base image's.
-    let os = lock
-        .request
-        .os
-        .clone()
-        .or_else(|| {
-            lock.package("cuda-image")
-                .and_then(|p| p.get("os"))
-                .map(str::to_string)
-        })
-        .unwrap_or_default();
+    let os = lock.os().unwrap_or_default().to_string();
     let glibc = catalog
         .os
         .iter()
@@ -359,7 +360,8 @@ pub fn lock_python(
             .unwrap_or_else(|| py::PYPI.to_string()),
         mirrors: resolve_tbl.indexes.clone(),
         previous: prev,
-        upgrade: false,
+        upgrade: upgrade.all,
+        upgrade_packages: upgrade.packages.clone(),
     };
     match py::resolve(lock, &opts) {
         Ok(p) => {

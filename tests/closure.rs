@@ -610,6 +610,49 @@ fn every_part_of_the_closure_is_under_the_lock() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("pylock.build.toml"), "{err}");
     copy_dir(&root().join("fixtures/closed").join(STACK), &dir);
+    // `check` reads the same files: clean as written, a tampered-lock finding at the
+    // digest's line when one is edited or missing.
+    let (code, err) = gs(&dir, &["gen", "all"], true, None);
+    assert_eq!(code, 0, "{err}");
+    let check = |dir: &Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpustack"))
+            .args([
+                "check",
+                "--spec",
+                "gpustack.toml",
+                "--lock",
+                "gpustack.lock",
+                "--out",
+                "out",
+                "--format",
+                "json",
+            ])
+            .current_dir(dir)
+            .env("GPUSTACK_OFFLINE", "1")
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, json) = check(&dir);
+    assert_eq!(code, 0, "{json}");
+    assert!(
+        !json.contains("\"code\": \"tampered-lock\"")
+            && !json.contains("\"code\": \"drift\"")
+            && !json.contains("\"code\": \"stale"),
+        "{json}"
+    );
+    std::fs::write(&f, original.replacen("sha256 = \"", "sha256 = \"0", 1)).unwrap();
+    let (code, json) = check(&dir);
+    assert_eq!(code, 1, "{json}");
+    assert!(
+        json.contains("tampered-lock")
+            && json.contains("pylock.inference.toml does not match the digest the lock records"),
+        "{json}"
+    );
+    std::fs::write(&f, &original).unwrap();
     // Each recorded value of [python], edited in the lock (the file left alone, or the
     // digest edited to match an edited file), fails the layer hashes.
     let edits: Vec<(String, String)> = {
@@ -701,4 +744,46 @@ fn python_requirements_are_checked_at_their_line() {
         "{}",
         out.stderr
     );
+}
+
+/// `gpustack diff` names each Python package that moved, once, with the layers it moved in.
+#[test]
+fn diff_names_the_python_packages_that_moved() {
+    let fixture = root().join("fixtures/closed").join(STACK);
+    let mut old = gpustack::Lock::parse(
+        "gpustack.lock",
+        &std::fs::read_to_string(fixture.join("gpustack.lock")).unwrap(),
+    )
+    .unwrap();
+    assert!(gpustack::resolve::python::load(old.python.as_mut().unwrap(), &fixture).is_empty());
+    let mut new = old.clone();
+    let py = new.python.as_mut().unwrap();
+    let inference = py
+        .files
+        .iter_mut()
+        .find(|f| f.layer == "inference")
+        .unwrap();
+    let text = inference.contents.clone().unwrap();
+    let at = text.find("name = \"openai\"\nversion = \"").unwrap()
+        + "name = \"openai\"\nversion = \"".len();
+    let end = at + text[at..].find('"').unwrap();
+    let was = text[at..end].to_string();
+    let edited = format!("{}9.9.9{}", &text[..at], &text[end..]);
+    inference.digest = gpustack::resolve::python::digest(&edited);
+    inference.contents = Some(edited);
+    new.rehash();
+    let d = gpustack::diff::diff(&old, &new);
+    let c: Vec<_> = d
+        .changes
+        .iter()
+        .filter(|c| c.class == gpustack::diff::Class::PythonPackage)
+        .collect();
+    assert_eq!(c.len(), 1, "{:?}", d.changes);
+    assert_eq!(c[0].name, "openai");
+    assert_eq!(c[0].old.as_deref(), Some(was.as_str()));
+    assert_eq!(c[0].new.as_deref(), Some("9.9.9"));
+    assert_eq!(c[0].note.as_deref(), Some("in pylock.inference.toml"));
+    assert!(d.layers.iter().any(|l| l.layer == "inference"));
+    assert!(!d.layers.iter().any(|l| l.layer == "training"));
+    assert!(d.to_markdown().contains("python-package"));
 }
