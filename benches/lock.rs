@@ -46,9 +46,14 @@ fn main() {
 
     println!(
         "{:<36} {:>22} {:>22} {:>12} {:>22}",
-        "spec", "cold process (min/med)", "solve+lock (min/med)", "write (med)", "re-lock (min/med)"
+        "spec",
+        "cold process (min/med)",
+        "solve+lock (min/med)",
+        "write (med)",
+        "re-lock (min/med)"
     );
-    let scratch = std::env::temp_dir().join(format!("gpustack-bench-relock-{}", std::process::id()));
+    let scratch =
+        std::env::temp_dir().join(format!("gpustack-bench-relock-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).unwrap();
     for spec in &specs {
         let name = spec.file_stem().unwrap().to_string_lossy().into_owned();
@@ -92,7 +97,11 @@ fn main() {
         common::cold(&mut relock);
         let first = std::fs::read(&existing).unwrap();
         let relocks: Vec<Duration> = (0..runs).map(|_| common::cold(&mut relock)).collect();
-        assert_eq!(std::fs::read(&existing).unwrap(), first, "{name}: a re-lock moved");
+        assert_eq!(
+            std::fs::read(&existing).unwrap(),
+            first,
+            "{name}: a re-lock moved"
+        );
         let (cmin, cmed) = stats(cold);
         let (smin, smed) = stats(solve);
         let (_, wmed) = stats(write);

@@ -149,11 +149,22 @@ pub fn lock_spec_keeping(
     if let (Upgrade::Packages(names), Some(prev)) = (upgrade, previous) {
         for n in names {
             let c = Component::from_name(n).filter(|c| prev.component(*c).is_some());
+            // A package of the Python closure: uv's `--upgrade-package` ([`lock_python`]).
+            let in_closure = prev.python.iter().flat_map(|p| p.files.iter()).any(|f| {
+                f.contents.as_deref().is_some_and(|t| {
+                    resolve::python::packages(t).iter().any(|(name, _)| {
+                        resolve::python::normalize(name) == resolve::python::normalize(n)
+                    })
+                })
+            });
+            if c.is_none() && in_closure {
+                continue;
+            }
             let Some(c) = c else {
                 let have: Vec<&str> = prev.components.iter().map(|c| c.name.name()).collect();
                 let mut d = error::Diagnostic::new(
                     error::Stage::Usage,
-                    format!("`--upgrade-package {n}`: the existing lock has no component `{n}`"),
+                    format!("`--upgrade-package {n}`: the existing lock has no component or Python package `{n}`"),
                 )
                 .hint(format!("the lock's components are: {}", have.join(", ")));
                 if let Some(s) = error::did_you_mean(n, have.iter().copied()) {

@@ -715,8 +715,15 @@ impl Lock {
         let mut push = |id: String, text: String| {
             // Ids are unique by construction; a duplicate (two facts of one kind and key)
             // still gets its own seal.
-            let n = out.iter().filter(|(i, _)| i == &id || i.starts_with(&format!("{id} #"))).count();
-            let id = if n == 0 { id } else { format!("{id} #{}", n + 1) };
+            let n = out
+                .iter()
+                .filter(|(i, _)| i == &id || i.starts_with(&format!("{id} #")))
+                .count();
+            let id = if n == 0 {
+                id
+            } else {
+                format!("{id} #{}", n + 1)
+            };
             out.push((id, text));
         };
         let mut o = String::from("[inputs]\n");

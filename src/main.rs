@@ -494,6 +494,10 @@ fn run(cli: Cli) -> Result<u8, Error> {
             upgrade,
             upgrade_package,
         } => {
+            let python_upgrade = gpustack::PythonUpgrade {
+                all: upgrade,
+                packages: upgrade_package.clone(),
+            };
             let upgrade = if upgrade {
                 gpustack::Upgrade::All
             } else if upgrade_package.is_empty() {
@@ -557,7 +561,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 &mut lock,
                 offline,
                 previous.as_ref(),
-                &gpustack::PythonUpgrade::default(),
+                &python_upgrade,
             ) {
                 Ok(o) => o,
                 // `--check` never resolves: a closure that would have to be is stale.
@@ -735,7 +739,10 @@ fn run(cli: Cli) -> Result<u8, Error> {
             if let Some(m) = lock.verify().first() {
                 let mut d = Diagnostic::new(
                     Stage::Lock,
-                    format!("`{shown}` was edited by hand: its {} does not match its content", m.what),
+                    format!(
+                        "`{shown}` was edited by hand: its {} does not match its content",
+                        m.what
+                    ),
                 );
                 if let Some(at) = m.offset(&lock_text) {
                     d = d.at_offset(&shown, &lock_text, at);

@@ -40,7 +40,9 @@ fn references(text: &str) -> Vec<(usize, String)> {
                 continue;
             }
             let name = tok.split('@').next().unwrap_or(tok);
-            let Some(slash) = name.rfind('/') else { continue };
+            let Some(slash) = name.rfind('/') else {
+                continue;
+            };
             let Some(colon) = name[slash..].find(':').map(|c| slash + c) else {
                 continue;
             };
@@ -167,7 +169,10 @@ fn scan(name: &str, lock: &Lock, allowed: &[String]) -> Vec<String> {
                 if r.contains("@sha256:") || own_image(lock, &r) {
                     continue;
                 }
-                if !allowed.iter().any(|a| a == &r || a.ends_with(&format!("/{r}"))) {
+                if !allowed
+                    .iter()
+                    .any(|a| a == &r || a.ends_with(&format!("/{r}")))
+                {
                     failures.push(format!("{path}:{line}: `{r}` is pinned by tag only"));
                 }
             }
@@ -196,8 +201,8 @@ fn scan(name: &str, lock: &Lock, allowed: &[String]) -> Vec<String> {
 fn no_external_image_is_pinned_by_tag_alone_where_the_lock_has_a_digest() {
     let mut failures = Vec::new();
     for name in example_names() {
-        let text = std::fs::read_to_string(root().join("lockfiles").join(format!("{name}.lock")))
-            .unwrap();
+        let text =
+            std::fs::read_to_string(root().join("lockfiles").join(format!("{name}.lock"))).unwrap();
         let lock = Lock::parse("l", &text).unwrap();
         // As committed (offline, catalog digests only): tag-only references are exactly
         // those the lock records no digest for.
@@ -218,7 +223,10 @@ fn check_warns_about_every_reference_without_a_digest() {
     let text = std::fs::read_to_string(root().join("lockfiles/h100-ib-train-serve.lock")).unwrap();
     let lock = Lock::parse("l", &text).unwrap();
     let missing = undigested(&lock);
-    assert!(!missing.is_empty(), "the committed lock has catalog digests for every image");
+    assert!(
+        !missing.is_empty(),
+        "the committed lock has catalog digests for every image"
+    );
     std::fs::write(dir.join("gpustack.lock"), &text).unwrap();
     let out = run_in(&dir, &["check"]);
     for r in &missing {
@@ -228,7 +236,8 @@ fn check_warns_about_every_reference_without_a_digest() {
             .unwrap()
             .0;
         assert!(
-            out.stdout.contains(&format!("warning[unpinned]: {package} ")),
+            out.stdout
+                .contains(&format!("warning[unpinned]: {package} ")),
             "{package} ({r}):\n{}",
             out.stdout
         );

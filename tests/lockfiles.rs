@@ -207,9 +207,9 @@ fn every_hand_edit_is_refused_at_its_line() {
                 Ok(lock) => match lock.verify().first() {
                     None => "accepted".to_string(),
                     Some(m) => {
-                        let at = m.offset(&tampered).map(|o| {
-                            tampered[..o].bytes().filter(|&b| b == b'\n').count() + 1
-                        });
+                        let at = m
+                            .offset(&tampered)
+                            .map(|o| tampered[..o].bytes().filter(|&b| b == b'\n').count() + 1);
                         if at == Some(want) {
                             continue;
                         }
@@ -220,7 +220,12 @@ fn every_hand_edit_is_refused_at_its_line() {
             failures.push(format!("{name}.lock:{want}: `{line}` → `{edited}`: {got}"));
         }
         assert!(edits > 100, "{name}: only {edits} edits");
-        assert!(failures.is_empty(), "{} of {edits} edits:\n{}", failures.len(), failures.join("\n"));
+        assert!(
+            failures.is_empty(),
+            "{} of {edits} edits:\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
     }
 }
 
@@ -250,7 +255,10 @@ fn gen_and_check_refuse_an_edited_repository_at_its_line() {
         "{}",
         out.stderr
     );
-    assert!(!dir.join("o").exists(), "gen wrote files from a tampered lock");
+    assert!(
+        !dir.join("o").exists(),
+        "gen wrote files from a tampered lock"
+    );
     let out = run_in(&dir, &["check"]);
     assert_ne!(out.code, 0);
     assert!(

@@ -406,7 +406,9 @@ fn scripts_install_the_locked_versions() {
             .iter()
             // Source builds: the base layer's images (the CUDA base, the Dockerfile
             // frontend) are pulled, not built.
-            .filter(|p| p.layer == Layer::Base && p.name != "cuda-image" && p.get("image").is_none())
+            .filter(|p| {
+                p.layer == Layer::Base && p.name != "cuda-image" && p.get("image").is_none()
+            })
             .collect();
         if fabric.is_empty() {
             assert!(!out.join("scripts/multinode.sh").exists(), "{name}");

@@ -66,7 +66,10 @@ fn relocks_keep_picks_until_told_to_upgrade() {
     let before = std::fs::read_to_string(dir.join("gpustack.lock")).unwrap();
     let (out, _) = lock_in(&dir, ">=2.4, <2.6", &[]);
     assert_eq!(out.code, 0);
-    assert_eq!(std::fs::read_to_string(dir.join("gpustack.lock")).unwrap(), before);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("gpustack.lock")).unwrap(),
+        before
+    );
     // `--upgrade-package torch` takes the newest torch that fits, and is what a fresh
     // lock takes.
     let (out, up) = lock_in(&dir, ">=2.4, <2.6", &["--upgrade-package", "torch"]);
@@ -101,10 +104,13 @@ fn upgrade_package_names_a_component_of_the_lock() {
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(
         out.stderr
-            .contains("`--upgrade-package troch`: the existing lock has no component `troch`")
+            .contains("`--upgrade-package troch`: the existing lock has no component or Python package `troch`")
             && out.stderr.contains("hint: did you mean `torch`?"),
         "{}",
         out.stderr
     );
-    assert_eq!(std::fs::read_to_string(dir.join("gpustack.lock")).unwrap(), before);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("gpustack.lock")).unwrap(),
+        before
+    );
 }

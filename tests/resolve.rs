@@ -311,7 +311,11 @@ fn image_digests_come_from_a_real_registry_through_a_mirror_and_a_token_gate() {
     assert_eq!(cuda.list("devel-platforms").len(), 2, "{:?}", cuda.fields);
     assert!(cuda.list("devel-platforms")[0].starts_with("linux/amd64 sha256:"));
     assert!(lock.verify().is_empty());
-    assert_eq!(report.from_registry.len(), 3, "the two base images and the frontend");
+    assert_eq!(
+        report.from_registry.len(),
+        3,
+        "the two base images and the frontend"
+    );
     // ghcr.io is not mirrored and not reachable here: uv keeps the catalog's digest.
     assert_eq!(
         lock.package("uv").unwrap().get("digest-source"),

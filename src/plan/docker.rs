@@ -438,9 +438,7 @@ impl DockerPlan {
             // The base layer's source builds: its images (the `nvidia/cuda` base, the
             // Dockerfile frontend) are pulled, not built.
             .filter(|p| {
-                p.layer == Layer::Base
-                    && p.name != "cuda-image"
-                    && p.get("image").is_none()
+                p.layer == Layer::Base && p.name != "cuda-image" && p.get("image").is_none()
             })
         {
             let b = source_build(p, common)?;

@@ -1077,7 +1077,10 @@ fn operator_plan(lock: &Lock, common: &Common) -> OperatorPlan {
             // The operator pulls `repository/image@version` when `version` is a digest
             // (NVIDIA/gpu-operator, api/nvidia/v1/clusterpolicy_types.go, `imagePath`).
             if e.digest.is_some() {
-                notes.push(format!("tag `{}`, pulled by the digest the lock resolved", e.tag));
+                notes.push(format!(
+                    "tag `{}`, pulled by the digest the lock resolved",
+                    e.tag
+                ));
             }
             images.push(OperatorImage {
                 key: "dcgmExporter".into(),

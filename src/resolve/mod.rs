@@ -478,7 +478,11 @@ fn resolve_package_images(
     if let Some(q) = same {
         // The previous lock's note that a tag moved away from the catalog's observation
         // stands with its digest: an offline re-lock writes the same lock.
-        for b in q.because.iter().filter(|b| b.contains("` moved: the catalog observed ")) {
+        for b in q
+            .because
+            .iter()
+            .filter(|b| b.contains("` moved: the catalog observed "))
+        {
             if !p.because.contains(b) {
                 p.because.push(b.clone());
             }
