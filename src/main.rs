@@ -155,7 +155,7 @@ enum Command {
     },
     /// Explain why a component has its locked version
     #[command(
-        after_help = "Examples:\n  gpustack why torch\n  gpustack why driver --lock lockfiles/h100-train.lock"
+        after_help = "Examples:\n  gpustack why torch\n  gpustack why driver --lock lockfiles/h100-ib-train-serve.lock"
     )]
     Why {
         /// driver, cuda, cudnn, nccl, python, torch, vllm, deepspeed, or an extra
@@ -503,6 +503,9 @@ fn run(cli: Cli) -> Result<u8, Error> {
                     report.unpinned.join(", ")
                 ));
             }
+            if let Some(w) = catalog.unknown_branch(&lock.hardware.driver) {
+                notes.insert(0, format!("warning: {w}\n\nhint: check the version `nvidia-smi` prints; `gpustack catalog show driver` lists the branches, and a catalog overlay can add one"));
+            }
             // The process ends right after; freeing the catalog would only cost time.
             std::mem::forget(catalog);
             let rendered = lock.to_toml();
@@ -592,11 +595,15 @@ fn run(cli: Cli) -> Result<u8, Error> {
         } => {
             let mut chosen: Vec<gpustack::plan::Target> = Vec::new();
             for t in &targets {
-                if t == "all" {
+                if t.eq_ignore_ascii_case("all") {
                     chosen.extend(gpustack::plan::Target::ALL);
                     continue;
                 }
-                let Some(x) = gpustack::plan::Target::from_name(t) else {
+                let key = gpustack::error::name_key(t);
+                let named = gpustack::plan::Target::ALL
+                    .into_iter()
+                    .find(|x| gpustack::error::name_key(x.name()) == key);
+                let Some(x) = named else {
                     let names: Vec<&str> = gpustack::plan::Target::ALL
                         .iter()
                         .map(|t| t.name())
@@ -859,13 +866,16 @@ fn run(cli: Cli) -> Result<u8, Error> {
             Ok(0)
         }
         Command::Why { component, lock } => {
-            let c = Component::from_name(&component).ok_or_else(|| {
-                Diagnostic::new(Stage::Usage, format!("unknown component `{component}`")).hint(
-                    format!(
-                        "components are: {}",
-                        Component::ALL.map(Component::name).join(", ")
-                    ),
-                )
+            let c = Component::lookup(&component).map_err(|near| {
+                let mut d =
+                    Diagnostic::new(Stage::Usage, format!("unknown component `{component}`"));
+                if let Some(s) = near {
+                    d = d.hint(format!("did you mean `gpustack why {s}`?"));
+                }
+                d.hint(format!(
+                    "components are: {}",
+                    Component::ALL.map(Component::name).join(", ")
+                ))
             })?;
             let (_, lock) = read_lock(
                 &lock,
@@ -900,17 +910,32 @@ fn run(cli: Cli) -> Result<u8, Error> {
             }
             CatalogCommand::Show { family, catalogs } => {
                 let catalog = load_catalog(&catalogs)?;
-                match show::family(&catalog, &family) {
+                let key = gpustack::error::name_key(&family);
+                let found = show::FAMILIES
+                    .iter()
+                    .find(|f| gpustack::error::name_key(f) == key);
+                match found.and_then(|f| show::family(&catalog, f)) {
                     Some(t) => {
                         let _ = out_text(&t);
                         Ok(0)
                     }
-                    None => Err(Diagnostic::new(
-                        Stage::Usage,
-                        format!("unknown catalog family `{family}`"),
-                    )
-                    .hint(format!("families are: {}", show::FAMILIES.join(", ")))
-                    .into()),
+                    None => {
+                        let mut d = Diagnostic::new(
+                            Stage::Usage,
+                            format!("unknown catalog family `{family}`"),
+                        );
+                        // A component name shows its family (`flash-attn` → `extra`).
+                        let near = match Component::lookup(&family) {
+                            Ok(c) if c.is_extra() => Some("extra"),
+                            _ => gpustack::error::did_you_mean(&family, show::FAMILIES),
+                        };
+                        if let Some(s) = near {
+                            d = d.hint(format!("did you mean `gpustack catalog show {s}`?"));
+                        }
+                        Err(d
+                            .hint(format!("families are: {}", show::FAMILIES.join(", ")))
+                            .into())
+                    }
                 }
             }
             CatalogCommand::Import { from } => import(from),
@@ -948,7 +973,11 @@ fn run(cli: Cli) -> Result<u8, Error> {
         Command::Init { gpu, driver, path } => {
             let catalog = Catalog::stock()?;
             let g = catalog.gpu(&gpu).ok_or_else(|| {
-                Diagnostic::new(Stage::Usage, format!("unknown GPU `{gpu}`")).hint(format!(
+                let mut d = Diagnostic::new(Stage::Usage, format!("unknown GPU `{gpu}`"));
+                if let Some(s) = catalog.gpu_suggestion(&gpu) {
+                    d = d.hint(format!("did you mean `--gpu {s}`?"));
+                }
+                d.hint(format!(
                     "GPU ids are: {}",
                     catalog
                         .gpus

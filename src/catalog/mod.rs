@@ -910,17 +910,66 @@ impl Catalog {
         self.packages.iter().filter(move |p| p.name == name)
     }
 
-    /// A GPU by id or alias, case-insensitive.
+    /// A GPU by id or alias, compared as [`crate::error::name_key`]s: case, spaces,
+    /// hyphens and underscores do not count (`RTX4090`, `"H100 PCIe"`, `a100_80gb`).
+    ///
+    /// ```
+    /// let catalog = gpustack::Catalog::stock().unwrap();
+    /// assert_eq!(catalog.gpu("RTX4090").unwrap().id, "rtx-4090");
+    /// assert_eq!(catalog.gpu("H100 PCIe").unwrap().id, "h100-pcie");
+    /// assert_eq!(catalog.gpu("a100 80gb").unwrap().id, "a100");
+    /// ```
     pub fn gpu(&self, name: &str) -> Option<&Gpu> {
         let n = name.trim().to_ascii_lowercase();
-        self.gpus
+        if let Some(g) = self
+            .gpus
             .iter()
             .find(|g| g.id == n || g.aliases.contains(&n))
+        {
+            return Some(g);
+        }
+        let k = crate::error::name_key(name);
+        self.gpus.iter().find(|g| {
+            crate::error::name_key(&g.id) == k
+                || g.aliases.iter().any(|a| crate::error::name_key(a) == k)
+        })
+    }
+
+    /// The GPU id or alias closest to an unknown `name`, for a "did you mean" hint.
+    pub fn gpu_suggestion(&self, name: &str) -> Option<&str> {
+        crate::error::did_you_mean(
+            name,
+            self.gpus.iter().flat_map(|g| {
+                std::iter::once(g.id.as_str()).chain(g.aliases.iter().map(String::as_str))
+            }),
+        )
     }
 
     /// The branch a driver version belongs to, when the catalog knows it.
     pub fn branch_of(&self, driver: &Version) -> Option<&DriverBranch> {
         self.branches.iter().find(|b| b.number == driver.major())
+    }
+
+    /// A warning when `driver` is on a branch the catalog does not know (`999.1.1`): the
+    /// solver can only check its version against minimums, not its branch's support or end
+    /// of life. Names the known branches.
+    ///
+    /// ```
+    /// let catalog = gpustack::Catalog::stock().unwrap();
+    /// let w = catalog.unknown_branch(&"999.1.1".parse().unwrap()).unwrap();
+    /// assert!(w.starts_with("driver 999.1.1 is on branch R999, which the catalog does not know"), "{w}");
+    /// assert!(catalog.unknown_branch(&"550.54.15".parse().unwrap()).is_none());
+    /// ```
+    pub fn unknown_branch(&self, driver: &Version) -> Option<String> {
+        if self.branch_of(driver).is_some() {
+            return None;
+        }
+        let known: Vec<String> = self.branches.iter().map(|b| format!("R{}", b.number)).collect();
+        Some(format!(
+            "driver {driver} is on branch R{}, which the catalog does not know (known branches: {}): its support status and end of life are not checked",
+            driver.major(),
+            known.join(", ")
+        ))
     }
 
     /// The nvcc targets of a CUDA release.
