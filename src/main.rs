@@ -81,10 +81,10 @@ enum Command {
     },
     /// Check the lock, the generated files and a node against each other (for CI)
     #[command(
-        after_help = "Examples:\n  gpustack check\n  gpustack check --format github      # annotations on the pull request\n  gpustack check --hardware node.toml # a node's `gpustack probe` output\n  gpustack check --format json --strict\n\nChecks: integrity (the lock's digests match its content), staleness (the spec and the\ncatalog still give this lock), drift (files under --out are what the lock renders),\nconsistency (driver, image tags and NCCL environment agree across targets), hardware\n(the node runs the locked stack), hygiene (unpinned artifacts, end-of-life driver,\nknown-unsafe versions; warnings).\n\nExit codes: 0 no errors, 1 errors found (or warnings, with --strict), 2 invalid input."
+        after_help = "Examples:\n  gpustack check\n  gpustack check --format github      # annotations on the pull request\n  gpustack check --hardware node.toml # a node's `gpustack probe` output\n  gpustack check --format json --strict\n  gpustack check --strict --allow eol-driver\n  gpustack check --pedantic           # also catalog gaps (artifacts without a digest)\n\nChecks: integrity (the lock's digests match its content), staleness (the spec and the\ncatalog still give this lock), drift (files under --out are what the lock renders),\nconsistency (driver, image tags and NCCL environment agree across targets), hardware\n(the node runs the locked stack), hygiene (end-of-life driver, known-unsafe versions;\nwarnings; artifacts without a digest with --pedantic).\n\nThe default out/ is compared only when it was generated from the lock checked.\n\nExit codes: 0 no errors, 1 errors found (or warnings, with --strict), 2 invalid input."
     )]
     Check {
-        /// The spec (skipped when the default is absent)
+        /// The spec (default: gpustack.toml when present and --lock is the default)
         #[arg(long, value_name = "PATH")]
         spec: Option<PathBuf>,
         /// The lock to check
@@ -106,6 +106,13 @@ enum Command {
         /// Fail on warnings too
         #[arg(long)]
         strict: bool,
+        /// Also report facts you cannot act on from the spec (artifacts the catalog has no
+        /// digest for)
+        #[arg(long)]
+        pedantic: bool,
+        /// Leave out findings with this code (repeatable), e.g. `--allow eol-driver`
+        #[arg(long = "allow", value_name = "CODE", value_parser = clap::builder::PossibleValuesParser::new(gpustack::check::Code::ALL.map(gpustack::check::Code::name)))]
+        allow: Vec<String>,
     },
     /// Compare two locks: what changed and what it costs an operator
     #[command(
@@ -698,6 +705,8 @@ fn run(cli: Cli) -> Result<u8, Error> {
             catalogs,
             format,
             strict,
+            pedantic,
+            allow,
         } => {
             let catalog = load_catalog(&catalogs)?;
             let lock_shown = gpustack::emit::shown(&lock);
@@ -708,9 +717,13 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 "create it with `gpustack lock`, or pass `--lock PATH`",
             )?;
             // An explicit --spec or --out must exist; the defaults are used when present.
+            // The default spec goes with the default lock only: `--lock other.lock` run where
+            // a gpustack.toml lies would compare that lock with an unrelated spec.
+            let lock_is_default = lock == Path::new("gpustack.lock");
             let spec_path = match spec {
                 Some(p) => Some(p),
-                None => Some(PathBuf::from("gpustack.toml")).filter(|p| p.exists()),
+                None => Some(PathBuf::from("gpustack.toml"))
+                    .filter(|p| lock_is_default && p.exists()),
             };
             let spec_text = match &spec_path {
                 Some(p) => Some((
@@ -719,6 +732,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 )),
                 None => None,
             };
+            let out_given = out.is_some();
             let out_dir = match out {
                 Some(p) if !p.is_dir() => {
                     return Err(Diagnostic::new(
@@ -731,10 +745,24 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 Some(p) => Some(p),
                 None => Some(PathBuf::from("out")).filter(|p| p.is_dir()),
             };
-            let tree = match &out_dir {
+            let mut tree = match &out_dir {
                 Some(d) => Some((gpustack::emit::shown(d), gpustack::emit::read_out_tree(d)?)),
                 None => None,
             };
+            // The default `out/` is compared only when it was generated from this lock: run
+            // from a repository root with `--lock other.lock`, it belongs to another.
+            let mut foreign = None;
+            if !out_given {
+                if let Some((d, t)) = &tree {
+                    let parsed = Lock::parse(&lock_shown, &lock_text)?;
+                    if let Some(h) = gpustack::check::foreign_out(&parsed, &t.files) {
+                        foreign = Some(format!(
+                            "{d}/ was generated from another lock ({h}); pass `--out {d}` to compare it"
+                        ));
+                        tree = None;
+                    }
+                }
+            }
             let hw = match &hardware {
                 Some(p) => {
                     let shown = gpustack::emit::shown(p);
@@ -763,6 +791,18 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 unusual: tree.as_ref().map_or(&[][..], |(_, t)| &t.unusual),
                 hardware: hw.as_ref(),
             })?;
+            let mut report = report;
+            if let Some(reason) = foreign {
+                report.skip("drift", reason);
+                report.skip("consistency", "as drift".to_string());
+            }
+            report.apply(&gpustack::check::Policy {
+                pedantic,
+                allow: allow
+                    .iter()
+                    .filter_map(|a| gpustack::check::Code::from_name(a))
+                    .collect(),
+            });
             let _ = match format.as_str() {
                 "json" => stdout(&report.to_json()),
                 "github" => stdout(&report.to_github()),
