@@ -1253,20 +1253,6 @@ impl Report {
             .iter()
             .map(|s| format!("{} ({})", s.check, s.reason))
             .collect();
-        o.push_str(&format!(
-            "checked {}: {}, {} error{}, {} warning{}{}\n",
-            self.lock,
-            self.checked.join(", "),
-            self.errors(),
-            if self.errors() == 1 { "" } else { "s" },
-            self.warnings(),
-            if self.warnings() == 1 { "" } else { "s" },
-            if skipped.is_empty() {
-                String::new()
-            } else {
-                format!("; skipped {}", skipped.join(", "))
-            }
-        ));
         if !self.suppressed.is_empty() {
             let parts: Vec<String> = self
                 .suppressed
@@ -1286,6 +1272,20 @@ impl Report {
                 .collect();
             o.push_str(&format!("not shown: {}\n", parts.join(", ")));
         }
+        o.push_str(&format!(
+            "checked {}: {}, {} error{}, {} warning{}{}\n",
+            self.lock,
+            self.checked.join(", "),
+            self.errors(),
+            if self.errors() == 1 { "" } else { "s" },
+            self.warnings(),
+            if self.warnings() == 1 { "" } else { "s" },
+            if skipped.is_empty() {
+                String::new()
+            } else {
+                format!("; skipped {}", skipped.join(", "))
+            }
+        ));
         o
     }
 
