@@ -206,6 +206,8 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
+            // `{:#}`: sources in full (`--verbose`).
+            Error::NoSolution(e) if f.alternate() => write!(f, "{e:#}"),
             Error::NoSolution(e) => write!(f, "{e}"),
         }
     }

@@ -32,8 +32,31 @@ Exit codes: 0 ok, 1 no compatible stack, 2 invalid input or usage.",
     after_help = "Examples:\n  gpustack init --gpu h100 --driver 550.54.15\n  gpustack lock\n  gpustack why torch\n  gpustack catalog show torch"
 )]
 struct Cli {
+    /// Print only errors, warnings and the requested output (no progress lines)
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
+    /// Print sources in full in messages (`why`, conflicts)
+    #[arg(short, long, global = true)]
+    verbose: bool,
     #[command(subcommand)]
     command: Command,
+}
+
+/// `-q`: progress lines (`wrote …`, `locked …`) are left out.
+static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A progress line on standard error; left out with `-q`.
+macro_rules! info {
+    ($($t:tt)*) => {{
+        if !QUIET.load(std::sync::atomic::Ordering::Relaxed) {
+            note!($($t)*);
+        }
+    }};
+}
+
+/// `1 file`, `2 files`.
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 #[derive(Subcommand)]
@@ -60,6 +83,9 @@ enum Command {
         /// catalog (also `GPUSTACK_OFFLINE=1`)
         #[arg(long)]
         offline: bool,
+        /// The summary's format: a line on standard error, or JSON on standard output
+        #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+        format: String,
     },
     /// Render deployment files from gpustack.lock (docker, apptainer, packer, k8s, slurm, all)
     #[command(
@@ -116,7 +142,7 @@ enum Command {
     },
     /// Compare two locks: what changed and what it costs an operator
     #[command(
-        after_help = "Examples:\n  gpustack diff main.lock gpustack.lock\n  gpustack diff old.lock new.lock --format markdown > comment.md\n  git show origin/main:gpustack.lock > base.lock && gpustack diff base.lock gpustack.lock\n\nEach change is classified by what it costs: driver branch (new VM image, drain and reboot),\ndriver patch, CUDA major (rebuild every container), CUDA minor, cuDNN/NCCL (re-run NCCL\nvalidation), framework (re-validate the model), and more; the layers to rebuild and the\ngenerated files that change follow.\n\nExit codes: 0 compared (whether or not the locks differ), 2 invalid input."
+        after_help = "Examples:\n  gpustack diff main.lock gpustack.lock\n  gpustack diff old.lock new.lock --format markdown > comment.md\n  git show origin/main:gpustack.lock > base.lock && gpustack diff base.lock gpustack.lock\n\nEach change is classified by what it costs: driver branch (new VM image, drain and reboot),\ndriver patch, CUDA major (rebuild every container), CUDA minor, cuDNN/NCCL (re-run NCCL\nvalidation), framework (re-validate the model), and more; the layers to rebuild and the\ngenerated files that change follow.\n\nExit codes: 0 compared (whether or not the locks differ; with --exit-code: the locks are\nthe same), 1 the locks differ (with --exit-code), 2 invalid input."
     )]
     Diff {
         /// The old lock
@@ -126,6 +152,9 @@ enum Command {
         /// Output format
         #[arg(long, default_value = "text", value_parser = ["text", "json", "markdown"])]
         format: String,
+        /// Exit 1 when the locks differ (as `git diff --exit-code`)
+        #[arg(long)]
+        exit_code: bool,
     },
     /// List every stack the spec allows, for CI test matrices
     #[command(
@@ -172,6 +201,9 @@ enum Command {
         /// The lock to read
         #[arg(long, default_value = "gpustack.lock", value_name = "PATH")]
         lock: PathBuf,
+        /// Output format
+        #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+        format: String,
     },
     /// Show what the catalog holds; import releases from upstream
     #[command(
@@ -180,6 +212,14 @@ enum Command {
     Catalog {
         #[command(subcommand)]
         what: CatalogCommand,
+    },
+    /// Print a shell completion script (bash, zsh, fish, powershell, elvish)
+    #[command(
+        after_help = "Examples:\n  gpustack completions bash > ~/.local/share/bash-completion/completions/gpustack\n  gpustack completions zsh > \"${fpath[1]}/_gpustack\"\n  gpustack completions fish > ~/.config/fish/completions/gpustack.fish"
+    )]
+    Completions {
+        /// The shell
+        shell: clap_complete::Shell,
     },
     /// Write a commented starter gpustack.toml (never overwrites)
     #[command(
@@ -205,6 +245,9 @@ enum CatalogCommand {
         /// A catalog overlay directory (repeatable)
         #[arg(long = "catalog", value_name = "DIR")]
         catalogs: Vec<PathBuf>,
+        /// Output format
+        #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+        format: String,
     },
     /// Every entry of one family with its source
     Show {
@@ -214,6 +257,9 @@ enum CatalogCommand {
         /// A catalog overlay directory (repeatable)
         #[arg(long = "catalog", value_name = "DIR")]
         catalogs: Vec<PathBuf>,
+        /// Output format
+        #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+        format: String,
     },
     /// Write overlay TOML from upstream metadata (PyPI, NVIDIA redistrib manifests)
     #[command(
@@ -301,8 +347,34 @@ enum ImportCommand {
     },
 }
 
+/// The clap command, with `--version` naming the built-in catalog.
+fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let id = Catalog::stock_identity();
+    let version = format!(
+        "{}\nbuilt-in catalog: {} files, sources read up to {}, {}",
+        env!("CARGO_PKG_VERSION"),
+        id.files,
+        id.date.as_deref().unwrap_or("(no dates recorded)"),
+        id.digest
+    );
+    // clap keeps a `&'static str`; the process prints it once and exits.
+    Cli::command().version(&*Box::leak(version.into_boxed_str()))
+}
+
+/// JSON text with one trailing newline.
+fn json_text(v: &serde_json::Value) -> String {
+    let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    use clap::FromArgMatches;
+    let parsed = command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
@@ -310,10 +382,11 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    let verbose = cli.verbose;
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            let text = e.to_string();
+            let text = if verbose { format!("{e:#}") } else { e.to_string() };
             let _ = writeln!(
                 std::io::stderr(),
                 "{}",
@@ -452,13 +525,23 @@ fn read_lock(path: &Path, hint: &str) -> Result<(String, Lock), Error> {
 }
 
 fn run(cli: Cli) -> Result<u8, Error> {
+    QUIET.store(cli.quiet, std::sync::atomic::Ordering::Relaxed);
+    let verbose = cli.verbose;
     match cli.command {
+        Command::Completions { shell } => {
+            let mut cmd = command();
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "gpustack", &mut buf);
+            let _ = stdout(&String::from_utf8_lossy(&buf));
+            Ok(0)
+        }
         Command::Lock {
             spec,
             out,
             catalogs,
             check,
             offline,
+            format,
         } => {
             let catalog = load_catalog(&catalogs)?;
             let spec_shown = gpustack::emit::shown(&spec);
@@ -552,7 +635,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
                     }
                 };
                 if existing == rendered.as_bytes() {
-                    note!("{out_shown} is up to date");
+                    info!("{out_shown} is up to date");
                     return Ok(0);
                 }
                 note!("error: {out_shown} is stale: `gpustack lock` would change it\n\nhint: run `gpustack lock` and commit the result");
@@ -579,12 +662,16 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 gpustack::emit::sweep_temporaries(dir);
                 gpustack::emit::write_atomic(&out_path, rendered.as_bytes())?;
             }
+            if format == "json" {
+                let _ = stdout(&json_text(&show::lock_summary_json(&lock, &out_shown, &notes)));
+                return Ok(0);
+            }
             let summary: Vec<String> = lock
                 .components
                 .iter()
                 .map(|c| format!("{} {}", c.name, c.version))
                 .collect();
-            note!(
+            info!(
                 "locked `{}` into {out_shown}: {}",
                 lock.request.name,
                 summary.join(", ")
@@ -661,7 +748,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
             if !check {
                 let (written, recovered) = gpustack::emit::write_targets(&out, &targets_files)?;
                 if let Some(r) = recovered {
-                    note!(
+                    info!(
                         "rolled back an interrupted `gpustack gen` in {out_shown} ({})",
                         r.join(", ")
                     );
@@ -669,10 +756,10 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 for w in &written {
                     let dir = gpustack::emit::shown(&out.join(&w.name));
                     if w.changed {
-                        note!("wrote {dir} ({} files)", w.files);
+                        info!("wrote {dir} ({})", plural(w.files, "file", "files"));
                     } else {
                         // Unchanged: the files (and their mtimes) were left alone.
-                        note!("{dir} is up to date ({} files)", w.files);
+                        info!("{dir} is up to date ({})", plural(w.files, "file", "files"));
                     }
                 }
                 return Ok(0);
@@ -684,7 +771,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 }
             }
             if stale.is_empty() {
-                note!("{out_shown} is up to date");
+                info!("{out_shown} is up to date");
                 return Ok(0);
             }
             note!("error: {out_shown} is stale: `gpustack gen` would change it");
@@ -810,17 +897,23 @@ fn run(cli: Cli) -> Result<u8, Error> {
             };
             Ok(report.exit_code(strict))
         }
-        Command::Diff { old, new, format } => {
+        Command::Diff {
+            old,
+            new,
+            format,
+            exit_code,
+        } => {
             let hint = "pass two lock files: `gpustack diff OLD.lock NEW.lock`";
             let (_, old) = read_lock(&old, hint)?;
             let (_, new) = read_lock(&new, hint)?;
+            let differ = old.to_toml() != new.to_toml();
             let d = gpustack::diff::diff(&old, &new);
             let _ = match format.as_str() {
                 "json" => stdout(&d.to_json()),
                 "markdown" => stdout(&d.to_markdown()),
                 _ => out_text(&d.to_text()),
             };
-            Ok(0)
+            Ok(u8::from(exit_code && differ))
         }
         Command::Matrix {
             spec,
@@ -905,7 +998,11 @@ fn run(cli: Cli) -> Result<u8, Error> {
             }
             Ok(0)
         }
-        Command::Why { component, lock } => {
+        Command::Why {
+            component,
+            lock,
+            format,
+        } => {
             let c = Component::lookup(&component).map_err(|near| {
                 let mut d =
                     Diagnostic::new(Stage::Usage, format!("unknown component `{component}`"));
@@ -939,24 +1036,37 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 ))
                 .into());
             };
-            let _ = out_text(&show::why(&lock, lc));
+            let _ = match format.as_str() {
+                "json" => stdout(&json_text(&show::why_json(&lock, lc))),
+                _ => out_text(&show::why(&lock, lc, verbose)),
+            };
             Ok(0)
         }
         Command::Catalog { what } => match what {
-            CatalogCommand::List { catalogs } => {
+            CatalogCommand::List { catalogs, format } => {
                 let catalog = load_catalog(&catalogs)?;
-                let _ = out_text(&show::list(&catalog));
+                let _ = match format.as_str() {
+                    "json" => stdout(&json_text(&show::list_json(&catalog))),
+                    _ => out_text(&show::list(&catalog)),
+                };
                 Ok(0)
             }
-            CatalogCommand::Show { family, catalogs } => {
+            CatalogCommand::Show {
+                family,
+                catalogs,
+                format,
+            } => {
                 let catalog = load_catalog(&catalogs)?;
                 let key = gpustack::error::name_key(&family);
                 let found = show::FAMILIES
                     .iter()
                     .find(|f| gpustack::error::name_key(f) == key);
-                match found.and_then(|f| show::family(&catalog, f)) {
-                    Some(t) => {
-                        let _ = out_text(&t);
+                match found.and_then(|f| Some((*f, show::family(&catalog, f)?))) {
+                    Some((f, t)) => {
+                        let _ = match format.as_str() {
+                            "json" => stdout(&json_text(&show::family_json(f, &t))),
+                            _ => out_text(&t),
+                        };
                         Ok(0)
                     }
                     None => {
@@ -1053,7 +1163,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
             // Written to a temporary file, then linked into place: a full disk leaves no
             // empty spec behind to block the next `init`.
             gpustack::emit::write_new(&path, text.as_bytes())?;
-            note!("wrote {shown}; next: `gpustack lock`");
+            info!("wrote {shown}; next: `gpustack lock`");
             Ok(0)
         }
     }

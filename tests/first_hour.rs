@@ -238,3 +238,109 @@ fn an_unknown_driver_branch_is_a_warning_naming_the_known_ones() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn completions_are_generated_for_every_shell() {
+    let dir = tempdir("first-completions");
+    for (shell, marker) in [
+        ("bash", "_gpustack()"),
+        ("zsh", "#compdef gpustack"),
+        ("fish", "complete -c gpustack"),
+        ("powershell", "Register-ArgumentCompleter"),
+        ("elvish", "edit:completion:arg-completer[gpustack]"),
+    ] {
+        let o = run_in(&dir, &["completions", shell]);
+        ok(&o, shell);
+        assert!(o.stdout.contains(marker), "{shell}: {}", &o.stdout[..o.stdout.len().min(300)]);
+        // Every subcommand is completed.
+        for sub in ["lock", "gen", "check", "why", "completions"] {
+            assert!(o.stdout.contains(sub), "{shell} lacks {sub}");
+        }
+    }
+    // The bash script is valid bash.
+    let o = run_in(&dir, &["completions", "bash"]);
+    std::fs::write(dir.join("c.bash"), &o.stdout).unwrap();
+    let st = std::process::Command::new("bash").arg("-n").arg(dir.join("c.bash")).status().unwrap();
+    assert!(st.success());
+    let o = run_in(&dir, &["completions", "tcsh"]);
+    assert_eq!(o.code, 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn version_names_the_built_in_catalog() {
+    let o = run_in(&std::env::temp_dir(), &["--version"]);
+    ok(&o, "--version");
+    let id = gpustack::Catalog::stock_identity();
+    assert_eq!(
+        o.stdout,
+        format!(
+            "gpustack {}\nbuilt-in catalog: {} files, sources read up to {}, {}\n",
+            env!("CARGO_PKG_VERSION"),
+            id.files,
+            id.date.unwrap(),
+            id.digest
+        )
+    );
+}
+
+#[test]
+fn quiet_verbose_json_exit_code_and_plurals() {
+    let dir = tempdir("first-flags");
+    std::fs::copy(root().join("fixtures/specs/a100-pytorch.toml"), dir.join("gpustack.toml")).unwrap();
+    // lock's summary as JSON on stdout.
+    let o = run_in(&dir, &["lock", "--format", "json"]);
+    ok(&o, "lock --format json");
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v["lock"], "gpustack.lock");
+    assert!(v["components"].as_array().unwrap().iter().any(|c| c["name"] == "torch"));
+    // -q leaves out progress lines; plurals are right.
+    let o = run_in(&dir, &["-q", "gen", "all"]);
+    ok(&o, "-q gen all");
+    assert_eq!(o.stderr, "");
+    let o = run_in(&dir, &["gen", "all"]);
+    assert!(o.stderr.contains("out/apptainer is up to date (1 file)\n"), "{}", o.stderr);
+    assert!(o.stderr.contains("(12 files)") || o.stderr.contains(" files)"), "{}", o.stderr);
+    assert!(!o.stderr.contains("1 files"), "{}", o.stderr);
+    // why / catalog list / catalog show as JSON.
+    for args in [
+        &["why", "cuda", "--format", "json"][..],
+        &["catalog", "list", "--format", "json"],
+        &["catalog", "show", "driver", "--format", "json"],
+    ] {
+        let o = run_in(&dir, args);
+        ok(&o, &args.join(" "));
+        let v: serde_json::Value = serde_json::from_str(&o.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}\n{}", o.stdout));
+        match args[0] {
+            "why" => assert_eq!(v["component"], "cuda"),
+            _ if args[1] == "list" => assert!(v.as_array().unwrap().iter().any(|f| f["family"] == "gpu")),
+            _ => {
+                let e = &v["entries"][0];
+                assert!(e["location"].as_str().unwrap().starts_with("catalog/driver.toml:"), "{v}");
+                assert!(!e["source"].as_str().unwrap().is_empty());
+            }
+        }
+    }
+    // diff --exit-code: 0 for the same lock, 1 for different ones.
+    let other = root().join("lockfiles/l40s-torch.lock");
+    let other = other.to_str().unwrap();
+    ok(&run_in(&dir, &["diff", "gpustack.lock", "gpustack.lock", "--exit-code"]), "same");
+    assert_eq!(run_in(&dir, &["diff", "gpustack.lock", other]).code, 0);
+    assert_eq!(run_in(&dir, &["diff", "gpustack.lock", other, "--exit-code"]).code, 1);
+    // Conflicts cite `catalog/FILE:LINE — URL`; -v gives the whole source.
+    std::fs::write(
+        dir.join("c.toml"),
+        "[stack]\nname = \"c\"\n[hardware]\ngpus = [\"h100\"]\ndriver = \"470.256.02\"\n[components]\ntorch = \"*\"\n",
+    )
+    .unwrap();
+    let short = run_in(&dir, &["lock", "--spec", "c.toml", "--out", "-"]);
+    let long = run_in(&dir, &["-v", "lock", "--spec", "c.toml", "--out", "-"]);
+    assert_eq!((short.code, long.code), (1, 1));
+    let fact = |o: &Output| -> String {
+        o.stderr.lines().find(|l| l.contains("catalog/gpus.toml:")).unwrap().to_string()
+    };
+    assert!(fact(&short).len() < fact(&long).len(), "{}\n{}", fact(&short), fact(&long));
+    assert!(fact(&short).contains("— https://"), "{}", fact(&short));
+    let _ = std::fs::remove_dir_all(&dir);
+}
