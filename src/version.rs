@@ -446,6 +446,14 @@ impl VersionReq {
                 Some(r) => (r, true),
                 None => (rest, false),
             };
+            if op == "=" {
+                let fix = match rest.chars().next() {
+                    Some('>') => format!(">={}", &rest[1..]),
+                    Some('<') => format!("<={}", &rest[1..]),
+                    _ => format!("=={rest}"),
+                };
+                return Err(err(at, format!("`{c}` is not a comparison; write `{fix}`")));
+            }
             let v = Version::parse(rest)
                 .map_err(|e| err(at + op.len(), format!("`{}`: {}", e.text, e.reason)))?;
             // The versions bounding a caret or tilde, written out for the hint.
@@ -468,14 +476,6 @@ impl VersionReq {
                 Version::parse(&s).unwrap_or_else(|_| v.clone())
             };
             match op {
-                "=" => {
-                    let fix = match rest.chars().next() {
-                        Some('>') => format!(">={}", &rest[1..]),
-                        Some('<') => format!("<={}", &rest[1..]),
-                        _ => format!("=={rest}"),
-                    };
-                    return Err(err(at, format!("`{c}` is not a comparison; write `{fix}`")));
-                }
                 "===" => {
                     return Err(err(
                         at,
