@@ -582,12 +582,18 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 )?
             };
             // Said after the lock is written: where each digest came from when not the registry.
+            // Offline by request (`--offline`, `GPUSTACK_OFFLINE`), that is what was asked for:
+            // the notes are printed with `-v` only.
+            let quiet_fallback = offline && !verbose;
             let mut notes: Vec<String> = report
                 .fallback
                 .iter()
                 .map(|(r, why)| format!("note: `{r}`: digest from the {why}"))
                 .collect();
-            if !report.unpinned.is_empty() {
+            if quiet_fallback {
+                notes.clear();
+            }
+            if !report.unpinned.is_empty() && !quiet_fallback {
                 notes.push(format!(
                     "note: pinned by tag only (no registry was asked or answered, and the catalog has no digest): {}",
                     report.unpinned.join(", ")
