@@ -344,3 +344,30 @@ fn quiet_verbose_json_exit_code_and_plurals() {
     assert!(fact(&short).contains("— https://"), "{}", fact(&short));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn gpu_and_output_targets_have_distinct_names_and_the_old_one_still_works() {
+    let sm90: gpustack::GpuTarget = "sm_90".parse().unwrap();
+    assert_eq!(sm90.to_string(), "sm_90");
+    assert_eq!(gpustack::OutputTarget::K8s.name(), "k8s");
+    #[allow(deprecated)]
+    let old: gpustack::Target = "9.0".parse().unwrap();
+    assert_eq!(old, sm90);
+}
+
+#[test]
+fn the_cli_feature_is_the_only_user_of_clap() {
+    // The library compiles without clap (`cargo check --lib --no-default-features` in
+    // tests/run.sh); here: no library source names it, and Cargo.toml keeps it optional.
+    for e in walkdir::WalkDir::new(root().join("src")).sort_by_file_name() {
+        let e = e.unwrap();
+        let p = e.path();
+        if p.extension().is_some_and(|x| x == "rs") && !p.ends_with("main.rs") && !p.ends_with("show.rs") && !p.ends_with("build.rs") {
+            let text = std::fs::read_to_string(p).unwrap();
+            assert!(!text.contains("clap::") && !text.contains("use clap"), "{} uses clap", p.display());
+        }
+    }
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    assert!(manifest.contains("clap = { version = \"4\", features = [\"derive\"], optional = true }"));
+    assert!(manifest.contains("default = [\"cli\"]"));
+}

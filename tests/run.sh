@@ -78,6 +78,8 @@ fi
 # The solver's properties at the hardening issue's bar: 10,000 random catalogs against brute
 # force (and the order, relaxing and unrelated-component properties on their share), in a
 # release build, where they take about a minute; the debug run above uses 600.
+echo "== the library without the cli feature (no clap)"
+cargo check --locked --lib --no-default-features
 echo "== solver properties, 10,000 random catalogs (release)"
 GPUSTACK_PROPTEST_CASES=10000 cargo test --locked --release --lib proptests
 echo "== injection properties, 48 hostile values per field (release)"
