@@ -371,3 +371,56 @@ fn the_cli_feature_is_the_only_user_of_clap() {
     assert!(manifest.contains("clap = { version = \"4\", features = [\"derive\"], optional = true }"));
     assert!(manifest.contains("default = [\"cli\"]"));
 }
+
+/// `why` explains every component, not only torch: whenever the catalog has a newer
+/// version than the one locked, the explanation names the nearest newer ones it passed
+/// over and why (a rule with its id, or the preference that ranked the pick first).
+#[test]
+fn why_names_the_newer_versions_passed_over_for_every_component() {
+    use gpustack::Component;
+    let catalog = gpustack::Catalog::stock().unwrap();
+    let newest = |c: Component| -> Option<gpustack::Version> {
+        let v: Vec<gpustack::Version> = match c {
+            Component::Driver => catalog.drivers.iter().map(|d| d.version.clone()).collect(),
+            Component::Cuda => catalog.cuda.iter().map(|d| d.version.clone()).collect(),
+            Component::Cudnn => catalog.cudnn.iter().map(|d| d.version.clone()).collect(),
+            Component::Nccl => catalog.nccl.iter().map(|d| d.version.clone()).collect(),
+            Component::Python => catalog.python.iter().map(|d| d.version.clone()).collect(),
+            Component::Torch => catalog.torch.iter().map(|d| d.full.clone()).collect(),
+            Component::Vllm => catalog.vllm.iter().map(|d| d.version.clone()).collect(),
+            Component::Deepspeed => catalog.deepspeed.iter().map(|d| d.version.clone()).collect(),
+            _ => catalog.extras_of(c).map(|(_, e)| e.version.clone()).collect(),
+        };
+        v.into_iter().max()
+    };
+    let mut checked = 0;
+    let mut missing = Vec::new();
+    for e in std::fs::read_dir(root().join("lockfiles")).unwrap() {
+        let path = e.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lock = gpustack::Lock::parse("x.lock", &text).unwrap();
+        for c in &lock.components {
+            if c.name == Component::Driver && lock.hardware.driver_installed {
+                continue; // a host fact: nothing was passed over
+            }
+            let Some(n) = newest(c.name) else { continue };
+            if n <= c.version {
+                continue;
+            }
+            checked += 1;
+            if !c.because.iter().any(|b| b.starts_with("not ")) {
+                missing.push(format!("{}: {} {} (catalog has {n})", path.display(), c.name, c.version));
+            }
+        }
+    }
+    assert!(checked > 30, "{checked}");
+    assert!(missing.is_empty(), "no `not …` line:\n{}", missing.join("\n"));
+    // The example: CUDA 13.2.1 is locked while 13.2.2 exists.
+    let dir = tempdir("first-why");
+    ok(&run_in(&dir, &["init", "--gpu", "h100"]), "init");
+    ok(&run_in(&dir, &["lock"]), "lock");
+    let o = run_in(&dir, &["why", "cuda"]);
+    assert!(o.stdout.contains("cuda 13.2.1"), "{}", o.stdout);
+    assert!(o.stdout.contains("- not 13.2.2: "), "{}", o.stdout);
+    let _ = std::fs::remove_dir_all(&dir);
+}

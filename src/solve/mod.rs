@@ -962,6 +962,25 @@ fn ranked_after(ctx: &Ctx<'_>, c: Component, k: Cand, other: Cand, assign: &[(Co
                 format!("ranked after {pick} in the solver's CUDA preference order")
             }
         }
+        (Component::Torch, Cand::Idx(a), Cand::Idx(b)) => {
+            let (ta, tb) = (&ctx.cat.torch[a], &ctx.cat.torch[b]);
+            let mode = |t: &crate::catalog::TorchBuild| {
+                ctx.host_driver.as_ref().map(|h| {
+                    ctx.compat_for(h, &t.cuda, ctx.full_min_for_runtime(&t.cuda), ctx.needs_ptx(&t.arch_list))
+                })
+            };
+            let (ma, mb) = (mode(ta), mode(tb));
+            let forward = |m: &Option<Compat>| matches!(m, Some(Compat::Forward { .. }));
+            if forward(&mb) && !forward(&ma) {
+                format!("the installed driver runs its CUDA {} runtime only through forward compatibility (the `cuda-compat` package); builds it runs without it, like {pick}, rank first", tb.cuda)
+            } else if ma == Some(Compat::Full) && mb != Some(Compat::Full) && mb.is_some() {
+                format!("the installed driver runs its CUDA {} runtime only through compatibility, {pick}'s CUDA {} with full support, which ranks first", tb.cuda, ta.cuda)
+            } else if ta.pypi_default && !tb.pypi_default {
+                format!("{pick} is the wheel PyPI serves by default, which ranks first among builds of a release")
+            } else {
+                format!("ranked after {pick} in the solver's preference order (the solver chapter of the book)")
+            }
+        }
         (Component::Driver, _, Cand::Idx(b)) => {
             let br = &ctx.cat.branches[ctx.cat.drivers[b].branch];
             format!(
