@@ -616,8 +616,8 @@ pub(crate) fn starter(g: &Gpu, driver: Option<&str>) -> String {
     format!(
         r#"# gpustack.toml — the one place your GPU stack is written down.
 # `gpustack lock` resolves it into gpustack.lock; every generator renders from the lock.
-# Requirements: "*", a bare version ("12.4" = 12.4 or any 12.4.x), or ==, !=, >=, >, <=, <
-# joined by commas (">=2.4, <2.6"). A torch local label pins a wheel variant: "==2.5.1+cu124".
+# Requirements: "*", a bare version ("12.4" = 12.4 or any 12.4.x; also "12.4.*"), "~=12.4",
+# or ==, !=, >=, >, <=, < joined by commas (">=2.4, <2.6"). A torch local label pins a wheel variant: "==2.5.1+cu124".
 
 [stack]
 name = "my-stack"               # [a-z0-9][a-z0-9-]*
