@@ -36,7 +36,12 @@ pub(crate) fn run(catalog: &Catalog) -> Result<String, gpustack::Error> {
     //    let `Spec::parse` validate it against the catalog: unknown GPUs, bad names and
     //    bad requirements come back as diagnostics, exactly as for a gpustack.toml.
     fn table<const N: usize>(entries: [(&str, toml::Value); N]) -> toml::Value {
-        toml::Value::Table(entries.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+        toml::Value::Table(
+            entries
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+        )
     }
     let gpus = ["H100", "a100"];
     let mut request = toml::Table::new();

@@ -386,7 +386,11 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            let text = if verbose { format!("{e:#}") } else { e.to_string() };
+            let text = if verbose {
+                format!("{e:#}")
+            } else {
+                e.to_string()
+            };
             let _ = writeln!(
                 std::io::stderr(),
                 "{}",
@@ -669,7 +673,9 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 gpustack::emit::write_atomic(&out_path, rendered.as_bytes())?;
             }
             if format == "json" {
-                let _ = stdout(&json_text(&show::lock_summary_json(&lock, &out_shown, &notes)));
+                let _ = stdout(&json_text(&show::lock_summary_json(
+                    &lock, &out_shown, &notes,
+                )));
                 return Ok(0);
             }
             let summary: Vec<String> = lock
@@ -815,8 +821,9 @@ fn run(cli: Cli) -> Result<u8, Error> {
             let lock_is_default = lock == Path::new("gpustack.lock");
             let spec_path = match spec {
                 Some(p) => Some(p),
-                None => Some(PathBuf::from("gpustack.toml"))
-                    .filter(|p| lock_is_default && p.exists()),
+                None => {
+                    Some(PathBuf::from("gpustack.toml")).filter(|p| lock_is_default && p.exists())
+                }
             };
             let spec_text = match &spec_path {
                 Some(p) => Some((

@@ -64,7 +64,10 @@ pub(crate) fn family_json(family: &str, text: &str) -> serde_json::Value {
         let origin = l
             .strip_prefix("    ")
             .and_then(|r| r.split_once(" — "))
-            .filter(|(loc, _)| loc.rsplit_once(':').is_some_and(|(_, n)| n.parse::<usize>().is_ok()));
+            .filter(|(loc, _)| {
+                loc.rsplit_once(':')
+                    .is_some_and(|(_, n)| n.parse::<usize>().is_ok())
+            });
         match origin {
             Some((location, source)) => {
                 entries.push(serde_json::json!({

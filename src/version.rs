@@ -505,7 +505,9 @@ impl VersionReq {
             if star && !matches!(op, "==" | "!=" | "") {
                 return Err(err(
                     at,
-                    format!("a wildcard `.*` is only allowed with `==` or `!=`; write `=={rest}.*`"),
+                    format!(
+                        "a wildcard `.*` is only allowed with `==` or `!=`; write `=={rest}.*`"
+                    ),
                 ));
             }
             if star && v.local().is_some() {
@@ -546,7 +548,10 @@ impl VersionReq {
             if star {
                 // `==12.*` and `12.*` are the bare prefix `12`.
                 if !rest.chars().all(|ch| ch.is_ascii_digit() || ch == '.') {
-                    return Err(err(at + op.len(), format!("`{rest}.*`: a wildcard follows a plain release like `12.4`")));
+                    return Err(err(
+                        at + op.len(),
+                        format!("`{rest}.*`: a wildcard follows a plain release like `12.4`"),
+                    ));
                 }
                 clauses.push(Clause::Prefix(v));
                 continue;
@@ -749,19 +754,54 @@ mod pep440_habits {
         assert_eq!(ok("~=2.5.1"), ">=2.5.1, 2.5");
         assert_eq!(ok(">=2.4, ~=2.5.0"), ">=2.4, >=2.5.0, 2.5");
         let r = VersionReq::parse("~=12.4").unwrap();
-        for (v, want) in [("12.4", true), ("12.9.1", true), ("12.3", false), ("13.0", false)] {
+        for (v, want) in [
+            ("12.4", true),
+            ("12.9.1", true),
+            ("12.3", false),
+            ("13.0", false),
+        ] {
             assert_eq!(r.matches(&v.parse().unwrap()), want, "{v}");
         }
     }
 
     #[test]
     fn other_habits_are_refused_on_the_operator_with_the_equivalent() {
-        assert_eq!(refused("^12.4"), (0, "`^` is not a PEP 440 operator; write `>=12.4, <13`".into()));
-        assert_eq!(refused(">=2.4, ~2.5"), (7, "`~` is not a PEP 440 operator; write `>=2.5, <2.6`".into()));
-        assert_eq!(refused("!=12.*"), (0, "`!=` with a wildcard is not supported; write `<12, >=13`".into()));
-        assert_eq!(refused("~=12"), (0, "`~=` needs at least two parts (`~=12.0`); write `>=12`".into()));
+        assert_eq!(
+            refused("^12.4"),
+            (
+                0,
+                "`^` is not a PEP 440 operator; write `>=12.4, <13`".into()
+            )
+        );
+        assert_eq!(
+            refused(">=2.4, ~2.5"),
+            (
+                7,
+                "`~` is not a PEP 440 operator; write `>=2.5, <2.6`".into()
+            )
+        );
+        assert_eq!(
+            refused("!=12.*"),
+            (
+                0,
+                "`!=` with a wildcard is not supported; write `<12, >=13`".into()
+            )
+        );
+        assert_eq!(
+            refused("~=12"),
+            (
+                0,
+                "`~=` needs at least two parts (`~=12.0`); write `>=12`".into()
+            )
+        );
         assert_eq!(refused(">=12.*").0, 0);
-        assert_eq!(refused("  ===12.4"), (2, "`===` (arbitrary equality) is not supported; write `==12.4`".into()));
+        assert_eq!(
+            refused("  ===12.4"),
+            (
+                2,
+                "`===` (arbitrary equality) is not supported; write `==12.4`".into()
+            )
+        );
         assert_eq!(refused("=12.4").0, 0);
     }
 }

@@ -34,7 +34,10 @@ use common::{bless, root, tempdir};
 /// The commands a transcript runs: gpustack and the file tools the book uses around it
 /// (`sed -i` on the spec, `grep` in generated files). Others (`cargo`, `docker`, `sbatch`,
 /// `packer`, …) need what this test does not have and are shown, not run.
-const RUN: &[&str] = &["gpustack", "sed", "grep", "cat", "echo", "printf", "mkdir", "cp", "rm", "ls", "head", "tail", "diff"];
+const RUN: &[&str] = &[
+    "gpustack", "sed", "grep", "cat", "echo", "printf", "mkdir", "cp", "rm", "ls", "head", "tail",
+    "diff",
+];
 
 struct Block {
     /// Byte range of the block's body in the page.
@@ -95,8 +98,10 @@ fn run(dir: &Path, bin_dir: &Path, cmd: &str) -> (i32, String) {
     );
     let out = Command::new("bash")
         .arg("-c")
-        .arg(format!("{{ {cmd}
-}} 2>&1"))
+        .arg(format!(
+            "{{ {cmd}
+}} 2>&1"
+        ))
         .current_dir(dir)
         .env("PATH", path)
         .env("GPUSTACK_OFFLINE", "1")
@@ -152,12 +157,18 @@ fn every_console_transcript_in_the_book_is_what_gpustack_prints() {
                 let setup = &after[..end];
                 if let Some(why) = setup.strip_prefix("skip ") {
                     skip = true;
-                    skipped.push(format!("{name}.md (line {}): {why}", page[..b.body.start].lines().count()));
+                    skipped.push(format!(
+                        "{name}.md (line {}): {why}",
+                        page[..b.body.start].lines().count()
+                    ));
                     rest = &after[end..];
                     continue;
                 }
                 let (code, out) = run(&dir, &bin_dir, setup);
-                assert!(code == 0 || code == 1, "{name}.md: setup `{setup}` failed ({code}):\n{out}");
+                assert!(
+                    code == 0 || code == 1,
+                    "{name}.md: setup `{setup}` failed ({code}):\n{out}"
+                );
                 rest = &after[end..];
             }
             let body = &page[b.body.clone()];
@@ -213,7 +224,10 @@ fn every_console_transcript_in_the_book_is_what_gpustack_prints() {
                 } else {
                     matches(&expected, &actual_lines)
                 };
-                let keep_expected = ok || expected.is_empty() || expected.contains(&"…") || expected.iter().any(|e| e.ends_with('…'));
+                let keep_expected = ok
+                    || expected.is_empty()
+                    || expected.contains(&"…")
+                    || expected.iter().any(|e| e.ends_with('…'));
                 if ok || (bless() && keep_expected && !expected.is_empty()) {
                     if !ok {
                         failures.push(format!(
@@ -256,11 +270,19 @@ fn every_console_transcript_in_the_book_is_what_gpustack_prints() {
     // Transcripts that need what a reader builds by hand (an overlay from the prose, saved
     // nvidia-smi output, an edited file) say so with `<!-- transcript: skip WHY -->`; they
     // are listed here, and their number may only go down.
-    eprintln!("book transcripts: {ran} commands run, {} blocks skipped:", skipped.len());
+    eprintln!(
+        "book transcripts: {ran} commands run, {} blocks skipped:",
+        skipped.len()
+    );
     for s in &skipped {
         eprintln!("  {s}");
     }
-    assert!(skipped.len() <= 23, "{} skipped transcripts:\n{}", skipped.len(), skipped.join("\n"));
+    assert!(
+        skipped.len() <= 23,
+        "{} skipped transcripts:\n{}",
+        skipped.len(),
+        skipped.join("\n")
+    );
     assert!(ran >= 40, "only {ran} transcript commands found");
     assert!(
         failures.is_empty(),

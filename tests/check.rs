@@ -440,7 +440,10 @@ fn hardware_that_cannot_run_the_lock_is_reported() {
             .iter()
             .any(|f| f["code"] == "driver-older-than-locked"
                 && f["severity"] == "warning"
-                && f["message"].as_str().unwrap().contains("535.104.05 is older than the locked driver")),
+                && f["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("535.104.05 is older than the locked driver")),
         "{:?}",
         errors(&older)
     );
@@ -730,7 +733,12 @@ fn probe_output_and_raw_nvidia_smi_feed_check() {
     let out = check(&dir, &["--hardware", &xml]);
     assert_eq!(out.code, 1);
     assert_eq!(located(&out, "arch-not-covered").len(), 1, "{}", out.stdout);
-    assert_eq!(located(&out, "driver-older-than-locked").len(), 1, "{}", out.stdout);
+    assert_eq!(
+        located(&out, "driver-older-than-locked").len(),
+        1,
+        "{}",
+        out.stdout
+    );
     // JSON output, and no nvidia-smi on PATH is a usage error.
     let json = run_in(&dir, &["probe", "--format", "json", "--from", &xml]);
     let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();

@@ -9,20 +9,56 @@ use std::path::Path;
 use common::{root, run_in, tempdir, Output};
 
 fn ok(o: &Output, what: &str) {
-    assert_eq!(o.code, 0, "{what}: exit {}\n{}\n{}", o.code, o.stdout, o.stderr);
+    assert_eq!(
+        o.code, 0,
+        "{what}: exit {}\n{}\n{}",
+        o.code, o.stdout, o.stderr
+    );
 }
 
 /// Warnings an example spec carries on purpose, allowed by name (`--allow`), with why. Any
 /// other warning fails `check --strict`.
 const EXPECTED_WARNINGS: &[(&str, &[&str], &str)] = &[
-    ("a100-pytorch", &["eol-driver"], "the spec's installed driver is R535 (end of life)"),
-    ("b200-serve", &["unsafe-version"], "vLLM's torch pin needs CUDA 13.0, whose images NVIDIA lists as unsupported"),
-    ("h100-forward-compat", &["eol-driver", "unsafe-version"], "an R535 host on forward compatibility, on purpose"),
-    ("h100-ib-train-serve", &["unsafe-version"], "vLLM's torch pin needs CUDA 13.0, whose images NVIDIA lists as unsupported"),
-    ("slurm-apptainer-h100", &["eol-driver"], "the spec's installed driver is end of life"),
-    ("t4-inference-old-driver", &["eol-driver"], "an old installed driver, on purpose"),
-    ("vllm-rtx4090-driver550", &["eol-driver", "unsafe-version"], "an R550 host, on purpose"),
-    ("vm-image-train-infer", &["eol-driver", "unsafe-version"], "the spec's installed driver is end of life"),
+    (
+        "a100-pytorch",
+        &["eol-driver"],
+        "the spec's installed driver is R535 (end of life)",
+    ),
+    (
+        "b200-serve",
+        &["unsafe-version"],
+        "vLLM's torch pin needs CUDA 13.0, whose images NVIDIA lists as unsupported",
+    ),
+    (
+        "h100-forward-compat",
+        &["eol-driver", "unsafe-version"],
+        "an R535 host on forward compatibility, on purpose",
+    ),
+    (
+        "h100-ib-train-serve",
+        &["unsafe-version"],
+        "vLLM's torch pin needs CUDA 13.0, whose images NVIDIA lists as unsupported",
+    ),
+    (
+        "slurm-apptainer-h100",
+        &["eol-driver"],
+        "the spec's installed driver is end of life",
+    ),
+    (
+        "t4-inference-old-driver",
+        &["eol-driver"],
+        "an old installed driver, on purpose",
+    ),
+    (
+        "vllm-rtx4090-driver550",
+        &["eol-driver", "unsafe-version"],
+        "an R550 host, on purpose",
+    ),
+    (
+        "vm-image-train-infer",
+        &["eol-driver", "unsafe-version"],
+        "the spec's installed driver is end of life",
+    ),
 ];
 
 fn pipeline(dir: &Path, allow: &[&str]) -> Output {
@@ -59,7 +95,11 @@ fn every_example_spec_is_green_under_check_strict() {
         }
         // Catalog gaps are counted, not hidden silently, and `--pedantic` shows them.
         if o.stdout.contains("not shown:") {
-            assert!(o.stdout.contains("--pedantic") || o.stdout.contains("--allow"), "{}", o.stdout);
+            assert!(
+                o.stdout.contains("--pedantic") || o.stdout.contains("--allow"),
+                "{}",
+                o.stdout
+            );
         }
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -68,7 +108,11 @@ fn every_example_spec_is_green_under_check_strict() {
 
 #[test]
 fn a_fresh_init_is_green_and_pedantic_shows_catalog_gaps() {
-    for (gpu, driver) in [("h100", None), ("RTX4090", Some("580.95.05")), ("H100 PCIe", None)] {
+    for (gpu, driver) in [
+        ("h100", None),
+        ("RTX4090", Some("580.95.05")),
+        ("H100 PCIe", None),
+    ] {
         let dir = tempdir("first-init");
         let mut args = vec!["init", "--gpu", gpu];
         if let Some(d) = driver {
@@ -76,7 +120,10 @@ fn a_fresh_init_is_green_and_pedantic_shows_catalog_gaps() {
         }
         ok(&run_in(&dir, &args), "init");
         ok(&pipeline(&dir, &[]), &format!("fresh stack on {gpu}"));
-        let p = run_in(&dir, &["check", "--strict", "--pedantic", "--format", "json"]);
+        let p = run_in(
+            &dir,
+            &["check", "--strict", "--pedantic", "--format", "json"],
+        );
         let v: serde_json::Value = serde_json::from_str(&p.stdout).unwrap();
         let codes: Vec<&str> = v["findings"]
             .as_array()
@@ -112,16 +159,21 @@ fn check_compares_only_what_belongs_to_the_given_lock_and_hints_repeat_its_paths
     ok(&o, "check --lock other");
     assert!(!o.stdout.contains("other-lock"), "{}", o.stdout);
     assert!(
-        o.stdout.contains("drift (out/ was generated from another lock (sha256:"),
+        o.stdout
+            .contains("drift (out/ was generated from another lock (sha256:"),
         "{}",
         o.stdout
     );
     // Asked explicitly, the same out/ is compared, and every hint names the user's paths.
-    let o = run_in(&dir, &["check", "--lock", "stacks/l40s.lock", "--out", "out"]);
+    let o = run_in(
+        &dir,
+        &["check", "--lock", "stacks/l40s.lock", "--out", "out"],
+    );
     assert_eq!(o.code, 1);
     assert!(o.stdout.contains("error[other-lock]"), "{}", o.stdout);
     assert!(
-        o.stdout.contains("hint: run `gpustack gen docker --lock stacks/l40s.lock`"),
+        o.stdout
+            .contains("hint: run `gpustack gen docker --lock stacks/l40s.lock`"),
         "{}",
         o.stdout
     );
@@ -131,7 +183,13 @@ fn check_compares_only_what_belongs_to_the_given_lock_and_hints_repeat_its_paths
     }
     let o = run_in(
         &dir,
-        &["check", "--lock", "stacks/l40s.lock", "--spec", "gpustack.toml"],
+        &[
+            "check",
+            "--lock",
+            "stacks/l40s.lock",
+            "--spec",
+            "gpustack.toml",
+        ],
     );
     assert!(
         o.stdout.contains("`gpustack lock --out stacks/l40s.lock`"),
@@ -156,8 +214,17 @@ fn an_old_node_driver_that_runs_the_stack_is_a_warning_with_a_matching_hint() {
     )
     .unwrap();
     let o = run_in(&dir, &["check", "--hardware", "node.toml"]);
-    assert!(o.stdout.contains("warning[driver-older-than-locked]"), "{}", o.stdout);
-    assert!(o.stdout.contains("runs on this driver, so this is a warning"), "{}", o.stdout);
+    assert!(
+        o.stdout.contains("warning[driver-older-than-locked]"),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stdout
+            .contains("runs on this driver, so this is a warning"),
+        "{}",
+        o.stdout
+    );
     assert!(!o.stdout.contains("error[driver-too-old]"), "{}", o.stdout);
     assert_eq!(o.code, 0, "{}", o.stdout);
     let _ = std::fs::remove_dir_all(&dir);
@@ -176,25 +243,58 @@ fn names_are_forgiving_everywhere_they_are_read() {
     // init: the GPU is normalised; a near miss gets a suggestion.
     let o = run_in(&dir, &["init", "--gpu", "h1000", "--path", "x.toml"]);
     assert_eq!(o.code, 2);
-    assert!(o.stderr.contains("hint: did you mean `--gpu h100`?"), "{}", o.stderr);
-    ok(&run_in(&dir, &["init", "--gpu", "RTX 4090", "--path", "y.toml"]), "init RTX 4090");
-    assert!(std::fs::read_to_string(dir.join("y.toml")).unwrap().contains("gpus = [\"rtx-4090\"]"));
+    assert!(
+        o.stderr.contains("hint: did you mean `--gpu h100`?"),
+        "{}",
+        o.stderr
+    );
+    ok(
+        &run_in(&dir, &["init", "--gpu", "RTX 4090", "--path", "y.toml"]),
+        "init RTX 4090",
+    );
+    assert!(std::fs::read_to_string(dir.join("y.toml"))
+        .unwrap()
+        .contains("gpus = [\"rtx-4090\"]"));
     // why
-    std::fs::copy(root().join("lockfiles/a100-extras.lock"), dir.join("gpustack.lock")).unwrap();
+    std::fs::copy(
+        root().join("lockfiles/a100-extras.lock"),
+        dir.join("gpustack.lock"),
+    )
+    .unwrap();
     ok(&run_in(&dir, &["why", "TORCH"]), "why TORCH");
     ok(&run_in(&dir, &["why", "flash_attn"]), "why flash_attn");
     let o = run_in(&dir, &["why", "pytorch"]);
     assert_eq!(o.code, 2);
-    assert!(o.stderr.contains("did you mean `gpustack why torch`?"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("did you mean `gpustack why torch`?"),
+        "{}",
+        o.stderr
+    );
     // catalog show
-    ok(&run_in(&dir, &["catalog", "show", "GPU"]), "catalog show GPU");
+    ok(
+        &run_in(&dir, &["catalog", "show", "GPU"]),
+        "catalog show GPU",
+    );
     let o = run_in(&dir, &["catalog", "show", "flash-attn"]);
-    assert!(o.stderr.contains("did you mean `gpustack catalog show extra`?"), "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("did you mean `gpustack catalog show extra`?"),
+        "{}",
+        o.stderr
+    );
     let o = run_in(&dir, &["catalog", "show", "drivr"]);
-    assert!(o.stderr.contains("did you mean `gpustack catalog show driver`?"), "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("did you mean `gpustack catalog show driver`?"),
+        "{}",
+        o.stderr
+    );
     // gen targets
     let out = dir.join("o");
-    ok(&run_in(&dir, &["gen", "Docker", "--out", out.to_str().unwrap()]), "gen Docker");
+    ok(
+        &run_in(&dir, &["gen", "Docker", "--out", out.to_str().unwrap()]),
+        "gen Docker",
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -204,7 +304,11 @@ fn pep440_habits_are_understood_or_refused_on_the_operator() {
     let spec = |cuda: &str| {
         format!("[stack]\nname = \"p\"\n[hardware]\ngpus = [\"a100\"]\n[components]\ncuda = \"{cuda}\"\ntorch = \"*\"\n")
     };
-    for (req, want) in [("==12.*", "cuda 12."), ("~=12.4", "cuda 12."), ("12.*", "cuda 12.")] {
+    for (req, want) in [
+        ("==12.*", "cuda 12."),
+        ("~=12.4", "cuda 12."),
+        ("12.*", "cuda 12."),
+    ] {
         std::fs::write(dir.join("gpustack.toml"), spec(req)).unwrap();
         let o = run_in(&dir, &["lock"]);
         ok(&o, req);
@@ -214,21 +318,29 @@ fn pep440_habits_are_understood_or_refused_on_the_operator() {
     let o = run_in(&dir, &["lock"]);
     assert_eq!(o.code, 2);
     assert!(
-        o.stderr.contains("`^` is not a PEP 440 operator; write `>=12.4, <13`"),
+        o.stderr
+            .contains("`^` is not a PEP 440 operator; write `>=12.4, <13`"),
         "{}",
         o.stderr
     );
     // The caret is under `^`, not under the opening quote.
     let line = "cuda = \">=12, ^12.4\"";
     let col = line.find('^').unwrap() + 1;
-    assert!(o.stderr.contains(&format!("gpustack.toml:6:{col}")), "{}", o.stderr);
+    assert!(
+        o.stderr.contains(&format!("gpustack.toml:6:{col}")),
+        "{}",
+        o.stderr
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn an_unknown_driver_branch_is_a_warning_naming_the_known_ones() {
     let dir = tempdir("first-branch");
-    ok(&run_in(&dir, &["init", "--gpu", "h100", "--driver", "999.1.1"]), "init");
+    ok(
+        &run_in(&dir, &["init", "--gpu", "h100", "--driver", "999.1.1"]),
+        "init",
+    );
     let o = run_in(&dir, &["lock"]);
     ok(&o, "lock");
     assert!(
@@ -251,7 +363,11 @@ fn completions_are_generated_for_every_shell() {
     ] {
         let o = run_in(&dir, &["completions", shell]);
         ok(&o, shell);
-        assert!(o.stdout.contains(marker), "{shell}: {}", &o.stdout[..o.stdout.len().min(300)]);
+        assert!(
+            o.stdout.contains(marker),
+            "{shell}: {}",
+            &o.stdout[..o.stdout.len().min(300)]
+        );
         // Every subcommand is completed.
         for sub in ["lock", "gen", "check", "why", "completions"] {
             assert!(o.stdout.contains(sub), "{shell} lacks {sub}");
@@ -260,7 +376,11 @@ fn completions_are_generated_for_every_shell() {
     // The bash script is valid bash.
     let o = run_in(&dir, &["completions", "bash"]);
     std::fs::write(dir.join("c.bash"), &o.stdout).unwrap();
-    let st = std::process::Command::new("bash").arg("-n").arg(dir.join("c.bash")).status().unwrap();
+    let st = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(dir.join("c.bash"))
+        .status()
+        .unwrap();
     assert!(st.success());
     let o = run_in(&dir, &["completions", "tcsh"]);
     assert_eq!(o.code, 2);
@@ -287,20 +407,36 @@ fn version_names_the_built_in_catalog() {
 #[test]
 fn quiet_verbose_json_exit_code_and_plurals() {
     let dir = tempdir("first-flags");
-    std::fs::copy(root().join("fixtures/specs/a100-pytorch.toml"), dir.join("gpustack.toml")).unwrap();
+    std::fs::copy(
+        root().join("fixtures/specs/a100-pytorch.toml"),
+        dir.join("gpustack.toml"),
+    )
+    .unwrap();
     // lock's summary as JSON on stdout.
     let o = run_in(&dir, &["lock", "--format", "json"]);
     ok(&o, "lock --format json");
     let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
     assert_eq!(v["lock"], "gpustack.lock");
-    assert!(v["components"].as_array().unwrap().iter().any(|c| c["name"] == "torch"));
+    assert!(v["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["name"] == "torch"));
     // -q leaves out progress lines; plurals are right.
     let o = run_in(&dir, &["-q", "gen", "all"]);
     ok(&o, "-q gen all");
     assert_eq!(o.stderr, "");
     let o = run_in(&dir, &["gen", "all"]);
-    assert!(o.stderr.contains("out/apptainer is up to date (1 file)\n"), "{}", o.stderr);
-    assert!(o.stderr.contains("(12 files)") || o.stderr.contains(" files)"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("out/apptainer is up to date (1 file)\n"),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        o.stderr.contains("(12 files)") || o.stderr.contains(" files)"),
+        "{}",
+        o.stderr
+    );
     assert!(!o.stderr.contains("1 files"), "{}", o.stderr);
     // why / catalog list / catalog show as JSON.
     for args in [
@@ -314,10 +450,18 @@ fn quiet_verbose_json_exit_code_and_plurals() {
             .unwrap_or_else(|e| panic!("{args:?}: {e}\n{}", o.stdout));
         match args[0] {
             "why" => assert_eq!(v["component"], "cuda"),
-            _ if args[1] == "list" => assert!(v.as_array().unwrap().iter().any(|f| f["family"] == "gpu")),
+            _ if args[1] == "list" => {
+                assert!(v.as_array().unwrap().iter().any(|f| f["family"] == "gpu"))
+            }
             _ => {
                 let e = &v["entries"][0];
-                assert!(e["location"].as_str().unwrap().starts_with("catalog/driver.toml:"), "{v}");
+                assert!(
+                    e["location"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with("catalog/driver.toml:"),
+                    "{v}"
+                );
                 assert!(!e["source"].as_str().unwrap().is_empty());
             }
         }
@@ -325,9 +469,18 @@ fn quiet_verbose_json_exit_code_and_plurals() {
     // diff --exit-code: 0 for the same lock, 1 for different ones.
     let other = root().join("lockfiles/l40s-torch.lock");
     let other = other.to_str().unwrap();
-    ok(&run_in(&dir, &["diff", "gpustack.lock", "gpustack.lock", "--exit-code"]), "same");
+    ok(
+        &run_in(
+            &dir,
+            &["diff", "gpustack.lock", "gpustack.lock", "--exit-code"],
+        ),
+        "same",
+    );
     assert_eq!(run_in(&dir, &["diff", "gpustack.lock", other]).code, 0);
-    assert_eq!(run_in(&dir, &["diff", "gpustack.lock", other, "--exit-code"]).code, 1);
+    assert_eq!(
+        run_in(&dir, &["diff", "gpustack.lock", other, "--exit-code"]).code,
+        1
+    );
     // Conflicts cite `catalog/FILE:LINE — URL`; -v gives the whole source.
     std::fs::write(
         dir.join("c.toml"),
@@ -338,9 +491,18 @@ fn quiet_verbose_json_exit_code_and_plurals() {
     let long = run_in(&dir, &["-v", "lock", "--spec", "c.toml", "--out", "-"]);
     assert_eq!((short.code, long.code), (1, 1));
     let fact = |o: &Output| -> String {
-        o.stderr.lines().find(|l| l.contains("catalog/gpus.toml:")).unwrap().to_string()
+        o.stderr
+            .lines()
+            .find(|l| l.contains("catalog/gpus.toml:"))
+            .unwrap()
+            .to_string()
     };
-    assert!(fact(&short).len() < fact(&long).len(), "{}\n{}", fact(&short), fact(&long));
+    assert!(
+        fact(&short).len() < fact(&long).len(),
+        "{}\n{}",
+        fact(&short),
+        fact(&long)
+    );
     assert!(fact(&short).contains("— https://"), "{}", fact(&short));
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -362,13 +524,23 @@ fn the_cli_feature_is_the_only_user_of_clap() {
     for e in walkdir::WalkDir::new(root().join("src")).sort_by_file_name() {
         let e = e.unwrap();
         let p = e.path();
-        if p.extension().is_some_and(|x| x == "rs") && !p.ends_with("main.rs") && !p.ends_with("show.rs") && !p.ends_with("build.rs") {
+        if p.extension().is_some_and(|x| x == "rs")
+            && !p.ends_with("main.rs")
+            && !p.ends_with("show.rs")
+            && !p.ends_with("build.rs")
+        {
             let text = std::fs::read_to_string(p).unwrap();
-            assert!(!text.contains("clap::") && !text.contains("use clap"), "{} uses clap", p.display());
+            assert!(
+                !text.contains("clap::") && !text.contains("use clap"),
+                "{} uses clap",
+                p.display()
+            );
         }
     }
     let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
-    assert!(manifest.contains("clap = { version = \"4\", features = [\"derive\"], optional = true }"));
+    assert!(
+        manifest.contains("clap = { version = \"4\", features = [\"derive\"], optional = true }")
+    );
     assert!(manifest.contains("default = [\"cli\"]"));
 }
 
@@ -388,8 +560,15 @@ fn why_names_the_newer_versions_passed_over_for_every_component() {
             Component::Python => catalog.python.iter().map(|d| d.version.clone()).collect(),
             Component::Torch => catalog.torch.iter().map(|d| d.full.clone()).collect(),
             Component::Vllm => catalog.vllm.iter().map(|d| d.version.clone()).collect(),
-            Component::Deepspeed => catalog.deepspeed.iter().map(|d| d.version.clone()).collect(),
-            _ => catalog.extras_of(c).map(|(_, e)| e.version.clone()).collect(),
+            Component::Deepspeed => catalog
+                .deepspeed
+                .iter()
+                .map(|d| d.version.clone())
+                .collect(),
+            _ => catalog
+                .extras_of(c)
+                .map(|(_, e)| e.version.clone())
+                .collect(),
         };
         v.into_iter().max()
     };
@@ -409,12 +588,21 @@ fn why_names_the_newer_versions_passed_over_for_every_component() {
             }
             checked += 1;
             if !c.because.iter().any(|b| b.starts_with("not ")) {
-                missing.push(format!("{}: {} {} (catalog has {n})", path.display(), c.name, c.version));
+                missing.push(format!(
+                    "{}: {} {} (catalog has {n})",
+                    path.display(),
+                    c.name,
+                    c.version
+                ));
             }
         }
     }
     assert!(checked > 30, "{checked}");
-    assert!(missing.is_empty(), "no `not …` line:\n{}", missing.join("\n"));
+    assert!(
+        missing.is_empty(),
+        "no `not …` line:\n{}",
+        missing.join("\n")
+    );
     // The example: CUDA 13.2.1 is locked while 13.2.2 exists.
     let dir = tempdir("first-why");
     ok(&run_in(&dir, &["init", "--gpu", "h100"]), "init");

@@ -852,7 +852,14 @@ pub struct StockIdentity {
 
 /// The full dates (`YYYY-MM-DD`) that follow a "read"-like word in `text`.
 fn read_dates(text: &str) -> impl Iterator<Item = &str> {
-    const WORDS: [&str; 6] = ["read ", "as of ", "retrieved ", "checked ", "accessed ", "fetched "];
+    const WORDS: [&str; 6] = [
+        "read ",
+        "as of ",
+        "retrieved ",
+        "checked ",
+        "accessed ",
+        "fetched ",
+    ];
     WORDS.into_iter().flat_map(move |w| {
         text.match_indices(w).filter_map(move |(i, _)| {
             let rest = text[i + w.len()..].trim_start_matches("on ");
@@ -1053,7 +1060,11 @@ impl Catalog {
         if self.branch_of(driver).is_some() {
             return None;
         }
-        let known: Vec<String> = self.branches.iter().map(|b| format!("R{}", b.number)).collect();
+        let known: Vec<String> = self
+            .branches
+            .iter()
+            .map(|b| format!("R{}", b.number))
+            .collect();
         Some(format!(
             "driver {driver} is on branch R{}, which the catalog does not know (known branches: {}): its support status and end of life are not checked",
             driver.major(),

@@ -928,7 +928,13 @@ fn because(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)]) -
 
 /// Why a newer candidate that breaks no rule ranked after the pick: the preference that
 /// decided, in words.
-fn ranked_after(ctx: &Ctx<'_>, c: Component, k: Cand, other: Cand, assign: &[(Component, Cand)]) -> String {
+fn ranked_after(
+    ctx: &Ctx<'_>,
+    c: Component,
+    k: Cand,
+    other: Cand,
+    assign: &[(Component, Cand)],
+) -> String {
     let pick = ctx.label(c, k);
     match (c, k, other) {
         (Component::Cuda, Cand::Idx(a), Cand::Idx(b)) => {
@@ -955,8 +961,12 @@ fn ranked_after(ctx: &Ctx<'_>, c: Component, k: Cand, other: Cand, assign: &[(Co
                     torch_cuda.map(|t| format!("{}.{}", t.major(), t.minor())).unwrap_or_default()
                 )
             } else if ctx.imaged.contains(&pa.version) && !ctx.imaged.contains(&pb.version) {
-                format!("the catalog has no `nvidia/cuda` image of it; {pick} has one and ranks first")
-            } else if ctx.tested_cuda.contains(&pa.version) && !ctx.tested_cuda.contains(&pb.version) {
+                format!(
+                    "the catalog has no `nvidia/cuda` image of it; {pick} has one and ranks first"
+                )
+            } else if ctx.tested_cuda.contains(&pa.version)
+                && !ctx.tested_cuda.contains(&pb.version)
+            {
                 format!("{pick} is vendor-validated (a `[[tested]]` stack); within a CUDA minor, validated updates rank first")
             } else {
                 format!("ranked after {pick} in the solver's CUDA preference order")
@@ -966,7 +976,12 @@ fn ranked_after(ctx: &Ctx<'_>, c: Component, k: Cand, other: Cand, assign: &[(Co
             let (ta, tb) = (&ctx.cat.torch[a], &ctx.cat.torch[b]);
             let mode = |t: &crate::catalog::TorchBuild| {
                 ctx.host_driver.as_ref().map(|h| {
-                    ctx.compat_for(h, &t.cuda, ctx.full_min_for_runtime(&t.cuda), ctx.needs_ptx(&t.arch_list))
+                    ctx.compat_for(
+                        h,
+                        &t.cuda,
+                        ctx.full_min_for_runtime(&t.cuda),
+                        ctx.needs_ptx(&t.arch_list),
+                    )
                 })
             };
             let (ma, mb) = (mode(ta), mode(tb));
@@ -986,10 +1001,16 @@ fn ranked_after(ctx: &Ctx<'_>, c: Component, k: Cand, other: Cand, assign: &[(Co
             format!(
                 "its branch R{} is {}: drivers of supported production and LTS branches rank first",
                 br.number,
-                if br.supported { "a new feature branch" } else { "end of life" }
+                if br.supported {
+                    "a new feature branch"
+                } else {
+                    "end of life"
+                }
             )
         }
-        _ => format!("ranked after {pick} in the solver's preference order (the solver chapter of the book)"),
+        _ => format!(
+            "ranked after {pick} in the solver's preference order (the solver chapter of the book)"
+        ),
     }
 }
 
