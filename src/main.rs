@@ -626,13 +626,27 @@ fn run(cli: Cli) -> Result<u8, Error> {
             }
             let out_path = PathBuf::from(&out);
             let out_shown = gpustack::emit::shown(&out_path);
+            // `gpustack lock` as the user would re-run it: their --spec and --out repeated.
+            let mut again = String::from("gpustack lock");
+            if spec != Path::new("gpustack.toml") {
+                again.push_str(&format!(
+                    " --spec {}",
+                    gpustack::render::sh_quote(&spec_shown)
+                ));
+            }
+            if out != "gpustack.lock" {
+                again.push_str(&format!(
+                    " --out {}",
+                    gpustack::render::sh_quote(&out_shown)
+                ));
+            }
             if check {
                 // The existing lock, read as any lock is: a directory, FIFO or device is an
                 // input error (2), not a stale lock (1).
                 let existing = match gpustack::emit::read_bounded(&out_path, limits::LOCK) {
                     Ok(b) => b,
                     Err(ReadError::NotFound) => {
-                        note!("error: {out_shown} does not exist: `gpustack lock` would create it\n\nhint: run `gpustack lock` and commit the result");
+                        note!("error: {out_shown} does not exist: `gpustack lock` would create it\n\nhint: run `{again}` and commit the result");
                         return Ok(1);
                     }
                     Err(e) => {
@@ -648,7 +662,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
                     info!("{out_shown} is up to date");
                     return Ok(0);
                 }
-                note!("error: {out_shown} is stale: `gpustack lock` would change it\n\nhint: run `gpustack lock` and commit the result");
+                note!("error: {out_shown} is stale: `gpustack lock` would change it\n\nhint: run `{again}` and commit the result");
                 return Ok(1);
             }
             refuse_to_clobber(&out_path, &spec)?;
@@ -725,6 +739,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
             }
             chosen.sort();
             chosen.dedup();
+            let lock_arg = lock.clone();
             let (shown, lock) = read_lock(
                 &lock,
                 "create it with `gpustack lock`, or pass `--lock PATH`",
@@ -790,10 +805,21 @@ fn run(cli: Cli) -> Result<u8, Error> {
             for s in &stale {
                 note!("    {s}");
             }
-            note!(
-                "\nhint: run `gpustack gen {}` and commit the result",
-                targets.join(" ")
-            );
+            // The hint repeats the paths the user gave.
+            let mut again = format!("gpustack gen {}", targets.join(" "));
+            if lock_arg != Path::new("gpustack.lock") {
+                again.push_str(&format!(
+                    " --lock {}",
+                    gpustack::render::sh_quote(&gpustack::emit::shown(&lock_arg))
+                ));
+            }
+            if out != Path::new("out") {
+                again.push_str(&format!(
+                    " --out {}",
+                    gpustack::render::sh_quote(&out_shown)
+                ));
+            }
+            note!("\nhint: run `{again}` and commit the result");
             Ok(1)
         }
         Command::Check {

@@ -612,3 +612,63 @@ fn why_names_the_newer_versions_passed_over_for_every_component() {
     assert!(o.stdout.contains("- not 13.2.2: "), "{}", o.stdout);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn lock_check_and_gen_check_hints_repeat_the_paths_given() {
+    let dir = tempdir("first-hints");
+    std::fs::create_dir_all(dir.join("stacks")).unwrap();
+    std::fs::copy(
+        root().join("fixtures/specs/a100-pytorch.toml"),
+        dir.join("stacks/a.toml"),
+    )
+    .unwrap();
+    ok(
+        &run_in(
+            &dir,
+            &["lock", "--spec", "stacks/a.toml", "--out", "stacks/a.lock"],
+        ),
+        "lock",
+    );
+    ok(
+        &run_in(
+            &dir,
+            &["gen", "all", "--lock", "stacks/a.lock", "--out", "build"],
+        ),
+        "gen",
+    );
+    let text = std::fs::read_to_string(dir.join("stacks/a.toml")).unwrap();
+    std::fs::write(
+        dir.join("stacks/a.toml"),
+        text.replacen("name = \"a100-pytorch\"", "name = \"renamed\"", 1),
+    )
+    .unwrap();
+    let o = run_in(
+        &dir,
+        &[
+            "lock",
+            "--check",
+            "--spec",
+            "stacks/a.toml",
+            "--out",
+            "stacks/a.lock",
+        ],
+    );
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("hint: run `gpustack lock --spec stacks/a.toml --out stacks/a.lock` and commit the result"), "{}", o.stderr);
+    std::fs::write(dir.join("build/docker/Dockerfile"), "edited\n").unwrap();
+    let o = run_in(
+        &dir,
+        &[
+            "gen",
+            "docker",
+            "--check",
+            "--lock",
+            "stacks/a.lock",
+            "--out",
+            "build",
+        ],
+    );
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("hint: run `gpustack gen docker --lock stacks/a.lock --out build` and commit the result"), "{}", o.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}
