@@ -196,7 +196,7 @@ fn schema_is_closed_described_and_draft7_compatible() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert_eq!(objects, 13, "the root and 12 tables are closed objects");
+    assert_eq!(objects, 14, "the root and 13 tables are closed objects");
 }
 
 #[test]
@@ -207,13 +207,14 @@ fn every_schema_key_is_accepted_by_the_parser() {
     let parsed =
         parse(&spec, &cat).unwrap_or_else(|e| panic!("the schema's examples do not parse:\n{e}"));
     // The spec really has every table, and the deployment tables came through.
-    assert_eq!(spec.len(), 12);
+    assert_eq!(spec.len(), 13);
     assert_eq!(parsed.components.len(), gpustack::Component::ALL.len());
     let d = &parsed.deploy;
     assert!(d.cluster.is_some() && d.image.is_some() && d.train.is_some() && d.serve.is_some());
     assert!(d.packer.is_some() && d.k8s.is_some() && d.slurm.is_some());
     let storage = d.storage.as_ref().unwrap();
     assert!(storage.datasets.is_some() && storage.checkpoints.is_some());
+    assert!(!d.python.is_empty());
     // The root's properties are exactly the parser's tables.
     let names: Vec<String> = tables(&schema).into_iter().map(|(n, _)| n).collect();
     assert_eq!(
@@ -225,6 +226,7 @@ fn every_schema_key_is_accepted_by_the_parser() {
             "image",
             "k8s",
             "packer",
+            "python",
             "resolve",
             "serve",
             "slurm",
@@ -481,7 +483,7 @@ fn integer_bounds_and_defaults_are_the_parsers() {
             }
         }
     }
-    assert_eq!((bounded, defaults), (9, 7), "integers and defaults found");
+    assert_eq!((bounded, defaults), (9, 8), "integers and defaults found");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

@@ -9,6 +9,7 @@ pub mod docker;
 pub mod host;
 pub mod k8s;
 pub mod packer;
+pub mod python;
 pub mod slurm;
 pub mod workload;
 
