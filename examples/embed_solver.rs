@@ -35,6 +35,14 @@ pub(crate) fn run(catalog: &Catalog) -> Result<String, gpustack::Error> {
     // 1. The request. Build it as data (here from values an inventory could supply), then
     //    let `Spec::parse` validate it against the catalog: unknown GPUs, bad names and
     //    bad requirements come back as diagnostics, exactly as for a gpustack.toml.
+    fn table<const N: usize>(entries: [(&str, toml::Value); N]) -> toml::Value {
+        toml::Value::Table(
+            entries
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+        )
+    }
     let gpus = ["H100", "a100"];
     let mut request = toml::Table::new();
     request.insert("stack".into(), table([("name", "embedded".into())]));
@@ -86,15 +94,6 @@ pub(crate) fn run(catalog: &Catalog) -> Result<String, gpustack::Error> {
     out.push_str("\n# ----- gpustack.lock -----\n");
     out.push_str(&lock.to_toml());
     Ok(out)
-}
-
-fn table<const N: usize>(entries: [(&str, toml::Value); N]) -> toml::Value {
-    toml::Value::Table(
-        entries
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect(),
-    )
 }
 
 fn join(items: &[impl std::fmt::Display]) -> String {

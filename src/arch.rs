@@ -75,11 +75,11 @@ impl Target {
     /// `sm_90a`, `9.0a`, `compute_90`, `9.0+PTX`, `sm_100f`.
     ///
     /// ```
-    /// use gpustack::Target;
+    /// use gpustack::GpuTarget;
     /// for s in ["sm_90", "sm90", "90", "9.0"] {
-    ///     assert_eq!(s.parse::<Target>().unwrap().to_string(), "sm_90");
+    ///     assert_eq!(s.parse::<GpuTarget>().unwrap().to_string(), "sm_90");
     /// }
-    /// assert_eq!("9.0+PTX".parse::<Target>().unwrap().to_string(), "compute_90");
+    /// assert_eq!("9.0+PTX".parse::<GpuTarget>().unwrap().to_string(), "compute_90");
     /// ```
     pub fn parse(s: &str) -> Result<Target, String> {
         let bad = || {

@@ -57,6 +57,9 @@ pub enum Code {
     InconsistentCommand,
     /// The node's driver cannot run the locked stack.
     DriverTooOld,
+    /// The node's driver runs the locked stack but is older than the locked driver the VM
+    /// image and GPU Operator install: the node was not built from the generated image.
+    DriverOlderThanLocked,
     /// A GPU of the node is not covered by the locked arch list.
     ArchNotCovered,
     /// A GPU of the node is not one the stack was locked for (its arch list covers it).
@@ -83,6 +86,7 @@ impl Code {
             Code::InconsistentEnv => "inconsistent-env",
             Code::InconsistentCommand => "inconsistent-command",
             Code::DriverTooOld => "driver-too-old",
+            Code::DriverOlderThanLocked => "driver-older-than-locked",
             Code::ArchNotCovered => "arch-not-covered",
             Code::GpuNotLocked => "gpu-not-locked",
             Code::Unpinned => "unpinned",
@@ -91,15 +95,69 @@ impl Code {
         }
     }
 
+    /// Every code, in report order.
+    pub const ALL: [Code; 16] = [
+        Code::TamperedLock,
+        Code::StaleSpec,
+        Code::StaleCatalog,
+        Code::Drift,
+        Code::OtherLock,
+        Code::InconsistentDriver,
+        Code::InconsistentImage,
+        Code::InconsistentEnv,
+        Code::InconsistentCommand,
+        Code::DriverTooOld,
+        Code::DriverOlderThanLocked,
+        Code::ArchNotCovered,
+        Code::GpuNotLocked,
+        Code::Unpinned,
+        Code::EolDriver,
+        Code::UnsafeVersion,
+    ];
+
+    /// The code with this stable name (`--allow unpinned`).
+    pub fn from_name(name: &str) -> Option<Code> {
+        Code::ALL.into_iter().find(|c| c.name() == name)
+    }
+
     /// Errors fail the check (exit 1); warnings fail it only with `--strict`.
     pub fn severity(self) -> Severity {
         match self {
-            Code::GpuNotLocked | Code::Unpinned | Code::EolDriver | Code::UnsafeVersion => {
-                Severity::Warning
-            }
+            Code::GpuNotLocked
+            | Code::Unpinned
+            | Code::EolDriver
+            | Code::UnsafeVersion
+            | Code::DriverOlderThanLocked => Severity::Warning,
             _ => Severity::Error,
         }
     }
+
+    /// Findings about facts the user cannot act on from the spec: reported only when asked
+    /// (`--pedantic`). An artifact pinned by name only is a catalog gap (the catalog has no
+    /// published digest for it); the user can only add one in a catalog overlay.
+    pub fn pedantic(self) -> bool {
+        matches!(self, Code::Unpinned)
+    }
+}
+
+/// Which findings a report keeps: `--pedantic` and `--allow CODE`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Policy {
+    /// Keep findings whose [`Code::pedantic`] is true.
+    pub pedantic: bool,
+    /// Drop findings with these codes.
+    pub allow: Vec<Code>,
+}
+
+/// Findings a [`Policy`] left out of the report, counted per code.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Suppressed {
+    /// What kind of finding.
+    pub code: Code,
+    /// How many.
+    pub count: usize,
+    /// `pedantic` (shown with `--pedantic`) or `allowed` (`--allow CODE`).
+    pub why: &'static str,
 }
 
 /// How bad a finding is.
@@ -182,6 +240,9 @@ pub struct Report {
     pub skipped: Vec<Skipped>,
     /// Every finding: errors first, then by code, file and line.
     pub findings: Vec<Finding>,
+    /// Findings left out by the [`Policy`] ([`Report::apply`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub suppressed: Vec<Suppressed>,
 }
 
 /// The host facts `--hardware` gives: the `[hardware]` table `gpustack probe` prints.
@@ -317,6 +378,7 @@ pub fn check(inputs: &Inputs<'_>) -> Result<Report, Error> {
         checked: vec!["integrity", "hygiene"],
         skipped: Vec::new(),
         findings: Vec::new(),
+        suppressed: Vec::new(),
     };
     let f = &mut report.findings;
     integrity(&lock, lock_file, lock_text, f);
@@ -378,7 +440,94 @@ pub fn check(inputs: &Inputs<'_>) -> Result<Report, Error> {
         (a.severity, a.code, &a.file, a.line).cmp(&(b.severity, b.code, &b.file, b.line))
     });
     report.findings.dedup();
+    let cmds = Commands {
+        spec: inputs.spec.map(|(s, _)| s),
+        lock: lock_file,
+        out: inputs.out.map(|(d, _)| d),
+    };
+    for x in &mut report.findings {
+        if let Some(h) = &mut x.hint {
+            *h = cmds.rewrite(h);
+        }
+    }
     Ok(report)
+}
+
+/// When no file under an output directory names `lock` in its header and some name another
+/// lock: that other lock's short hash. `check` compares a default `out/` only when it was
+/// generated from the lock checked.
+pub fn foreign_out(lock: &Lock, files: &BTreeMap<String, Vec<u8>>) -> Option<String> {
+    let ours = plan::Common::new(lock).ok()?.lock_hash;
+    let mut other = None;
+    for b in files.values() {
+        match header_lock_hash(&String::from_utf8_lossy(b)) {
+            Some(h) if h == ours => return None,
+            Some(h) => other = other.or(Some(h)),
+            None => {}
+        }
+    }
+    other.map(|h| short_hash(&h))
+}
+
+/// The paths the user gave, repeated in every hint's command line: a hint for
+/// `check --lock stacks/a.lock` says `gpustack gen docker --lock stacks/a.lock`, not a
+/// `gpustack gen docker` that would read another lock.
+struct Commands<'a> {
+    spec: Option<&'a str>,
+    lock: &'a str,
+    out: Option<&'a str>,
+}
+
+impl Commands<'_> {
+    fn lock_args(&self) -> String {
+        let mut a = String::new();
+        if let Some(s) = self.spec.filter(|s| *s != "gpustack.toml") {
+            a.push_str(&format!(" --spec {}", crate::render::sh_quote(s)));
+        }
+        if self.lock != "gpustack.lock" {
+            a.push_str(&format!(" --out {}", crate::render::sh_quote(self.lock)));
+        }
+        a
+    }
+
+    fn gen_args(&self) -> String {
+        let mut a = String::new();
+        if self.lock != "gpustack.lock" {
+            a.push_str(&format!(" --lock {}", crate::render::sh_quote(self.lock)));
+        }
+        if let Some(d) = self.out.filter(|d| d.trim_end_matches('/') != "out") {
+            a.push_str(&format!(" --out {}", crate::render::sh_quote(d)));
+        }
+        a
+    }
+
+    /// Every `` `gpustack lock` `` and `` `gpustack gen …` `` in a hint, with the paths.
+    fn rewrite(&self, hint: &str) -> String {
+        let mut out = String::new();
+        let mut rest = hint;
+        while let Some(i) = rest.find("`gpustack ") {
+            out.push_str(&rest[..i]);
+            let cmd_start = &rest[i + 1..];
+            let Some(end) = cmd_start.find('`') else {
+                break;
+            };
+            let cmd = &cmd_start[..end];
+            let args = if cmd == "gpustack lock" {
+                self.lock_args()
+            } else if cmd.starts_with("gpustack gen ") {
+                self.gen_args()
+            } else {
+                String::new()
+            };
+            out.push('`');
+            out.push_str(cmd);
+            out.push_str(&args);
+            out.push('`');
+            rest = &cmd_start[end + 1..];
+        }
+        out.push_str(rest);
+        out
+    }
 }
 
 fn integrity(lock: &Lock, file: &str, text: &str, f: &mut Vec<Finding>) {
@@ -976,11 +1125,11 @@ fn hardware(
         Ok(_) if have.cmp(locked) != std::cmp::Ordering::Less || lock.hardware.driver_installed => {}
         Ok(_) => f.push(
             Finding::new(
-                Code::DriverTooOld,
+                Code::DriverOlderThanLocked,
                 format!("the node's driver {have} is older than the locked driver {locked}, which the VM image and GPU Operator install"),
             )
             .at(lock_file, line_of(lock_text, "name = \"driver\""))
-            .hint("the locked stack runs on it, but the node is not the image gpustack generated: rebuild it from `gen packer`, or lock for this driver with `[hardware].driver`"),
+            .hint("the locked stack runs on this driver, so this is a warning: the node was not built from the generated image; rebuild it from `gpustack gen packer`, or lock for this driver with `[hardware].driver`"),
         ),
         Err(Error::NoSolution(e)) => f.push(
             Finding::new(
@@ -1028,9 +1177,11 @@ fn hygiene(lock: &Lock, file: &str, text: &str, f: &mut Vec<Finding>) {
                     ),
                 )
                 .at(file, line_of(text, "name = \"driver\""))
-                .hint(
-                    "move to a supported production or LTS branch (`gpustack catalog show driver`)",
-                ),
+                .hint(if lock.hardware.driver_installed {
+                    "the nodes run this driver (`[hardware].driver`): upgrade them to a supported production or LTS branch (`gpustack catalog show driver`) and update `[hardware].driver`; `--allow eol-driver` accepts it"
+                } else {
+                    "move to a supported production or LTS branch (`gpustack catalog show driver`)"
+                }),
             );
         }
     }
@@ -1107,6 +1258,37 @@ fn hygiene(lock: &Lock, file: &str, text: &str, f: &mut Vec<Finding>) {
 }
 
 impl Report {
+    /// Leaves out the findings `policy` does not want (pedantic ones unless asked, allowed
+    /// codes), counting them in [`Report::suppressed`].
+    pub fn apply(&mut self, policy: &Policy) {
+        let mut counts: BTreeMap<(Code, &'static str), usize> = BTreeMap::new();
+        self.findings.retain(|x| {
+            let why = if policy.allow.contains(&x.code) {
+                "allowed"
+            } else if x.code.pedantic() && !policy.pedantic {
+                "pedantic"
+            } else {
+                return true;
+            };
+            *counts.entry((x.code, why)).or_default() += 1;
+            false
+        });
+        self.suppressed = counts
+            .into_iter()
+            .map(|((code, why), count)| Suppressed { code, count, why })
+            .collect();
+    }
+
+    /// Replaces the reason a check did not run (`drift`: the default `out/` belongs to
+    /// another lock).
+    pub fn skip(&mut self, check: &'static str, reason: String) {
+        self.checked.retain(|c| *c != check);
+        match self.skipped.iter_mut().find(|s| s.check == check) {
+            Some(s) => s.reason = reason,
+            None => self.skipped.push(Skipped { check, reason }),
+        }
+    }
+
     /// The number of error findings.
     pub fn errors(&self) -> usize {
         self.findings
@@ -1156,6 +1338,25 @@ impl Report {
             .iter()
             .map(|s| format!("{} ({})", s.check, s.reason))
             .collect();
+        if !self.suppressed.is_empty() {
+            let parts: Vec<String> = self
+                .suppressed
+                .iter()
+                .map(|s| {
+                    format!(
+                        "{} {} ({})",
+                        s.count,
+                        s.code.name(),
+                        if s.why == "allowed" {
+                            format!("--allow {}", s.code.name())
+                        } else {
+                            "a catalog gap; shown with --pedantic".to_string()
+                        }
+                    )
+                })
+                .collect();
+            o.push_str(&format!("not shown: {}\n", parts.join(", ")));
+        }
         o.push_str(&format!(
             "checked {}: {}, {} error{}, {} warning{}{}\n",
             self.lock,

@@ -209,6 +209,8 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
+            // `{:#}`: sources in full (`--verbose`).
+            Error::NoSolution(e) if f.alternate() => write!(f, "{e:#}"),
             Error::NoSolution(e) => write!(f, "{e}"),
         }
     }
@@ -287,18 +289,36 @@ pub fn terminal_safe(s: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// Closest candidate by edit distance, for "did you mean" hints.
+///
+/// Names are compared as [`name_key`]s, so `RTX4090` is distance 0 from `rtx-4090`.
 pub fn did_you_mean<'a>(
     word: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {
     let mut best: Option<(usize, &str)> = None;
+    let w = name_key(word);
     for c in candidates {
-        let d = levenshtein(&word.to_ascii_lowercase(), &c.to_ascii_lowercase());
-        if d <= 2.max(word.len() / 3) && best.is_none_or(|(bd, _)| d < bd) {
+        let d = levenshtein(&w, &name_key(c));
+        if d <= 2.max(w.len() / 3) && best.is_none_or(|(bd, _)| d < bd) {
             best = Some((d, c));
         }
     }
     best.map(|(_, c)| c)
+}
+
+/// How names are compared when a user types them (GPU ids and aliases, component names,
+/// catalog families, targets): ASCII case, whitespace, hyphens and underscores do not count.
+///
+/// ```
+/// use gpustack::error::name_key;
+/// assert_eq!(name_key("RTX 4090"), name_key("rtx-4090"));
+/// assert_eq!(name_key(" A100_80GB "), name_key("a100-80gb"));
+/// ```
+pub fn name_key(s: &str) -> String {
+    s.chars()
+        .filter(|c| !c.is_whitespace() && *c != '-' && *c != '_')
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
 }
 
 /// Levenshtein edit distance between two strings, by characters.

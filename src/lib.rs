@@ -78,7 +78,19 @@ pub mod spec;
 pub mod synth;
 pub mod version;
 
-pub use arch::{Cc, Target};
+pub use arch::Cc;
+/// A GPU compilation target (`sm_90`, `compute_90`): what an arch list holds.
+pub use arch::Target as GpuTarget;
+/// An output target of `gpustack gen` (`docker`, `k8s`, …).
+pub use plan::Target as OutputTarget;
+
+/// The old name of [`GpuTarget`], which collided with [`plan::Target`] (an output target,
+/// [`OutputTarget`]).
+#[deprecated(
+    since = "0.1.0",
+    note = "renamed `GpuTarget`; `plan::Target` (an output target) is `OutputTarget`"
+)]
+pub type Target = arch::Target;
 pub use catalog::Catalog;
 pub use error::{Diagnostic, Error, Location, Stage};
 pub use lock::Lock;

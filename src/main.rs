@@ -32,8 +32,31 @@ Exit codes: 0 ok, 1 no compatible stack, 2 invalid input or usage.",
     after_help = "Examples:\n  gpustack init --gpu h100 --driver 550.54.15\n  gpustack lock\n  gpustack why torch\n  gpustack catalog show torch"
 )]
 struct Cli {
+    /// Print only errors, warnings and the requested output (no progress lines)
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
+    /// Print sources in full in messages (`why`, conflicts)
+    #[arg(short, long, global = true)]
+    verbose: bool,
     #[command(subcommand)]
     command: Command,
+}
+
+/// `-q`: progress lines (`wrote …`, `locked …`) are left out.
+static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A progress line on standard error; left out with `-q`.
+macro_rules! info {
+    ($($t:tt)*) => {{
+        if !QUIET.load(std::sync::atomic::Ordering::Relaxed) {
+            note!($($t)*);
+        }
+    }};
+}
+
+/// `1 file`, `2 files`.
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 #[derive(Subcommand)]
@@ -64,9 +87,12 @@ enum Command {
         /// spec and catalog are kept
         #[arg(long, conflicts_with = "upgrade_package")]
         upgrade: bool,
-        /// Re-resolve this component only (repeatable)
+        /// Re-resolve this component or Python package only (repeatable)
         #[arg(long = "upgrade-package", value_name = "NAME")]
         upgrade_package: Vec<String>,
+        /// The summary's format: a line on standard error, or JSON on standard output
+        #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+        format: String,
     },
     /// Render deployment files from gpustack.lock (docker, apptainer, packer, k8s, slurm, all)
     #[command(
@@ -88,10 +114,10 @@ enum Command {
     },
     /// Check the lock, the generated files and a node against each other (for CI)
     #[command(
-        after_help = "Examples:\n  gpustack check\n  gpustack check --format github      # annotations on the pull request\n  gpustack check --hardware node.toml # a node's `gpustack probe` output\n  gpustack check --format json --strict\n\nChecks: integrity (the lock's digests match its content), staleness (the spec and the\ncatalog still give this lock), drift (files under --out are what the lock renders),\nconsistency (driver, image tags and NCCL environment agree across targets), hardware\n(the node runs the locked stack), hygiene (unpinned artifacts, end-of-life driver,\nknown-unsafe versions; warnings).\n\nExit codes: 0 no errors, 1 errors found (or warnings, with --strict), 2 invalid input."
+        after_help = "Examples:\n  gpustack check\n  gpustack check --format github      # annotations on the pull request\n  gpustack check --hardware node.toml # a node's `gpustack probe` output\n  gpustack check --format json --strict\n  gpustack check --strict --allow eol-driver\n  gpustack check --pedantic           # also catalog gaps (artifacts without a digest)\n\nChecks: integrity (the lock's digests match its content), staleness (the spec and the\ncatalog still give this lock), drift (files under --out are what the lock renders),\nconsistency (driver, image tags and NCCL environment agree across targets), hardware\n(the node runs the locked stack), hygiene (end-of-life driver, known-unsafe versions;\nwarnings; artifacts without a digest with --pedantic).\n\nThe default out/ is compared only when it was generated from the lock checked.\n\nExit codes: 0 no errors, 1 errors found (or warnings, with --strict), 2 invalid input."
     )]
     Check {
-        /// The spec (skipped when the default is absent)
+        /// The spec (default: gpustack.toml when present and --lock is the default)
         #[arg(long, value_name = "PATH")]
         spec: Option<PathBuf>,
         /// The lock to check
@@ -113,10 +139,17 @@ enum Command {
         /// Fail on warnings too
         #[arg(long)]
         strict: bool,
+        /// Also report facts you cannot act on from the spec (artifacts the catalog has no
+        /// digest for)
+        #[arg(long)]
+        pedantic: bool,
+        /// Leave out findings with this code (repeatable), e.g. `--allow eol-driver`
+        #[arg(long = "allow", value_name = "CODE", value_parser = clap::builder::PossibleValuesParser::new(gpustack::check::Code::ALL.map(gpustack::check::Code::name)))]
+        allow: Vec<String>,
     },
     /// Compare two locks: what changed and what it costs an operator
     #[command(
-        after_help = "Examples:\n  gpustack diff main.lock gpustack.lock\n  gpustack diff old.lock new.lock --format markdown > comment.md\n  git show origin/main:gpustack.lock > base.lock && gpustack diff base.lock gpustack.lock\n\nEach change is classified by what it costs: driver branch (new VM image, drain and reboot),\ndriver patch, CUDA major (rebuild every container), CUDA minor, cuDNN/NCCL (re-run NCCL\nvalidation), framework (re-validate the model), and more; the layers to rebuild and the\ngenerated files that change follow.\n\nExit codes: 0 compared (whether or not the locks differ), 2 invalid input."
+        after_help = "Examples:\n  gpustack diff main.lock gpustack.lock\n  gpustack diff old.lock new.lock --format markdown > comment.md\n  git show origin/main:gpustack.lock > base.lock && gpustack diff base.lock gpustack.lock\n\nEach change is classified by what it costs: driver branch (new VM image, drain and reboot),\ndriver patch, CUDA major (rebuild every container), CUDA minor, cuDNN/NCCL (re-run NCCL\nvalidation), framework (re-validate the model), and more; the layers to rebuild and the\ngenerated files that change follow.\n\nExit codes: 0 compared (whether or not the locks differ; with --exit-code: the locks are\nthe same), 1 the locks differ (with --exit-code), 2 invalid input."
     )]
     Diff {
         /// The old lock
@@ -126,6 +159,9 @@ enum Command {
         /// Output format
         #[arg(long, default_value = "text", value_parser = ["text", "json", "markdown"])]
         format: String,
+        /// Exit 1 when the locks differ (as `git diff --exit-code`)
+        #[arg(long)]
+        exit_code: bool,
     },
     /// List every stack the spec allows, for CI test matrices
     #[command(
@@ -162,7 +198,7 @@ enum Command {
     },
     /// Explain why a component has its locked version
     #[command(
-        after_help = "Examples:\n  gpustack why torch\n  gpustack why driver --lock lockfiles/h100-train.lock"
+        after_help = "Examples:\n  gpustack why torch\n  gpustack why driver --lock lockfiles/h100-ib-train-serve.lock"
     )]
     Why {
         /// driver, cuda, cudnn, nccl, python, torch, vllm, deepspeed, or an extra
@@ -172,6 +208,9 @@ enum Command {
         /// The lock to read
         #[arg(long, default_value = "gpustack.lock", value_name = "PATH")]
         lock: PathBuf,
+        /// Output format
+        #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+        format: String,
     },
     /// Show what the catalog holds; import releases from upstream
     #[command(
@@ -180,6 +219,14 @@ enum Command {
     Catalog {
         #[command(subcommand)]
         what: CatalogCommand,
+    },
+    /// Print a shell completion script (bash, zsh, fish, powershell, elvish)
+    #[command(
+        after_help = "Examples:\n  gpustack completions bash > ~/.local/share/bash-completion/completions/gpustack\n  gpustack completions zsh > \"${fpath[1]}/_gpustack\"\n  gpustack completions fish > ~/.config/fish/completions/gpustack.fish"
+    )]
+    Completions {
+        /// The shell
+        shell: clap_complete::Shell,
     },
     /// Write a commented starter gpustack.toml (never overwrites)
     #[command(
@@ -205,6 +252,9 @@ enum CatalogCommand {
         /// A catalog overlay directory (repeatable)
         #[arg(long = "catalog", value_name = "DIR")]
         catalogs: Vec<PathBuf>,
+        /// Output format
+        #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+        format: String,
     },
     /// Every entry of one family with its source
     Show {
@@ -214,6 +264,9 @@ enum CatalogCommand {
         /// A catalog overlay directory (repeatable)
         #[arg(long = "catalog", value_name = "DIR")]
         catalogs: Vec<PathBuf>,
+        /// Output format
+        #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+        format: String,
     },
     /// Write overlay TOML from upstream metadata (PyPI, NVIDIA redistrib manifests)
     #[command(
@@ -301,8 +354,34 @@ enum ImportCommand {
     },
 }
 
+/// The clap command, with `--version` naming the built-in catalog.
+fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let id = Catalog::stock_identity();
+    let version = format!(
+        "{}\nbuilt-in catalog: {} files, sources read up to {}, {}",
+        env!("CARGO_PKG_VERSION"),
+        id.files,
+        id.date.as_deref().unwrap_or("(no dates recorded)"),
+        id.digest
+    );
+    // clap keeps a `&'static str`; the process prints it once and exits.
+    Cli::command().version(&*Box::leak(version.into_boxed_str()))
+}
+
+/// JSON text with one trailing newline.
+fn json_text(v: &serde_json::Value) -> String {
+    let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    use clap::FromArgMatches;
+    let parsed = command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
@@ -310,10 +389,15 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    let verbose = cli.verbose;
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            let text = e.to_string();
+            let text = if verbose {
+                format!("{e:#}")
+            } else {
+                e.to_string()
+            };
             let _ = writeln!(
                 std::io::stderr(),
                 "{}",
@@ -484,7 +568,16 @@ fn load_pylocks(lock_path: &Path, lock: &mut Lock) -> Result<(), Error> {
 }
 
 fn run(cli: Cli) -> Result<u8, Error> {
+    QUIET.store(cli.quiet, std::sync::atomic::Ordering::Relaxed);
+    let verbose = cli.verbose;
     match cli.command {
+        Command::Completions { shell } => {
+            let mut cmd = command();
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "gpustack", &mut buf);
+            let _ = stdout(&String::from_utf8_lossy(&buf));
+            Ok(0)
+        }
         Command::Lock {
             spec,
             out,
@@ -493,6 +586,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
             offline,
             upgrade,
             upgrade_package,
+            format,
         } => {
             let python_upgrade = gpustack::PythonUpgrade {
                 all: upgrade,
@@ -572,16 +666,25 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 Err(e) => return Err(e),
             };
             // Said after the lock is written: where each digest came from when not the registry.
+            // Offline by request (`--offline`, `GPUSTACK_OFFLINE`), that is what was asked for:
+            // the notes are printed with `-v` only.
+            let quiet_fallback = offline && !verbose;
             let mut notes: Vec<String> = report
                 .fallback
                 .iter()
                 .map(|(r, why)| format!("note: `{r}`: digest from the {why}"))
                 .collect();
-            if !report.unpinned.is_empty() {
+            if quiet_fallback {
+                notes.clear();
+            }
+            if !report.unpinned.is_empty() && !quiet_fallback {
                 notes.push(format!(
                     "note: pinned by tag only (no registry was asked or answered, and the catalog has no digest): {}",
                     report.unpinned.join(", ")
                 ));
+            }
+            if let Some(w) = catalog.unknown_branch(&lock.hardware.driver) {
+                notes.insert(0, format!("warning: {w}\n\nhint: check the version `nvidia-smi` prints; `gpustack catalog show driver` lists the branches, and a catalog overlay can add one"));
             }
             match &outcome {
                 gpustack::PythonOutcome::Open(why) => notes.push(format!(
@@ -618,13 +721,27 @@ fn run(cli: Cli) -> Result<u8, Error> {
             }
             let out_path = PathBuf::from(&out);
             let out_shown = gpustack::emit::shown(&out_path);
+            // `gpustack lock` as the user would re-run it: their --spec and --out repeated.
+            let mut again = String::from("gpustack lock");
+            if spec != Path::new("gpustack.toml") {
+                again.push_str(&format!(
+                    " --spec {}",
+                    gpustack::render::sh_quote(&spec_shown)
+                ));
+            }
+            if out != "gpustack.lock" {
+                again.push_str(&format!(
+                    " --out {}",
+                    gpustack::render::sh_quote(&out_shown)
+                ));
+            }
             if check {
                 // The existing lock, read as any lock is: a directory, FIFO or device is an
                 // input error (2), not a stale lock (1).
                 let existing = match gpustack::emit::read_bounded(&out_path, limits::LOCK) {
                     Ok(b) => b,
                     Err(ReadError::NotFound) => {
-                        note!("error: {out_shown} does not exist: `gpustack lock` would create it\n\nhint: run `gpustack lock` and commit the result");
+                        note!("error: {out_shown} does not exist: `gpustack lock` would create it\n\nhint: run `{again}` and commit the result");
                         return Ok(1);
                     }
                     Err(e) => {
@@ -644,10 +761,10 @@ fn run(cli: Cli) -> Result<u8, Error> {
                     .iter()
                     .all(|(f, c)| std::fs::read(dir.join(f)).is_ok_and(|b| b == c.as_bytes()));
                 if existing == rendered.as_bytes() && pylocks_current {
-                    note!("{out_shown} is up to date");
+                    info!("{out_shown} is up to date");
                     return Ok(0);
                 }
-                note!("error: {out_shown} is stale: `gpustack lock` would change it\n\nhint: run `gpustack lock` and commit the result");
+                note!("error: {out_shown} is stale: `gpustack lock` would change it\n\nhint: run `{again}` and commit the result");
                 return Ok(1);
             }
             refuse_to_clobber(&out_path, &spec)?;
@@ -687,12 +804,18 @@ fn run(cli: Cli) -> Result<u8, Error> {
                     }
                 }
             }
+            if format == "json" {
+                let _ = stdout(&json_text(&show::lock_summary_json(
+                    &lock, &out_shown, &notes,
+                )));
+                return Ok(0);
+            }
             let summary: Vec<String> = lock
                 .components
                 .iter()
                 .map(|c| format!("{} {}", c.name, c.version))
                 .collect();
-            note!(
+            info!(
                 "locked `{}` into {out_shown}: {}",
                 lock.request.name,
                 summary.join(", ")
@@ -710,11 +833,15 @@ fn run(cli: Cli) -> Result<u8, Error> {
         } => {
             let mut chosen: Vec<gpustack::plan::Target> = Vec::new();
             for t in &targets {
-                if t == "all" {
+                if t.eq_ignore_ascii_case("all") {
                     chosen.extend(gpustack::plan::Target::ALL);
                     continue;
                 }
-                let Some(x) = gpustack::plan::Target::from_name(t) else {
+                let key = gpustack::error::name_key(t);
+                let named = gpustack::plan::Target::ALL
+                    .into_iter()
+                    .find(|x| gpustack::error::name_key(x.name()) == key);
+                let Some(x) = named else {
                     let names: Vec<&str> = gpustack::plan::Target::ALL
                         .iter()
                         .map(|t| t.name())
@@ -730,6 +857,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
             }
             chosen.sort();
             chosen.dedup();
+            let lock_arg = lock.clone();
             let (shown, lock_text, lock) = read_lock_text(
                 &lock,
                 "create it with `gpustack lock`, or pass `--lock PATH`",
@@ -772,7 +900,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
             if !check {
                 let (written, recovered) = gpustack::emit::write_targets(&out, &targets_files)?;
                 if let Some(r) = recovered {
-                    note!(
+                    info!(
                         "rolled back an interrupted `gpustack gen` in {out_shown} ({})",
                         r.join(", ")
                     );
@@ -780,10 +908,10 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 for w in &written {
                     let dir = gpustack::emit::shown(&out.join(&w.name));
                     if w.changed {
-                        note!("wrote {dir} ({} files)", w.files);
+                        info!("wrote {dir} ({})", plural(w.files, "file", "files"));
                     } else {
                         // Unchanged: the files (and their mtimes) were left alone.
-                        note!("{dir} is up to date ({} files)", w.files);
+                        info!("{dir} is up to date ({})", plural(w.files, "file", "files"));
                     }
                 }
                 return Ok(0);
@@ -795,17 +923,28 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 }
             }
             if stale.is_empty() {
-                note!("{out_shown} is up to date");
+                info!("{out_shown} is up to date");
                 return Ok(0);
             }
             note!("error: {out_shown} is stale: `gpustack gen` would change it");
             for s in &stale {
                 note!("    {s}");
             }
-            note!(
-                "\nhint: run `gpustack gen {}` and commit the result",
-                targets.join(" ")
-            );
+            // The hint repeats the paths the user gave.
+            let mut again = format!("gpustack gen {}", targets.join(" "));
+            if lock_arg != Path::new("gpustack.lock") {
+                again.push_str(&format!(
+                    " --lock {}",
+                    gpustack::render::sh_quote(&gpustack::emit::shown(&lock_arg))
+                ));
+            }
+            if out != Path::new("out") {
+                again.push_str(&format!(
+                    " --out {}",
+                    gpustack::render::sh_quote(&out_shown)
+                ));
+            }
+            note!("\nhint: run `{again}` and commit the result");
             Ok(1)
         }
         Command::Check {
@@ -816,6 +955,8 @@ fn run(cli: Cli) -> Result<u8, Error> {
             catalogs,
             format,
             strict,
+            pedantic,
+            allow,
         } => {
             let catalog = load_catalog(&catalogs)?;
             let lock_shown = gpustack::emit::shown(&lock);
@@ -826,9 +967,14 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 "create it with `gpustack lock`, or pass `--lock PATH`",
             )?;
             // An explicit --spec or --out must exist; the defaults are used when present.
+            // The default spec goes with the default lock only: `--lock other.lock` run where
+            // a gpustack.toml lies would compare that lock with an unrelated spec.
+            let lock_is_default = lock == Path::new("gpustack.lock");
             let spec_path = match spec {
                 Some(p) => Some(p),
-                None => Some(PathBuf::from("gpustack.toml")).filter(|p| p.exists()),
+                None => {
+                    Some(PathBuf::from("gpustack.toml")).filter(|p| lock_is_default && p.exists())
+                }
             };
             let spec_text = match &spec_path {
                 Some(p) => Some((
@@ -837,6 +983,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 )),
                 None => None,
             };
+            let out_given = out.is_some();
             let out_dir = match out {
                 Some(p) if !p.is_dir() => {
                     return Err(Diagnostic::new(
@@ -849,10 +996,24 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 Some(p) => Some(p),
                 None => Some(PathBuf::from("out")).filter(|p| p.is_dir()),
             };
-            let tree = match &out_dir {
+            let mut tree = match &out_dir {
                 Some(d) => Some((gpustack::emit::shown(d), gpustack::emit::read_out_tree(d)?)),
                 None => None,
             };
+            // The default `out/` is compared only when it was generated from this lock: run
+            // from a repository root with `--lock other.lock`, it belongs to another.
+            let mut foreign = None;
+            if !out_given {
+                if let Some((d, t)) = &tree {
+                    let parsed = Lock::parse(&lock_shown, &lock_text)?;
+                    if let Some(h) = gpustack::check::foreign_out(&parsed, &t.files) {
+                        foreign = Some(format!(
+                            "{d}/ was generated from another lock ({h}); pass `--out {d}` to compare it"
+                        ));
+                        tree = None;
+                    }
+                }
+            }
             let hw = match &hardware {
                 Some(p) => {
                     let shown = gpustack::emit::shown(p);
@@ -903,6 +1064,18 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 unusual: tree.as_ref().map_or(&[][..], |(_, t)| &t.unusual),
                 hardware: hw.as_ref(),
             })?;
+            let mut report = report;
+            if let Some(reason) = foreign {
+                report.skip("drift", reason);
+                report.skip("consistency", "as drift".to_string());
+            }
+            report.apply(&gpustack::check::Policy {
+                pedantic,
+                allow: allow
+                    .iter()
+                    .filter_map(|a| gpustack::check::Code::from_name(a))
+                    .collect(),
+            });
             let _ = match format.as_str() {
                 "json" => stdout(&report.to_json()),
                 "github" => stdout(&report.to_github()),
@@ -910,17 +1083,23 @@ fn run(cli: Cli) -> Result<u8, Error> {
             };
             Ok(report.exit_code(strict))
         }
-        Command::Diff { old, new, format } => {
+        Command::Diff {
+            old,
+            new,
+            format,
+            exit_code,
+        } => {
             let hint = "pass two lock files: `gpustack diff OLD.lock NEW.lock`";
             let (_, old) = read_lock(&old, hint)?;
             let (_, new) = read_lock(&new, hint)?;
+            let differ = old.to_toml() != new.to_toml();
             let d = gpustack::diff::diff(&old, &new);
             let _ = match format.as_str() {
                 "json" => stdout(&d.to_json()),
                 "markdown" => stdout(&d.to_markdown()),
                 _ => out_text(&d.to_text()),
             };
-            Ok(0)
+            Ok(u8::from(exit_code && differ))
         }
         Command::Matrix {
             spec,
@@ -1005,14 +1184,21 @@ fn run(cli: Cli) -> Result<u8, Error> {
             }
             Ok(0)
         }
-        Command::Why { component, lock } => {
-            let c = Component::from_name(&component).ok_or_else(|| {
-                Diagnostic::new(Stage::Usage, format!("unknown component `{component}`")).hint(
-                    format!(
-                        "components are: {}",
-                        Component::ALL.map(Component::name).join(", ")
-                    ),
-                )
+        Command::Why {
+            component,
+            lock,
+            format,
+        } => {
+            let c = Component::lookup(&component).map_err(|near| {
+                let mut d =
+                    Diagnostic::new(Stage::Usage, format!("unknown component `{component}`"));
+                if let Some(s) = near {
+                    d = d.hint(format!("did you mean `gpustack why {s}`?"));
+                }
+                d.hint(format!(
+                    "components are: {}",
+                    Component::ALL.map(Component::name).join(", ")
+                ))
             })?;
             let (_, lock) = read_lock(
                 &lock,
@@ -1036,28 +1222,56 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 ))
                 .into());
             };
-            let _ = out_text(&show::why(&lock, lc));
+            let _ = match format.as_str() {
+                "json" => stdout(&json_text(&show::why_json(&lock, lc))),
+                _ => out_text(&show::why(&lock, lc, verbose)),
+            };
             Ok(0)
         }
         Command::Catalog { what } => match what {
-            CatalogCommand::List { catalogs } => {
+            CatalogCommand::List { catalogs, format } => {
                 let catalog = load_catalog(&catalogs)?;
-                let _ = out_text(&show::list(&catalog));
+                let _ = match format.as_str() {
+                    "json" => stdout(&json_text(&show::list_json(&catalog))),
+                    _ => out_text(&show::list(&catalog)),
+                };
                 Ok(0)
             }
-            CatalogCommand::Show { family, catalogs } => {
+            CatalogCommand::Show {
+                family,
+                catalogs,
+                format,
+            } => {
                 let catalog = load_catalog(&catalogs)?;
-                match show::family(&catalog, &family) {
-                    Some(t) => {
-                        let _ = out_text(&t);
+                let key = gpustack::error::name_key(&family);
+                let found = show::FAMILIES
+                    .iter()
+                    .find(|f| gpustack::error::name_key(f) == key);
+                match found.and_then(|f| Some((*f, show::family(&catalog, f)?))) {
+                    Some((f, t)) => {
+                        let _ = match format.as_str() {
+                            "json" => stdout(&json_text(&show::family_json(f, &t))),
+                            _ => out_text(&t),
+                        };
                         Ok(0)
                     }
-                    None => Err(Diagnostic::new(
-                        Stage::Usage,
-                        format!("unknown catalog family `{family}`"),
-                    )
-                    .hint(format!("families are: {}", show::FAMILIES.join(", ")))
-                    .into()),
+                    None => {
+                        let mut d = Diagnostic::new(
+                            Stage::Usage,
+                            format!("unknown catalog family `{family}`"),
+                        );
+                        // A component name shows its family (`flash-attn` → `extra`).
+                        let near = match Component::lookup(&family) {
+                            Ok(c) if c.is_extra() => Some("extra"),
+                            _ => gpustack::error::did_you_mean(&family, show::FAMILIES),
+                        };
+                        if let Some(s) = near {
+                            d = d.hint(format!("did you mean `gpustack catalog show {s}`?"));
+                        }
+                        Err(d
+                            .hint(format!("families are: {}", show::FAMILIES.join(", ")))
+                            .into())
+                    }
                 }
             }
             CatalogCommand::Import { from } => import(from),
@@ -1095,7 +1309,11 @@ fn run(cli: Cli) -> Result<u8, Error> {
         Command::Init { gpu, driver, path } => {
             let catalog = Catalog::stock()?;
             let g = catalog.gpu(&gpu).ok_or_else(|| {
-                Diagnostic::new(Stage::Usage, format!("unknown GPU `{gpu}`")).hint(format!(
+                let mut d = Diagnostic::new(Stage::Usage, format!("unknown GPU `{gpu}`"));
+                if let Some(s) = catalog.gpu_suggestion(&gpu) {
+                    d = d.hint(format!("did you mean `--gpu {s}`?"));
+                }
+                d.hint(format!(
                     "GPU ids are: {}",
                     catalog
                         .gpus
@@ -1131,7 +1349,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
             // Written to a temporary file, then linked into place: a full disk leaves no
             // empty spec behind to block the next `init`.
             gpustack::emit::write_new(&path, text.as_bytes())?;
-            note!("wrote {shown}; next: `gpustack lock`");
+            info!("wrote {shown}; next: `gpustack lock`");
             Ok(0)
         }
     }

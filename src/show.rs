@@ -36,7 +36,103 @@ fn newest<T>(items: &[T], f: impl Fn(&T) -> String) -> String {
 
 pub(crate) fn list(c: &Catalog) -> String {
     let mut o = String::new();
-    let rows: Vec<(&str, usize, String)> = vec![
+    for (name, n, detail) in list_rows(c) {
+        let _ = writeln!(o, "{name:<10} {n:>4}  {detail}");
+    }
+    o
+}
+
+/// `catalog list --format json`: one object per family.
+pub(crate) fn list_json(c: &Catalog) -> serde_json::Value {
+    serde_json::Value::Array(
+        list_rows(c)
+            .into_iter()
+            .map(|(family, entries, summary)| {
+                serde_json::json!({ "family": family, "entries": entries, "summary": summary })
+            })
+            .collect(),
+    )
+}
+
+/// `catalog show FAMILY --format json`: the entries `family` prints, each with its catalog
+/// location and full source.
+pub(crate) fn family_json(family: &str, text: &str) -> serde_json::Value {
+    let mut entries: Vec<serde_json::Value> = Vec::new();
+    let mut lines: Vec<&str> = Vec::new();
+    for l in text.lines() {
+        // `src` writes `    catalog/FILE:LINE — SOURCE` after each entry's lines.
+        let origin = l
+            .strip_prefix("    ")
+            .and_then(|r| r.split_once(" — "))
+            .filter(|(loc, _)| {
+                loc.rsplit_once(':')
+                    .is_some_and(|(_, n)| n.parse::<usize>().is_ok())
+            });
+        match origin {
+            Some((location, source)) => {
+                entries.push(serde_json::json!({
+                    "entry": lines.join("\n"),
+                    "location": location,
+                    "source": source,
+                }));
+                lines.clear();
+            }
+            None => lines.push(l),
+        }
+    }
+    if !lines.is_empty() {
+        entries.push(serde_json::json!({ "entry": lines.join("\n") }));
+    }
+    serde_json::json!({ "family": family, "entries": entries })
+}
+
+/// `why --format json`.
+pub(crate) fn why_json(lock: &Lock, c: &LockedComponent) -> serde_json::Value {
+    let fields: serde_json::Map<String, serde_json::Value> = c
+        .fields
+        .iter()
+        .map(|(k, v)| {
+            let v = match v {
+                Field::Str(s) => serde_json::Value::from(s.clone()),
+                Field::List(l) => serde_json::Value::from(l.clone()),
+            };
+            (k.clone(), v)
+        })
+        .collect();
+    serde_json::json!({
+        "component": c.name.name(),
+        "version": c.version.to_string(),
+        "layer": c.layer.name(),
+        "requested": c.requested,
+        "catalog": c.catalog,
+        "source": c.source,
+        "fields": fields,
+        "because": c.because,
+        "hardware": {
+            "gpus": lock.hardware.gpus.iter().map(|g| g.id.as_str()).collect::<Vec<_>>(),
+            "driver": lock.hardware.driver.to_string(),
+            "driver-installed": lock.hardware.driver_installed,
+            "arch-list": lock.hardware.arch_list.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        },
+    })
+}
+
+/// `lock --format json`: what was locked, where, and the notes.
+pub(crate) fn lock_summary_json(lock: &Lock, out: &str, notes: &[String]) -> serde_json::Value {
+    serde_json::json!({
+        "stack": lock.request.name,
+        "lock": out,
+        "components": lock.components.iter().map(|c| serde_json::json!({
+            "name": c.name.name(),
+            "version": c.version.to_string(),
+            "layer": c.layer.name(),
+        })).collect::<Vec<_>>(),
+        "notes": notes,
+    })
+}
+
+fn list_rows(c: &Catalog) -> Vec<(&'static str, usize, String)> {
+    let rows: Vec<(&'static str, usize, String)> = vec![
         (
             "driver",
             c.drivers.len(),
@@ -141,10 +237,7 @@ pub(crate) fn list(c: &Catalog) -> String {
             "NCCL and fabric environment variables per fabric".to_string(),
         ),
     ];
-    for (name, n, detail) in rows {
-        let _ = writeln!(o, "{name:<10} {n:>4}  {detail}");
-    }
-    o
+    rows
 }
 
 fn src(o: &mut String, origin: &Origin) {
@@ -458,12 +551,22 @@ pub(crate) fn family(c: &Catalog, fam: &str) -> Option<String> {
     Some(o)
 }
 
-pub(crate) fn why(lock: &Lock, c: &LockedComponent) -> String {
+/// `why`: the pick, its facts and the rules behind it. The source is shortened to one URL
+/// unless `verbose`.
+pub(crate) fn why(lock: &Lock, c: &LockedComponent, verbose: bool) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "{} {} (layer {})", c.name, c.version, c.layer.name());
     let _ = writeln!(o, "  requested: {}", c.requested);
     let _ = writeln!(o, "  catalog:   {}", c.catalog);
-    let _ = writeln!(o, "  source:    {}", c.source);
+    if verbose {
+        let _ = writeln!(o, "  source:    {}", c.source);
+    } else {
+        let _ = writeln!(
+            o,
+            "  source:    {}",
+            gpustack::catalog::short_source(&c.source)
+        );
+    }
     for (k, v) in &c.fields {
         let v = match v {
             Field::Str(s) => s.clone(),
@@ -516,8 +619,8 @@ pub(crate) fn starter(g: &Gpu, driver: Option<&str>) -> String {
     format!(
         r#"# gpustack.toml — the one place your GPU stack is written down.
 # `gpustack lock` resolves it into gpustack.lock; every generator renders from the lock.
-# Requirements: "*", a bare version ("12.4" = 12.4 or any 12.4.x), or ==, !=, >=, >, <=, <
-# joined by commas (">=2.4, <2.6"). A torch local label pins a wheel variant: "==2.5.1+cu124".
+# Requirements: "*", a bare version ("12.4" = 12.4 or any 12.4.x; also "12.4.*"), "~=12.4",
+# or ==, !=, >=, >, <=, < joined by commas (">=2.4, <2.6"). A torch local label pins a wheel variant: "==2.5.1+cu124".
 
 [stack]
 name = "my-stack"               # [a-z0-9][a-z0-9-]*

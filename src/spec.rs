@@ -154,6 +154,27 @@ impl Component {
         Component::ALL.into_iter().find(|c| c.name() == s)
     }
 
+    /// A component named on the command line: exact, or after [`crate::error::name_key`]
+    /// (`TORCH`, `flash_attn`, `Flash Attn`); `Err` carries the closest name, if any, for a
+    /// "did you mean" hint (`pytorch` → `torch`).
+    ///
+    /// ```
+    /// use gpustack::Component;
+    /// assert_eq!(Component::lookup("TORCH"), Ok(Component::Torch));
+    /// assert_eq!(Component::lookup("flash_attn"), Ok(Component::FlashAttn));
+    /// assert_eq!(Component::lookup("pytorch"), Err(Some("torch")));
+    /// ```
+    pub fn lookup(s: &str) -> Result<Component, Option<&'static str>> {
+        if let Some(c) = Component::from_name(s) {
+            return Ok(c);
+        }
+        let k = crate::error::name_key(s);
+        Component::ALL
+            .into_iter()
+            .find(|c| crate::error::name_key(c.name()) == k)
+            .ok_or_else(|| did_you_mean(s, Component::ALL.iter().map(|c| c.name())))
+    }
+
     /// The image/VM layer the component belongs to. An extra's layer is the one every
     /// catalog entry of it states (checked when the catalog loads).
     pub fn layer(self) -> Layer {
@@ -576,8 +597,8 @@ impl Spec {
                         }
                         Err(e) => diags.push(
                             Diagnostic::new(Stage::Spec, format!("invalid requirement for `{}`: {}", c.name(), e.reason))
-                                .at_offset(f, t, o)
-                                .hint("use `*`, a bare version (`12.4`), or `==`, `!=`, `>=`, `>`, `<=`, `<` joined by commas (`>=2.4, <2.6`)"),
+                                .at_offset(f, t, req_offset(t, o, s, e.at))
+                                .hint("use `*`, a bare version (`12.4`), `12.*`, `~=12.4`, or `==`, `!=`, `>=`, `>`, `<=`, `<` joined by commas (`>=2.4, <2.6`)"),
                         ),
                     }
                 }
@@ -703,5 +724,16 @@ mod tests {
             "{:?}",
             ds[0].message
         );
+    }
+}
+
+/// The offset in the file of byte `at` of a requirement string whose value starts at
+/// `value_start` (its opening quote): the caret goes on the operator at fault. Falls back to
+/// the quote when the string is written with escapes (the text then differs from the value).
+fn req_offset(text: &str, value_start: usize, value: &str, at: usize) -> usize {
+    let inner = value_start + 1;
+    match text.get(inner..inner + value.len()) {
+        Some(raw) if raw == value && at <= value.len() => inner + at,
+        _ => value_start,
     }
 }

@@ -374,6 +374,8 @@ pub struct ReqError {
     pub text: String,
     /// What was wrong.
     pub reason: String,
+    /// Byte offset in `text` of the clause at fault (its operator), for a caret.
+    pub at: usize,
 }
 
 impl fmt::Display for ReqError {
@@ -399,46 +401,160 @@ impl VersionReq {
         }
     }
 
-    /// Parses `*`, `12.4`, `==V`, `!=V`, `>=V`, `>V`, `<=V`, `<V`, joined by commas.
+    /// Parses `*`, `12.4`, `==V`, `!=V`, `>=V`, `>V`, `<=V`, `<V`, joined by commas; and
+    /// the PEP 440 habits `==12.*` / `12.*` (the bare prefix `12`) and `~=12.4` (`>=12.4, 12`).
+    /// Other ecosystems' operators (`^12.4`, `~12.4`, `!=12.*`, `===`) are refused with the
+    /// equivalent written out, and [`ReqError::at`] on the operator.
+    ///
+    /// ```
+    /// use gpustack::VersionReq;
+    /// assert_eq!("==12.*".parse::<VersionReq>().unwrap().to_string(), "12");
+    /// assert_eq!("~=12.4".parse::<VersionReq>().unwrap().to_string(), ">=12.4, 12");
+    /// let e = "^12.4".parse::<VersionReq>().unwrap_err();
+    /// assert_eq!((e.at, e.reason.as_str()), (0, "`^` is not a PEP 440 operator; write `>=12.4, <13`"));
+    /// ```
     pub fn parse(text: &str) -> Result<VersionReq, ReqError> {
-        let err = |reason: String| ReqError {
+        let err = |at: usize, reason: String| ReqError {
             text: text.to_string(),
             reason,
+            at,
         };
         if text.trim().is_empty() {
-            return Err(err("it is empty; use `*` for any version".into()));
+            return Err(err(0, "it is empty; use `*` for any version".into()));
         }
         let mut clauses = Vec::new();
+        let mut start = 0;
         for raw in text.split(',') {
+            let raw_at = start;
+            start += raw.len() + 1;
             let c = raw.trim();
+            // Byte offset of the clause (its operator) within `text`.
+            let at = raw_at + (raw.len() - raw.trim_start().len());
             if c.is_empty() {
-                return Err(err("an empty clause between commas".into()));
+                return Err(err(at, "an empty clause between commas".into()));
             }
             if c == "*" {
                 clauses.push(Clause::Any);
                 continue;
             }
-            let (op, rest) = ["==", "!=", ">=", "<=", ">", "<", "="]
+            let (op, rest) = ["===", "==", "!=", ">=", "<=", "~=", ">", "<", "=", "^", "~"]
                 .iter()
                 .find_map(|op| c.strip_prefix(op).map(|r| (*op, r.trim_start())))
                 .unwrap_or(("", c));
+            // `12.*`: a wildcard is the bare prefix, valid after `==`, `!=` or nothing.
+            let (rest, star) = match rest.strip_suffix(".*") {
+                Some(r) => (r, true),
+                None => (rest, false),
+            };
             if op == "=" {
                 let fix = match rest.chars().next() {
                     Some('>') => format!(">={}", &rest[1..]),
                     Some('<') => format!("<={}", &rest[1..]),
                     _ => format!("=={rest}"),
                 };
-                return Err(err(format!("`{c}` is not a comparison; write `{fix}`")));
+                return Err(err(at, format!("`{c}` is not a comparison; write `{fix}`")));
             }
-            if op == "~=" || rest.starts_with('=') || rest.starts_with('~') {
-                return Err(err(format!("unknown operator in `{c}`")));
+            let v = Version::parse(rest)
+                .map_err(|e| err(at + op.len(), format!("`{}`: {}", e.text, e.reason)))?;
+            // The versions bounding a caret or tilde, written out for the hint.
+            let bump = |keep: usize| -> String {
+                let p = v.parts();
+                let keep = keep.min(p.len()).max(1);
+                let mut up: Vec<u64> = p[..keep].to_vec();
+                if let Some(last) = up.last_mut() {
+                    *last += 1;
+                }
+                up.iter().map(u64::to_string).collect::<Vec<_>>().join(".")
+            };
+            let prefix_of = |keep: usize| -> Version {
+                let p = v.parts();
+                let s = p[..keep.min(p.len()).max(1)]
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(".");
+                Version::parse(&s).unwrap_or_else(|_| v.clone())
+            };
+            match op {
+                "===" => {
+                    return Err(err(
+                        at,
+                        format!("`===` (arbitrary equality) is not supported; write `=={rest}`"),
+                    ))
+                }
+                "^" => {
+                    return Err(err(
+                        at,
+                        format!(
+                            "`^` is not a PEP 440 operator; write `>={rest}, <{}`",
+                            bump(1)
+                        ),
+                    ))
+                }
+                "~" => {
+                    return Err(err(
+                        at,
+                        format!(
+                            "`~` is not a PEP 440 operator; write `>={rest}, <{}`",
+                            bump(2)
+                        ),
+                    ))
+                }
+                _ => {}
             }
-            let v = Version::parse(rest).map_err(|e| err(format!("`{}`: {}", e.text, e.reason)))?;
+            if star && !matches!(op, "==" | "!=" | "") {
+                return Err(err(
+                    at,
+                    format!(
+                        "a wildcard `.*` is only allowed with `==` or `!=`; write `=={rest}.*`"
+                    ),
+                ));
+            }
+            if star && v.local().is_some() {
+                return Err(err(at, "a wildcard cannot follow a local label".into()));
+            }
             if v.local().is_some() && !matches!(op, "==" | "!=") {
-                return Err(err(format!(
-                    "a local label such as `+{}` is only allowed with `==` or `!=`",
-                    v.local().unwrap_or_default()
-                )));
+                return Err(err(
+                    at,
+                    format!(
+                        "a local label such as `+{}` is only allowed with `==` or `!=`",
+                        v.local().unwrap_or_default()
+                    ),
+                ));
+            }
+            if star && op == "!=" {
+                let n = v.parts().len();
+                return Err(err(
+                    at,
+                    format!(
+                        "`!=` with a wildcard is not supported; write `<{rest}, >={}`",
+                        bump(n)
+                    ),
+                ));
+            }
+            if op == "~=" {
+                // PEP 440: `~=X.Y` is `>=X.Y, ==X.*`.
+                let n = v.parts().len();
+                if n < 2 {
+                    return Err(err(
+                        at,
+                        format!("`~=` needs at least two parts (`~={rest}.0`); write `>={rest}`"),
+                    ));
+                }
+                clauses.push(Clause::Ge(v.clone()));
+                clauses.push(Clause::Prefix(prefix_of(n - 1)));
+                continue;
+            }
+            if star {
+                // `==12.*` and `12.*` are the bare prefix `12`.
+                if !rest.chars().all(|ch| ch.is_ascii_digit() || ch == '.') {
+                    return Err(err(
+                        at + op.len(),
+                        format!("`{rest}.*`: a wildcard follows a plain release like `12.4`"),
+                    ));
+                }
+                clauses.push(Clause::Prefix(v));
+                continue;
             }
             clauses.push(match op {
                 "==" => Clause::Eq(v),
@@ -603,12 +719,89 @@ mod tests {
             ">=",
             "=2.4",
             ">=2.4,",
-            "~=2.4",
+            "~=2",
+            "^2.4",
+            "~2.4",
+            "!=2.*",
+            ">=2.*",
             "=>2.4",
             ">=2.5.1+cu124",
             ">=a",
         ] {
             assert!(VersionReq::parse(s).is_err(), "{s} parsed");
         }
+    }
+}
+
+#[cfg(test)]
+mod pep440_habits {
+    use super::VersionReq;
+
+    fn ok(s: &str) -> String {
+        VersionReq::parse(s).unwrap().to_string()
+    }
+    fn refused(s: &str) -> (usize, String) {
+        let e = VersionReq::parse(s).unwrap_err();
+        (e.at, e.reason)
+    }
+
+    #[test]
+    fn wildcards_and_compatible_release_are_accepted() {
+        assert_eq!(ok("==12.*"), "12");
+        assert_eq!(ok("12.*"), "12");
+        assert_eq!(ok("== 12.4.*"), "12.4");
+        assert_eq!(ok("~=12.4"), ">=12.4, 12");
+        assert_eq!(ok("~=2.5.1"), ">=2.5.1, 2.5");
+        assert_eq!(ok(">=2.4, ~=2.5.0"), ">=2.4, >=2.5.0, 2.5");
+        let r = VersionReq::parse("~=12.4").unwrap();
+        for (v, want) in [
+            ("12.4", true),
+            ("12.9.1", true),
+            ("12.3", false),
+            ("13.0", false),
+        ] {
+            assert_eq!(r.matches(&v.parse().unwrap()), want, "{v}");
+        }
+    }
+
+    #[test]
+    fn other_habits_are_refused_on_the_operator_with_the_equivalent() {
+        assert_eq!(
+            refused("^12.4"),
+            (
+                0,
+                "`^` is not a PEP 440 operator; write `>=12.4, <13`".into()
+            )
+        );
+        assert_eq!(
+            refused(">=2.4, ~2.5"),
+            (
+                7,
+                "`~` is not a PEP 440 operator; write `>=2.5, <2.6`".into()
+            )
+        );
+        assert_eq!(
+            refused("!=12.*"),
+            (
+                0,
+                "`!=` with a wildcard is not supported; write `<12, >=13`".into()
+            )
+        );
+        assert_eq!(
+            refused("~=12"),
+            (
+                0,
+                "`~=` needs at least two parts (`~=12.0`); write `>=12`".into()
+            )
+        );
+        assert_eq!(refused(">=12.*").0, 0);
+        assert_eq!(
+            refused("  ===12.4"),
+            (
+                2,
+                "`===` (arbitrary equality) is not supported; write `==12.4`".into()
+            )
+        );
+        assert_eq!(refused("=12.4").0, 0);
     }
 }

@@ -134,7 +134,12 @@ fn a_catalog_that_resolves_differently_makes_the_lock_stale() {
             .as_array()
             .unwrap()
             .iter()
-            .any(|d| d.as_str().unwrap().starts_with('+') && d.as_str().unwrap().contains("2.99.1")),
+            // The site's NCCL 2.99.1 joins the newer versions `why` says torch's pin passed
+            // over (nearest first, so it is counted in "and 11 more").
+            .any(|d| d.as_str().unwrap().starts_with('+')
+                && d.as_str()
+                    .unwrap()
+                    .contains("and 11 more: torch 2.10.0+cu128 pins NCCL")),
         "{}",
         stale[0]
     );
@@ -433,11 +438,17 @@ fn hardware_that_cannot_run_the_lock_is_reported() {
     )
     .unwrap();
     let older = check(&dir, &["--hardware", "older.toml"]);
-    assert_eq!(older.code, 1);
+    assert_eq!(older.code, 0);
+    assert!(errors(&older).is_empty());
     assert!(
-        errors(&older)
+        findings(&older)
             .iter()
-            .any(|e| e.contains("535.104.05 is older than the locked driver")),
+            .any(|f| f["code"] == "driver-older-than-locked"
+                && f["severity"] == "warning"
+                && f["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("535.104.05 is older than the locked driver")),
         "{:?}",
         errors(&older)
     );
@@ -492,7 +503,13 @@ fn hygiene_warnings_name_the_artifact() {
     let start = at + "name = \"nvidia-container-toolkit\"\nversion = \"".len();
     let end = start + text[start..].find('"').unwrap();
     std::fs::write(&lock, format!("{}1.17.3{}", &text[..start], &text[end..])).unwrap();
-    let out = check(&dir, &[]);
+    let out = check(&dir, &["--pedantic"]);
+    // Without --pedantic the catalog gaps are counted, not listed.
+    let quiet = check(&dir, &[]);
+    assert!(located(&quiet, "unpinned").is_empty(), "{}", quiet.stdout);
+    let v: serde_json::Value = serde_json::from_str(&quiet.stdout).unwrap();
+    assert_eq!(v["suppressed"][0]["code"], "unpinned", "{v}");
+    assert_eq!(v["suppressed"][0]["why"], "pedantic", "{v}");
     let unsafe_ = findings(&out)
         .into_iter()
         .filter(|f| f["code"] == "unsafe-version")
@@ -721,7 +738,12 @@ fn probe_output_and_raw_nvidia_smi_feed_check() {
     let out = check(&dir, &["--hardware", &xml]);
     assert_eq!(out.code, 1);
     assert_eq!(located(&out, "arch-not-covered").len(), 1, "{}", out.stdout);
-    assert_eq!(located(&out, "driver-too-old").len(), 1, "{}", out.stdout);
+    assert_eq!(
+        located(&out, "driver-older-than-locked").len(),
+        1,
+        "{}",
+        out.stdout
+    );
     // JSON output, and no nvidia-smi on PATH is a usage error.
     let json = run_in(&dir, &["probe", "--format", "json", "--from", &xml]);
     let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();

@@ -305,7 +305,15 @@ fn book_library_code_is_quoted_from_tested_code() {
     let mut failures = Vec::new();
     let mut lines = page.lines().enumerate();
     while let Some((n, line)) = lines.next() {
-        if line.trim() != "```rust" {
+        // Fragments: `mdbook test` must skip them (`ignore`); this test checks they are
+        // quoted from code that `cargo test` compiles and runs.
+        assert_ne!(
+            line.trim(),
+            "```rust",
+            "book/src/library.md:{}: mark the block `rust,ignore` (it is a fragment)",
+            n + 1
+        );
+        if line.trim() != "```rust,ignore" {
             continue;
         }
         blocks += 1;

@@ -7,6 +7,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ci="${CI:-false}"
+# `--quick`: the debug suite only (no release-mode property, injection and fuzz-corpus runs,
+# which compile a second, optimized copy of every test binary).
+quick=false
+case "${1:-}" in
+  --quick) quick=true ;;
+  "") ;;
+  *) echo "usage: bash tests/run.sh [--quick]" >&2; exit 2 ;;
+esac
 missing=()
 
 need() { # need TOOL INSTALL-HINT
@@ -64,9 +72,15 @@ fi
 
 if cargo fmt --version >/dev/null 2>&1; then cargo fmt --all -- --check; else echo "!!! rustfmt missing: format check skipped" >&2; fi
 cargo test --locked --no-fail-fast
+if [ "$quick" = true ]; then
+  echo "== --quick: skipped the release-mode solver properties, injection properties and fuzz-corpus replay"
+  exit 0
+fi
 # The solver's properties at the hardening issue's bar: 10,000 random catalogs against brute
 # force (and the order, relaxing and unrelated-component properties on their share), in a
 # release build, where they take about a minute; the debug run above uses 600.
+echo "== the library without the cli feature (no clap)"
+cargo check --locked --lib --no-default-features
 echo "== solver properties, 10,000 random catalogs (release)"
 GPUSTACK_PROPTEST_CASES=10000 cargo test --locked --release --lib proptests
 echo "== injection properties, 48 hostile values per field (release)"
@@ -75,6 +89,9 @@ echo "== every fuzz corpus input and crash reproducer (release)"
 GPUSTACK_FUZZ_CORPUS=all cargo test --locked --release --test fuzz_corpus
 if command -v mdbook >/dev/null 2>&1; then
   mdbook build book
+  # The book's Rust blocks need the crate: mdbook links them against the debug build's
+  # dependencies (`-L`); blocks marked `ignore` are compiled by tests/book.rs instead.
+  mdbook test book -L target/debug/deps
 else
   echo "note: mdbook not installed; the book's examples are still tested by tests/book.rs" >&2
 fi

@@ -75,6 +75,34 @@ pub struct OriginInner {
     canonical: Box<dyn Fn() -> String + Send + Sync>,
 }
 
+/// A long source in a message: its first URL, or its first 100 characters; the full text
+/// is for `--verbose` and `gpustack catalog show`.
+///
+/// ```
+/// use gpustack::catalog::short_source;
+/// assert_eq!(short_source("CUDA notes https://docs.nvidia.com/x (Table 3); https://y"), "https://docs.nvidia.com/x (and more)");
+/// assert_eq!(short_source("vendor runbook"), "vendor runbook");
+/// ```
+pub fn short_source(source: &str) -> String {
+    if let Some(i) = source.find("https://").or_else(|| source.find("http://")) {
+        let url: String = source[i..]
+            .chars()
+            .take_while(|c| !c.is_whitespace() && !matches!(c, ')' | ';' | ',' | '\'' | '"'))
+            .collect();
+        let url = url.trim_end_matches(['.', ':']);
+        return if url.len() + 2 >= source.trim().len() {
+            url.to_string()
+        } else {
+            format!("{url} (and more)")
+        };
+    }
+    const MAX: usize = 100;
+    match source.char_indices().nth(MAX) {
+        Some((i, _)) => format!("{}…", &source[..i]),
+        None => source.to_string(),
+    }
+}
+
 impl std::ops::Deref for Origin {
     type Target = OriginInner;
     fn deref(&self) -> &OriginInner {
@@ -810,6 +838,45 @@ struct Layers {
     env: BTreeMap<String, (EnvWire, Origin)>,
 }
 
+/// The built-in catalog's identity ([`Catalog::stock_identity`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StockIdentity {
+    /// `sha256:…` over every file's path and text, in file-name order.
+    pub digest: String,
+    /// The newest `YYYY-MM-DD` a source records as read (`read 2026-11-22`, `as of …`,
+    /// `retrieved …`, `checked …`, `accessed …`, `fetched …`), if any.
+    pub date: Option<String>,
+    /// How many files.
+    pub files: usize,
+}
+
+/// The full dates (`YYYY-MM-DD`) that follow a "read"-like word in `text`.
+fn read_dates(text: &str) -> impl Iterator<Item = &str> {
+    const WORDS: [&str; 6] = [
+        "read ",
+        "as of ",
+        "retrieved ",
+        "checked ",
+        "accessed ",
+        "fetched ",
+    ];
+    WORDS.into_iter().flat_map(move |w| {
+        text.match_indices(w).filter_map(move |(i, _)| {
+            let rest = text[i + w.len()..].trim_start_matches("on ");
+            let d = rest.get(..10)?;
+            let b = d.as_bytes();
+            let ok = b.iter().enumerate().all(|(j, c)| {
+                if j == 4 || j == 7 {
+                    *c == b'-'
+                } else {
+                    c.is_ascii_digit()
+                }
+            });
+            ok.then_some(d)
+        })
+    })
+}
+
 impl Catalog {
     /// The embedded stock catalog.
     ///
@@ -819,6 +886,35 @@ impl Catalog {
     /// ```
     pub fn stock() -> Result<Catalog, Error> {
         Catalog::load(&[])
+    }
+
+    /// What identifies the built-in catalog, for `gpustack --version`: a digest over its
+    /// files and the newest date one of its sources records as read.
+    ///
+    /// ```
+    /// let id = gpustack::Catalog::stock_identity();
+    /// assert!(id.digest.starts_with("sha256:") && id.digest.len() == 7 + 64);
+    /// assert_eq!(id.files, gpustack::Catalog::stock_files().len());
+    /// ```
+    pub fn stock_identity() -> StockIdentity {
+        let mut h = Sha256::new();
+        let mut date: Option<&str> = None;
+        for (path, text) in STOCK {
+            h.update(path.as_bytes());
+            h.update([0]);
+            h.update(text.as_bytes());
+            h.update([0]);
+            for d in read_dates(text) {
+                if date.is_none_or(|x| d > x) {
+                    date = Some(d);
+                }
+            }
+        }
+        StockIdentity {
+            digest: format!("sha256:{:x}", h.finalize()),
+            date: date.map(str::to_string),
+            files: STOCK.len(),
+        }
     }
 
     /// The stock catalog's files as (display path, TOML text), in file-name order: the input
@@ -910,17 +1006,70 @@ impl Catalog {
         self.packages.iter().filter(move |p| p.name == name)
     }
 
-    /// A GPU by id or alias, case-insensitive.
+    /// A GPU by id or alias, compared as [`crate::error::name_key`]s: case, spaces,
+    /// hyphens and underscores do not count (`RTX4090`, `"H100 PCIe"`, `a100_80gb`).
+    ///
+    /// ```
+    /// let catalog = gpustack::Catalog::stock().unwrap();
+    /// assert_eq!(catalog.gpu("RTX4090").unwrap().id, "rtx-4090");
+    /// assert_eq!(catalog.gpu("H100 PCIe").unwrap().id, "h100-pcie");
+    /// assert_eq!(catalog.gpu("a100 80gb").unwrap().id, "a100");
+    /// ```
     pub fn gpu(&self, name: &str) -> Option<&Gpu> {
         let n = name.trim().to_ascii_lowercase();
-        self.gpus
+        if let Some(g) = self
+            .gpus
             .iter()
             .find(|g| g.id == n || g.aliases.contains(&n))
+        {
+            return Some(g);
+        }
+        let k = crate::error::name_key(name);
+        self.gpus.iter().find(|g| {
+            crate::error::name_key(&g.id) == k
+                || g.aliases.iter().any(|a| crate::error::name_key(a) == k)
+        })
+    }
+
+    /// The GPU id or alias closest to an unknown `name`, for a "did you mean" hint.
+    pub fn gpu_suggestion(&self, name: &str) -> Option<&str> {
+        crate::error::did_you_mean(
+            name,
+            self.gpus.iter().flat_map(|g| {
+                std::iter::once(g.id.as_str()).chain(g.aliases.iter().map(String::as_str))
+            }),
+        )
     }
 
     /// The branch a driver version belongs to, when the catalog knows it.
     pub fn branch_of(&self, driver: &Version) -> Option<&DriverBranch> {
         self.branches.iter().find(|b| b.number == driver.major())
+    }
+
+    /// A warning when `driver` is on a branch the catalog does not know (`999.1.1`): the
+    /// solver can only check its version against minimums, not its branch's support or end
+    /// of life. Names the known branches.
+    ///
+    /// ```
+    /// let catalog = gpustack::Catalog::stock().unwrap();
+    /// let w = catalog.unknown_branch(&"999.1.1".parse().unwrap()).unwrap();
+    /// assert!(w.starts_with("driver 999.1.1 is on branch R999, which the catalog does not know"), "{w}");
+    /// assert!(catalog.unknown_branch(&"550.54.15".parse().unwrap()).is_none());
+    /// ```
+    pub fn unknown_branch(&self, driver: &Version) -> Option<String> {
+        if self.branch_of(driver).is_some() {
+            return None;
+        }
+        let known: Vec<String> = self
+            .branches
+            .iter()
+            .map(|b| format!("R{}", b.number))
+            .collect();
+        Some(format!(
+            "driver {driver} is on branch R{}, which the catalog does not know (known branches: {}): its support status and end of life are not checked",
+            driver.major(),
+            known.join(", ")
+        ))
     }
 
     /// The nvcc targets of a CUDA release.

@@ -1480,7 +1480,10 @@ mod tests {
             "-cu124"
         );
         assert_eq!(catalog_req(">=2.0.0,<3").as_deref(), Some(">=2.0.0, <3"));
-        assert_eq!(catalog_req("~=2.0"), None);
+        // PEP 440 `~=` is a requirement gpustack reads (`>=2.0, 2`); `*` wildcards are
+        // not kept from metadata.
+        assert_eq!(catalog_req("~=2.0").as_deref(), Some("~=2.0"));
+        assert_eq!(catalog_req("==2.*"), None);
         assert_eq!(quote("a\"b\\c\nd"), r#""a\"b\\c\nd""#);
         assert!(check_date("2026-11-25").is_ok() && check_date("25.11.2026").is_err());
         assert_eq!(today().len(), 10);

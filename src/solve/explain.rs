@@ -419,8 +419,11 @@ fn hints(ctx: &Ctx<'_>) -> Vec<String> {
     out
 }
 
+/// Sources are shortened to `catalog/FILE:LINE — URL`; the alternate form (`{:#}`) writes
+/// them in full.
 impl fmt::Display for Explanation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let full = f.alternate();
         write!(f, "error: no compatible stack for `{}`", self.stack)?;
         for c in &self.causes {
             f.write_str("\n\n")?;
@@ -481,7 +484,7 @@ impl fmt::Display for Explanation {
                 } else {
                     write!(f, "\n    - {}: {}", list(versions), v.message)?;
                 }
-                write!(f, "\n      rule `{}`{}", v.rule.id(), facts(&v.facts))?;
+                write!(f, "\n      rule `{}`{}", v.rule.id(), facts(&v.facts, full))?;
             }
         }
         for h in &self.hints {
@@ -503,10 +506,17 @@ fn list(vs: &[String]) -> String {
     }
 }
 
-fn facts(fs: &[Origin]) -> String {
+/// Each fact as `catalog/FILE:LINE — URL`; with `full` (`{:#}`, `--verbose`) the whole
+/// source text.
+fn facts(fs: &[Origin], full: bool) -> String {
     let mut out = String::new();
     for o in fs {
-        out.push_str(&format!("\n        {} — {}", o.location(), o.source));
+        let source = if full {
+            o.source.clone()
+        } else {
+            crate::catalog::short_source(&o.source)
+        };
+        out.push_str(&format!("\n        {} — {source}", o.location()));
     }
     out
 }

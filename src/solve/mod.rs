@@ -899,14 +899,30 @@ fn because(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)]) -
     if c == Component::Cuda {
         sort_cuda(ctx, &mut ranked, assign);
     }
+    let pick_rank = ranked.iter().position(|x| *x == k).unwrap_or(usize::MAX);
+    // Every newer candidate is explained: a better-ranked one by the rule it broke, a
+    // worse-ranked one (the pick won on preference) by the preference, nearest first.
+    // Nearest first: the versions a reader expects next are named first.
+    let mut newer: Vec<(usize, Cand)> = ranked
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|&(r, x)| {
+            x != k
+                && if r < pick_rank {
+                    ctx.version(c, x) >= ctx.version(c, k)
+                } else {
+                    ctx.version(c, x) > ctx.version(c, k)
+                }
+        })
+        .collect();
+    newer.sort_by(|a, b| {
+        ctx.version(c, a.1)
+            .cmp(ctx.version(c, b.1))
+            .then(a.0.cmp(&b.0))
+    });
     let mut groups: Vec<(Vec<String>, String)> = Vec::new();
-    for other in ranked {
-        if other == k {
-            break;
-        }
-        if ctx.version(c, other) < ctx.version(c, k) {
-            continue;
-        }
+    for (rank, other) in newer {
         let reason = ctx.check_unary(c, other).err().or_else(|| {
             // Only picks decided before this one, and the installed driver, can explain
             // why it lost; later picks would be circular.
@@ -927,6 +943,7 @@ fn because(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)]) -
         });
         let text = match reason {
             Some(r) => format!("{} [{}]", r.message, r.rule.id()),
+            None if rank > pick_rank => ranked_after(ctx, c, k, other, assign),
             None => "no complete stack with it satisfies the rest of the request".to_string(),
         };
         let v = ctx.label(c, other);
@@ -947,6 +964,94 @@ fn because(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)]) -
         out.push(format!("not {head}: {text}"));
     }
     out
+}
+
+/// Why a newer candidate that breaks no rule ranked after the pick: the preference that
+/// decided, in words.
+fn ranked_after(
+    ctx: &Ctx<'_>,
+    c: Component,
+    k: Cand,
+    other: Cand,
+    assign: &[(Component, Cand)],
+) -> String {
+    let pick = ctx.label(c, k);
+    match (c, k, other) {
+        (Component::Cuda, Cand::Idx(a), Cand::Idx(b)) => {
+            let (pa, pb) = (&ctx.cat.cuda[a], &ctx.cat.cuda[b]);
+            let torch_cuda = assign.iter().find_map(|(x, t)| match (x, t) {
+                (Component::Torch, Cand::Idx(i)) => Some(ctx.cat.torch[*i].cuda.clone()),
+                _ => None,
+            });
+            let same = |v: &Version| {
+                torch_cuda
+                    .as_ref()
+                    .is_some_and(|t| t.major() == v.major() && t.minor() == v.minor())
+            };
+            let full = |m: Option<&Version>| {
+                ctx.host_driver
+                    .as_ref()
+                    .is_none_or(|h| m.is_some_and(|m| h >= m))
+            };
+            if full(pa.driver_min.as_ref()) && !full(pb.driver_min.as_ref()) {
+                format!("the installed driver runs it only through compatibility, {pick} with full support, which ranks first")
+            } else if same(&pa.version) && !same(&pb.version) {
+                format!(
+                    "torch's wheel bundles the CUDA {} runtime: the toolkit of the same minor, {pick}, ranks first",
+                    torch_cuda.map(|t| format!("{}.{}", t.major(), t.minor())).unwrap_or_default()
+                )
+            } else if ctx.imaged.contains(&pa.version) && !ctx.imaged.contains(&pb.version) {
+                format!(
+                    "the catalog has no `nvidia/cuda` image of it; {pick} has one and ranks first"
+                )
+            } else if ctx.tested_cuda.contains(&pa.version)
+                && !ctx.tested_cuda.contains(&pb.version)
+            {
+                format!("{pick} is vendor-validated (a `[[tested]]` stack); within a CUDA minor, validated updates rank first")
+            } else {
+                format!("ranked after {pick} in the solver's CUDA preference order")
+            }
+        }
+        (Component::Torch, Cand::Idx(a), Cand::Idx(b)) => {
+            let (ta, tb) = (&ctx.cat.torch[a], &ctx.cat.torch[b]);
+            let mode = |t: &crate::catalog::TorchBuild| {
+                ctx.host_driver.as_ref().map(|h| {
+                    ctx.compat_for(
+                        h,
+                        &t.cuda,
+                        ctx.full_min_for_runtime(&t.cuda),
+                        ctx.needs_ptx(&t.arch_list),
+                    )
+                })
+            };
+            let (ma, mb) = (mode(ta), mode(tb));
+            let forward = |m: &Option<Compat>| matches!(m, Some(Compat::Forward { .. }));
+            if forward(&mb) && !forward(&ma) {
+                format!("the installed driver runs its CUDA {} runtime only through forward compatibility (the `cuda-compat` package); builds it runs without it, like {pick}, rank first", tb.cuda)
+            } else if ma == Some(Compat::Full) && mb != Some(Compat::Full) && mb.is_some() {
+                format!("the installed driver runs its CUDA {} runtime only through compatibility, {pick}'s CUDA {} with full support, which ranks first", tb.cuda, ta.cuda)
+            } else if ta.pypi_default && !tb.pypi_default {
+                format!("{pick} is the wheel PyPI serves by default, which ranks first among builds of a release")
+            } else {
+                format!("ranked after {pick} in the solver's preference order (the solver chapter of the book)")
+            }
+        }
+        (Component::Driver, _, Cand::Idx(b)) => {
+            let br = &ctx.cat.branches[ctx.cat.drivers[b].branch];
+            format!(
+                "its branch R{} is {}: drivers of supported production and LTS branches rank first",
+                br.number,
+                if br.supported {
+                    "a new feature branch"
+                } else {
+                    "end of life"
+                }
+            )
+        }
+        _ => format!(
+            "ranked after {pick} in the solver's preference order (the solver chapter of the book)"
+        ),
+    }
 }
 
 #[cfg(test)]
