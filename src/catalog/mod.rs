@@ -13,6 +13,18 @@
 
 mod codec;
 mod env_names;
+
+/// Where an environment variable the generators may write is documented (the table in
+/// `src/catalog/env_names.rs`); none for a name outside it.
+///
+/// ```
+/// assert!(gpustack::catalog::env_name_source("NCCL_IB_HCA").unwrap().contains("nccl"));
+/// assert_eq!(gpustack::catalog::env_name_source("LD_PRELOAD"), None);
+/// ```
+#[must_use]
+pub fn env_name_source(name: &str) -> Option<&'static str> {
+    env_names::source(name)
+}
 #[cfg(test)]
 mod tests;
 mod wire;

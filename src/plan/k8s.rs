@@ -437,7 +437,7 @@ fn fabric_settings(common: &Common) -> (Option<String>, bool, bool, Vec<String>)
 /// gpustack cannot write one.
 fn nic_policy(common: &Common) -> (Option<NicPolicyPlan>, Vec<String>) {
     let net = &common.network;
-    let mut prerequisites = Vec::new();
+    let mut prerequisites = net.prerequisites.clone();
     let policy = match (&net.rdma_resource, &net.rdma_resource_name) {
         (Some(resource), Some(name)) => {
             // The example config of the Network Operator docs: Mellanox/NVIDIA NICs (PCI
@@ -464,7 +464,7 @@ fn nic_policy(common: &Common) -> (Option<NicPolicyPlan>, Vec<String>) {
             Some(NicPolicyPlan {
                 resource_name: name.clone(),
                 resource: resource.clone(),
-                config: serde_json::to_string_pretty(&config).unwrap_or_default(),
+                config: config.to_string(),
                 notes,
             })
         }

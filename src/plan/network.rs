@@ -22,17 +22,6 @@ use super::EnvVar;
 use crate::deploy::Fabric;
 use crate::lock::Lock;
 
-/// Where NCCL documents its variables (`NCCL_SOCKET_IFNAME`, `NCCL_IB_HCA`,
-/// `NCCL_IB_GID_INDEX`, `NCCL_COLLNET_ENABLE`).
-pub const NCCL_ENV: &str = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html";
-/// Where PyTorch documents `GLOO_SOCKET_IFNAME` ("Choosing the network interface to use").
-pub const TORCH_DISTRIBUTED: &str =
-    "https://docs.pytorch.org/docs/stable/distributed.html#common-environment-variables";
-/// Where UCX documents `UCX_NET_DEVICES` and `UCX_IB_GID_INDEX`.
-pub const UCX_FAQ: &str = "https://openucx.readthedocs.io/en/master/faq.html";
-/// Where Open MPI documents `btl_tcp_if_include` and setting MCA parameters as
-/// `OMPI_MCA_<name>` environment variables.
-pub const OMPI_TCP: &str = "https://docs.open-mpi.org/en/v5.0.x/tuning-apps/networking/tcp.html";
 /// The GPU Operator's GPUDirect RDMA page: DMA-BUF (recommended, open kernel modules) or the
 /// legacy nvidia-peermem module (`driver.rdma.enabled`), which needs the MLNX_OFED/DOCA-OFED
 /// driver on the hosts (`driver.rdma.useHostMofed`) or from the Network Operator.
@@ -41,6 +30,9 @@ pub const GPU_OPERATOR_RDMA: &str =
 /// The Network Operator's NicClusterPolicy example: the RDMA shared device plugin and its
 /// `configList[].resourceName`, the resource pods request as `rdma/<resourceName>`.
 pub const NIC_CLUSTER_POLICY: &str = "https://github.com/Mellanox/network-operator-docs/blob/2105e0eb875f75556cdd77c239aab22f267fb7c1/docs/customizations/cr-full-example.rst";
+/// NVIDIA's SHARP plugin for NCCL (nccl-rdma-sharp-plugins), which registers the CollNet
+/// network NCCL uses when `NCCL_COLLNET_ENABLE=1`.
+pub const SHARP_PLUGIN: &str = "https://github.com/Mellanox/nccl-rdma-sharp-plugins";
 /// The resource name the Network Operator's example config gives the shared RDMA device.
 pub const DEFAULT_RDMA_RESOURCE: &str = "rdma/rdma_shared_device_a";
 /// The prefix the RDMA shared device plugin puts before `resourceName`.
@@ -85,15 +77,22 @@ pub struct NetworkPlan {
     pub gpudirect: Option<GpuDirect>,
     /// `[network].sharp`.
     pub sharp: bool,
-    /// The RDMA devices (`[network].hcas`), as written: the NicClusterPolicy's selector.
+    /// The RDMA devices (`[network].hcas`), as written.
     pub hcas: Vec<String>,
+    /// What the hosts or images must provide that gpustack does not install (every
+    /// target prints these).
+    pub prerequisites: Vec<String>,
 }
 
-fn var(name: &str, value: String, source: &str) -> EnvVar {
+/// A variable with its source from the documented-names table (a name outside it has an
+/// empty source, which `tests/fabric.rs` rejects).
+fn var(name: &str, value: String) -> EnvVar {
     EnvVar {
         name: name.into(),
         value,
-        source: source.into(),
+        source: crate::catalog::env_name_source(name)
+            .unwrap_or_default()
+            .into(),
     }
 }
 
@@ -117,28 +116,28 @@ impl NetworkPlan {
         let mut site_env = Vec::new();
         if !net.interfaces.is_empty() {
             let ifs = net.interfaces.join(",");
-            site_env.push(var("NCCL_SOCKET_IFNAME", ifs.clone(), NCCL_ENV));
-            site_env.push(var("GLOO_SOCKET_IFNAME", ifs.clone(), TORCH_DISTRIBUTED));
-            site_env.push(var("OMPI_MCA_btl_tcp_if_include", ifs, OMPI_TCP));
+            site_env.push(var("NCCL_SOCKET_IFNAME", ifs.clone()));
+            site_env.push(var("GLOO_SOCKET_IFNAME", ifs.clone()));
+            site_env.push(var("OMPI_MCA_btl_tcp_if_include", ifs));
         }
         if !net.hcas.is_empty() {
             // `=`: exact names (NCCL otherwise matches prefixes: `mlx5_1` would also
             // select `mlx5_10`).
-            site_env.push(var("NCCL_IB_HCA", format!("={}", net.hcas.join(",")), NCCL_ENV));
+            site_env.push(var("NCCL_IB_HCA", format!("={}", net.hcas.join(","))));
             // UCX names a device with its port; port 1 is the first port of an HCA.
             let ucx: Vec<String> = net
                 .hcas
                 .iter()
                 .map(|h| if h.contains(':') { h.clone() } else { format!("{h}:1") })
                 .collect();
-            site_env.push(var("UCX_NET_DEVICES", ucx.join(","), UCX_FAQ));
+            site_env.push(var("UCX_NET_DEVICES", ucx.join(",")));
         }
         if let Some(g) = net.gid_index {
-            site_env.push(var("NCCL_IB_GID_INDEX", g.to_string(), NCCL_ENV));
-            site_env.push(var("UCX_IB_GID_INDEX", g.to_string(), UCX_FAQ));
+            site_env.push(var("NCCL_IB_GID_INDEX", g.to_string()));
+            site_env.push(var("UCX_IB_GID_INDEX", g.to_string()));
         }
         if net.sharp {
-            site_env.push(var("NCCL_COLLNET_ENABLE", "1".into(), NCCL_ENV));
+            site_env.push(var("NCCL_COLLNET_ENABLE", "1".into()));
         }
         site_env.sort_by(|a, b| a.name.cmp(&b.name));
         let rdma_resource = (rdma && multi).then(|| {
@@ -161,7 +160,14 @@ impl NetworkPlan {
         } else {
             None
         };
+        let mut prerequisites = Vec::new();
+        if net.sharp {
+            prerequisites.push(format!(
+                "SHARP: NCCL_COLLNET_ENABLE=1 needs NCCL's SHARP net plugin (libnccl-net.so from nccl-rdma-sharp-plugins, with the SHARP libraries of HPC-X or DOCA) on the library path and a running SHARP aggregation manager; gpustack does not install them (source: {SHARP_PLUGIN})"
+            ));
+        }
         NetworkPlan {
+            prerequisites,
             site_env,
             rdma_resource,
             rdma_resource_name,
