@@ -313,3 +313,34 @@ fn the_lock_records_the_network_request() {
     let net = parsed.request.deploy.network.unwrap();
     assert_eq!(net.gid_index, Some(3));
 }
+
+/// SHARP and non-SHARP bandwidth figures are kept apart: a spec with `sharp = true` is held
+/// to a SHARP run, the same spec without SHARP never is.
+#[test]
+fn sharp_and_non_sharp_thresholds_are_kept_apart() {
+    let base = std::fs::read_to_string(root().join("fixtures/fabrics/infiniband.toml")).unwrap();
+    for (sharp, spec) in [(true, base.clone()), (false, base.replace("sharp = true\n", ""))] {
+        let dir = tempdir("fabric-sharp");
+        std::fs::write(dir.join("gpustack.toml"), &spec).unwrap();
+        let out = run_in(&dir, &["lock"]);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let lock: toml::Table = std::fs::read_to_string(dir.join("gpustack.lock"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        let inter = lock["fact"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["kind"].as_str() == Some("bandwidth") && f["key"].as_str() == Some("inter-node"))
+            .expect("an inter-node figure");
+        let got = inter.get("sharp").and_then(toml::Value::as_str);
+        if sharp {
+            assert_eq!(got, Some("true"), "{inter:?}");
+        } else {
+            assert_ne!(got, Some("true"), "{inter:?}");
+        }
+        let out = run_in(&dir, &["gen", "slurm", "--lock", "gpustack.lock", "--out", "out"]);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+    }
+}

@@ -767,6 +767,9 @@ pub struct Bandwidth {
     pub nodes: u32,
     /// Job shape.
     pub gpus_per_node: u32,
+    /// Measured with InfiniBand SHARP (`Some(true)`), without (`Some(false)`), or not
+    /// stated by the source.
+    pub sharp: Option<bool>,
     /// Where this comes from.
     pub origin: Origin,
 }
@@ -2815,7 +2818,14 @@ fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
         {
             v.fail(&o, "bandwidth `test` must be one line, `size` a plain word, and the job shape positive counts".into());
         }
+        if b.sharp.is_some() && b.fabric != "infiniband" {
+            v.fail(
+                &o,
+                format!("`sharp` describes InfiniBand runs, not fabric `{}`", b.fabric),
+            );
+        }
         c.bandwidth.push(Bandwidth {
+            sharp: b.sharp,
             gpu: b.gpu.clone(),
             fabric: b.fabric.clone(),
             test: b.test.clone(),

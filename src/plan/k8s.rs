@@ -726,6 +726,9 @@ impl K8sPlan {
                 push("size", s);
             }
             push("test", &e.test);
+            if let Some(s) = &e.sharp {
+                push("sharp", s);
+            }
             push("source", &e.source);
         }
 

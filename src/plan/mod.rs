@@ -197,6 +197,8 @@ pub struct Expected {
     pub size: Option<String>,
     /// The test that produced it.
     pub test: String,
+    /// `with SHARP` / `without SHARP`, where the source says (InfiniBand).
+    pub sharp: Option<String>,
     /// Where it is published.
     pub source: String,
 }
@@ -335,6 +337,9 @@ impl Common {
                 fabric: f.get("fabric").unwrap_or_default().to_string(),
                 size: f.get("size").map(str::to_string),
                 test: f.get("test").unwrap_or_default().to_string(),
+                sharp: f.get("sharp").map(|v| {
+                    if v == "true" { "with SHARP" } else { "without SHARP" }.to_string()
+                }),
                 source: f.source.clone(),
             })
             .collect();
