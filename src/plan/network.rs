@@ -166,6 +166,12 @@ impl NetworkPlan {
                 "SHARP: NCCL_COLLNET_ENABLE=1 needs NCCL's SHARP net plugin (libnccl-net.so from nccl-rdma-sharp-plugins, with the SHARP libraries of HPC-X or DOCA) on the library path and a running SHARP aggregation manager; gpustack does not install them (source: {SHARP_PLUGIN})"
             ));
         }
+        if multi && cluster.fabric == Fabric::Slingshot {
+            prerequisites.push("Slingshot: the images' libfabric is built without the CXI provider (libcxi and the Cassini/CXI driver headers are not in gpustack's catalog yet), so NCCL needs a libfabric with CXI at run time, such as the host's, provided by the site's container runtime".into());
+        }
+        if multi && cluster.fabric == Fabric::Efa {
+            prerequisites.push("EFA: libfabric's EFA provider is built only where rdma-core's EFA headers are present, and gpustack's EFA stack builds no rdma-core nor runs AWS's EFA installer (not in the catalog yet); use the EFA installer's libfabric on the hosts or AMI".into());
+        }
         NetworkPlan {
             prerequisites,
             site_env,
