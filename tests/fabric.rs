@@ -145,6 +145,22 @@ fn site_values_reach_every_runtime_environment_and_no_image() {
         let k8s = configmap(&out);
         assert_eq!(slurm, k8s, "{fabric}: Slurm env/nccl.env vs the ConfigMap");
         assert_eq!(slurm, vm, "{fabric}: Slurm env/nccl.env vs the VM profile");
+        // The acceptance plan's environment is what the targets deliver.
+        let lock = gpustack::Lock::parse(
+            "gpustack.lock",
+            &std::fs::read_to_string(dir.join("gpustack.lock")).unwrap(),
+        )
+        .unwrap();
+        let common = gpustack::plan::Common::new(&lock).unwrap();
+        let acceptance = gpustack::plan::workload::acceptance(&lock, &common)
+            .unwrap()
+            .expect("nccl-tests is locked");
+        let planned: BTreeMap<String, String> = acceptance
+            .env
+            .iter()
+            .map(|e| (e.name.clone(), e.value.clone()))
+            .collect();
+        assert_eq!(planned, slurm, "{fabric}: the acceptance plan's environment");
         for (name, value) in site_values(fabric) {
             assert_eq!(
                 slurm.get(name).map(String::as_str),

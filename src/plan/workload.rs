@@ -185,6 +185,10 @@ pub struct Acceptance {
     pub per_gpu: Launch,
     /// The nccl-tests version.
     pub version: Option<String>,
+    /// The fabric environment the test runs with: [`Common::runtime_env`], which every
+    /// target delivers to it (the Kubernetes ConfigMap, Slurm's `env/nccl.env`, the VM
+    /// profile), the site's `[network]` values included.
+    pub env: Vec<super::EnvVar>,
 }
 
 /// Every workload of the lock. LOAD-BEARING: the Slurm and Kubernetes plans carry it and
@@ -503,5 +507,6 @@ pub fn acceptance(lock: &Lock, common: &Common) -> Result<Option<Acceptance>, Er
         per_node: run(gpus),
         per_gpu: run(1),
         version: common.packages.get("nccl-tests").cloned(),
+        env: common.runtime_env.clone(),
     }))
 }
