@@ -500,6 +500,8 @@ pub struct Deploy {
     pub storage: Option<Storage>,
     /// `[resolve]`: where `gpustack lock` resolves digests and package versions.
     pub resolve: Option<crate::resolve::spec::Resolve>,
+    /// `[python]`: the user's own Python requirements per layer.
+    pub python: crate::resolve::python::PythonReqs,
 }
 
 type S<T> = Spanned<T>;
@@ -519,6 +521,7 @@ pub(crate) struct DeployWire {
     pub(crate) slurm: Option<S<SlurmWire>>,
     pub(crate) storage: Option<S<StorageWire>>,
     pub(crate) resolve: Option<S<crate::resolve::spec::ResolveWire>>,
+    pub(crate) python: Option<S<crate::resolve::python::PythonWire>>,
 }
 
 #[derive(Deserialize)]
@@ -1568,6 +1571,10 @@ impl DeployWire {
         // `[resolve]` last, as the spec and the lock write it.
         Deploy {
             resolve: self.resolve.map(|r| r.into_inner().validate(at)),
+            python: self
+                .python
+                .map(|p| p.into_inner().validate(at))
+                .unwrap_or_default(),
             ..d
         }
     }

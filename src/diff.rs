@@ -826,7 +826,7 @@ fn request(old: &Lock, new: &Lock, out: &mut Vec<Change>) {
 /// An error's messages in one line, for a report.
 fn reason(e: &Error) -> String {
     match e {
-        Error::Invalid(ds) => ds
+        Error::Invalid(ds) | Error::Unresolvable(ds) => ds
             .iter()
             .map(|d| d.message.as_str())
             .collect::<Vec<_>>()

@@ -170,6 +170,9 @@ pub enum Error {
     Invalid(Vec<Diagnostic>),
     /// The request has no solution (exit code 1).
     NoSolution(Box<crate::solve::Explanation>),
+    /// A resolver after the solver (uv, for the Python closure) found no solution: its
+    /// explanation (exit code 1).
+    Unresolvable(Vec<Diagnostic>),
 }
 
 impl Error {
@@ -177,7 +180,7 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Invalid(_) => 2,
-            Error::NoSolution(_) => 1,
+            Error::NoSolution(_) | Error::Unresolvable(_) => 1,
         }
     }
 }
@@ -197,7 +200,7 @@ impl From<Vec<Diagnostic>> for Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Invalid(ds) => {
+            Error::Invalid(ds) | Error::Unresolvable(ds) => {
                 for (i, d) in ds.iter().enumerate() {
                     if i > 0 {
                         f.write_str("\n\n")?;

@@ -170,3 +170,129 @@ pub fn lock_spec_resolved(
     })?;
     Ok((lock, report))
 }
+
+/// How the Python closure of a lock came out ([`lock_python`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PythonOutcome {
+    /// The lock has no Python layer.
+    None,
+    /// Every layer's pylock is resolved (or reused unchanged); `resolved` lists the files
+    /// uv wrote this time.
+    Closed {
+        /// Files resolved now (the others were reused).
+        resolved: Vec<String>,
+    },
+    /// No closure: builds resolve the Python packages themselves. Why.
+    Open(String),
+}
+
+/// Locks the Python closure of `lock` ([`resolve::python`]): one `pylock.<layer>.toml`
+/// per layer and platform, by uv, recorded in `lock.python` (contents included) and
+/// folded into the layer hashes. `previous` is the lock being replaced with its pylock
+/// contents loaded: files whose inputs did not change are reused without running uv.
+///
+/// Offline (`offline`), only reuse is possible: a lock that had a closure and now needs
+/// a new one is an error; one that never had one stays open. Online without a uv of the
+/// pinned version, the lock stays open (the CLI warns).
+///
+/// # Errors
+///
+/// uv's explanation when a layer cannot be resolved (exit 1); a closure whose files lack
+/// hashes or whose NVIDIA wheels disagree with the solver (exit 2).
+pub fn lock_python(
+    catalog: &Catalog,
+    lock: &mut Lock,
+    offline: bool,
+    previous: Option<&Lock>,
+) -> Result<PythonOutcome, Error> {
+    use resolve::python::{self as py, ClosureError};
+    lock.python = None;
+    if lock.component(spec::Component::Torch).is_none() {
+        lock.rehash();
+        return Ok(PythonOutcome::None);
+    }
+    let os = lock.request.os.clone().unwrap_or_default();
+    let glibc = catalog
+        .os
+        .iter()
+        .find(|o| o.id == os)
+        .and_then(|o| o.glibc.clone());
+    let Some(glibc) = glibc else {
+        lock.rehash();
+        return Ok(PythonOutcome::Open(format!(
+            "the catalog has no glibc for `{os}`, so no manylinux platform to resolve for"
+        )));
+    };
+    let mut cpus: Vec<String> = lock
+        .hardware
+        .gpus
+        .iter()
+        .filter_map(|g| catalog.gpu(&g.id))
+        .map(|g| g.cpu.clone())
+        .collect();
+    if cpus.is_empty() {
+        cpus.push("x86_64".into());
+    }
+    let uv_version = lock
+        .package("uv")
+        .map(|p| p.version.clone())
+        .unwrap_or_default();
+    let prev = previous.and_then(|p| p.python.as_ref());
+    let resolve_tbl = lock.request.deploy.resolve.clone().unwrap_or_default();
+    let exclude_newer = resolve_tbl
+        .exclude_newer
+        .clone()
+        .or_else(|| prev.map(|p| p.exclude_newer.clone()))
+        .unwrap_or_else(|| format!("{}T00:00:00Z", import::today()));
+    let uv = if offline {
+        None
+    } else {
+        match py::Uv::find(&uv_version) {
+            Ok(u) => Some(u),
+            Err(e) if prev.is_none() => {
+                lock.rehash();
+                return Ok(PythonOutcome::Open(format!("{e}; {}", e.hint())));
+            }
+            Err(e) => return Err(closure_error(&e)),
+        }
+    };
+    let opts = py::Options {
+        uv: uv.as_ref(),
+        uv_version,
+        exclude_newer,
+        platforms: py::platforms(&glibc.to_string(), &cpus),
+        pypi: resolve_tbl.pypi.clone().unwrap_or_else(|| py::PYPI.to_string()),
+        mirrors: resolve_tbl.indexes.clone(),
+        previous: prev,
+    };
+    match py::resolve(lock, &opts) {
+        Ok(p) => {
+            let resolved: Vec<String> = p
+                .files
+                .iter()
+                .filter(|f| {
+                    !prev.is_some_and(|q| q.files.iter().any(|g| g.file == f.file && g.digest == f.digest))
+                })
+                .map(|f| f.file.clone())
+                .collect();
+            lock.python = Some(p);
+            lock.rehash();
+            Ok(PythonOutcome::Closed { resolved })
+        }
+        Err(ClosureError::Offline { detail }) if prev.is_none() => {
+            lock.rehash();
+            Ok(PythonOutcome::Open(format!(
+                "offline, and no closure to reuse ({detail})"
+            )))
+        }
+        Err(e) => Err(closure_error(&e)),
+    }
+}
+
+fn closure_error(e: &resolve::python::ClosureError) -> Error {
+    let d = error::Diagnostic::new(error::Stage::Lock, e.to_string()).hint(e.hint());
+    match e {
+        resolve::python::ClosureError::Resolve { .. } => Error::Unresolvable(vec![d]),
+        _ => Error::Invalid(vec![d]),
+    }
+}

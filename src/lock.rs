@@ -227,6 +227,56 @@ pub struct LockedLayer {
     pub hash: String,
 }
 
+/// The Python closure ([`crate::resolve::python`]): one PEP 751 file per layer and
+/// platform beside the lock, each recorded here by digest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PythonLock {
+    /// `uv 0.11.7`.
+    pub resolver: String,
+    /// The index snapshot time the closure was resolved at.
+    pub exclude_newer: String,
+    /// The files, by layer then platform.
+    pub files: Vec<PyLockFile>,
+    /// Packages the build stage compiles from their locked sdists.
+    pub builds: Vec<PyBuild>,
+}
+
+/// One `pylock.<layer>.toml`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PyLockFile {
+    /// `framework`, `inference`, `training` or `build`.
+    pub layer: String,
+    /// `x86_64-manylinux_2_35`.
+    pub platform: String,
+    /// `pylock.framework.toml`, beside the lock.
+    pub file: String,
+    /// `sha256:` of its bytes.
+    pub digest: String,
+    /// `sha256:` of what it was resolved from: equal inputs reuse the file.
+    pub inputs: String,
+    /// How many packages it holds.
+    pub packages: u32,
+    /// Its text, once read and checked against `digest` (not part of the lock's text).
+    pub contents: Option<String>,
+}
+
+/// A package compiled in the build stage from its locked source distribution.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PyBuild {
+    /// The layer whose image installs the built wheel.
+    pub layer: String,
+    /// The platform.
+    pub platform: String,
+    /// `deepspeed`.
+    pub name: String,
+    /// `0.19.8`.
+    pub version: String,
+    /// The sdist's URL.
+    pub url: String,
+    /// Its sha256 (hex).
+    pub sha256: String,
+}
+
 /// A parsed or freshly built lock.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lock {
@@ -246,6 +296,8 @@ pub struct Lock {
     pub facts: Vec<LockedFact>,
     /// Layers, bottom first.
     pub layers: Vec<LockedLayer>,
+    /// The Python closure, when it was resolved.
+    pub python: Option<PythonLock>,
     /// The format version the lock was read from ([`LOCK_VERSION`] when built): layer
     /// hashes are recomputed by that version's rule.
     pub format: u32,
@@ -487,6 +539,7 @@ impl Lock {
             packages,
             facts: sel.facts,
             layers,
+            python: None,
             format: LOCK_VERSION,
         }
     }
@@ -502,6 +555,7 @@ impl Lock {
             &self.facts,
             self.format,
         );
+        fold_python(&mut self.layers, self.python.as_ref());
     }
 
     /// A component by name.
@@ -595,6 +649,29 @@ impl Lock {
             kv(&mut o, "catalog", &f.catalog);
             write_fields(&mut o, &f.fields, &f.because);
         }
+        if let Some(p) = &self.python {
+            o.push_str("\n[python]\n");
+            kv(&mut o, "resolver", &p.resolver);
+            kv(&mut o, "exclude-newer", &p.exclude_newer);
+            for f in &p.files {
+                o.push_str("\n[[python.lock]]\n");
+                kv(&mut o, "layer", &f.layer);
+                kv(&mut o, "platform", &f.platform);
+                kv(&mut o, "file", &f.file);
+                kv(&mut o, "digest", &f.digest);
+                kv(&mut o, "inputs", &f.inputs);
+                let _ = writeln!(o, "packages = {}", f.packages);
+            }
+            for b in &p.builds {
+                o.push_str("\n[[python.build]]\n");
+                kv(&mut o, "layer", &b.layer);
+                kv(&mut o, "platform", &b.platform);
+                kv(&mut o, "name", &b.name);
+                kv(&mut o, "version", &b.version);
+                kv(&mut o, "url", &b.url);
+                kv(&mut o, "sha256", &b.sha256);
+            }
+        }
         for l in &self.layers {
             o.push_str("\n[[layer]]\n");
             kv(&mut o, "name", l.layer.name());
@@ -642,7 +719,7 @@ impl Lock {
         }
         // v1 locks hashed no packages or facts; their layers are recomputed the same way,
         // since both lists are empty there.
-        let computed = layers(
+        let mut computed = layers(
             &self.hardware,
             &self.request,
             &self.components,
@@ -650,6 +727,7 @@ impl Lock {
             &self.facts,
             self.format,
         );
+        fold_python(&mut computed, self.python.as_ref());
         for l in &self.layers {
             let now = computed.iter().find(|c| c.layer == l.layer);
             let now_hash = now.map_or_else(|| "(no such layer)".to_string(), |c| c.hash.clone());
@@ -884,6 +962,9 @@ fn deploy_toml(o: &mut String, d: &crate::deploy::Deploy) {
         if let Some(x) = &r.pypi {
             kv(o, "pypi", x);
         }
+        if r.variant_index {
+            o.push_str("variant-index = true\n");
+        }
         for (name, table) in [
             ("indexes", &r.indexes),
             ("registries", &r.registries),
@@ -895,6 +976,18 @@ fn deploy_toml(o: &mut String, d: &crate::deploy::Deploy) {
                 for (k, v) in table {
                     let _ = writeln!(o, "{} = {}", quote(k), quote(v));
                 }
+            }
+        }
+    }
+    if !d.python.is_empty() {
+        o.push_str("\n[request.python]\n");
+        for (k, v) in [
+            ("framework", &d.python.framework),
+            ("inference", &d.python.inference),
+            ("training", &d.python.training),
+        ] {
+            if !v.is_empty() {
+                list(o, k, v);
             }
         }
     }
@@ -988,6 +1081,36 @@ fn layers(
         });
     }
     out
+}
+
+/// Folds the Python closure into the layer hashes: a layer whose image installs a pylock
+/// (or a package built from a locked sdist) changes hash with it. Locks without a closure
+/// keep their hashes.
+fn fold_python(layers: &mut [LockedLayer], python: Option<&PythonLock>) {
+    let Some(p) = python else { return };
+    for l in layers.iter_mut() {
+        let name = l.layer.name();
+        let mut h = Sha256::new();
+        let mut any = false;
+        // The build stage's closure feeds the layers that install what it compiles.
+        let feeds: Vec<&str> = p.builds.iter().filter(|b| b.layer == name).map(|_| "build").collect();
+        for f in p.files.iter().filter(|f| f.layer == name || feeds.contains(&f.layer.as_str())) {
+            h.update(format!("pylock {} {} {}\n", f.file, f.platform, f.digest).as_bytes());
+            any = true;
+        }
+        for b in p.builds.iter().filter(|b| b.layer == name) {
+            h.update(format!("sdist {}={} {} {}\n", b.name, b.version, b.url, b.sha256).as_bytes());
+            any = true;
+        }
+        if name == "framework" {
+            h.update(format!("resolver={} exclude-newer={}\n", p.resolver, p.exclude_newer).as_bytes());
+            any = true;
+        }
+        if any {
+            h.update(l.hash.as_bytes());
+            l.hash = format!("sha256:{}", hex(&h.finalize()));
+        }
+    }
 }
 
 /// Component fields that change what a layer installs, and so enter its closure hash.
@@ -1115,6 +1238,40 @@ struct LockWire {
     fact: Vec<FactWireL>,
     #[serde(default)]
     layer: Vec<LayerWire>,
+    python: Option<PythonWireL>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct PythonWireL {
+    resolver: String,
+    exclude_newer: String,
+    #[serde(default)]
+    lock: Vec<PyLockWire>,
+    #[serde(default)]
+    build: Vec<PyBuildWire>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PyLockWire {
+    layer: String,
+    platform: String,
+    file: String,
+    digest: String,
+    inputs: String,
+    packages: u32,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PyBuildWire {
+    layer: String,
+    platform: String,
+    name: String,
+    version: String,
+    url: String,
+    sha256: String,
 }
 
 #[derive(Deserialize)]
@@ -1202,6 +1359,7 @@ struct RequestWire {
     slurm: Option<toml::Spanned<crate::deploy::SlurmWire>>,
     storage: Option<toml::Spanned<crate::deploy::StorageWire>>,
     resolve: Option<toml::Spanned<crate::resolve::spec::ResolveWire>>,
+    python: Option<toml::Spanned<crate::resolve::python::PythonWire>>,
 }
 
 #[derive(Deserialize)]
@@ -1312,6 +1470,7 @@ impl LockWire {
             slurm: self.request.slurm,
             storage: self.request.storage,
             resolve: self.request.resolve,
+            python: self.request.python,
         }
         .validate(&mut crate::deploy::At {
             file,
@@ -1441,7 +1600,56 @@ impl LockWire {
                 hash: l.hash,
             });
         }
+        let python = match self.python {
+            None => None,
+            Some(p) => {
+                let mut files = Vec::new();
+                for f in p.lock {
+                    digest(&format!("`{}` digest", f.file), &f.digest)?;
+                    digest(&format!("`{}` inputs", f.file), &f.inputs)?;
+                    // A file name becomes a path beside the lock and a COPY source.
+                    let ok = f.file.starts_with("pylock.")
+                        && f.file.ends_with(".toml")
+                        && f.file.len() <= 64
+                        && f.file.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"._-".contains(&c));
+                    if !ok || !matches!(f.layer.as_str(), "framework" | "inference" | "training" | "build") {
+                        return Err(bad(format!("invalid [[python.lock]] entry `{}` (layer `{}`)", f.file.escape_debug(), f.layer.escape_debug())));
+                    }
+                    files.push(PyLockFile {
+                        layer: f.layer,
+                        platform: f.platform,
+                        file: f.file,
+                        digest: f.digest,
+                        inputs: f.inputs,
+                        packages: f.packages,
+                        contents: None,
+                    });
+                }
+                let mut builds = Vec::new();
+                for b in p.build {
+                    let hex_ok = b.sha256.len() == 64 && b.sha256.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c));
+                    if !hex_ok || !crate::resolve::spec::is_url(&b.url) {
+                        return Err(bad(format!("invalid [[python.build]] entry for `{}`", b.name.escape_debug())));
+                    }
+                    builds.push(PyBuild {
+                        layer: b.layer,
+                        platform: b.platform,
+                        name: b.name,
+                        version: b.version,
+                        url: b.url,
+                        sha256: b.sha256,
+                    });
+                }
+                Some(PythonLock {
+                    resolver: p.resolver,
+                    exclude_newer: p.exclude_newer,
+                    files,
+                    builds,
+                })
+            }
+        };
         Ok(Lock {
+            python,
             format: self.version,
             spec_digest: self.inputs.spec_digest,
             catalog_digest: self.inputs.catalog_digest,

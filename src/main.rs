@@ -440,8 +440,33 @@ fn refuse_to_clobber(out: &Path, spec: &Path) -> Result<(), Error> {
 fn read_lock(path: &Path, hint: &str) -> Result<(String, Lock), Error> {
     let shown = gpustack::emit::shown(path);
     let text = read_text(path, Stage::Lock, "lock", hint)?;
-    let lock = Lock::parse(&shown, &text)?;
+    let mut lock = Lock::parse(&shown, &text)?;
+    load_pylocks(path, &mut lock)?;
     Ok((shown, lock))
+}
+
+/// Reads the `pylock.*.toml` files a lock names, from the lock's directory; each must
+/// match the digest the lock records.
+fn load_pylocks(lock_path: &Path, lock: &mut Lock) -> Result<(), Error> {
+    let Some(python) = lock.python.as_mut() else {
+        return Ok(());
+    };
+    let dir = lock_path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let bad = gpustack::resolve::python::load(python, dir);
+    if bad.is_empty() {
+        return Ok(());
+    }
+    Err(bad
+        .into_iter()
+        .map(|(file, why)| {
+            Diagnostic::new(
+                Stage::Lock,
+                format!("`{}` does not match the lock: {why}", gpustack::emit::shown(&dir.join(&file))),
+            )
+            .hint("the pylock files are written by `gpustack lock` beside gpustack.lock and committed with it; re-run `gpustack lock` instead of editing them")
+        })
+        .collect::<Vec<_>>()
+        .into())
 }
 
 fn run(cli: Cli) -> Result<u8, Error> {
@@ -472,8 +497,16 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 .then(|| gpustack::emit::read_bounded(Path::new(&out), limits::LOCK).ok())
                 .flatten()
                 .and_then(|b| String::from_utf8(b).ok())
-                .and_then(|t| Lock::parse(&out, &t).ok());
-            let (lock, report) = if offline {
+                .and_then(|t| Lock::parse(&out, &t).ok())
+                .map(|mut p| {
+                    if let Some(py) = p.python.as_mut() {
+                        let dir = Path::new(&out).parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+                        // A file that no longer matches is simply not reused.
+                        let _ = gpustack::resolve::python::load(py, dir);
+                    }
+                    p
+                });
+            let (mut lock, report) = if offline {
                 gpustack::lock_spec_resolved(
                     &catalog,
                     &spec_shown,
@@ -491,6 +524,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
                     previous.as_ref(),
                 )?
             };
+            let outcome = gpustack::lock_python(&catalog, &mut lock, offline, previous.as_ref())?;
             // Said after the lock is written: where each digest came from when not the registry.
             let mut notes: Vec<String> = report
                 .fallback
@@ -503,9 +537,24 @@ fn run(cli: Cli) -> Result<u8, Error> {
                     report.unpinned.join(", ")
                 ));
             }
+            match &outcome {
+                gpustack::PythonOutcome::Open(why) => notes.push(format!(
+                    "warning: the Python closure is not locked: {why}\n  the generated builds resolve Python packages at build time until it is"
+                )),
+                gpustack::PythonOutcome::Closed { resolved } if !resolved.is_empty() => {
+                    notes.push(format!("note: resolved the Python closure: {}", resolved.join(", ")));
+                }
+                _ => {}
+            }
             // The process ends right after; freeing the catalog would only cost time.
             std::mem::forget(catalog);
             let rendered = lock.to_toml();
+            let pylocks: Vec<(String, String)> = lock
+                .python
+                .iter()
+                .flat_map(|p| p.files.iter())
+                .map(|f| (f.file.clone(), f.contents.clone().unwrap_or_default()))
+                .collect();
             if out == "-" {
                 if check {
                     return Err(Diagnostic::new(
@@ -541,7 +590,11 @@ fn run(cli: Cli) -> Result<u8, Error> {
                         .into())
                     }
                 };
-                if existing == rendered.as_bytes() {
+                let dir = out_path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+                let pylocks_current = pylocks.iter().all(|(f, c)| {
+                    std::fs::read(dir.join(f)).is_ok_and(|b| b == c.as_bytes())
+                });
+                if existing == rendered.as_bytes() && pylocks_current {
                     note!("{out_shown} is up to date");
                     return Ok(0);
                 }
@@ -567,7 +620,19 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 let dir = parent.unwrap_or(Path::new("."));
                 let _guard = gpustack::emit::DirLock::acquire(dir)?;
                 gpustack::emit::sweep_temporaries(dir);
+                // The pylocks first, the lock last: the lock names them by digest, so a
+                // crash in between leaves the old lock, which `gen` refuses to pair with
+                // the new files rather than building from a mix.
+                for (file, contents) in &pylocks {
+                    gpustack::emit::write_atomic(&dir.join(file), contents.as_bytes())?;
+                }
                 gpustack::emit::write_atomic(&out_path, rendered.as_bytes())?;
+                // Files the replaced lock named and this one does not.
+                for f in previous.iter().flat_map(|p| p.python.iter()).flat_map(|p| p.files.iter()) {
+                    if !pylocks.iter().any(|(n, _)| *n == f.file) {
+                        let _ = std::fs::remove_file(dir.join(&f.file));
+                    }
+                }
             }
             let summary: Vec<String> = lock
                 .components

@@ -102,6 +102,7 @@ pub fn spec_schema(catalog: &Catalog) -> Value {
             ("slurm", slurm()),
             ("storage", storage()),
             ("resolve", resolve()),
+            ("python", python()),
         ],
     );
     root.insert("$schema".into(), DIALECT.into());
@@ -648,6 +649,15 @@ fn resolve() -> Value {
                 }),
             ),
             (
+                "variant-index",
+                json!({
+                    "type": "boolean",
+                    "description": "Take torch (and torchvision, torchaudio) from the locked variant's index (download.pytorch.org/whl/cu128, `+cu128` wheels) even where PyPI's torch is the same build. Default false: a PyPI-default variant comes from PyPI.",
+                    "default": false,
+                    "examples": [true],
+                }),
+            ),
+            (
                 "indexes",
                 mirrors("Python index mirrors", "index URL prefix", json!({"https://download.pytorch.org/whl": "http://127.0.0.1:8081/whl"})),
             ),
@@ -663,6 +673,28 @@ fn resolve() -> Value {
                 "dnf",
                 mirrors("dnf repository mirrors", "repository URL prefix", json!({"https://developer.download.nvidia.com/compute/cuda/repos": "http://127.0.0.1:8080/cuda"})),
             ),
+        ],
+    ))
+}
+
+fn python() -> Value {
+    let list = |what: &str, example: &str| {
+        json!({
+            "type": "array",
+            "description": format!("PEP 508 requirements {what}, resolved by uv at lock time together with the locked components into pylock files (every file hashed). Not torch, vllm or deepspeed (set those in [components]); no URLs or pip options."),
+            "items": { "type": "string", "minLength": 1, "maxLength": 256, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]*[^\"\\\\`${}]*$" },
+            "examples": [[example]],
+        })
+    };
+    object(table(
+        "[python]",
+        fields_of::<crate::resolve::python::PythonWire>(),
+        "Your own Python packages per layer, locked with hashes into pylock.<layer>.toml beside gpustack.lock. Recorded in the lock's [request.python].",
+        &[],
+        vec![
+            ("framework", list("for every image (resolved with the locked torch)", "transformers>=4.50")),
+            ("inference", list("for the inference image", "openai")),
+            ("training", list("for the training image", "wandb")),
         ],
     ))
 }

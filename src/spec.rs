@@ -312,6 +312,7 @@ pub(crate) struct SpecWire {
     slurm: Option<Spanned<crate::deploy::SlurmWire>>,
     storage: Option<Spanned<crate::deploy::StorageWire>>,
     resolve: Option<Spanned<crate::resolve::spec::ResolveWire>>,
+    python: Option<Spanned<crate::resolve::python::PythonWire>>,
 }
 
 #[derive(Deserialize)]
@@ -344,6 +345,7 @@ const TOP_TABLES: &[&str] = &[
     "slurm",
     "storage",
     "resolve",
+    "python",
 ];
 
 impl Spec {
@@ -602,6 +604,7 @@ impl Spec {
             slurm: wire.slurm,
             storage: wire.storage,
             resolve: wire.resolve,
+            python: wire.python,
         };
         let serve_span = deploy_wire.serve.as_ref().map(toml::Spanned::span);
         let deploy = deploy_wire.validate(&mut crate::deploy::At {

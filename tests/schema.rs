@@ -208,7 +208,7 @@ fn schema_is_closed_described_and_draft7_compatible() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert_eq!(objects, 14, "the root and 13 tables are closed objects");
+    assert_eq!(objects, 15, "the root and 14 tables are closed objects");
 }
 
 #[test]
@@ -219,7 +219,7 @@ fn every_schema_key_is_accepted_by_the_parser() {
     let parsed =
         parse(&spec, &cat).unwrap_or_else(|e| panic!("the schema's examples do not parse:\n{e}"));
     // The spec really has every table, and the deployment tables came through.
-    assert_eq!(spec.len(), 13);
+    assert_eq!(spec.len(), 14);
     assert_eq!(parsed.components.len(), gpustack::Component::ALL.len());
     let d = &parsed.deploy;
     assert!(d.cluster.is_some() && d.image.is_some() && d.train.is_some() && d.serve.is_some());
@@ -227,6 +227,7 @@ fn every_schema_key_is_accepted_by_the_parser() {
     assert!(d.network.is_some());
     let storage = d.storage.as_ref().unwrap();
     assert!(storage.datasets.is_some() && storage.checkpoints.is_some());
+    assert!(!d.python.is_empty());
     // The root's properties are exactly the parser's tables.
     let names: Vec<String> = tables(&schema).into_iter().map(|(n, _)| n).collect();
     assert_eq!(
@@ -239,6 +240,7 @@ fn every_schema_key_is_accepted_by_the_parser() {
             "k8s",
             "network",
             "packer",
+            "python",
             "resolve",
             "serve",
             "slurm",
@@ -506,7 +508,7 @@ fn integer_bounds_and_defaults_are_the_parsers() {
             }
         }
     }
-    assert_eq!((bounded, defaults), (10, 8), "integers and defaults found");
+    assert_eq!((bounded, defaults), (10, 9), "integers and defaults found");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

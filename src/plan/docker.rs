@@ -81,6 +81,10 @@ pub struct PyStage {
     pub uses_build: bool,
     /// The image reference of this layer.
     pub image: String,
+    /// The pylock file it installs (a closed lock): no requirement file, no index.
+    pub pylock: Option<String>,
+    /// Wheels compiled in `build` that it installs with `--no-deps` (a closed lock).
+    pub built: Vec<String>,
 }
 
 /// The Dockerfile plan. LOAD-BEARING: `generators/docker/*.j2` print these fields.
@@ -136,6 +140,9 @@ pub struct DockerPlan {
     /// The code image, when Kubernetes runs the training code from an image (the workload
     /// plan's [`Code::image`](super::workload::Code)).
     pub code: Option<CodeImage>,
+    /// The Python closure's install plan (a closed lock); `None` for an open lock, whose
+    /// stages install requirement files.
+    pub python_install: Option<super::python::PythonInstall>,
 }
 
 /// The `code` stage and bake target: the training workload's image with the project
@@ -310,6 +317,12 @@ fn flash_attn_archs(arch_list: &[crate::arch::Target]) -> Option<String> {
 }
 
 /// Components that must be compiled against torch in the `build` stage, and how.
+/// Whether the build stage compiles this Python package from source (decided here, once:
+/// the closure splits it out of the pylocks and locks its sdist).
+pub(crate) fn is_compiled(name: &str) -> bool {
+    compile_env(name).is_some()
+}
+
 fn compile_env(name: &str) -> Option<Vec<(&'static str, &'static str)>> {
     match name {
         // DeepSpeed compiles its ops just in time by default, which needs nvcc in the
@@ -615,6 +628,8 @@ impl DockerPlan {
                 requirements: reqs,
                 indexes,
                 uses_build,
+                pylock: None,
+                built: Vec::new(),
             });
         }
         let ccache_path = (!compiled.is_empty()).then(|| {
@@ -655,9 +670,22 @@ impl DockerPlan {
                     .collect()
             })
             .unwrap_or_default();
-        if !stages.is_empty() {
+        let python_install = super::python::PythonInstall::new(lock)?;
+        if let Some(pi) = &python_install {
+            // A closed lock: every stage installs its pylock; what `build` compiles comes
+            // from its locked sdist, so nothing above is unverified any more.
+            unverified.retain(|u| !u.contains("wheel (no sha256") && !u.contains("source distribution compiled"));
+            for s in &mut stages {
+                if let Some(l) = pi.layer(&s.name) {
+                    s.pylock = Some(l.file.clone());
+                    s.built = l.built.clone();
+                    s.uses_build = !l.built.is_empty();
+                    s.indexes.clear();
+                }
+            }
+        } else if !stages.is_empty() {
             unverified.push(
-                "transitive Python dependencies: exact hashes are known only for the top-level wheels listed in requirements-*.lock".into(),
+                "transitive Python dependencies: the lock has no Python closure (pylock files), so requirement files resolve them at build time".into(),
             );
         }
 
@@ -737,6 +765,7 @@ impl DockerPlan {
             nccl_tests,
             labels,
             unverified,
+            python_install,
         })
     }
 }
@@ -755,6 +784,13 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
         RenderedFile::new("docker-bake.hcl", t("docker/docker-bake.hcl.j2")?),
         RenderedFile::new(".dockerignore", t("docker/dockerignore.j2")?),
     ];
+    if let Some(pi) = &plan.python_install {
+        for l in &pi.layers {
+            files.push(RenderedFile::new(l.file.clone(), l.contents.clone()));
+        }
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        return Ok(files);
+    }
     if !plan.compiled.is_empty() {
         #[derive(Serialize)]
         struct Ctx<'a> {
@@ -774,6 +810,8 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
             indexes: Vec::new(),
             uses_build: false,
             image: String::new(),
+            pylock: None,
+            built: Vec::new(),
         };
         if !compiled.requirements.is_empty() {
             files.push(RenderedFile::new(
@@ -796,6 +834,8 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
             indexes: fw.map(|s| s.indexes.clone()).unwrap_or_default(),
             uses_build: false,
             image: String::new(),
+            pylock: None,
+            built: Vec::new(),
         };
         files.push(RenderedFile::new(
             "requirements-build.lock",

@@ -10,6 +10,7 @@ pub mod host;
 pub mod k8s;
 pub mod network;
 pub mod packer;
+pub mod python;
 pub mod slurm;
 pub mod workload;
 

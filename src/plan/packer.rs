@@ -246,7 +246,29 @@ pub struct PyLayer {
     pub compiled: Vec<Compiled>,
     /// Its closure hash.
     pub hash: String,
+    /// A closed lock: the pylock this layer installs (path on the VM and text); no
+    /// requirement file, no index.
+    pub pylock: Option<PyLockOnVm>,
+    /// A closed lock: the build closure installed before compiling, when this layer
+    /// installs wheels compiled on the VM.
+    pub build_pylock: Option<PyLockOnVm>,
+    /// A closed lock: the locked sdists compiled on the VM for this layer.
+    pub sdists: Vec<super::python::Sdist>,
+    /// A closed lock: wheel file name prefixes it installs from /opt/gpustack/wheels.
+    pub built: Vec<String>,
 }
+
+/// A pylock file written onto the VM.
+#[derive(Clone, Debug, Serialize)]
+pub struct PyLockOnVm {
+    /// `/opt/gpustack/pylock.framework.toml`.
+    pub path: String,
+    /// Its text.
+    pub contents: String,
+}
+
+/// The heredoc terminator the scripts write pylock files with.
+pub const PYLOCK_EOF: &str = "GPUSTACK_PYLOCK_EOF";
 
 /// nccl-tests.
 #[derive(Clone, Debug, Serialize)]
@@ -1012,10 +1034,44 @@ fn toolkit(lock: &Lock, apt: bool) -> Option<Toolkit> {
 }
 
 /// The Python layers of the container plan, with what each compiles on the VM.
-fn py_layers(lock: &Lock, dp: &DockerPlan) -> Vec<PyLayer> {
+fn py_layers(lock: &Lock, dp: &DockerPlan) -> Result<Vec<PyLayer>, Error> {
+    let on_vm = |l: &super::python::LayerInstall| -> Result<PyLockOnVm, Error> {
+        // Written with a quoted heredoc: no line of it may be the terminator.
+        if l.contents.lines().any(|x| x.trim() == PYLOCK_EOF) {
+            return Err(Diagnostic::new(
+                Stage::Generate,
+                format!("`{}` holds the line `{PYLOCK_EOF}`", l.file),
+            )
+            .hint("re-lock with `gpustack lock`; the pylock files are uv's output")
+            .into());
+        }
+        Ok(PyLockOnVm {
+            path: format!("/opt/gpustack/{}", l.file),
+            contents: l.contents.clone(),
+        })
+    };
+    let pi = dp.python_install.as_ref();
     dp.stages
         .iter()
         .map(|s| {
+            let closed = pi.and_then(|p| p.layer(&s.name));
+            let built = closed.map(|l| l.built.clone()).unwrap_or_default();
+            let pylock = closed.map(on_vm).transpose()?;
+            let build_pylock = if built.is_empty() {
+                None
+            } else {
+                pi.and_then(|p| p.layer("build")).map(on_vm).transpose()?
+            };
+            let sdists: Vec<super::python::Sdist> = pi
+                .filter(|_| !built.is_empty())
+                .map(|p| {
+                    p.sdists
+                        .iter()
+                        .filter(|d| built.iter().any(|b| *b == format!("{}-{}", d.name.replace('-', "_"), d.version)))
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default();
             let compiled: Vec<Compiled> = s
                 .requirements
                 .iter()
@@ -1032,7 +1088,7 @@ fn py_layers(lock: &Lock, dp: &DockerPlan) -> Vec<PyLayer> {
                     sdist_file: format!("/opt/gpustack/requirements-{}-sdist.lock", r.name),
                 })
                 .collect();
-            PyLayer {
+            Ok(PyLayer {
                 name: s.name.clone(),
                 file: format!("/opt/gpustack/{}", s.requirements_file),
                 requirements: s.requirements.clone(),
@@ -1052,7 +1108,11 @@ fn py_layers(lock: &Lock, dp: &DockerPlan) -> Vec<PyLayer> {
                     .and_then(|l| lock.layer(l))
                     .map(|l| l.hash.clone())
                     .unwrap_or_default(),
-            }
+                pylock,
+                build_pylock,
+                sdists,
+                built,
+            })
         })
         .collect()
 }
@@ -1191,7 +1251,7 @@ impl PackerPlan {
                 version: p.version.clone(),
                 pinned: image.contains('@'),
             });
-        let py = py_layers(lock, &dp);
+        let py = py_layers(lock, &dp)?;
         if py.iter().any(|p| p.name == "framework") && uv.is_none() {
             return Err(bad(
                 "the lock has a Python but no `uv` image to install it with".into(),

@@ -28,6 +28,7 @@ pub mod apt;
 pub mod dnf;
 pub mod http;
 pub mod oci;
+pub mod python;
 pub mod spec;
 
 use std::collections::BTreeMap;

@@ -37,6 +37,9 @@ pub struct Resolve {
     pub apt: BTreeMap<String, String>,
     /// `dnf`: repository URL prefix → mirror.
     pub dnf: BTreeMap<String, String>,
+    /// `variant-index = true`: take torch from its variant's index (`+cu128` wheels from
+    /// download.pytorch.org) even where PyPI's torch is the same build.
+    pub variant_index: bool,
 }
 
 impl Resolve {
@@ -74,6 +77,7 @@ pub(crate) struct ResolveWire {
     pub(crate) registries: Option<S<BTreeMap<String, String>>>,
     pub(crate) apt: Option<S<BTreeMap<String, String>>>,
     pub(crate) dnf: Option<S<BTreeMap<String, String>>>,
+    pub(crate) variant_index: Option<S<bool>>,
 }
 
 /// An `http://` or `https://` URL with a host, printable ASCII without quotes, spaces,
@@ -127,7 +131,10 @@ pub fn is_timestamp(s: &str) -> bool {
 
 impl ResolveWire {
     pub(crate) fn validate(self, at: &mut At<'_>) -> Resolve {
-        let mut r = Resolve::default();
+        let mut r = Resolve {
+            variant_index: self.variant_index.is_some_and(|v| *v.get_ref()),
+            ..Resolve::default()
+        };
         if let Some(t) = self.exclude_newer {
             if !is_timestamp(t.get_ref()) {
                 at.fail(

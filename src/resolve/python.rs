@@ -1,0 +1,931 @@
+//! The Python closure: every package a layer's image installs, resolved at lock time by
+//! uv and recorded as PEP 751 files (`pylock.<layer>.toml`), each wheel and sdist with
+//! its sha256, so that a build installs and never resolves.
+//!
+//! ```text
+//! Lock (solver picks) ──inputs()──▶ one pyproject per layer ──uv pip compile──▶ pylock text
+//!                                   (exact pins, explicit            │
+//!                                    per-package indexes)            ├─ mirror URLs → canonical
+//!                                                                    ├─ every file hashed?
+//!                                                                    ├─ nvidia-* agree with the lock?
+//!                                                                    └─ source builds split out
+//! ```
+//!
+//! * **Inputs.** The framework layer gets torch (`==<version>+<variant>`, from the variant's
+//!   index only), the framework extras and `[python].framework`; the inference, training
+//!   and build layers add their components and `[python]` lists, with every framework
+//!   pin as a constraint, so an upper image only adds packages to the one below it.
+//!   The build layer is the framework closure plus the tools `--no-build-isolation` builds
+//!   need (and the runtime requirements of what it compiles).
+//! * **Indexes.** PyPI (or `[resolve].pypi`) is the only default index; the torch family
+//!   and any component with its own index are bound to that index as *explicit* uv
+//!   sources, so no package is ever taken from an index by first-index order.
+//! * **Snapshot.** `exclude-newer` (the spec's, else the previous lock's, else today at
+//!   00:00 UTC) is recorded: a re-lock with unchanged inputs resolves identically, and
+//!   with unchanged inputs the previous files are reused without running uv at all.
+//!   Exact pins of the torch family are exempt (the PyTorch index publishes no upload
+//!   times; the pylock's hash fixes the file).
+//!
+//! This module runs a process (uv) and writes a temporary directory; only `gpustack lock`
+//! calls it.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use toml::Spanned;
+
+use crate::deploy::At;
+use crate::lock::{Lock, PyBuild, PyLockFile, PythonLock};
+use crate::spec::{Component, Layer};
+
+/// The torch family: bound to the torch variant's index, never taken from PyPI.
+pub const TORCH_FAMILY: &[&str] = &["torch", "torchvision", "torchaudio"];
+
+/// The tools the build layer's `--no-build-isolation` source builds import.
+pub const BUILD_TOOLS: &[&str] = &["pip", "setuptools", "wheel", "packaging", "ninja", "psutil"];
+
+/// The default index.
+pub const PYPI: &str = "https://pypi.org/simple";
+
+/// `[python]`: the user's own requirements per layer, resolved together with the locked
+/// components.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PythonReqs {
+    /// `framework = [...]`: in every image.
+    pub framework: Vec<String>,
+    /// `inference = [...]`.
+    pub inference: Vec<String>,
+    /// `training = [...]`.
+    pub training: Vec<String>,
+}
+
+impl PythonReqs {
+    /// The list for a layer.
+    pub fn of(&self, layer: Layer) -> &[String] {
+        match layer {
+            Layer::Framework => &self.framework,
+            Layer::Inference => &self.inference,
+            Layer::Training => &self.training,
+            _ => &[],
+        }
+    }
+
+    /// Whether nothing is listed.
+    pub fn is_empty(&self) -> bool {
+        self.framework.is_empty() && self.inference.is_empty() && self.training.is_empty()
+    }
+}
+
+type S<T> = Spanned<T>;
+
+/// `[python]` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PythonWire {
+    pub(crate) framework: Option<Vec<S<String>>>,
+    pub(crate) inference: Option<Vec<S<String>>>,
+    pub(crate) training: Option<Vec<S<String>>>,
+}
+
+/// PEP 503 normalization: lowercase, runs of `-`, `_`, `.` become `-`.
+pub fn normalize(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut sep = false;
+    for c in name.chars() {
+        if matches!(c, '-' | '_' | '.') {
+            sep = true;
+        } else {
+            if sep && !out.is_empty() {
+                out.push('-');
+            }
+            sep = false;
+            out.push(c.to_ascii_lowercase());
+        }
+    }
+    out
+}
+
+/// The distribution name a PEP 508 requirement starts with, when it has one.
+fn requirement_name(req: &str) -> Option<&str> {
+    let end = req
+        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+        .unwrap_or(req.len());
+    let name = &req[..end];
+    let ok = name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    ok.then_some(name)
+}
+
+/// Why a `[python]` requirement is refused, and the hint; `None` when it is accepted.
+fn check_requirement(req: &str) -> Option<(String, String)> {
+    let shown = req.escape_debug();
+    if req.trim().is_empty() {
+        return Some((
+            "an empty requirement".into(),
+            "write a PEP 508 requirement: `datasets`, `transformers>=4.50`".into(),
+        ));
+    }
+    if req.starts_with('-') {
+        return Some((
+            format!("`{shown}` is a pip option, not a requirement"),
+            "indexes and options belong to gpustack: set mirrors in [resolve], and list only requirements here".into(),
+        ));
+    }
+    if req.len() > 256
+        || !req
+            .bytes()
+            .all(|c| (c.is_ascii_graphic() || c == b' ') && !b"\"\\`${}".contains(&c))
+    {
+        return Some((
+            format!("`{shown}` is not a PEP 508 requirement gpustack can lock"),
+            "use printable ASCII without quotes, backslashes, `$` or braces, at most 256 characters".into(),
+        ));
+    }
+    let Some(name) = requirement_name(req) else {
+        return Some((
+            format!("`{shown}` does not start with a package name"),
+            "write a PEP 508 requirement: `datasets`, `transformers>=4.50`".into(),
+        ));
+    };
+    let rest = req[name.len()..].trim_start();
+    if rest.starts_with('@') || req.contains("://") {
+        return Some((
+            format!("`{shown}` names a URL"),
+            "a lock resolves from indexes only; publish the package to an index and point [resolve].pypi at it, or install it with your training code".into(),
+        ));
+    }
+    let n = normalize(name);
+    let component = match n.as_str() {
+        "torch" => Some("torch"),
+        "vllm" => Some("vllm"),
+        "deepspeed" => Some("deepspeed"),
+        _ => None,
+    };
+    if let Some(c) = component {
+        return Some((
+            format!("`{shown}` is a component the solver picks"),
+            format!("set its requirement in [components] (`{c} = \"…\"`), where the solver checks it against the driver, CUDA and GPUs"),
+        ));
+    }
+    None
+}
+
+impl PythonWire {
+    pub(crate) fn validate(self, at: &mut At<'_>) -> PythonReqs {
+        let mut list = |v: Option<Vec<S<String>>>| -> Vec<String> {
+            let mut out: Vec<String> = Vec::new();
+            for r in v.unwrap_or_default() {
+                let span = r.span();
+                let s = r.into_inner();
+                if let Some((msg, hint)) = check_requirement(&s) {
+                    at.fail(span, format!("[python]: {msg}"), &hint);
+                } else if !out.contains(&s) {
+                    out.push(s.trim().to_string());
+                }
+            }
+            out
+        };
+        PythonReqs {
+            framework: list(self.framework),
+            inference: list(self.inference),
+            training: list(self.training),
+        }
+    }
+}
+
+/// Why the closure could not be locked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClosureError {
+    /// No uv of the pinned version.
+    Uv {
+        /// What was found or tried.
+        detail: String,
+        /// The version the lock pins.
+        pinned: String,
+    },
+    /// uv ran and refused: its own explanation.
+    Resolve {
+        /// The layer.
+        layer: String,
+        /// uv's message.
+        message: String,
+    },
+    /// A file in the result without a hash.
+    Unhashed {
+        /// The layer.
+        layer: String,
+        /// The package.
+        package: String,
+    },
+    /// The closure's NVIDIA wheels disagree with the solver.
+    Disagrees {
+        /// The layer.
+        layer: String,
+        /// What.
+        detail: String,
+    },
+    /// Offline with nothing to reuse.
+    Offline {
+        /// Why it is needed.
+        detail: String,
+    },
+    /// Anything else (I/O on the temporary directory, unreadable output).
+    Other(String),
+}
+
+impl fmt::Display for ClosureError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClosureError::Uv { detail, pinned } => {
+                write!(f, "the Python closure needs uv {pinned}: {detail}")
+            }
+            ClosureError::Resolve { layer, message } => {
+                write!(f, "uv cannot resolve the {layer} layer's Python closure:\n{message}")
+            }
+            ClosureError::Unhashed { layer, package } => write!(
+                f,
+                "the {layer} layer's closure has `{package}` without a sha256: a build could not check it"
+            ),
+            ClosureError::Disagrees { layer, detail } => {
+                write!(f, "the {layer} layer's Python closure disagrees with the lock: {detail}")
+            }
+            ClosureError::Offline { detail } => write!(f, "offline: {detail}"),
+            ClosureError::Other(s) => f.write_str(s),
+        }
+    }
+}
+
+impl ClosureError {
+    /// What to do about it.
+    pub fn hint(&self) -> String {
+        match self {
+            ClosureError::Uv { pinned, .. } => format!(
+                "install it (`pip install uv=={pinned}`) or set GPUSTACK_UV to its path; `--offline` locks without the closure (builds then resolve at build time)"
+            ),
+            ClosureError::Resolve { .. } => "relax the [python] requirement uv names, or point [resolve] at an index that has the package; the components' pins come from the solver (`gpustack why`)".into(),
+            ClosureError::Unhashed { .. } => "use an index that publishes sha256 digests (PEP 503 `#sha256=` or PEP 691 `hashes`)".into(),
+            ClosureError::Disagrees { .. } => "a [python] requirement pulls in another cuDNN or NCCL wheel than the solver picked: remove it, or pin the component in [components]".into(),
+            ClosureError::Offline { .. } => "run `gpustack lock` with network access once; later offline re-locks reuse the recorded closure".into(),
+            ClosureError::Other(_) => "check the temporary directory (TMPDIR) is writable".into(),
+        }
+    }
+}
+
+/// A uv executable of the pinned version.
+#[derive(Clone, Debug)]
+pub struct Uv {
+    /// The executable.
+    pub exe: PathBuf,
+    /// Its version, `0.11.7`.
+    pub version: String,
+}
+
+impl Uv {
+    /// `GPUSTACK_UV`, else `uv` on `PATH`; its `--version` must be `pinned`.
+    ///
+    /// # Errors
+    ///
+    /// When none is found, it does not run, or its version is another.
+    pub fn find(pinned: &str) -> Result<Uv, ClosureError> {
+        let exe = match std::env::var_os("GPUSTACK_UV").filter(|v| !v.is_empty()) {
+            Some(p) => PathBuf::from(p),
+            None => std::env::var_os("PATH")
+                .and_then(|p| {
+                    std::env::split_paths(&p)
+                        .map(|d| d.join("uv"))
+                        .find(|c| c.is_file())
+                })
+                .ok_or_else(|| ClosureError::Uv {
+                    detail: "no `uv` on PATH and GPUSTACK_UV is not set".into(),
+                    pinned: pinned.into(),
+                })?,
+        };
+        let out = Command::new(&exe).arg("--version").output().map_err(|e| ClosureError::Uv {
+            detail: format!("`{}` does not run: {e}", exe.display()),
+            pinned: pinned.into(),
+        })?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let version = text
+            .split_whitespace()
+            .nth(1)
+            .unwrap_or_default()
+            .to_string();
+        if version != pinned {
+            return Err(ClosureError::Uv {
+                detail: format!("`{}` is uv {}", exe.display(), if version.is_empty() { "of unknown version" } else { &version }),
+                pinned: pinned.into(),
+            });
+        }
+        Ok(Uv { exe, version })
+    }
+}
+
+/// What one pylock is resolved from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LayerInput {
+    /// The layer whose image installs it (`Build` is written as `build`).
+    pub layer: String,
+    /// Requirements, in order.
+    pub requirements: Vec<String>,
+    /// Package → the only index it may come from (canonical URL).
+    pub sources: BTreeMap<String, String>,
+    /// Whether the framework closure's pins constrain it.
+    pub constrained: bool,
+    /// Packages built from source in the build stage: split out of the file and
+    /// recorded as [`PyBuild`]s.
+    pub built: Vec<String>,
+}
+
+/// The `pypi-name` of a component.
+fn pypi_name(lock: &Lock, c: Component) -> Option<(String, String, Option<String>)> {
+    let x = lock.component(c)?;
+    let name = x.get("pypi-name").unwrap_or(c.name()).to_string();
+    let index = x
+        .get("index-url")
+        .filter(|i| !i.starts_with("https://pypi.org/"))
+        .map(str::to_string);
+    Some((name, x.version.to_string(), index))
+}
+
+/// The closure's inputs per layer, from the lock alone (its components and
+/// `[request.python]`): framework first, then the layers built on it, then `build`.
+pub fn inputs(lock: &Lock) -> Vec<LayerInput> {
+    let Some(torch) = lock.component(Component::Torch) else {
+        return Vec::new();
+    };
+    let user = &lock.request.deploy.python;
+    // The PyPI-default variant is the same build on PyPI (the catalog's `pypi-default`):
+    // taken from there, without its local version, unless `[resolve] variant-index`.
+    let variant_index = lock.request.deploy.resolve.as_ref().is_some_and(|r| r.variant_index);
+    let from_pypi = torch.get("pypi-default") == Some("true") && !variant_index;
+    let torch_index = torch.get("index-url").filter(|_| !from_pypi).map(str::to_string);
+    let torch_pin = if from_pypi {
+        torch.version.to_string().split('+').next().unwrap_or_default().to_string()
+    } else {
+        torch.version.to_string()
+    };
+    let mut sources: BTreeMap<String, String> = BTreeMap::new();
+    let mut by_layer: BTreeMap<Layer, Vec<String>> = BTreeMap::new();
+    for c in &lock.components {
+        if matches!(c.name, Component::Python | Component::Driver | Component::Cuda | Component::Cudnn | Component::Nccl) {
+            continue;
+        }
+        let Some((name, version, index)) = pypi_name(lock, c.name) else {
+            continue;
+        };
+        let version = if c.name == Component::Torch { torch_pin.clone() } else { version };
+        if let Some(i) = index.filter(|_| c.name != Component::Torch || !from_pypi) {
+            sources.insert(normalize(&name), i);
+        }
+        by_layer.entry(c.layer).or_default().push(format!("{name}=={version}"));
+    }
+    if let Some(i) = &torch_index {
+        for f in TORCH_FAMILY {
+            sources.insert((*f).to_string(), i.clone());
+        }
+    }
+    let built: Vec<String> = lock
+        .components
+        .iter()
+        .filter_map(|c| pypi_name(lock, c.name))
+        .map(|(n, _, _)| n)
+        .filter(|n| crate::plan::docker::is_compiled(n))
+        .collect();
+    let layer_reqs = |l: Layer| -> Vec<String> {
+        let mut v = by_layer.get(&l).cloned().unwrap_or_default();
+        v.extend(user.of(l).iter().cloned());
+        v
+    };
+    let framework = layer_reqs(Layer::Framework);
+    let mut out = vec![LayerInput {
+        layer: "framework".into(),
+        requirements: framework.clone(),
+        sources: sources.clone(),
+        constrained: false,
+        built: Vec::new(),
+    }];
+    for l in [Layer::Inference, Layer::Training] {
+        let own = layer_reqs(l);
+        if by_layer.get(&l).is_none_or(Vec::is_empty) && user.of(l).is_empty() {
+            continue;
+        }
+        let mut reqs = framework.clone();
+        reqs.extend(own);
+        out.push(LayerInput {
+            layer: l.name().into(),
+            requirements: reqs,
+            sources: sources.clone(),
+            constrained: true,
+            built: built
+                .iter()
+                .filter(|b| by_layer.get(&l).is_some_and(|v| v.iter().any(|r| r.starts_with(&format!("{b}==")))))
+                .cloned()
+                .collect(),
+        });
+    }
+    // The build stage: the framework closure, the build tools, and what it compiles
+    // (whose own requirements its setup scripts may import).
+    let compiled: Vec<String> = by_layer
+        .values()
+        .flatten()
+        .filter(|r| built.iter().any(|b| r.starts_with(&format!("{b}=="))))
+        .cloned()
+        .collect();
+    if !compiled.is_empty() {
+        let mut reqs = framework;
+        reqs.extend(BUILD_TOOLS.iter().map(|s| (*s).to_string()));
+        reqs.extend(compiled);
+        out.push(LayerInput {
+            layer: "build".into(),
+            requirements: reqs,
+            sources,
+            constrained: true,
+            built: built.clone(),
+        });
+    }
+    out
+}
+
+/// The manylinux platforms of the lock's hosts: `x86_64-manylinux_2_35` from the OS's
+/// glibc and each GPU's CPU architecture.
+pub fn platforms(glibc: &str, cpus: &[String]) -> Vec<String> {
+    let (maj, min) = glibc.split_once('.').unwrap_or((glibc, "0"));
+    let mut v: Vec<String> = cpus
+        .iter()
+        .map(|c| format!("{c}-manylinux_{maj}_{min}"))
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// The pylock file name for a layer and platform: `pylock.framework.toml`, with the
+/// CPU in it when the stack has more than one platform (`pylock.framework.aarch64.toml`).
+pub fn file_name(layer: &str, platform: &str, several: bool) -> String {
+    if several {
+        let cpu = platform.split('-').next().unwrap_or(platform);
+        format!("pylock.{layer}.{cpu}.toml")
+    } else {
+        format!("pylock.{layer}.toml")
+    }
+}
+
+/// What a pylock is resolved from, as text: the digest of this decides whether the
+/// previous file can be reused.
+fn input_digest(input: &LayerInput, platform: &str, python: &str, exclude_newer: &str, uv: &str, framework: Option<&str>) -> String {
+    let mut s = format!("gpustack-pylock-v1\nuv={uv}\npython={python}\nplatform={platform}\nexclude-newer={exclude_newer}\n");
+    for r in &input.requirements {
+        let _ = writeln!(s, "req {r}");
+    }
+    for (k, v) in &input.sources {
+        let _ = writeln!(s, "source {k}={v}");
+    }
+    for b in &input.built {
+        let _ = writeln!(s, "built {b}");
+    }
+    if let Some(f) = framework {
+        let _ = writeln!(s, "constraints {f}");
+    }
+    format!("sha256:{}", hex(&Sha256::digest(s.as_bytes())))
+}
+
+use crate::catalog::hex;
+
+/// `sha256:…` of a file's bytes.
+pub fn digest(contents: &str) -> String {
+    format!("sha256:{}", hex(&Sha256::digest(contents.as_bytes())))
+}
+
+/// How the closure is resolved.
+pub struct Options<'a> {
+    /// The uv to run; `None` offline (only reuse).
+    pub uv: Option<&'a Uv>,
+    /// The pinned uv version (the lock's `uv` package).
+    pub uv_version: String,
+    /// `exclude-newer`.
+    pub exclude_newer: String,
+    /// Platforms.
+    pub platforms: Vec<String>,
+    /// PyPI (canonical or mirror).
+    pub pypi: String,
+    /// Index URL prefix → mirror.
+    pub mirrors: BTreeMap<String, String>,
+    /// The lock being replaced, with its files' contents loaded.
+    pub previous: Option<&'a PythonLock>,
+}
+
+/// Resolves (or reuses) every pylock of the lock.
+///
+/// # Errors
+///
+/// See [`ClosureError`].
+pub fn resolve(lock: &Lock, opts: &Options<'_>) -> Result<PythonLock, ClosureError> {
+    let python = lock
+        .component(Component::Python)
+        .map(|c| c.version.to_string())
+        .unwrap_or_default();
+    let several = opts.platforms.len() > 1;
+    let mut files = Vec::new();
+    let mut builds: Vec<PyBuild> = Vec::new();
+    let layer_inputs = inputs(lock);
+    // Every layer's requirements together: resolved once, its pins constrain each layer,
+    // so the layers agree on every shared package and an upper image only adds to the
+    // one below (installing `inference` over `framework` changes nothing already there).
+    let union = union_of(&layer_inputs);
+    for platform in &opts.platforms {
+        let union_digest = input_digest(&union, platform, &python, &opts.exclude_newer, &opts.uv_version, None);
+        let mut union_pins: Option<String> = None;
+        for input in &layer_inputs {
+            let file = file_name(&input.layer, platform, several);
+            let inputs = input_digest(
+                input,
+                platform,
+                &python,
+                &opts.exclude_newer,
+                &opts.uv_version,
+                Some(&union_digest),
+            );
+            let reused = opts.previous.and_then(|p| {
+                p.files.iter().find(|f| f.file == file && f.inputs == inputs && f.contents.is_some())
+            });
+            let (contents, built) = if let Some(prev) = reused {
+                let built: Vec<PyBuild> = opts
+                    .previous
+                    .map(|p| p.builds.iter().filter(|b| b.layer == input.layer && b.platform == *platform).cloned().collect())
+                    .unwrap_or_default();
+                (prev.contents.clone().unwrap_or_default(), built)
+            } else {
+                let Some(uv) = opts.uv else {
+                    return Err(ClosureError::Offline {
+                        detail: format!("`{file}` must be resolved (its inputs changed, or there is no previous lock beside the output)"),
+                    });
+                };
+                if union_pins.is_none() {
+                    let raw = compile(uv, &union, platform, &python, opts, None)?;
+                    union_pins = Some(constraints_of(&raw));
+                }
+                let raw = compile(uv, input, platform, &python, opts, union_pins.as_deref())?;
+                postprocess(&raw, input, platform, opts)?
+            };
+            check(lock, &input.layer, &contents)?;
+            files.push(PyLockFile {
+                layer: input.layer.clone(),
+                platform: platform.clone(),
+                file,
+                digest: digest(&contents),
+                inputs,
+                packages: u32::try_from(contents.matches("\n[[packages]]\n").count()).unwrap_or(u32::MAX),
+                contents: Some(contents),
+            });
+            builds.extend(built);
+        }
+    }
+    builds.sort_by(|a, b| (&a.layer, &a.platform, &a.name).cmp(&(&b.layer, &b.platform, &b.name)));
+    builds.dedup();
+    Ok(PythonLock {
+        resolver: format!("uv {}", opts.uv_version),
+        exclude_newer: opts.exclude_newer.clone(),
+        files,
+        builds,
+    })
+}
+
+/// All layers' requirements in one input (named `all`), first occurrence kept.
+fn union_of(inputs: &[LayerInput]) -> LayerInput {
+    let mut requirements: Vec<String> = Vec::new();
+    let mut sources = BTreeMap::new();
+    for i in inputs {
+        for r in &i.requirements {
+            if !requirements.contains(r) {
+                requirements.push(r.clone());
+            }
+        }
+        sources.extend(i.sources.clone());
+    }
+    LayerInput {
+        layer: "all".into(),
+        requirements,
+        sources,
+        constrained: false,
+        built: Vec::new(),
+    }
+}
+
+/// `name==version` for every package of a pylock: the constraints of the layers above.
+fn constraints_of(pylock: &str) -> String {
+    let mut s = String::new();
+    for (name, version) in packages(pylock) {
+        let _ = writeln!(s, "{name}=={version}");
+    }
+    s
+}
+
+/// `(name, version)` of every `[[packages]]` entry, in file order.
+pub fn packages(pylock: &str) -> Vec<(String, String)> {
+    #[derive(Deserialize)]
+    struct P {
+        name: String,
+        version: Option<String>,
+    }
+    #[derive(Deserialize)]
+    struct F {
+        #[serde(default)]
+        packages: Vec<P>,
+    }
+    toml::from_str::<F>(pylock)
+        .map(|f| {
+            f.packages
+                .into_iter()
+                .map(|p| (p.name, p.version.unwrap_or_default()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn compile(
+    uv: &Uv,
+    input: &LayerInput,
+    platform: &str,
+    python: &str,
+    opts: &Options<'_>,
+    constraints: Option<&str>,
+) -> Result<String, ClosureError> {
+    let dir = TempDir::new()?;
+    let mut pyproject = format!(
+        "[project]\nname = \"gpustack-{}\"\nversion = \"0\"\nrequires-python = \"=={python}.*\"\ndependencies = [\n",
+        input.layer
+    );
+    for r in &input.requirements {
+        let _ = writeln!(pyproject, "    {},", crate::lock::quote(r));
+    }
+    pyproject.push_str("]\n");
+    // One explicit index per distinct URL; each bound package names it.
+    let mut names: BTreeMap<&str, String> = BTreeMap::new();
+    for url in input.sources.values() {
+        let n = names.len();
+        names.entry(url.as_str()).or_insert_with(|| format!("gpustack-{n}"));
+    }
+    if !input.sources.is_empty() {
+        pyproject.push_str("\n[tool.uv.sources]\n");
+        for (pkg, url) in &input.sources {
+            let _ = writeln!(pyproject, "{} = {{ index = \"{}\" }}", crate::lock::quote(pkg), names[url.as_str()]);
+        }
+        for (url, name) in &names {
+            let _ = writeln!(
+                pyproject,
+                "\n[[tool.uv.index]]\nname = \"{name}\"\nurl = {}\nexplicit = true",
+                crate::lock::quote(&super::spec::Resolve::mirror(&opts.mirrors, url))
+            );
+        }
+    }
+    let write = |name: &str, text: &str| {
+        std::fs::write(dir.0.join(name), text)
+            .map_err(|e| ClosureError::Other(format!("cannot write a temporary file: {e}")))
+    };
+    write("pyproject.toml", &pyproject)?;
+    let out_name = "pylock.toml";
+    let mut cmd = Command::new(&uv.exe);
+    cmd.current_dir(&dir.0)
+        .args(["pip", "compile", "pyproject.toml", "--quiet", "--no-header", "--no-config"])
+        .args(["--python-version", python, "--python-platform", platform])
+        .args(["--exclude-newer", &opts.exclude_newer])
+        .args(["--index-url", &opts.pypi])
+        .args(["-o", out_name])
+        .env("UV_PYTHON_DOWNLOADS", "never")
+        .env_remove("UV_INDEX_URL")
+        .env_remove("UV_EXTRA_INDEX_URL")
+        .env_remove("UV_INDEX")
+        .env_remove("UV_DEFAULT_INDEX")
+        .env_remove("UV_EXCLUDE_NEWER");
+    for f in TORCH_FAMILY {
+        if input.sources.contains_key(*f) {
+            cmd.args(["--exclude-newer-package", &format!("{f}=false")]);
+        }
+    }
+    if let Some(c) = constraints {
+        write("constraints.txt", c)?;
+        cmd.args(["-c", "constraints.txt"]);
+    }
+    let out = cmd
+        .output()
+        .map_err(|e| ClosureError::Other(format!("cannot run `{}`: {e}", uv.exe.display())))?;
+    if !out.status.success() {
+        let msg = String::from_utf8_lossy(&out.stderr);
+        // uv's own explanation, without the retries of an interpreter download.
+        let message: Vec<&str> = msg
+            .lines()
+            .filter(|l| !l.contains("managed Python download") && !l.trim_start().starts_with("Caused by"))
+            .collect();
+        return Err(ClosureError::Resolve {
+            layer: input.layer.clone(),
+            message: message.join("\n"),
+        });
+    }
+    std::fs::read_to_string(dir.0.join(out_name))
+        .map_err(|e| ClosureError::Other(format!("uv wrote no {out_name}: {e}")))
+}
+
+/// Mirror URLs back to canonical, every file hashed, source builds split out.
+fn postprocess(raw: &str, input: &LayerInput, platform: &str, opts: &Options<'_>) -> Result<(String, Vec<PyBuild>), ClosureError> {
+    let mut text = raw.to_string();
+    // What the lock names is where the files live, not the mirror that served them.
+    let mut prefixes: Vec<(String, String)> = opts
+        .mirrors
+        .iter()
+        .map(|(k, v)| (v.trim_end_matches('/').to_string(), k.trim_end_matches('/').to_string()))
+        .collect();
+    if opts.pypi.trim_end_matches('/') != PYPI {
+        let m = opts.pypi.trim_end_matches('/').trim_end_matches("/simple").to_string();
+        prefixes.push((m, "https://pypi.org".into()));
+    }
+    prefixes.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
+    for (mirror, canonical) in &prefixes {
+        text = text.replace(&format!("url = \"{mirror}/"), &format!("url = \"{canonical}/"));
+    }
+    let mut blocks: Vec<&str> = text.split("\n[[packages]]\n").collect();
+    let head = blocks.remove(0);
+    let mut kept = vec![head.to_string()];
+    let mut builds = Vec::new();
+    #[derive(Deserialize)]
+    struct H {
+        sha256: Option<String>,
+    }
+    #[derive(Deserialize)]
+    struct A {
+        url: Option<String>,
+        hashes: Option<H>,
+    }
+    #[derive(Deserialize)]
+    struct P {
+        name: String,
+        version: Option<String>,
+        sdist: Option<A>,
+        #[serde(default)]
+        wheels: Vec<A>,
+    }
+    for b in blocks {
+        let p: P = toml::from_str(b).map_err(|e| ClosureError::Other(format!("uv wrote an unreadable pylock entry: {e}")))?;
+        let files: Vec<&A> = p.sdist.iter().chain(p.wheels.iter()).collect();
+        if files.is_empty() || files.iter().any(|a| a.hashes.as_ref().and_then(|h| h.sha256.as_ref()).is_none()) {
+            return Err(ClosureError::Unhashed { layer: input.layer.clone(), package: p.name });
+        }
+        if input.built.iter().any(|n| normalize(n) == normalize(&p.name)) {
+            let Some(sdist) = p.sdist.as_ref() else {
+                return Err(ClosureError::Disagrees {
+                    layer: input.layer.clone(),
+                    detail: format!("`{}` is built from source, but the index has no sdist of it", p.name),
+                });
+            };
+            builds.push(PyBuild {
+                layer: input.layer.clone(),
+                platform: platform.to_string(),
+                name: p.name.clone(),
+                version: p.version.unwrap_or_default(),
+                url: sdist.url.clone().unwrap_or_default(),
+                sha256: sdist.hashes.as_ref().and_then(|h| h.sha256.clone()).unwrap_or_default(),
+            });
+            continue;
+        }
+        kept.push(b.to_string());
+    }
+    let mut out = kept.join("\n[[packages]]\n");
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    Ok((out, builds))
+}
+
+/// The closure's `nvidia-cudnn-*` and `nvidia-nccl-*` wheels must be the solver's cuDNN
+/// and NCCL, and one NCCL major only.
+fn check(lock: &Lock, layer: &str, pylock: &str) -> Result<(), ClosureError> {
+    let pkgs = packages(pylock);
+    let want = |c: Component| lock.component(c).map(|x| x.version.to_string());
+    let mut nccl_majors: Vec<String> = Vec::new();
+    for (name, version) in &pkgs {
+        let n = normalize(name);
+        let (comp, label) = if n.starts_with("nvidia-cudnn-cu") {
+            (Component::Cudnn, "cuDNN")
+        } else if n.starts_with("nvidia-nccl-cu") {
+            nccl_majors.push(n.clone());
+            (Component::Nccl, "NCCL")
+        } else {
+            continue;
+        };
+        if let Some(w) = want(comp) {
+            if *version != w {
+                return Err(ClosureError::Disagrees {
+                    layer: layer.into(),
+                    detail: format!("it installs {name} {version}, the lock's {label} is {w}"),
+                });
+            }
+        }
+    }
+    if nccl_majors.len() > 1 {
+        return Err(ClosureError::Disagrees {
+            layer: layer.into(),
+            detail: format!("it installs two NCCL builds: {}", nccl_majors.join(" and ")),
+        });
+    }
+    Ok(())
+}
+
+/// A temporary directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Result<TempDir, ClosureError> {
+        let base = std::env::temp_dir();
+        for i in 0..100u32 {
+            let p = base.join(format!("gpustack-closure-{}-{i}", std::process::id()));
+            if std::fs::create_dir(&p).is_ok() {
+                return Ok(TempDir(p));
+            }
+        }
+        Err(ClosureError::Other(format!("cannot create a directory under {}", base.display())))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Reads the pylock files a lock names from `dir` (the lock's directory), checking each
+/// digest. Returns the files that are missing or differ: `(file, why)`.
+pub fn load(python: &mut PythonLock, dir: &Path) -> Vec<(String, String)> {
+    let mut bad = Vec::new();
+    for f in &mut python.files {
+        match std::fs::read_to_string(dir.join(&f.file)) {
+            Ok(t) if digest(&t) == f.digest => f.contents = Some(t),
+            Ok(t) => bad.push((f.file.clone(), format!("its sha256 is {}, the lock records {}", digest(&t), f.digest))),
+            Err(e) => bad.push((f.file.clone(), format!("it cannot be read: {e}"))),
+        }
+    }
+    bad
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_normalize_as_pep_503() {
+        assert_eq!(normalize("Flash_Attn"), "flash-attn");
+        assert_eq!(normalize("a.-_b"), "a-b");
+    }
+
+    #[test]
+    fn requirements_are_checked() {
+        assert!(check_requirement("transformers>=4.50").is_none());
+        assert!(check_requirement("datasets").is_none());
+        assert!(check_requirement("accelerate[deepspeed]; python_version >= '3.10'").is_none());
+        for bad in ["", "--index-url https://x", "pkg @ https://x/y.whl", "torch>=2", "Deep_Speed", "a\"b", "${X}"] {
+            assert!(check_requirement(bad).is_some(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn platforms_come_from_glibc_and_cpus() {
+        assert_eq!(platforms("2.35", &["x86_64".into()]), ["x86_64-manylinux_2_35"]);
+        assert_eq!(
+            platforms("2.39", &["x86_64".into(), "aarch64".into(), "x86_64".into()]),
+            ["aarch64-manylinux_2_39", "x86_64-manylinux_2_39"]
+        );
+        assert_eq!(file_name("framework", "x86_64-manylinux_2_35", false), "pylock.framework.toml");
+        assert_eq!(file_name("training", "aarch64-manylinux_2_39", true), "pylock.training.aarch64.toml");
+    }
+
+    #[test]
+    fn postprocess_rewrites_mirrors_and_splits_source_builds() {
+        let raw = "lock-version = \"1.0\"\ncreated-by = \"uv\"\nrequires-python = \">=3.12\"\n\n[[packages]]\nname = \"deepspeed\"\nversion = \"0.19.8\"\nsdist = { url = \"https://files.pythonhosted.org/d.tar.gz\", hashes = { sha256 = \"aa\" } }\n\n[[packages]]\nname = \"torch\"\nversion = \"2.10.0+cu128\"\nwheels = [{ url = \"http://127.0.0.1:9/whl/cu128/torch.whl\", hashes = { sha256 = \"bb\" } }]\n";
+        let input = LayerInput {
+            layer: "training".into(),
+            requirements: vec![],
+            sources: BTreeMap::new(),
+            constrained: true,
+            built: vec!["deepspeed".into()],
+        };
+        let opts = Options {
+            uv: None,
+            uv_version: "0.11.7".into(),
+            exclude_newer: "2026-11-25T00:00:00Z".into(),
+            platforms: vec![],
+            pypi: PYPI.into(),
+            mirrors: [("https://download.pytorch.org/whl".to_string(), "http://127.0.0.1:9/whl".to_string())].into(),
+            previous: None,
+        };
+        let (text, builds) = postprocess(raw, &input, "x86_64-manylinux_2_35", &opts).unwrap();
+        assert!(text.contains("https://download.pytorch.org/whl/cu128/torch.whl"), "{text}");
+        assert!(!text.contains("deepspeed"), "{text}");
+        assert_eq!(builds.len(), 1);
+        assert_eq!(builds[0].sha256, "aa");
+        let unhashed = raw.replace(", hashes = { sha256 = \"bb\" }", "");
+        assert!(matches!(postprocess(&unhashed, &input, "x", &opts), Err(ClosureError::Unhashed { .. })));
+    }
+}
