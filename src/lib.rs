@@ -211,7 +211,17 @@ pub fn lock_python(
         lock.rehash();
         return Ok(PythonOutcome::None);
     }
-    let os = lock.request.os.clone().unwrap_or_default();
+    // The OS the images are built on: the request's, else the base image's.
+    let os = lock
+        .request
+        .os
+        .clone()
+        .or_else(|| {
+            lock.package("cuda-image")
+                .and_then(|p| p.get("os"))
+                .map(str::to_string)
+        })
+        .unwrap_or_default();
     let glibc = catalog
         .os
         .iter()
@@ -261,9 +271,13 @@ pub fn lock_python(
         uv_version,
         exclude_newer,
         platforms: py::platforms(&glibc.to_string(), &cpus),
-        pypi: resolve_tbl.pypi.clone().unwrap_or_else(|| py::PYPI.to_string()),
+        pypi: resolve_tbl
+            .pypi
+            .clone()
+            .unwrap_or_else(|| py::PYPI.to_string()),
         mirrors: resolve_tbl.indexes.clone(),
         previous: prev,
+        upgrade: false,
     };
     match py::resolve(lock, &opts) {
         Ok(p) => {
@@ -271,7 +285,11 @@ pub fn lock_python(
                 .files
                 .iter()
                 .filter(|f| {
-                    !prev.is_some_and(|q| q.files.iter().any(|g| g.file == f.file && g.digest == f.digest))
+                    !prev.is_some_and(|q| {
+                        q.files
+                            .iter()
+                            .any(|g| g.file == f.file && g.digest == f.digest)
+                    })
                 })
                 .map(|f| f.file.clone())
                 .collect();

@@ -1093,8 +1093,17 @@ fn fold_python(layers: &mut [LockedLayer], python: Option<&PythonLock>) {
         let mut h = Sha256::new();
         let mut any = false;
         // The build stage's closure feeds the layers that install what it compiles.
-        let feeds: Vec<&str> = p.builds.iter().filter(|b| b.layer == name).map(|_| "build").collect();
-        for f in p.files.iter().filter(|f| f.layer == name || feeds.contains(&f.layer.as_str())) {
+        let feeds: Vec<&str> = p
+            .builds
+            .iter()
+            .filter(|b| b.layer == name)
+            .map(|_| "build")
+            .collect();
+        for f in p
+            .files
+            .iter()
+            .filter(|f| f.layer == name || feeds.contains(&f.layer.as_str()))
+        {
             h.update(format!("pylock {} {} {}\n", f.file, f.platform, f.digest).as_bytes());
             any = true;
         }
@@ -1103,7 +1112,13 @@ fn fold_python(layers: &mut [LockedLayer], python: Option<&PythonLock>) {
             any = true;
         }
         if name == "framework" {
-            h.update(format!("resolver={} exclude-newer={}\n", p.resolver, p.exclude_newer).as_bytes());
+            h.update(
+                format!(
+                    "resolver={} exclude-newer={}\n",
+                    p.resolver, p.exclude_newer
+                )
+                .as_bytes(),
+            );
             any = true;
         }
         if any {
@@ -1611,9 +1626,20 @@ impl LockWire {
                     let ok = f.file.starts_with("pylock.")
                         && f.file.ends_with(".toml")
                         && f.file.len() <= 64
-                        && f.file.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"._-".contains(&c));
-                    if !ok || !matches!(f.layer.as_str(), "framework" | "inference" | "training" | "build") {
-                        return Err(bad(format!("invalid [[python.lock]] entry `{}` (layer `{}`)", f.file.escape_debug(), f.layer.escape_debug())));
+                        && f.file.bytes().all(|c| {
+                            c.is_ascii_lowercase() || c.is_ascii_digit() || b"._-".contains(&c)
+                        });
+                    if !ok
+                        || !matches!(
+                            f.layer.as_str(),
+                            "framework" | "inference" | "training" | "build"
+                        )
+                    {
+                        return Err(bad(format!(
+                            "invalid [[python.lock]] entry `{}` (layer `{}`)",
+                            f.file.escape_debug(),
+                            f.layer.escape_debug()
+                        )));
                     }
                     files.push(PyLockFile {
                         layer: f.layer,
@@ -1627,9 +1653,15 @@ impl LockWire {
                 }
                 let mut builds = Vec::new();
                 for b in p.build {
-                    let hex_ok = b.sha256.len() == 64 && b.sha256.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c));
+                    let hex_ok = b.sha256.len() == 64
+                        && b.sha256
+                            .bytes()
+                            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c));
                     if !hex_ok || !crate::resolve::spec::is_url(&b.url) {
-                        return Err(bad(format!("invalid [[python.build]] entry for `{}`", b.name.escape_debug())));
+                        return Err(bad(format!(
+                            "invalid [[python.build]] entry for `{}`",
+                            b.name.escape_debug()
+                        )));
                     }
                     builds.push(PyBuild {
                         layer: b.layer,

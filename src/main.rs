@@ -451,7 +451,10 @@ fn load_pylocks(lock_path: &Path, lock: &mut Lock) -> Result<(), Error> {
     let Some(python) = lock.python.as_mut() else {
         return Ok(());
     };
-    let dir = lock_path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = lock_path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let bad = gpustack::resolve::python::load(python, dir);
     if bad.is_empty() {
         return Ok(());
@@ -500,7 +503,10 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 .and_then(|t| Lock::parse(&out, &t).ok())
                 .map(|mut p| {
                     if let Some(py) = p.python.as_mut() {
-                        let dir = Path::new(&out).parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+                        let dir = Path::new(&out)
+                            .parent()
+                            .filter(|d| !d.as_os_str().is_empty())
+                            .unwrap_or(Path::new("."));
                         // A file that no longer matches is simply not reused.
                         let _ = gpustack::resolve::python::load(py, dir);
                     }
@@ -524,7 +530,20 @@ fn run(cli: Cli) -> Result<u8, Error> {
                     previous.as_ref(),
                 )?
             };
-            let outcome = gpustack::lock_python(&catalog, &mut lock, offline, previous.as_ref())?;
+            let outcome = match gpustack::lock_python(
+                &catalog,
+                &mut lock,
+                offline,
+                previous.as_ref(),
+            ) {
+                Ok(o) => o,
+                // `--check` never resolves: a closure that would have to be is stale.
+                Err(e) if check => {
+                    note!("error: {} is stale: `gpustack lock` would resolve the Python closure again\n\n{e}", gpustack::emit::shown(Path::new(&out)));
+                    return Ok(1);
+                }
+                Err(e) => return Err(e),
+            };
             // Said after the lock is written: where each digest came from when not the registry.
             let mut notes: Vec<String> = report
                 .fallback
@@ -590,10 +609,13 @@ fn run(cli: Cli) -> Result<u8, Error> {
                         .into())
                     }
                 };
-                let dir = out_path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-                let pylocks_current = pylocks.iter().all(|(f, c)| {
-                    std::fs::read(dir.join(f)).is_ok_and(|b| b == c.as_bytes())
-                });
+                let dir = out_path
+                    .parent()
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .unwrap_or(Path::new("."));
+                let pylocks_current = pylocks
+                    .iter()
+                    .all(|(f, c)| std::fs::read(dir.join(f)).is_ok_and(|b| b == c.as_bytes()));
                 if existing == rendered.as_bytes() && pylocks_current {
                     note!("{out_shown} is up to date");
                     return Ok(0);
@@ -628,7 +650,11 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 }
                 gpustack::emit::write_atomic(&out_path, rendered.as_bytes())?;
                 // Files the replaced lock named and this one does not.
-                for f in previous.iter().flat_map(|p| p.python.iter()).flat_map(|p| p.files.iter()) {
+                for f in previous
+                    .iter()
+                    .flat_map(|p| p.python.iter())
+                    .flat_map(|p| p.files.iter())
+                {
                     if !pylocks.iter().any(|(n, _)| *n == f.file) {
                         let _ = std::fs::remove_file(dir.join(&f.file));
                     }

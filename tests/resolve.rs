@@ -353,7 +353,10 @@ fn image_digests_come_from_a_real_registry_through_a_mirror_and_a_token_gate() {
         let mut c = Command::new(env!("CARGO_BIN_EXE_gpustack"));
         c.args(args)
             .current_dir(&project)
-            .env_remove("GPUSTACK_OFFLINE");
+            .env_remove("GPUSTACK_OFFLINE")
+            // No uv: the Python closure stays open (tests/closure.rs covers it), so the
+            // CLI's lock is the library's `lock_spec_resolved` one.
+            .env("GPUSTACK_UV", "/nonexistent/uv");
         if offline_env {
             c.env("GPUSTACK_OFFLINE", "1");
         }

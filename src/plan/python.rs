@@ -113,8 +113,15 @@ impl PythonInstall {
                     .url
                     .rsplit('/')
                     .next()
-                    .filter(|f| !f.is_empty() && f.bytes().all(|c| c.is_ascii_alphanumeric() || b"._-+".contains(&c)))
-                    .map_or_else(|| format!("{}-{}.tar.gz", b.name, b.version), str::to_string),
+                    .filter(|f| {
+                        !f.is_empty()
+                            && f.bytes()
+                                .all(|c| c.is_ascii_alphanumeric() || b"._-+".contains(&c))
+                    })
+                    .map_or_else(
+                        || format!("{}-{}.tar.gz", b.name, b.version),
+                        str::to_string,
+                    ),
             })
             .collect();
         sdists.sort_by(|a, b| a.name.cmp(&b.name));

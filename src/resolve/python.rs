@@ -305,10 +305,13 @@ impl Uv {
                     pinned: pinned.into(),
                 })?,
         };
-        let out = Command::new(&exe).arg("--version").output().map_err(|e| ClosureError::Uv {
-            detail: format!("`{}` does not run: {e}", exe.display()),
-            pinned: pinned.into(),
-        })?;
+        let out = Command::new(&exe)
+            .arg("--version")
+            .output()
+            .map_err(|e| ClosureError::Uv {
+                detail: format!("`{}` does not run: {e}", exe.display()),
+                pinned: pinned.into(),
+            })?;
         let text = String::from_utf8_lossy(&out.stdout);
         let version = text
             .split_whitespace()
@@ -317,7 +320,15 @@ impl Uv {
             .to_string();
         if version != pinned {
             return Err(ClosureError::Uv {
-                detail: format!("`{}` is uv {}", exe.display(), if version.is_empty() { "of unknown version" } else { &version }),
+                detail: format!(
+                    "`{}` is uv {}",
+                    exe.display(),
+                    if version.is_empty() {
+                        "of unknown version"
+                    } else {
+                        &version
+                    }
+                ),
                 pinned: pinned.into(),
             });
         }
@@ -361,28 +372,56 @@ pub fn inputs(lock: &Lock) -> Vec<LayerInput> {
     let user = &lock.request.deploy.python;
     // The PyPI-default variant is the same build on PyPI (the catalog's `pypi-default`):
     // taken from there, without its local version, unless `[resolve] variant-index`.
-    let variant_index = lock.request.deploy.resolve.as_ref().is_some_and(|r| r.variant_index);
+    let variant_index = lock
+        .request
+        .deploy
+        .resolve
+        .as_ref()
+        .is_some_and(|r| r.variant_index);
     let from_pypi = torch.get("pypi-default") == Some("true") && !variant_index;
-    let torch_index = torch.get("index-url").filter(|_| !from_pypi).map(str::to_string);
+    let torch_index = torch
+        .get("index-url")
+        .filter(|_| !from_pypi)
+        .map(str::to_string);
     let torch_pin = if from_pypi {
-        torch.version.to_string().split('+').next().unwrap_or_default().to_string()
+        torch
+            .version
+            .to_string()
+            .split('+')
+            .next()
+            .unwrap_or_default()
+            .to_string()
     } else {
         torch.version.to_string()
     };
     let mut sources: BTreeMap<String, String> = BTreeMap::new();
     let mut by_layer: BTreeMap<Layer, Vec<String>> = BTreeMap::new();
     for c in &lock.components {
-        if matches!(c.name, Component::Python | Component::Driver | Component::Cuda | Component::Cudnn | Component::Nccl) {
+        if matches!(
+            c.name,
+            Component::Python
+                | Component::Driver
+                | Component::Cuda
+                | Component::Cudnn
+                | Component::Nccl
+        ) {
             continue;
         }
         let Some((name, version, index)) = pypi_name(lock, c.name) else {
             continue;
         };
-        let version = if c.name == Component::Torch { torch_pin.clone() } else { version };
+        let version = if c.name == Component::Torch {
+            torch_pin.clone()
+        } else {
+            version
+        };
         if let Some(i) = index.filter(|_| c.name != Component::Torch || !from_pypi) {
             sources.insert(normalize(&name), i);
         }
-        by_layer.entry(c.layer).or_default().push(format!("{name}=={version}"));
+        by_layer
+            .entry(c.layer)
+            .or_default()
+            .push(format!("{name}=={version}"));
     }
     if let Some(i) = &torch_index {
         for f in TORCH_FAMILY {
@@ -423,7 +462,11 @@ pub fn inputs(lock: &Lock) -> Vec<LayerInput> {
             constrained: true,
             built: built
                 .iter()
-                .filter(|b| by_layer.get(&l).is_some_and(|v| v.iter().any(|r| r.starts_with(&format!("{b}==")))))
+                .filter(|b| {
+                    by_layer
+                        .get(&l)
+                        .is_some_and(|v| v.iter().any(|r| r.starts_with(&format!("{b}=="))))
+                })
                 .cloned()
                 .collect(),
         });
@@ -477,7 +520,14 @@ pub fn file_name(layer: &str, platform: &str, several: bool) -> String {
 
 /// What a pylock is resolved from, as text: the digest of this decides whether the
 /// previous file can be reused.
-fn input_digest(input: &LayerInput, platform: &str, python: &str, exclude_newer: &str, uv: &str, framework: Option<&str>) -> String {
+fn input_digest(
+    input: &LayerInput,
+    platform: &str,
+    python: &str,
+    exclude_newer: &str,
+    uv: &str,
+    framework: Option<&str>,
+) -> String {
     let mut s = format!("gpustack-pylock-v1\nuv={uv}\npython={python}\nplatform={platform}\nexclude-newer={exclude_newer}\n");
     for r in &input.requirements {
         let _ = writeln!(s, "req {r}");
@@ -517,6 +567,8 @@ pub struct Options<'a> {
     pub mirrors: BTreeMap<String, String>,
     /// The lock being replaced, with its files' contents loaded.
     pub previous: Option<&'a PythonLock>,
+    /// Resolve anew, ignoring the previous files' picks (`--upgrade`).
+    pub upgrade: bool,
 }
 
 /// Resolves (or reuses) every pylock of the lock.
@@ -538,7 +590,14 @@ pub fn resolve(lock: &Lock, opts: &Options<'_>) -> Result<PythonLock, ClosureErr
     // one below (installing `inference` over `framework` changes nothing already there).
     let union = union_of(&layer_inputs);
     for platform in &opts.platforms {
-        let union_digest = input_digest(&union, platform, &python, &opts.exclude_newer, &opts.uv_version, None);
+        let union_digest = input_digest(
+            &union,
+            platform,
+            &python,
+            &opts.exclude_newer,
+            &opts.uv_version,
+            None,
+        );
         let mut union_pins: Option<String> = None;
         for input in &layer_inputs {
             let file = file_name(&input.layer, platform, several);
@@ -551,25 +610,75 @@ pub fn resolve(lock: &Lock, opts: &Options<'_>) -> Result<PythonLock, ClosureErr
                 Some(&union_digest),
             );
             let reused = opts.previous.and_then(|p| {
-                p.files.iter().find(|f| f.file == file && f.inputs == inputs && f.contents.is_some())
+                p.files
+                    .iter()
+                    .find(|f| f.file == file && f.inputs == inputs && f.contents.is_some())
             });
             let (contents, built) = if let Some(prev) = reused {
                 let built: Vec<PyBuild> = opts
                     .previous
-                    .map(|p| p.builds.iter().filter(|b| b.layer == input.layer && b.platform == *platform).cloned().collect())
+                    .map(|p| {
+                        p.builds
+                            .iter()
+                            .filter(|b| b.layer == input.layer && b.platform == *platform)
+                            .cloned()
+                            .collect()
+                    })
                     .unwrap_or_default();
                 (prev.contents.clone().unwrap_or_default(), built)
             } else {
                 let Some(uv) = opts.uv else {
+                    let edited = opts.previous.is_some_and(|p| {
+                        p.files
+                            .iter()
+                            .any(|f| f.file == file && f.inputs == inputs && f.contents.is_none())
+                    });
                     return Err(ClosureError::Offline {
-                        detail: format!("`{file}` must be resolved (its inputs changed, or there is no previous lock beside the output)"),
+                        detail: if edited {
+                            format!("`{file}` must be resolved again: the file beside the lock does not match the digest the lock records")
+                        } else {
+                            format!("`{file}` must be resolved (its inputs changed, or there is no previous lock beside the output)")
+                        },
                     });
                 };
+                // uv prefers the versions of an existing output file: the previous files
+                // keep every pick that still fits (Cargo's and uv's stable re-lock).
+                let seed = |layer: &str| {
+                    opts.previous
+                        .and_then(|p| {
+                            p.files
+                                .iter()
+                                .find(|f| f.layer == layer && f.platform == *platform)
+                        })
+                        .and_then(|f| f.contents.clone())
+                };
                 if union_pins.is_none() {
-                    let raw = compile(uv, &union, platform, &python, opts, None)?;
+                    let widest = opts.previous.and_then(|p| {
+                        p.files
+                            .iter()
+                            .filter(|f| f.platform == *platform && f.contents.is_some())
+                            .max_by_key(|f| f.packages)
+                    });
+                    let raw = compile(
+                        uv,
+                        &union,
+                        platform,
+                        &python,
+                        opts,
+                        None,
+                        widest.and_then(|f| f.contents.as_deref()),
+                    )?;
                     union_pins = Some(constraints_of(&raw));
                 }
-                let raw = compile(uv, input, platform, &python, opts, union_pins.as_deref())?;
+                let raw = compile(
+                    uv,
+                    input,
+                    platform,
+                    &python,
+                    opts,
+                    union_pins.as_deref(),
+                    seed(&input.layer).as_deref(),
+                )?;
                 postprocess(&raw, input, platform, opts)?
             };
             check(lock, &input.layer, &contents)?;
@@ -579,7 +688,8 @@ pub fn resolve(lock: &Lock, opts: &Options<'_>) -> Result<PythonLock, ClosureErr
                 file,
                 digest: digest(&contents),
                 inputs,
-                packages: u32::try_from(contents.matches("\n[[packages]]\n").count()).unwrap_or(u32::MAX),
+                packages: u32::try_from(contents.matches("\n[[packages]]\n").count())
+                    .unwrap_or(u32::MAX),
                 contents: Some(contents),
             });
             builds.extend(built);
@@ -654,6 +764,7 @@ fn compile(
     python: &str,
     opts: &Options<'_>,
     constraints: Option<&str>,
+    seed: Option<&str>,
 ) -> Result<String, ClosureError> {
     let dir = TempDir::new()?;
     let mut pyproject = format!(
@@ -668,12 +779,19 @@ fn compile(
     let mut names: BTreeMap<&str, String> = BTreeMap::new();
     for url in input.sources.values() {
         let n = names.len();
-        names.entry(url.as_str()).or_insert_with(|| format!("gpustack-{n}"));
+        names
+            .entry(url.as_str())
+            .or_insert_with(|| format!("gpustack-{n}"));
     }
     if !input.sources.is_empty() {
         pyproject.push_str("\n[tool.uv.sources]\n");
         for (pkg, url) in &input.sources {
-            let _ = writeln!(pyproject, "{} = {{ index = \"{}\" }}", crate::lock::quote(pkg), names[url.as_str()]);
+            let _ = writeln!(
+                pyproject,
+                "{} = {{ index = \"{}\" }}",
+                crate::lock::quote(pkg),
+                names[url.as_str()]
+            );
         }
         for (url, name) in &names {
             let _ = writeln!(
@@ -689,9 +807,19 @@ fn compile(
     };
     write("pyproject.toml", &pyproject)?;
     let out_name = "pylock.toml";
+    if let Some(seed) = seed.filter(|_| !opts.upgrade) {
+        write(out_name, seed)?;
+    }
     let mut cmd = Command::new(&uv.exe);
     cmd.current_dir(&dir.0)
-        .args(["pip", "compile", "pyproject.toml", "--quiet", "--no-header", "--no-config"])
+        .args([
+            "pip",
+            "compile",
+            "pyproject.toml",
+            "--quiet",
+            "--no-header",
+            "--no-config",
+        ])
         .args(["--python-version", python, "--python-platform", platform])
         .args(["--exclude-newer", &opts.exclude_newer])
         .args(["--index-url", &opts.pypi])
@@ -719,7 +847,9 @@ fn compile(
         // uv's own explanation, without the retries of an interpreter download.
         let message: Vec<&str> = msg
             .lines()
-            .filter(|l| !l.contains("managed Python download") && !l.trim_start().starts_with("Caused by"))
+            .filter(|l| {
+                !l.contains("managed Python download") && !l.trim_start().starts_with("Caused by")
+            })
             .collect();
         return Err(ClosureError::Resolve {
             layer: input.layer.clone(),
@@ -731,21 +861,38 @@ fn compile(
 }
 
 /// Mirror URLs back to canonical, every file hashed, source builds split out.
-fn postprocess(raw: &str, input: &LayerInput, platform: &str, opts: &Options<'_>) -> Result<(String, Vec<PyBuild>), ClosureError> {
+fn postprocess(
+    raw: &str,
+    input: &LayerInput,
+    platform: &str,
+    opts: &Options<'_>,
+) -> Result<(String, Vec<PyBuild>), ClosureError> {
     let mut text = raw.to_string();
     // What the lock names is where the files live, not the mirror that served them.
     let mut prefixes: Vec<(String, String)> = opts
         .mirrors
         .iter()
-        .map(|(k, v)| (v.trim_end_matches('/').to_string(), k.trim_end_matches('/').to_string()))
+        .map(|(k, v)| {
+            (
+                v.trim_end_matches('/').to_string(),
+                k.trim_end_matches('/').to_string(),
+            )
+        })
         .collect();
     if opts.pypi.trim_end_matches('/') != PYPI {
-        let m = opts.pypi.trim_end_matches('/').trim_end_matches("/simple").to_string();
+        let m = opts
+            .pypi
+            .trim_end_matches('/')
+            .trim_end_matches("/simple")
+            .to_string();
         prefixes.push((m, "https://pypi.org".into()));
     }
     prefixes.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
     for (mirror, canonical) in &prefixes {
-        text = text.replace(&format!("url = \"{mirror}/"), &format!("url = \"{canonical}/"));
+        text = text.replace(
+            &format!("url = \"{mirror}/"),
+            &format!("url = \"{canonical}/"),
+        );
     }
     let mut blocks: Vec<&str> = text.split("\n[[packages]]\n").collect();
     let head = blocks.remove(0);
@@ -769,16 +916,32 @@ fn postprocess(raw: &str, input: &LayerInput, platform: &str, opts: &Options<'_>
         wheels: Vec<A>,
     }
     for b in blocks {
-        let p: P = toml::from_str(b).map_err(|e| ClosureError::Other(format!("uv wrote an unreadable pylock entry: {e}")))?;
+        let p: P = toml::from_str(b).map_err(|e| {
+            ClosureError::Other(format!("uv wrote an unreadable pylock entry: {e}"))
+        })?;
         let files: Vec<&A> = p.sdist.iter().chain(p.wheels.iter()).collect();
-        if files.is_empty() || files.iter().any(|a| a.hashes.as_ref().and_then(|h| h.sha256.as_ref()).is_none()) {
-            return Err(ClosureError::Unhashed { layer: input.layer.clone(), package: p.name });
+        if files.is_empty()
+            || files
+                .iter()
+                .any(|a| a.hashes.as_ref().and_then(|h| h.sha256.as_ref()).is_none())
+        {
+            return Err(ClosureError::Unhashed {
+                layer: input.layer.clone(),
+                package: p.name,
+            });
         }
-        if input.built.iter().any(|n| normalize(n) == normalize(&p.name)) {
+        if input
+            .built
+            .iter()
+            .any(|n| normalize(n) == normalize(&p.name))
+        {
             let Some(sdist) = p.sdist.as_ref() else {
                 return Err(ClosureError::Disagrees {
                     layer: input.layer.clone(),
-                    detail: format!("`{}` is built from source, but the index has no sdist of it", p.name),
+                    detail: format!(
+                        "`{}` is built from source, but the index has no sdist of it",
+                        p.name
+                    ),
                 });
             };
             builds.push(PyBuild {
@@ -787,7 +950,11 @@ fn postprocess(raw: &str, input: &LayerInput, platform: &str, opts: &Options<'_>
                 name: p.name.clone(),
                 version: p.version.unwrap_or_default(),
                 url: sdist.url.clone().unwrap_or_default(),
-                sha256: sdist.hashes.as_ref().and_then(|h| h.sha256.clone()).unwrap_or_default(),
+                sha256: sdist
+                    .hashes
+                    .as_ref()
+                    .and_then(|h| h.sha256.clone())
+                    .unwrap_or_default(),
             });
             continue;
         }
@@ -846,7 +1013,10 @@ impl TempDir {
                 return Ok(TempDir(p));
             }
         }
-        Err(ClosureError::Other(format!("cannot create a directory under {}", base.display())))
+        Err(ClosureError::Other(format!(
+            "cannot create a directory under {}",
+            base.display()
+        )))
     }
 }
 
@@ -863,7 +1033,14 @@ pub fn load(python: &mut PythonLock, dir: &Path) -> Vec<(String, String)> {
     for f in &mut python.files {
         match std::fs::read_to_string(dir.join(&f.file)) {
             Ok(t) if digest(&t) == f.digest => f.contents = Some(t),
-            Ok(t) => bad.push((f.file.clone(), format!("its sha256 is {}, the lock records {}", digest(&t), f.digest))),
+            Ok(t) => bad.push((
+                f.file.clone(),
+                format!(
+                    "its sha256 is {}, the lock records {}",
+                    digest(&t),
+                    f.digest
+                ),
+            )),
             Err(e) => bad.push((f.file.clone(), format!("it cannot be read: {e}"))),
         }
     }
@@ -885,20 +1062,40 @@ mod tests {
         assert!(check_requirement("transformers>=4.50").is_none());
         assert!(check_requirement("datasets").is_none());
         assert!(check_requirement("accelerate[deepspeed]; python_version >= '3.10'").is_none());
-        for bad in ["", "--index-url https://x", "pkg @ https://x/y.whl", "torch>=2", "Deep_Speed", "a\"b", "${X}"] {
+        for bad in [
+            "",
+            "--index-url https://x",
+            "pkg @ https://x/y.whl",
+            "torch>=2",
+            "Deep_Speed",
+            "a\"b",
+            "${X}",
+        ] {
             assert!(check_requirement(bad).is_some(), "{bad}");
         }
     }
 
     #[test]
     fn platforms_come_from_glibc_and_cpus() {
-        assert_eq!(platforms("2.35", &["x86_64".into()]), ["x86_64-manylinux_2_35"]);
         assert_eq!(
-            platforms("2.39", &["x86_64".into(), "aarch64".into(), "x86_64".into()]),
+            platforms("2.35", &["x86_64".into()]),
+            ["x86_64-manylinux_2_35"]
+        );
+        assert_eq!(
+            platforms(
+                "2.39",
+                &["x86_64".into(), "aarch64".into(), "x86_64".into()]
+            ),
             ["aarch64-manylinux_2_39", "x86_64-manylinux_2_39"]
         );
-        assert_eq!(file_name("framework", "x86_64-manylinux_2_35", false), "pylock.framework.toml");
-        assert_eq!(file_name("training", "aarch64-manylinux_2_39", true), "pylock.training.aarch64.toml");
+        assert_eq!(
+            file_name("framework", "x86_64-manylinux_2_35", false),
+            "pylock.framework.toml"
+        );
+        assert_eq!(
+            file_name("training", "aarch64-manylinux_2_39", true),
+            "pylock.training.aarch64.toml"
+        );
     }
 
     #[test]
@@ -917,15 +1114,26 @@ mod tests {
             exclude_newer: "2026-11-25T00:00:00Z".into(),
             platforms: vec![],
             pypi: PYPI.into(),
-            mirrors: [("https://download.pytorch.org/whl".to_string(), "http://127.0.0.1:9/whl".to_string())].into(),
+            mirrors: [(
+                "https://download.pytorch.org/whl".to_string(),
+                "http://127.0.0.1:9/whl".to_string(),
+            )]
+            .into(),
             previous: None,
+            upgrade: false,
         };
         let (text, builds) = postprocess(raw, &input, "x86_64-manylinux_2_35", &opts).unwrap();
-        assert!(text.contains("https://download.pytorch.org/whl/cu128/torch.whl"), "{text}");
+        assert!(
+            text.contains("https://download.pytorch.org/whl/cu128/torch.whl"),
+            "{text}"
+        );
         assert!(!text.contains("deepspeed"), "{text}");
         assert_eq!(builds.len(), 1);
         assert_eq!(builds[0].sha256, "aa");
         let unhashed = raw.replace(", hashes = { sha256 = \"bb\" }", "");
-        assert!(matches!(postprocess(&unhashed, &input, "x", &opts), Err(ClosureError::Unhashed { .. })));
+        assert!(matches!(
+            postprocess(&unhashed, &input, "x", &opts),
+            Err(ClosureError::Unhashed { .. })
+        ));
     }
 }
