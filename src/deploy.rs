@@ -95,8 +95,7 @@ pub fn is_interface(s: &str) -> bool {
     !b.is_empty()
         && b.len() <= 15
         && !b[0].is_ascii_punctuation()
-        && b
-            .iter()
+        && b.iter()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
 }
 
@@ -999,7 +998,10 @@ fn names(
         } else if out.contains(x) {
             at.fail(
                 v.span(),
-                format!("`{}` is listed twice in `[network].{key}`", x.escape_debug()),
+                format!(
+                    "`{}` is listed twice in `[network].{key}`",
+                    x.escape_debug()
+                ),
                 "list each name once",
             );
         } else {
@@ -1017,27 +1019,35 @@ fn validate_network(n: S<NetworkWire>, fabric: Option<Fabric>, at: &mut At<'_>) 
     let Some(fabric) = fabric else {
         at.fail(
             span,
-            "`[network]` describes the fabric of `[cluster]`, but the spec has no `[cluster]`".into(),
+            "`[network]` describes the fabric of `[cluster]`, but the spec has no `[cluster]`"
+                .into(),
             "add `[cluster]` with `fabric`, `nodes` and `gpus_per_node`, or remove `[network]`",
         );
         return Network::default();
     };
     // A key the fabric has no use for: reported at the key, naming the fabrics it fits.
-    let only = |at: &mut At<'_>, key: &str, span: std::ops::Range<usize>, fits: &[Fabric], why: &str| {
-        if !fits.contains(&fabric) {
-            at.fail(
-                span,
-                format!("`[network].{key}` does not apply to fabric `{}`: {why}", fabric.name()),
-                &format!(
-                    "remove `{key}`, or set `[cluster].fabric` to {}",
-                    fits.iter().map(|f| format!("`{}`", f.name())).collect::<Vec<_>>().join(" or ")
-                ),
-            );
-            false
-        } else {
-            true
-        }
-    };
+    let only =
+        |at: &mut At<'_>, key: &str, span: std::ops::Range<usize>, fits: &[Fabric], why: &str| {
+            if !fits.contains(&fabric) {
+                at.fail(
+                    span,
+                    format!(
+                        "`[network].{key}` does not apply to fabric `{}`: {why}",
+                        fabric.name()
+                    ),
+                    &format!(
+                        "remove `{key}`, or set `[cluster].fabric` to {}",
+                        fits.iter()
+                            .map(|f| format!("`{}`", f.name()))
+                            .collect::<Vec<_>>()
+                            .join(" or ")
+                    ),
+                );
+                false
+            } else {
+                true
+            }
+        };
     let interfaces = names(
         at,
         n.interfaces.as_ref(),
@@ -1048,7 +1058,13 @@ fn validate_network(n: S<NetworkWire>, fabric: Option<Fabric>, at: &mut At<'_>) 
     );
     let mut hcas = Vec::new();
     if let Some(h) = &n.hcas {
-        if only(at, "hcas", h.span(), &[Fabric::Infiniband, Fabric::Roce], "RDMA devices are read by NCCL's IB verbs transport and UCX") {
+        if only(
+            at,
+            "hcas",
+            h.span(),
+            &[Fabric::Infiniband, Fabric::Roce],
+            "RDMA devices are read by NCCL's IB verbs transport and UCX",
+        ) {
             hcas = names(
                 at,
                 Some(h),
@@ -1061,7 +1077,13 @@ fn validate_network(n: S<NetworkWire>, fabric: Option<Fabric>, at: &mut At<'_>) 
     }
     let mut gid_index = None;
     if let Some(g) = &n.gid_index {
-        if only(at, "gid_index", g.span(), &[Fabric::Roce], "the GID index selects a RoCE address") {
+        if only(
+            at,
+            "gid_index",
+            g.span(),
+            &[Fabric::Roce],
+            "the GID index selects a RoCE address",
+        ) {
             let v = *g.get_ref();
             if (0..=255).contains(&v) {
                 gid_index = u32::try_from(v).ok();
@@ -1076,14 +1098,23 @@ fn validate_network(n: S<NetworkWire>, fabric: Option<Fabric>, at: &mut At<'_>) 
     }
     let mut rdma_resource = None;
     if let Some(r) = &n.rdma_resource {
-        if only(at, "rdma_resource", r.span(), &[Fabric::Infiniband, Fabric::Roce], "it is the Kubernetes resource of the RDMA shared device plugin") {
+        if only(
+            at,
+            "rdma_resource",
+            r.span(),
+            &[Fabric::Infiniband, Fabric::Roce],
+            "it is the Kubernetes resource of the RDMA shared device plugin",
+        ) {
             let v = r.get_ref();
             if v.contains('/') && is_label_key(v) && !v.starts_with("kubernetes.io/") {
                 rdma_resource = Some(v.clone());
             } else {
                 at.fail(
                     r.span(),
-                    format!("`{}` is not a Kubernetes extended resource name", v.escape_debug()),
+                    format!(
+                        "`{}` is not a Kubernetes extended resource name",
+                        v.escape_debug()
+                    ),
                     "write `<domain>/<name>`, like `rdma/rdma_shared_device_a`",
                 );
             }
@@ -1091,7 +1122,15 @@ fn validate_network(n: S<NetworkWire>, fabric: Option<Fabric>, at: &mut At<'_>) 
     }
     let mut sharp = false;
     if let Some(s) = &n.sharp {
-        if *s.get_ref() && only(at, "sharp", s.span(), &[Fabric::Infiniband], "SHARP is in-network reduction on InfiniBand switches") {
+        if *s.get_ref()
+            && only(
+                at,
+                "sharp",
+                s.span(),
+                &[Fabric::Infiniband],
+                "SHARP is in-network reduction on InfiniBand switches",
+            )
+        {
             sharp = true;
         }
     }

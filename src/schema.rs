@@ -56,8 +56,8 @@ use serde_json::{json, Map, Value};
 
 use crate::catalog::Catalog;
 use crate::deploy::{
-    Cloud, ClusterWire, Fabric, ImageWire, K8sWire, NetworkWire, PackerWire, ServeWire, SlurmContainer,
-    SlurmWire, StorageWire, TrainWire,
+    Cloud, ClusterWire, Fabric, ImageWire, K8sWire, NetworkWire, PackerWire, ServeWire,
+    SlurmContainer, SlurmWire, StorageWire, TrainWire,
 };
 use crate::spec::{Component, HardwareWire, Layer, SpecWire, StackWire};
 
@@ -323,7 +323,7 @@ fn network() -> Value {
                 json!({
                     "type": "array",
                     "description": "Bootstrap/socket interfaces: NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, Open MPI's TCP interfaces. Any fabric.",
-                    "items": {"type": "string", "pattern": "^[A-Za-z0-9_][A-Za-z0-9._-]{0,14}$"},
+                    "items": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,14}$"},
                     "minItems": 1,
                     "maxItems": 64,
                     "examples": [["ib0"]],

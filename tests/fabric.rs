@@ -33,7 +33,10 @@ fn generate_all(fabric: &str) -> PathBuf {
     .unwrap();
     let out = run_in(&dir, &["lock"]);
     assert_eq!(out.code, 0, "lock {fabric}: {}", out.stderr);
-    let out = run_in(&dir, &["gen", "all", "--lock", "gpustack.lock", "--out", "out"]);
+    let out = run_in(
+        &dir,
+        &["gen", "all", "--lock", "gpustack.lock", "--out", "out"],
+    );
     assert_eq!(out.code, 0, "gen all {fabric}: {}", out.stderr);
     dir
 }
@@ -43,10 +46,7 @@ fn generate_all(fabric: &str) -> PathBuf {
 fn bash_env(script: &Path) -> BTreeMap<String, String> {
     let out = Command::new("env")
         .args(["-i", "bash", "--norc", "--noprofile", "-c"])
-        .arg(format!(
-            "set -e; . '{}'; env -0",
-            script.display()
-        ))
+        .arg(format!("set -e; . '{}'; env -0", script.display()))
         .output()
         .expect("run bash");
     assert!(
@@ -160,7 +160,10 @@ fn site_values_reach_every_runtime_environment_and_no_image() {
             .iter()
             .map(|e| (e.name.clone(), e.value.clone()))
             .collect();
-        assert_eq!(planned, slurm, "{fabric}: the acceptance plan's environment");
+        assert_eq!(
+            planned, slurm,
+            "{fabric}: the acceptance plan's environment"
+        );
         for (name, value) in site_values(fabric) {
             assert_eq!(
                 slurm.get(name).map(String::as_str),
@@ -272,9 +275,15 @@ fn operator_values_follow_the_gpudirect_path() {
     let lock = std::fs::read_to_string(dir.join("gpustack.lock")).unwrap();
     let values = yaml(&dir.join("out/k8s/gpu-operator-values.yaml"));
     let flavour = values["driver"]["kernelModuleType"].as_str().unwrap();
-    assert!(lock.contains(&format!("flavour = \"{flavour}\"")), "{flavour}");
+    assert!(
+        lock.contains(&format!("flavour = \"{flavour}\"")),
+        "{flavour}"
+    );
     match flavour {
-        "open" => assert!(values["driver"]["rdma"].is_badvalue(), "DMA-BUF: no driver.rdma"),
+        "open" => assert!(
+            values["driver"]["rdma"].is_badvalue(),
+            "DMA-BUF: no driver.rdma"
+        ),
         _ => assert_eq!(values["driver"]["rdma"]["enabled"].as_bool(), Some(true)),
     }
     assert_eq!(
@@ -290,18 +299,64 @@ fn operator_values_follow_the_gpudirect_path() {
 fn network_keys_are_checked_per_fabric() {
     // (fixture, text replaced, replacement, expected message)
     let cases = [
-        ("infiniband", "sharp = true", "sharp = true\ngid_index = 3", "`[network].gid_index` does not apply to fabric `infiniband`"),
-        ("infiniband", "fabric = \"infiniband\"", "fabric = \"ethernet\"", "`[network].sharp` does not apply to fabric `ethernet`"),
-        ("infiniband", "fabric = \"infiniband\"", "fabric = \"roce\"", "`[network].sharp` does not apply to fabric `roce`"),
-        ("infiniband", "\"mlx5_7\"]", "\"mlx5 7\"]", "`mlx5 7` in `[network].hcas` is not an RDMA device"),
-        ("infiniband", "interfaces = [\"ib0\"]", "interfaces = [\"ib0\", \"ib0\"]", "`ib0` is listed twice in `[network].interfaces`"),
-        ("infiniband", "\"rdma/ib_hca\"", "\"ib hca\"", "`ib hca` is not a Kubernetes extended resource name"),
-        ("roce", "gid_index = 3", "gid_index = 300", "`gid_index` must be between 0 and 255, not 300"),
-        ("efa", "interfaces = [\"ens32\"]", "interfaces = [\"ens32\"]\nhcas = [\"mlx5_0\"]", "`[network].hcas` does not apply to fabric `efa`"),
-        ("infiniband", "[cluster]\nfabric = \"infiniband\"\nnodes = 4\ngpus_per_node = 8\n", "", "the spec has no `[cluster]`"),
+        (
+            "infiniband",
+            "sharp = true",
+            "sharp = true\ngid_index = 3",
+            "`[network].gid_index` does not apply to fabric `infiniband`",
+        ),
+        (
+            "infiniband",
+            "fabric = \"infiniband\"",
+            "fabric = \"ethernet\"",
+            "`[network].sharp` does not apply to fabric `ethernet`",
+        ),
+        (
+            "infiniband",
+            "fabric = \"infiniband\"",
+            "fabric = \"roce\"",
+            "`[network].sharp` does not apply to fabric `roce`",
+        ),
+        (
+            "infiniband",
+            "\"mlx5_7\"]",
+            "\"mlx5 7\"]",
+            "`mlx5 7` in `[network].hcas` is not an RDMA device",
+        ),
+        (
+            "infiniband",
+            "interfaces = [\"ib0\"]",
+            "interfaces = [\"ib0\", \"ib0\"]",
+            "`ib0` is listed twice in `[network].interfaces`",
+        ),
+        (
+            "infiniband",
+            "\"rdma/ib_hca\"",
+            "\"ib hca\"",
+            "`ib hca` is not a Kubernetes extended resource name",
+        ),
+        (
+            "roce",
+            "gid_index = 3",
+            "gid_index = 300",
+            "`gid_index` must be between 0 and 255, not 300",
+        ),
+        (
+            "efa",
+            "interfaces = [\"ens32\"]",
+            "interfaces = [\"ens32\"]\nhcas = [\"mlx5_0\"]",
+            "`[network].hcas` does not apply to fabric `efa`",
+        ),
+        (
+            "infiniband",
+            "[cluster]\nfabric = \"infiniband\"\nnodes = 4\ngpus_per_node = 8\n",
+            "",
+            "the spec has no `[cluster]`",
+        ),
     ];
     for (fixture, from, to, want) in cases {
-        let base = std::fs::read_to_string(root().join(format!("fixtures/fabrics/{fixture}.toml"))).unwrap();
+        let base = std::fs::read_to_string(root().join(format!("fixtures/fabrics/{fixture}.toml")))
+            .unwrap();
         let spec = base.replacen(from, to, 1);
         assert_ne!(spec, base, "{want}: the fixture changed");
         let dir = tempdir("fabric-bad");
@@ -309,9 +364,16 @@ fn network_keys_are_checked_per_fabric() {
         let out = run_in(&dir, &["lock"]);
         assert_eq!(out.code, 2, "{want}: {}", out.stderr);
         assert!(out.stderr.contains(want), "{want}: {}", out.stderr);
-        assert!(out.stderr.contains("gpustack.toml:"), "{want}: file:line\n{}", out.stderr);
+        assert!(
+            out.stderr.contains("gpustack.toml:"),
+            "{want}: file:line\n{}",
+            out.stderr
+        );
         assert!(out.stderr.contains("hint:"), "{want}: {}", out.stderr);
-        assert!(!dir.join("gpustack.lock").exists(), "{want}: nothing written");
+        assert!(
+            !dir.join("gpustack.lock").exists(),
+            "{want}: nothing written"
+        );
     }
 }
 
@@ -335,7 +397,10 @@ fn the_lock_records_the_network_request() {
 #[test]
 fn sharp_and_non_sharp_thresholds_are_kept_apart() {
     let base = std::fs::read_to_string(root().join("fixtures/fabrics/infiniband.toml")).unwrap();
-    for (sharp, spec) in [(true, base.clone()), (false, base.replace("sharp = true\n", ""))] {
+    for (sharp, spec) in [
+        (true, base.clone()),
+        (false, base.replace("sharp = true\n", "")),
+    ] {
         let dir = tempdir("fabric-sharp");
         std::fs::write(dir.join("gpustack.toml"), &spec).unwrap();
         let out = run_in(&dir, &["lock"]);
@@ -348,7 +413,9 @@ fn sharp_and_non_sharp_thresholds_are_kept_apart() {
             .as_array()
             .unwrap()
             .iter()
-            .find(|f| f["kind"].as_str() == Some("bandwidth") && f["key"].as_str() == Some("inter-node"))
+            .find(|f| {
+                f["kind"].as_str() == Some("bandwidth") && f["key"].as_str() == Some("inter-node")
+            })
             .expect("an inter-node figure");
         let got = inter.get("sharp").and_then(toml::Value::as_str);
         if sharp {
@@ -356,7 +423,10 @@ fn sharp_and_non_sharp_thresholds_are_kept_apart() {
         } else {
             assert_ne!(got, Some("true"), "{inter:?}");
         }
-        let out = run_in(&dir, &["gen", "slurm", "--lock", "gpustack.lock", "--out", "out"]);
+        let out = run_in(
+            &dir,
+            &["gen", "slurm", "--lock", "gpustack.lock", "--out", "out"],
+        );
         assert_eq!(out.code, 0, "{}", out.stderr);
     }
 }

@@ -372,8 +372,13 @@ fn kustomization_lists_every_resource() {
                 continue;
             }
             let meta = &d[0]["metadata"];
-            if ["ResourceFlavor", "ClusterQueue", "Topology", "NicClusterPolicy"]
-                .contains(&d[0]["kind"].as_str().unwrap())
+            if [
+                "ResourceFlavor",
+                "ClusterQueue",
+                "Topology",
+                "NicClusterPolicy",
+            ]
+            .contains(&d[0]["kind"].as_str().unwrap())
             {
                 assert!(
                     meta.get("namespace").is_none(),

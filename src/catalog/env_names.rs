@@ -22,7 +22,8 @@ const FI_MR: &str = "https://ofiwg.github.io/libfabric/main/man/fi_mr.3.html";
 const UCX: &str = "https://openucx.readthedocs.io/en/master/faq.html";
 const CUDA: &str = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#env-vars";
 const TORCH: &str = "https://docs.pytorch.org/docs/stable/torch_nccl_environment_variables.html";
-const GLOO: &str = "https://docs.pytorch.org/docs/stable/distributed.html#common-environment-variables";
+const GLOO: &str =
+    "https://docs.pytorch.org/docs/stable/distributed.html#common-environment-variables";
 const OMPI_TCP: &str = "https://docs.open-mpi.org/en/v5.0.x/tuning-apps/networking/tcp.html";
 const OFI_NCCL: &str = "https://github.com/aws/aws-ofi-nccl/blob/master/doc/efa-env-var.md";
 

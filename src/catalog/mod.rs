@@ -2821,7 +2821,10 @@ fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
         if b.sharp.is_some() && b.fabric != "infiniband" {
             v.fail(
                 &o,
-                format!("`sharp` describes InfiniBand runs, not fabric `{}`", b.fabric),
+                format!(
+                    "`sharp` describes InfiniBand runs, not fabric `{}`",
+                    b.fabric
+                ),
             );
         }
         c.bandwidth.push(Bandwidth {

@@ -477,7 +477,9 @@ fn nic_policy(common: &Common) -> (Option<NicPolicyPlan>, Vec<String>) {
         (None, _) => None,
     };
     if common.nodes > 1 && common.fabric == Fabric::Efa.name() {
-        prerequisites.push(format!("{EFA_RESOURCE}: the AWS EFA Kubernetes device plugin must run on the nodes"));
+        prerequisites.push(format!(
+            "{EFA_RESOURCE}: the AWS EFA Kubernetes device plugin must run on the nodes"
+        ));
     }
     if common.nodes > 1 && common.fabric == Fabric::Slingshot.name() {
         prerequisites.push("the CXI NICs must be exposed to pods by the cluster (gpustack knows no device plugin for them)".into());

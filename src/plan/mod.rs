@@ -339,7 +339,12 @@ impl Common {
                 size: f.get("size").map(str::to_string),
                 test: f.get("test").unwrap_or_default().to_string(),
                 sharp: f.get("sharp").map(|v| {
-                    if v == "true" { "with SHARP" } else { "without SHARP" }.to_string()
+                    if v == "true" {
+                        "with SHARP"
+                    } else {
+                        "without SHARP"
+                    }
+                    .to_string()
                 }),
                 source: f.source.clone(),
             })

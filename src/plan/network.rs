@@ -128,7 +128,13 @@ impl NetworkPlan {
             let ucx: Vec<String> = net
                 .hcas
                 .iter()
-                .map(|h| if h.contains(':') { h.clone() } else { format!("{h}:1") })
+                .map(|h| {
+                    if h.contains(':') {
+                        h.clone()
+                    } else {
+                        format!("{h}:1")
+                    }
+                })
                 .collect();
             site_env.push(var("UCX_NET_DEVICES", ucx.join(",")));
         }
@@ -151,12 +157,10 @@ impl NetworkPlan {
                 .map(str::to_string)
         });
         let gpudirect = if rdma && multi {
-            HostPlan::new(lock)
-                .kernel_modules
-                .map(|k| match k.flavour {
-                    Flavour::Open => GpuDirect::DmaBuf,
-                    Flavour::Proprietary => GpuDirect::PeerMem,
-                })
+            HostPlan::new(lock).kernel_modules.map(|k| match k.flavour {
+                Flavour::Open => GpuDirect::DmaBuf,
+                Flavour::Proprietary => GpuDirect::PeerMem,
+            })
         } else {
             None
         };
@@ -180,6 +184,46 @@ impl NetworkPlan {
             gpudirect,
             sharp: net.sharp,
             hcas: net.hcas,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::deploy::{is_hca, is_interface};
+
+    #[test]
+    fn interface_and_device_names() {
+        for ok in ["ib0", "eth0", "hsn3", "ens32f0np0", "bond0.100", "enp1s0-a"] {
+            assert!(is_interface(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            ".ib0",
+            "-x",
+            "_x",
+            "ib 0",
+            "a/b",
+            "x;y",
+            "sixteen-chars-xx",
+        ] {
+            assert!(!is_interface(bad), "{bad}");
+        }
+        for ok in ["mlx5_0", "mlx5_10:1", "rocep1s0f0", "mlx5_0:255"] {
+            assert!(is_hca(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "mlx5_0:",
+            "mlx5_0:0",
+            "mlx5_0:256",
+            "mlx5_0:01",
+            "Mlx5",
+            "=mlx5_0",
+            "mlx5,mlx6",
+            "0mlx",
+        ] {
+            assert!(!is_hca(bad), "{bad}");
         }
     }
 }
