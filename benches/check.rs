@@ -75,6 +75,7 @@ fn main() {
                     out: Some(("out", &tree)),
                     hardware: None,
                     unusual: &[],
+                    pylocks: &Default::default(),
                 })
                 .unwrap();
                 assert_eq!(r.errors(), 0);

@@ -53,6 +53,7 @@ pub(crate) fn run(
         out: out_dir.zip(tree.as_ref()),
         hardware: None,
         unusual: &[],
+        pylocks: &Default::default(),
     })?;
     let mut out = String::new();
     let mut failed = false;

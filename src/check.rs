@@ -285,6 +285,9 @@ pub struct Inputs<'a> {
     pub unusual: &'a [(String, String)],
     /// The node's hardware: enables the hardware checks.
     pub hardware: Option<&'a HostHardware>,
+    /// The `pylock.*.toml` files beside the lock, by file name, as read (a closed lock's
+    /// Python closure; empty otherwise). Each must match the digest the lock records.
+    pub pylocks: &'a BTreeMap<String, String>,
 }
 
 /// Runs every check the inputs allow.
@@ -301,13 +304,14 @@ pub struct Inputs<'a> {
 ///     out: None,
 ///     hardware: None,
 ///     unusual: &[],
+///     pylocks: &Default::default(),
 /// })?;
 /// assert_eq!(report.errors(), 0);
 /// # Ok::<(), gpustack::Error>(())
 /// ```
 pub fn check(inputs: &Inputs<'_>) -> Result<Report, Error> {
     let (lock_file, lock_text) = inputs.lock;
-    let lock = Lock::parse(lock_file, lock_text)?;
+    let mut lock = Lock::parse(lock_file, lock_text)?;
     let mut report = Report {
         lock: lock_file.to_string(),
         checked: vec!["integrity", "hygiene"],
@@ -316,6 +320,7 @@ pub fn check(inputs: &Inputs<'_>) -> Result<Report, Error> {
     };
     let f = &mut report.findings;
     integrity(&lock, lock_file, lock_text, f);
+    let closure_read = pylocks(&mut lock, lock_file, lock_text, inputs.pylocks, f);
     hygiene(&lock, lock_file, lock_text, f);
     match inputs.spec {
         Some((spec_file, spec_text)) => {
@@ -328,6 +333,14 @@ pub fn check(inputs: &Inputs<'_>) -> Result<Report, Error> {
         }),
     }
     match inputs.out {
+        Some(_) if !closure_read => {
+            for check in ["drift", "consistency"] {
+                report.skipped.push(Skipped {
+                    check,
+                    reason: "the lock's pylock files do not match it".into(),
+                });
+            }
+        }
         Some((dir, files)) => {
             report.checked.push("drift");
             report.checked.push("consistency");
@@ -391,6 +404,54 @@ fn integrity(lock: &Lock, file: &str, text: &str, f: &mut Vec<Finding>) {
     }
 }
 
+/// Loads the closure's pylock files into the lock; each one missing or not matching its
+/// recorded digest is a `tampered-lock` finding at that digest's line. Whether all loaded.
+fn pylocks(
+    lock: &mut Lock,
+    file: &str,
+    text: &str,
+    files: &BTreeMap<String, String>,
+    f: &mut Vec<Finding>,
+) -> bool {
+    let Some(py) = lock.python.as_mut() else {
+        return true;
+    };
+    let mut all = true;
+    for p in &mut py.files {
+        let line = line_of(text, &p.digest);
+        let shown = join(file.rsplit_once('/').map_or(".", |(d, _)| d), &p.file);
+        match files.get(&p.file) {
+            Some(t) if crate::resolve::python::digest(t) == p.digest => {
+                p.contents = Some(t.clone())
+            }
+            Some(t) => {
+                all = false;
+                f.push(
+                    Finding::new(
+                        Code::TamperedLock,
+                        format!("{shown} does not match the digest the lock records: it was edited by hand"),
+                    )
+                    .at(file, line)
+                    .detail(vec![
+                        format!("recorded: {}", p.digest),
+                        format!("computed: {}", crate::resolve::python::digest(t)),
+                    ])
+                    .hint("the pylock files are written by `gpustack lock`; run it again instead of editing them"),
+                );
+            }
+            None => {
+                all = false;
+                f.push(
+                    Finding::new(Code::TamperedLock, format!("{shown}, which the lock names, is missing"))
+                        .at(file, line)
+                        .hint("commit the pylock files with gpustack.lock; `gpustack lock` writes them beside it"),
+                );
+            }
+        }
+    }
+    all
+}
+
 fn staleness(
     lock: &Lock,
     inputs: &Inputs<'_>,
@@ -406,6 +467,15 @@ fn staleness(
     let fresh = crate::solve::solve(inputs.catalog, &spec).map(|r| {
         let mut l = Lock::from_resolution(inputs.catalog, &r);
         let _ = crate::resolve::resolve(&mut l, &crate::resolve::http::Offline, Some(lock));
+        // The Python closure as an offline re-lock keeps it: reused when its inputs did
+        // not change (a closure that would need resolving again leaves `l` different).
+        let _ = crate::lock_python(
+            inputs.catalog,
+            &mut l,
+            true,
+            Some(lock),
+            &crate::PythonUpgrade::default(),
+        );
         l
     });
     let fresh = match fresh {

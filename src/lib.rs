@@ -171,6 +171,16 @@ pub fn lock_spec_resolved(
     Ok((lock, report))
 }
 
+/// What a re-lock may move in the Python closure ([`lock_python`]): by default every pick
+/// of the previous pylocks that still fits is kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PythonUpgrade {
+    /// `--upgrade`: resolve every package anew.
+    pub all: bool,
+    /// `--upgrade-package NAME`: only these may move.
+    pub packages: Vec<String>,
+}
+
 /// How the Python closure of a lock came out ([`lock_python`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PythonOutcome {
@@ -204,6 +214,7 @@ pub fn lock_python(
     lock: &mut Lock,
     offline: bool,
     previous: Option<&Lock>,
+    upgrade: &PythonUpgrade,
 ) -> Result<PythonOutcome, Error> {
     use resolve::python::{self as py, ClosureError};
     lock.python = None;
@@ -277,7 +288,8 @@ pub fn lock_python(
             .unwrap_or_else(|| py::PYPI.to_string()),
         mirrors: resolve_tbl.indexes.clone(),
         previous: prev,
-        upgrade: false,
+        upgrade: upgrade.all,
+        upgrade_packages: upgrade.packages.clone(),
     };
     match py::resolve(lock, &opts) {
         Ok(p) => {

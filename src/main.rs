@@ -535,6 +535,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 &mut lock,
                 offline,
                 previous.as_ref(),
+                &gpustack::PythonUpgrade::default(),
             ) {
                 Ok(o) => o,
                 // `--check` never resolves: a closure that would have to be is stale.
@@ -839,7 +840,29 @@ fn run(cli: Cli) -> Result<u8, Error> {
                 }
                 None => None,
             };
+            // The closure's files beside the lock, as the lock names them.
+            let pylocks: std::collections::BTreeMap<String, String> =
+                Lock::parse(&lock_shown, &lock_text)
+                    .ok()
+                    .and_then(|l| l.python)
+                    .map(|py| {
+                        let dir = lock
+                            .parent()
+                            .filter(|p| !p.as_os_str().is_empty())
+                            .unwrap_or(Path::new("."));
+                        py.files
+                            .iter()
+                            .filter_map(|f| {
+                                let b =
+                                    gpustack::emit::read_bounded(&dir.join(&f.file), limits::LOCK)
+                                        .ok()?;
+                                Some((f.file.clone(), String::from_utf8(b).ok()?))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
             let report = gpustack::check::check(&gpustack::check::Inputs {
+                pylocks: &pylocks,
                 lock: (&lock_shown, &lock_text),
                 spec: spec_text.as_ref().map(|(p, t)| (p.as_str(), t.as_str())),
                 catalog: &catalog,

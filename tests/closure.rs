@@ -610,6 +610,49 @@ fn every_part_of_the_closure_is_under_the_lock() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("pylock.build.toml"), "{err}");
     copy_dir(&root().join("fixtures/closed").join(STACK), &dir);
+    // `check` reads the same files: clean as written, a tampered-lock finding at the
+    // digest's line when one is edited or missing.
+    let (code, err) = gs(&dir, &["gen", "all"], true, None);
+    assert_eq!(code, 0, "{err}");
+    let check = |dir: &Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpustack"))
+            .args([
+                "check",
+                "--spec",
+                "gpustack.toml",
+                "--lock",
+                "gpustack.lock",
+                "--out",
+                "out",
+                "--format",
+                "json",
+            ])
+            .current_dir(dir)
+            .env("GPUSTACK_OFFLINE", "1")
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, json) = check(&dir);
+    assert_eq!(code, 0, "{json}");
+    assert!(
+        !json.contains("\"code\": \"tampered-lock\"")
+            && !json.contains("\"code\": \"drift\"")
+            && !json.contains("\"code\": \"stale"),
+        "{json}"
+    );
+    std::fs::write(&f, original.replacen("sha256 = \"", "sha256 = \"0", 1)).unwrap();
+    let (code, json) = check(&dir);
+    assert_eq!(code, 1, "{json}");
+    assert!(
+        json.contains("tampered-lock")
+            && json.contains("pylock.inference.toml does not match the digest the lock records"),
+        "{json}"
+    );
+    std::fs::write(&f, &original).unwrap();
     // Each recorded value of [python], edited in the lock (the file left alone, or the
     // digest edited to match an edited file), fails the layer hashes.
     let edits: Vec<(String, String)> = {

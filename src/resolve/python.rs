@@ -569,6 +569,9 @@ pub struct Options<'a> {
     pub previous: Option<&'a PythonLock>,
     /// Resolve anew, ignoring the previous files' picks (`--upgrade`).
     pub upgrade: bool,
+    /// Resolve again, letting only these packages move from the previous files' picks
+    /// (`--upgrade-package NAME`, uv's option of the same name).
+    pub upgrade_packages: Vec<String>,
 }
 
 /// Resolves (or reuses) every pylock of the lock.
@@ -598,7 +601,8 @@ pub fn resolve(lock: &Lock, opts: &Options<'_>) -> Result<PythonLock, ClosureErr
             &opts.uv_version,
             None,
         );
-        let mut union_pins: Option<String> = None;
+        // Which files can be reused; the others are resolved below.
+        let mut plan: Vec<(&LayerInput, String, String, Option<&PyLockFile>)> = Vec::new();
         for input in &layer_inputs {
             let file = file_name(&input.layer, platform, several);
             let inputs = input_digest(
@@ -609,11 +613,87 @@ pub fn resolve(lock: &Lock, opts: &Options<'_>) -> Result<PythonLock, ClosureErr
                 &opts.uv_version,
                 Some(&union_digest),
             );
-            let reused = opts.previous.and_then(|p| {
+            let fresh = opts.upgrade || !opts.upgrade_packages.is_empty();
+            let reused = opts.previous.filter(|_| !fresh).and_then(|p| {
                 p.files
                     .iter()
                     .find(|f| f.file == file && f.inputs == inputs && f.contents.is_some())
             });
+            if reused.is_none() && opts.uv.is_none() {
+                let edited = opts.previous.is_some_and(|p| {
+                    p.files
+                        .iter()
+                        .any(|f| f.file == file && f.inputs == inputs && f.contents.is_none())
+                });
+                return Err(ClosureError::Offline {
+                    detail: if edited {
+                        format!("`{file}` must be resolved again: the file beside the lock does not match the digest the lock records")
+                    } else {
+                        format!("`{file}` must be resolved (its inputs changed, or there is no previous lock beside the output)")
+                    },
+                });
+            }
+            plan.push((input, file, inputs, reused));
+        }
+        // uv prefers the versions of an existing output file: the previous files keep
+        // every pick that still fits (Cargo's and uv's stable re-lock).
+        let seed = |layer: &str| {
+            opts.previous
+                .and_then(|p| {
+                    p.files
+                        .iter()
+                        .find(|f| f.layer == layer && f.platform == *platform)
+                })
+                .and_then(|f| f.contents.as_deref())
+        };
+        let mut resolved: BTreeMap<String, Result<String, ClosureError>> = BTreeMap::new();
+        if let Some(uv) = opts.uv.filter(|_| plan.iter().any(|p| p.3.is_none())) {
+            let widest = opts.previous.and_then(|p| {
+                p.files
+                    .iter()
+                    .filter(|f| f.platform == *platform && f.contents.is_some())
+                    .max_by_key(|f| f.packages)
+            });
+            let raw = compile(
+                uv,
+                &union,
+                platform,
+                &python,
+                opts,
+                None,
+                widest.and_then(|f| f.contents.as_deref()),
+            )?;
+            let pins = constraints_of(&raw);
+            // The layers are independent given the pins: resolved side by side.
+            std::thread::scope(|s| {
+                let handles: Vec<_> = plan
+                    .iter()
+                    .filter(|p| p.3.is_none())
+                    .map(|p| {
+                        let (input, pins, python) = (p.0, &pins, &python);
+                        let h = s.spawn(move || {
+                            compile(
+                                uv,
+                                input,
+                                platform,
+                                python,
+                                opts,
+                                Some(pins),
+                                seed(&input.layer),
+                            )
+                        });
+                        (input.layer.clone(), h)
+                    })
+                    .collect();
+                for (layer, h) in handles {
+                    let r = h
+                        .join()
+                        .unwrap_or_else(|_| Err(ClosureError::Other("a uv run panicked".into())));
+                    resolved.insert(layer, r);
+                }
+            });
+        }
+        for (input, file, inputs, reused) in plan {
             let (contents, built) = if let Some(prev) = reused {
                 let built: Vec<PyBuild> = opts
                     .previous
@@ -627,58 +707,9 @@ pub fn resolve(lock: &Lock, opts: &Options<'_>) -> Result<PythonLock, ClosureErr
                     .unwrap_or_default();
                 (prev.contents.clone().unwrap_or_default(), built)
             } else {
-                let Some(uv) = opts.uv else {
-                    let edited = opts.previous.is_some_and(|p| {
-                        p.files
-                            .iter()
-                            .any(|f| f.file == file && f.inputs == inputs && f.contents.is_none())
-                    });
-                    return Err(ClosureError::Offline {
-                        detail: if edited {
-                            format!("`{file}` must be resolved again: the file beside the lock does not match the digest the lock records")
-                        } else {
-                            format!("`{file}` must be resolved (its inputs changed, or there is no previous lock beside the output)")
-                        },
-                    });
-                };
-                // uv prefers the versions of an existing output file: the previous files
-                // keep every pick that still fits (Cargo's and uv's stable re-lock).
-                let seed = |layer: &str| {
-                    opts.previous
-                        .and_then(|p| {
-                            p.files
-                                .iter()
-                                .find(|f| f.layer == layer && f.platform == *platform)
-                        })
-                        .and_then(|f| f.contents.clone())
-                };
-                if union_pins.is_none() {
-                    let widest = opts.previous.and_then(|p| {
-                        p.files
-                            .iter()
-                            .filter(|f| f.platform == *platform && f.contents.is_some())
-                            .max_by_key(|f| f.packages)
-                    });
-                    let raw = compile(
-                        uv,
-                        &union,
-                        platform,
-                        &python,
-                        opts,
-                        None,
-                        widest.and_then(|f| f.contents.as_deref()),
-                    )?;
-                    union_pins = Some(constraints_of(&raw));
-                }
-                let raw = compile(
-                    uv,
-                    input,
-                    platform,
-                    &python,
-                    opts,
-                    union_pins.as_deref(),
-                    seed(&input.layer).as_deref(),
-                )?;
+                let raw = resolved
+                    .remove(&input.layer)
+                    .unwrap_or_else(|| Err(ClosureError::Other("no uv run".into())))?;
                 postprocess(&raw, input, platform, opts)?
             };
             check(lock, &input.layer, &contents)?;
@@ -757,16 +788,9 @@ pub fn packages(pylock: &str) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
-fn compile(
-    uv: &Uv,
-    input: &LayerInput,
-    platform: &str,
-    python: &str,
-    opts: &Options<'_>,
-    constraints: Option<&str>,
-    seed: Option<&str>,
-) -> Result<String, ClosureError> {
-    let dir = TempDir::new()?;
+/// The `pyproject.toml` uv resolves a layer from: its requirements, and one explicit
+/// index per distinct source URL (through its mirror), each bound package naming it.
+pub fn pyproject(input: &LayerInput, python: &str, mirrors: &BTreeMap<String, String>) -> String {
     let mut pyproject = format!(
         "[project]\nname = \"gpustack-{}\"\nversion = \"0\"\nrequires-python = \"=={python}.*\"\ndependencies = [\n",
         input.layer
@@ -797,10 +821,59 @@ fn compile(
             let _ = writeln!(
                 pyproject,
                 "\n[[tool.uv.index]]\nname = \"{name}\"\nurl = {}\nexplicit = true",
-                crate::lock::quote(&super::spec::Resolve::mirror(&opts.mirrors, url))
+                crate::lock::quote(&super::spec::Resolve::mirror(mirrors, url))
             );
         }
     }
+    pyproject
+}
+
+/// `uv pip compile` arguments after `pyproject.toml` (the output is `pylock.toml`).
+pub fn compile_args(
+    input: &LayerInput,
+    platform: &str,
+    python: &str,
+    exclude_newer: &str,
+    pypi: &str,
+) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "--quiet",
+        "--no-header",
+        "--no-config",
+        "--python-version",
+        python,
+        "--python-platform",
+        platform,
+        "--exclude-newer",
+        exclude_newer,
+        "--index-url",
+        pypi,
+        "-o",
+        "pylock.toml",
+    ]
+    .iter()
+    .map(|s| (*s).to_string())
+    .collect();
+    for f in TORCH_FAMILY {
+        if input.sources.contains_key(*f) {
+            v.push("--exclude-newer-package".into());
+            v.push(format!("{f}=false"));
+        }
+    }
+    v
+}
+
+fn compile(
+    uv: &Uv,
+    input: &LayerInput,
+    platform: &str,
+    python: &str,
+    opts: &Options<'_>,
+    constraints: Option<&str>,
+    seed: Option<&str>,
+) -> Result<String, ClosureError> {
+    let dir = TempDir::new()?;
+    let pyproject = pyproject(input, python, &opts.mirrors);
     let write = |name: &str, text: &str| {
         std::fs::write(dir.0.join(name), text)
             .map_err(|e| ClosureError::Other(format!("cannot write a temporary file: {e}")))
@@ -812,29 +885,20 @@ fn compile(
     }
     let mut cmd = Command::new(&uv.exe);
     cmd.current_dir(&dir.0)
-        .args([
-            "pip",
-            "compile",
-            "pyproject.toml",
-            "--quiet",
-            "--no-header",
-            "--no-config",
-        ])
-        .args(["--python-version", python, "--python-platform", platform])
-        .args(["--exclude-newer", &opts.exclude_newer])
-        .args(["--index-url", &opts.pypi])
-        .args(["-o", out_name])
+        .args(["pip", "compile", "pyproject.toml"])
+        .args(compile_args(
+            input,
+            platform,
+            python,
+            &opts.exclude_newer,
+            &opts.pypi,
+        ))
         .env("UV_PYTHON_DOWNLOADS", "never")
         .env_remove("UV_INDEX_URL")
         .env_remove("UV_EXTRA_INDEX_URL")
         .env_remove("UV_INDEX")
         .env_remove("UV_DEFAULT_INDEX")
         .env_remove("UV_EXCLUDE_NEWER");
-    for f in TORCH_FAMILY {
-        if input.sources.contains_key(*f) {
-            cmd.args(["--exclude-newer-package", &format!("{f}=false")]);
-        }
-    }
     if let Some(c) = constraints {
         write("constraints.txt", c)?;
         cmd.args(["-c", "constraints.txt"]);
@@ -1067,7 +1131,8 @@ mod tests {
             "--index-url https://x",
             "pkg @ https://x/y.whl",
             "torch>=2",
-            "Deep_Speed",
+            "DeepSpeed",
+            "VLLM==0.19.1",
             "a\"b",
             "${X}",
         ] {
@@ -1121,6 +1186,7 @@ mod tests {
             .into(),
             previous: None,
             upgrade: false,
+            upgrade_packages: Vec::new(),
         };
         let (text, builds) = postprocess(raw, &input, "x86_64-manylinux_2_35", &opts).unwrap();
         assert!(
