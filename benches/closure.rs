@@ -37,10 +37,7 @@ fn uv(root: &Path) -> Option<PathBuf> {
 }
 
 fn main() {
-    let runs: usize = std::env::var("GPUSTACK_BENCH_RUNS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(30);
+    let runs = common::runs();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let bin = env!("CARGO_BIN_EXE_gpustack");
     let fixture = root.join("fixtures/closed/h100-ib-train-serve");

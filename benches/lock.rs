@@ -15,10 +15,7 @@ mod common;
 use common::{cold, ms, stats};
 
 fn main() {
-    let runs: usize = std::env::var("GPUSTACK_BENCH_RUNS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(30);
+    let runs = common::runs();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let bin = env!("CARGO_BIN_EXE_gpustack");
     let mut specs: Vec<_> = std::fs::read_dir(root.join("fixtures/specs"))

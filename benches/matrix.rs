@@ -36,10 +36,7 @@ fn everything(driver: Option<&str>) -> String {
 }
 
 fn main() {
-    let runs: usize = std::env::var("GPUSTACK_BENCH_RUNS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(30);
+    let runs = common::runs();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let bin = env!("CARGO_BIN_EXE_gpustack");
     let catalog = Catalog::stock().unwrap();

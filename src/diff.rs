@@ -97,6 +97,9 @@ pub enum Class {
     Python,
     /// A framework changed: torch (its CUDA variant included), vLLM, DeepSpeed or an extra.
     Framework,
+    /// A package of a layer's Python closure (`pylock.<layer>.toml`) changed, or a source
+    /// build's sdist.
+    PythonPackage,
     /// Another package changed (the `nvidia/cuda` base image, uv).
     Package,
     /// A deployment fact changed: an expected bandwidth, an instance type, a cloud setting.
@@ -111,7 +114,7 @@ pub enum Class {
 
 impl Class {
     /// Every class, costliest first.
-    pub const ALL: [Class; 18] = [
+    pub const ALL: [Class; 19] = [
         Class::Gpu,
         Class::DriverBranch,
         Class::DriverPatch,
@@ -126,6 +129,7 @@ impl Class {
         Class::Env,
         Class::Python,
         Class::Framework,
+        Class::PythonPackage,
         Class::Package,
         Class::Deployment,
         Class::Request,
@@ -149,6 +153,7 @@ impl Class {
             Class::Env => "env",
             Class::Python => "python",
             Class::Framework => "framework",
+            Class::PythonPackage => "python-package",
             Class::Package => "package",
             Class::Deployment => "deployment",
             Class::Request => "request",
@@ -182,6 +187,9 @@ impl Class {
             Class::Framework => {
                 "torch (its `+cuXYZ` variant included), vLLM, DeepSpeed or an extra differs"
             }
+            Class::PythonPackage => {
+                "a package of a `pylock.<layer>.toml` differs, or a `[[python.build]]` sdist"
+            }
             Class::Package => "any other `[[package]]` differs (`cuda-image`, `uv`)",
             Class::Deployment => "any other `[[fact]]` differs (bandwidth, instance, cloud)",
             Class::Request => "any other `[request]` value differs",
@@ -210,6 +218,7 @@ impl Class {
             Class::Env => "re-run NCCL validation with the new environment",
             Class::Python => "rebuild the framework layer and above; re-validate the model",
             Class::Framework => "rebuild its layer and those above; re-validate the model",
+            Class::PythonPackage => "rebuild the layers whose pylock changed; re-run their tests",
             Class::Package => "rebuild the layer that installs it and those above",
             Class::Deployment => "review the generated deployment values and thresholds",
             Class::Request => "regenerate and re-apply the generated files",
@@ -232,6 +241,8 @@ pub enum Kind {
     Hardware,
     /// A `[request]` value.
     Request,
+    /// A package of the Python closure.
+    PythonPackage,
 }
 
 /// Whether the thing is new, gone or different.
@@ -426,6 +437,7 @@ pub fn diff(old: &Lock, new: &Lock) -> LockDiff {
     components(old, new, &mut changes);
     packages(old, new, &mut changes);
     facts(old, new, &mut changes);
+    python_packages(old, new, &mut changes);
     request(old, new, &mut changes);
     // Stable: within a class, the lock's own order stays.
     changes.sort_by_key(|c| c.class);
@@ -468,6 +480,99 @@ pub fn diff(old: &Lock, new: &Lock) -> LockDiff {
         changes,
         layers,
         files,
+    }
+}
+
+/// The Python closure, package by package where both locks' pylock files were read, else
+/// file by file (by digest); and the source builds' sdists.
+fn python_packages(old: &Lock, new: &Lock, out: &mut Vec<Change>) {
+    type Pkgs = BTreeMap<String, String>;
+    let per_layer = |l: &Lock| -> BTreeMap<String, (String, Option<Pkgs>)> {
+        l.python
+            .iter()
+            .flat_map(|p| p.files.iter())
+            .map(|f| {
+                let pkgs = f.contents.as_deref().map(|t| {
+                    crate::resolve::python::packages(t)
+                        .into_iter()
+                        .collect::<Pkgs>()
+                });
+                (f.file.clone(), (f.digest.clone(), pkgs))
+            })
+            .collect()
+    };
+    let (a, b) = (per_layer(old), per_layer(new));
+    let files: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    // A package whose version moved in several layers is one change, naming the layers.
+    let mut moved: BTreeMap<(String, Option<String>, Option<String>), Vec<String>> =
+        BTreeMap::new();
+    for file in files {
+        match (a.get(file), b.get(file)) {
+            (Some((da, _)), Some((db, _))) if da == db => {}
+            (Some((_, Some(pa))), Some((_, Some(pb)))) => {
+                let names: std::collections::BTreeSet<&String> =
+                    pa.keys().chain(pb.keys()).collect();
+                for n in names {
+                    let (x, y) = (pa.get(n), pb.get(n));
+                    if x != y {
+                        moved
+                            .entry((n.clone(), x.cloned(), y.cloned()))
+                            .or_default()
+                            .push(file.clone());
+                    }
+                }
+            }
+            (x, y) => out.push(Change {
+                kind: Kind::PythonPackage,
+                name: file.clone(),
+                status: Status::of(x, y),
+                old: x.map(|v| v.0.clone()),
+                new: y.map(|v| v.0.clone()),
+                class: Class::PythonPackage,
+                fields: Vec::new(),
+                note: None,
+            }),
+        }
+    }
+    for ((name, x, y), files) in moved {
+        out.push(Change {
+            kind: Kind::PythonPackage,
+            status: Status::of(x.as_ref(), y.as_ref()),
+            name,
+            old: x,
+            new: y,
+            class: Class::PythonPackage,
+            fields: Vec::new(),
+            note: Some(format!("in {}", files.join(", "))),
+        });
+    }
+    let builds = |l: &Lock| -> BTreeMap<String, String> {
+        l.python
+            .iter()
+            .flat_map(|p| p.builds.iter())
+            .map(|b| {
+                (
+                    format!("sdist {}", b.name),
+                    format!("{} ({})", b.version, b.sha256),
+                )
+            })
+            .collect()
+    };
+    let (a, b) = (builds(old), builds(new));
+    for n in a.keys().chain(b.keys().filter(|k| !a.contains_key(*k))) {
+        let (x, y) = (a.get(n), b.get(n));
+        if x != y {
+            out.push(Change {
+                kind: Kind::PythonPackage,
+                name: n.clone(),
+                status: Status::of(x, y),
+                old: x.cloned(),
+                new: y.cloned(),
+                class: Class::PythonPackage,
+                fields: Vec::new(),
+                note: None,
+            });
+        }
     }
 }
 

@@ -222,17 +222,7 @@ pub fn lock_python(
         lock.rehash();
         return Ok(PythonOutcome::None);
     }
-    // The OS the images are built on: the request's, else the base image's.
-    let os = lock
-        .request
-        .os
-        .clone()
-        .or_else(|| {
-            lock.package("cuda-image")
-                .and_then(|p| p.get("os"))
-                .map(str::to_string)
-        })
-        .unwrap_or_default();
+    let os = lock.os().unwrap_or_default().to_string();
     let glibc = catalog
         .os
         .iter()

@@ -573,6 +573,14 @@ impl Lock {
         self.packages.iter().find(|x| x.name == name)
     }
 
+    /// The OS the images are built on: the request's, else the base image's.
+    pub fn os(&self) -> Option<&str> {
+        self.request
+            .os
+            .as_deref()
+            .or_else(|| self.package("cuda-image").and_then(|p| p.get("os")))
+    }
+
     /// A fact by kind and key.
     pub fn fact(&self, kind: &str, key: &str) -> Option<&LockedFact> {
         self.facts.iter().find(|x| x.kind == kind && x.key == key)

@@ -25,7 +25,10 @@ use crate::error::{Diagnostic, Error, Stage};
 include!(concat!(env!("OUT_DIR"), "/templates.rs"));
 
 /// The filters an interpolation may end in.
-pub const ESCAPING_FILTERS: &[&str] = &["sh", "json", "hcl", "word", "num"];
+pub const ESCAPING_FILTERS: &[&str] = &["sh", "json", "hcl", "word", "num", "heredoc"];
+
+/// The terminator of the quoted heredocs the `heredoc` filter's text goes into.
+pub const HEREDOC_EOF: &str = "GPUSTACK_PYLOCK_EOF";
 
 /// A generated file, relative to the target's output directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -146,6 +149,22 @@ fn environment() -> Environment<'static> {
                 format!("`{s}` is not a plain word and cannot be printed bare"),
             ))
         }
+    });
+    // The body of a quoted heredoc (`<<'GPUSTACK_PYLOCK_EOF'`): a quoted heredoc expands
+    // nothing, so the text is safe as it is unless a line of it ends the heredoc, or it
+    // holds control characters other than newlines, or does not end in one.
+    env.add_filter("heredoc", |v: Value| {
+        let s = text(&v)?;
+        if s.lines().any(|l| l == HEREDOC_EOF)
+            || s.chars().any(|c| c.is_control() && c != '\n')
+            || !s.ends_with('\n')
+        {
+            return Err(JinjaError::new(
+                ErrorKind::InvalidOperation,
+                "a heredoc body must end in a newline, hold no control characters and no terminator line".to_string(),
+            ));
+        }
+        Ok(s)
     });
     env.add_filter("num", |v: Value| {
         if v.is_integer() {

@@ -745,3 +745,45 @@ fn python_requirements_are_checked_at_their_line() {
         out.stderr
     );
 }
+
+/// `gpustack diff` names each Python package that moved, once, with the layers it moved in.
+#[test]
+fn diff_names_the_python_packages_that_moved() {
+    let fixture = root().join("fixtures/closed").join(STACK);
+    let mut old = gpustack::Lock::parse(
+        "gpustack.lock",
+        &std::fs::read_to_string(fixture.join("gpustack.lock")).unwrap(),
+    )
+    .unwrap();
+    assert!(gpustack::resolve::python::load(old.python.as_mut().unwrap(), &fixture).is_empty());
+    let mut new = old.clone();
+    let py = new.python.as_mut().unwrap();
+    let inference = py
+        .files
+        .iter_mut()
+        .find(|f| f.layer == "inference")
+        .unwrap();
+    let text = inference.contents.clone().unwrap();
+    let at = text.find("name = \"openai\"\nversion = \"").unwrap()
+        + "name = \"openai\"\nversion = \"".len();
+    let end = at + text[at..].find('"').unwrap();
+    let was = text[at..end].to_string();
+    let edited = format!("{}9.9.9{}", &text[..at], &text[end..]);
+    inference.digest = gpustack::resolve::python::digest(&edited);
+    inference.contents = Some(edited);
+    new.rehash();
+    let d = gpustack::diff::diff(&old, &new);
+    let c: Vec<_> = d
+        .changes
+        .iter()
+        .filter(|c| c.class == gpustack::diff::Class::PythonPackage)
+        .collect();
+    assert_eq!(c.len(), 1, "{:?}", d.changes);
+    assert_eq!(c[0].name, "openai");
+    assert_eq!(c[0].old.as_deref(), Some(was.as_str()));
+    assert_eq!(c[0].new.as_deref(), Some("9.9.9"));
+    assert_eq!(c[0].note.as_deref(), Some("in pylock.inference.toml"));
+    assert!(d.layers.iter().any(|l| l.layer == "inference"));
+    assert!(!d.layers.iter().any(|l| l.layer == "training"));
+    assert!(d.to_markdown().contains("python-package"));
+}

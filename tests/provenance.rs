@@ -146,3 +146,44 @@ fn the_local_path_check_catches_what_it_should() {
         assert!(local_path(good).is_none(), "{good}");
     }
 }
+
+/// No torch build in the catalog is unpickable: every `[[wheel]]` (in the stock catalog and
+/// in `catalog/pending/`) carries the arch list it was compiled for. A build whose arch list
+/// cannot be sourced is left out of the catalog (and listed in the file's description), not
+/// listed with an empty one that the solver would silently skip.
+#[test]
+fn every_torch_build_has_an_arch_list() {
+    let root = root();
+    let mut failures = Vec::new();
+    let mut builds = 0;
+    for dir in ["catalog", "catalog/pending"] {
+        for path in sorted_files(&root.join(dir), "toml") {
+            let name = path.strip_prefix(&root).unwrap().display().to_string();
+            let value: toml::Value =
+                toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            if value.get("family").and_then(toml::Value::as_str) != Some("torch") {
+                continue;
+            }
+            for w in value
+                .get("wheel")
+                .and_then(toml::Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                builds += 1;
+                let list = w.get("arch_list").and_then(toml::Value::as_array);
+                if list.is_none_or(|l| l.is_empty()) {
+                    failures.push(format!(
+                        "{name}: torch {} +{} has no arch list",
+                        w.get("torch").map(ToString::to_string).unwrap_or_default(),
+                        w.get("variant")
+                            .and_then(toml::Value::as_str)
+                            .unwrap_or("?"),
+                    ));
+                }
+            }
+        }
+    }
+    assert!(builds >= 30, "only {builds} torch builds read");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

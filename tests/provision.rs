@@ -99,6 +99,8 @@ struct Record {
     installed_names: BTreeSet<String>,
     docker: String,
     log: String,
+    /// The stand-in's state directory (pip installs, downloads, checksums, python runs).
+    state: PathBuf,
 }
 
 fn lines(p: &Path) -> Vec<String> {
@@ -182,6 +184,7 @@ fn provision_dir(packer: &Path, os: &str, tag: &str) -> Record {
         installed_names: lines(&state.join("installed-names")).into_iter().collect(),
         docker: std::fs::read_to_string(state.join("docker")).unwrap_or_default(),
         log: std::fs::read_to_string(state.join("log")).unwrap_or_default(),
+        state,
     }
 }
 
@@ -489,6 +492,71 @@ fn every_example_provisions_the_lock_on_a_stand_in_machine() {
         failures.extend(check(&name, &lock, &cat, &r, exporter.as_deref()));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// A closed lock's Packer scripts run too: every layer installs exactly its pylock's
+/// packages, the compiled package comes from its locked sdist (downloaded, its sha256
+/// checked, built with `--no-index`) and is installed from the wheel that build left.
+#[test]
+fn a_closed_lock_provisions_its_pylocks() {
+    if !isolation() {
+        return;
+    }
+    let fixture = root().join("fixtures/closed/h100-ib-train-serve");
+    let dir = tempdir("provision-closed");
+    copy_dir(&fixture, &dir);
+    let out = run_in(
+        &dir,
+        &["gen", "packer", "--lock", "gpustack.lock", "--out", "out"],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lock = Lock::parse(
+        "gpustack.lock",
+        &std::fs::read_to_string(dir.join("gpustack.lock")).unwrap(),
+    )
+    .unwrap();
+    let r = provision_dir(&dir.join("out/packer"), &os_of(&lock), "closed");
+    assert!(r.ok, "{}", r.output);
+    let state = |f: &str| std::fs::read_to_string(r.state.join(f)).unwrap_or_default();
+    let pip = state("pip");
+    for file in [
+        "pylock.framework.toml",
+        "pylock.inference.toml",
+        "pylock.training.toml",
+        "pylock.build.toml",
+    ] {
+        let text = std::fs::read_to_string(dir.join(file)).unwrap();
+        let p: toml::Table = toml::from_str(&text).unwrap();
+        for pkg in p["packages"].as_array().unwrap() {
+            let line = format!(
+                "{} {}",
+                pkg["name"].as_str().unwrap(),
+                pkg["version"].as_str().unwrap()
+            );
+            assert!(
+                pip.lines().any(|l| l == line),
+                "{file}: {line} not installed"
+            );
+        }
+    }
+    assert!(
+        pip.lines()
+            .any(|l| l == "wheel deepspeed-0.19.8-py3-none-any.whl"),
+        "{pip}"
+    );
+    let b = &lock.python.as_ref().unwrap().builds[0];
+    assert!(
+        state("downloads").lines().any(|l| l == b.url),
+        "{}",
+        state("downloads")
+    );
+    assert!(
+        state("checksums").contains(&b.sha256),
+        "{}",
+        state("checksums")
+    );
+    let py = state("python");
+    assert!(py.contains("-m pip wheel --no-deps --no-build-isolation --no-index -w /opt/gpustack/wheels /opt/gpustack/sdists/deepspeed-0.19.8.tar.gz"), "{py}");
 }
 
 /// The harness catches what it is for: a Rocky image whose base.sh no longer enables CRB

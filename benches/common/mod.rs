@@ -26,3 +26,12 @@ pub(crate) fn cold(cmd: &mut std::process::Command) -> Duration {
     assert!(st.success(), "{cmd:?} failed");
     d
 }
+
+/// Runs per measurement: `GPUSTACK_BENCH_RUNS`, default 30.
+#[allow(dead_code)] // not every bench reads it
+pub(crate) fn runs() -> usize {
+    std::env::var("GPUSTACK_BENCH_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(30)
+}

@@ -268,7 +268,7 @@ pub struct PyLockOnVm {
 }
 
 /// The heredoc terminator the scripts write pylock files with.
-pub const PYLOCK_EOF: &str = "GPUSTACK_PYLOCK_EOF";
+pub const PYLOCK_EOF: &str = crate::render::HEREDOC_EOF;
 
 /// nccl-tests.
 #[derive(Clone, Debug, Serialize)]

@@ -52,8 +52,8 @@ pub struct PythonInstall {
     pub layers: Vec<LayerInstall>,
     /// What the build stage compiles.
     pub sdists: Vec<Sdist>,
-    /// `uv 0.11.7`, `exclude-newer` — for the files' comments.
-    pub resolved_by: String,
+    /// The resolver, one word for the files' comments: `uv-0.11.7`.
+    pub resolver: String,
 }
 
 impl PythonInstall {
@@ -129,7 +129,7 @@ impl PythonInstall {
             platform,
             layers,
             sdists,
-            resolved_by: format!("{}, exclude-newer {}", p.resolver, p.exclude_newer),
+            resolver: p.resolver.replace(' ', "-"),
         }))
     }
 

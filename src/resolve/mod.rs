@@ -259,16 +259,7 @@ pub fn resolve(
             &mut errors,
         );
     }
-    let os = lock
-        .request
-        .os
-        .clone()
-        .or_else(|| {
-            lock.package("cuda-image")
-                .and_then(|p| p.get("os"))
-                .map(str::to_string)
-        })
-        .unwrap_or_else(|| "ubuntu22.04".into());
+    let os = lock.os().unwrap_or("ubuntu22.04").to_string();
     let arch = if lock.hardware.gpus.iter().any(|g| g.id.starts_with("gh")) {
         "sbsa"
     } else {

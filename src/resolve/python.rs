@@ -1141,6 +1141,37 @@ mod tests {
     }
 
     #[test]
+    fn nvidia_wheels_must_agree_with_the_lock() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/closed/h100-ib-train-serve/gpustack.lock"
+        ))
+        .unwrap();
+        let lock = Lock::parse("gpustack.lock", &text).unwrap();
+        let entry = |n: &str, v: &str| {
+            format!("\n[[packages]]\nname = \"{n}\"\nversion = \"{v}\"\nwheels = [{{ url = \"https://x/y.whl\", hashes = {{ sha256 = \"aa\" }} }}]\n")
+        };
+        let ok = format!(
+            "lock-version = \"1.0\"\n{}{}",
+            entry("nvidia-cudnn-cu12", "9.10.2.21"),
+            entry("nvidia-nccl-cu12", "2.27.5")
+        );
+        assert!(check(&lock, "framework", &ok).is_ok());
+        let cudnn = ok.replace("9.10.2.21", "9.11.0.98");
+        let e = check(&lock, "framework", &cudnn).unwrap_err().to_string();
+        assert!(
+            e.contains("nvidia-cudnn-cu12 9.11.0.98, the lock's cuDNN is 9.10.2.21"),
+            "{e}"
+        );
+        let two = format!("{ok}{}", entry("nvidia-nccl-cu13", "2.27.5"));
+        let e = check(&lock, "framework", &two).unwrap_err().to_string();
+        assert!(
+            e.contains("two NCCL builds: nvidia-nccl-cu12 and nvidia-nccl-cu13"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn platforms_come_from_glibc_and_cpus() {
         assert_eq!(
             platforms("2.35", &["x86_64".into()]),
