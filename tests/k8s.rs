@@ -28,10 +28,11 @@ const NOT_RESOURCES: &[&str] = &[
 fn crd_of(file: &str) -> Option<(&'static str, &'static str)> {
     Some(match file {
         "trainjob.yaml" => ("trainer.kubeflow.org_trainjobs.v2.3.0.yaml", "v1alpha1"),
-        "trainingruntime.yaml" => (
+        "trainingruntime.yaml" | "nccl-tests-runtime.yaml" => (
             "trainer.kubeflow.org_trainingruntimes.v2.3.0.yaml",
             "v1alpha1",
         ),
+        "nccl-tests-trainjob.yaml" => ("trainer.kubeflow.org_trainjobs.v2.3.0.yaml", "v1alpha1"),
         "vllm-leaderworkerset.yaml" => (
             "leaderworkerset.x-k8s.io_leaderworkersets.v0.10.0.yaml",
             "v1",
@@ -39,9 +40,15 @@ fn crd_of(file: &str) -> Option<(&'static str, &'static str)> {
         "monitoring/vllm-servicemonitor.yaml" => {
             ("monitoring.coreos.com_servicemonitors.v0.93.0.yaml", "v1")
         }
+        "monitoring/vllm-podmonitor.yaml" => {
+            ("monitoring.coreos.com_podmonitors.v0.93.0.yaml", "v1")
+        }
         "kueue/resource-flavor.yaml" => ("kueue.x-k8s.io_resourceflavors.v0.19.2.yaml", "v1beta2"),
         "kueue/cluster-queue.yaml" => ("kueue.x-k8s.io_clusterqueues.v0.19.2.yaml", "v1beta2"),
-        "kueue/local-queue.yaml" => ("kueue.x-k8s.io_localqueues.v0.19.2.yaml", "v1beta2"),
+        // `local-queue-training.yaml` too, when training has a namespace of its own.
+        f if f.starts_with("kueue/local-queue") => {
+            ("kueue.x-k8s.io_localqueues.v0.19.2.yaml", "v1beta2")
+        }
         "kueue/topology.yaml" => ("kueue.x-k8s.io_topologies.v0.19.2.yaml", "v1beta2"),
         "network/nic-cluster-policy.yaml" => {
             ("mellanox.com_nicclusterpolicies.v26.4.1.yaml", "v1alpha1")
@@ -354,6 +361,7 @@ fn kustomization_lists_every_resource() {
         let lock = read_lock(&root().join("lockfiles").join(format!("{name}.lock")));
         let dir = generate(&name, "k8s");
         let docs = parse_yaml(&t.py, &dir);
+        check_pod_security(&name, &docs);
         let k = &docs["kustomization.yaml"][0];
         // kueue/ (cluster-scoped, applied by an admin first) and monitoring/ (needs the
         // prometheus-operator CRDs) are applied on their own.
@@ -365,7 +373,14 @@ fn kustomization_lists_every_resource() {
         want.sort();
         assert_eq!(strs(&k["resources"]), want, "{name}");
         let ns = namespace(&lock);
-        assert_eq!(k["namespace"], ns.as_str(), "{name}");
+        let namespaces = namespaces_of(&docs);
+        assert_eq!(namespaces[0], ns, "{name}: [k8s].namespace first");
+        // One namespace: kustomize sets it; several: each file names its own.
+        if namespaces.len() == 1 {
+            assert_eq!(k["namespace"], ns.as_str(), "{name}");
+        } else {
+            assert!(k.get("namespace").is_none(), "{name}");
+        }
         for (f, d) in &docs {
             assert_eq!(d.len(), 1, "{name}/{f}: one document per file");
             if NOT_RESOURCES.contains(&f.as_str()) {
@@ -384,13 +399,149 @@ fn kustomization_lists_every_resource() {
                     meta.get("namespace").is_none(),
                     "{name}/{f}: cluster-scoped"
                 );
-            } else if d[0]["kind"] == "Namespace" {
-                assert_eq!(meta["name"], ns.as_str(), "{name}/{f}");
-            } else {
-                assert_eq!(meta["namespace"], ns.as_str(), "{name}/{f}");
+            } else if d[0]["kind"] != "Namespace" {
+                let m = meta["namespace"].as_str().unwrap().to_string();
+                assert!(namespaces.contains(&m), "{name}/{f}: {m} is not written");
             }
         }
     }
+}
+
+/// The namespaces written (`namespace*.yaml`), `[k8s].namespace` (namespace.yaml) first.
+fn namespaces_of(docs: &BTreeMap<String, Vec<Value>>) -> Vec<String> {
+    let mut files: Vec<&String> = docs
+        .iter()
+        .filter(|(f, d)| !f.contains('/') && d[0]["kind"] == "Namespace")
+        .map(|(f, _)| f)
+        .collect();
+    files.sort_by_key(|f| (*f != "namespace.yaml", (*f).clone()));
+    files
+        .into_iter()
+        .map(|f| docs[f][0]["metadata"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Every pod spec in a document (objects with `containers`), with the path to it.
+fn pod_specs<'a>(v: &'a Value, path: &str, out: &mut Vec<(String, &'a Value)>) {
+    match v {
+        Value::Object(m) => {
+            if m.get("containers").is_some_and(Value::is_array) {
+                out.push((path.to_string(), v));
+            }
+            for (k, x) in m {
+                pod_specs(x, &format!("{path}.{k}"), out);
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                pod_specs(x, &format!("{path}.{i}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// What a pod spec does that the Pod Security Standards' baseline level forbids
+/// (kubernetes.io/docs/concepts/security/pod-security-standards: host namespaces, host
+/// paths, host ports, privileged containers, capabilities beyond the baseline list).
+fn beyond_baseline(pod: &Value) -> Vec<String> {
+    const ALLOWED: &[&str] = &[
+        "AUDIT_WRITE",
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "FOWNER",
+        "FSETID",
+        "KILL",
+        "MKNOD",
+        "NET_BIND_SERVICE",
+        "SETFCAP",
+        "SETGID",
+        "SETPCAP",
+        "SETUID",
+        "SYS_CHROOT",
+    ];
+    let mut out = Vec::new();
+    for k in ["hostNetwork", "hostPID", "hostIPC"] {
+        if pod[k].as_bool() == Some(true) {
+            out.push(k.to_string());
+        }
+    }
+    for v in pod["volumes"].as_array().into_iter().flatten() {
+        if v.get("hostPath").is_some() {
+            out.push(format!("hostPath volume {}", v["name"]));
+        }
+    }
+    for c in pod["containers"].as_array().into_iter().flatten() {
+        let sc = &c["securityContext"];
+        if sc["privileged"].as_bool() == Some(true) {
+            out.push("privileged container".into());
+        }
+        for cap in sc["capabilities"]["add"].as_array().into_iter().flatten() {
+            if !ALLOWED.contains(&cap.as_str().unwrap()) {
+                out.push(format!("capability {cap}"));
+            }
+        }
+        for p in c["ports"].as_array().into_iter().flatten() {
+            if p.get("hostPort").is_some() {
+                out.push("hostPort".into());
+            }
+        }
+    }
+    out
+}
+
+/// Least privilege, per workload: every namespace written enforces baseline exactly when
+/// all its pods pass baseline (privileged only where some pod needs it), never a system
+/// namespace; the training side (training and the acceptance test) and serving are judged
+/// apart, so when only training needs the host network it gets its own namespace and
+/// serving stays at baseline.
+fn check_pod_security(name: &str, docs: &BTreeMap<String, Vec<Value>>) -> Vec<String> {
+    let namespaces = namespaces_of(docs);
+    let mut levels = BTreeMap::new();
+    for (f, d) in docs {
+        if d[0]["kind"] == "Namespace" {
+            let labels = &d[0]["metadata"]["labels"];
+            levels.insert(
+                d[0]["metadata"]["name"].as_str().unwrap().to_string(),
+                labels["pod-security.kubernetes.io/enforce"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{name}/{f}: no Pod Security level"))
+                    .to_string(),
+            );
+        }
+    }
+    for n in &namespaces {
+        assert!(
+            !["default", "kube-system", "kube-public", "kube-node-lease"].contains(&n.as_str()),
+            "{name}: {n}"
+        );
+    }
+    let mut needs: BTreeMap<String, Vec<String>> =
+        namespaces.iter().map(|n| (n.clone(), Vec::new())).collect();
+    for (f, d) in docs {
+        let Some(ns) = d[0]["metadata"]["namespace"].as_str() else {
+            continue;
+        };
+        let mut pods = Vec::new();
+        pod_specs(&d[0], "", &mut pods);
+        for (path, pod) in pods {
+            for why in beyond_baseline(pod) {
+                needs
+                    .get_mut(ns)
+                    .unwrap_or_else(|| panic!("{name}/{f}: namespace {ns} is not written"))
+                    .push(format!("{f}{path}: {why}"));
+            }
+        }
+    }
+    for (n, why) in &needs {
+        let want = if why.is_empty() {
+            "baseline"
+        } else {
+            "privileged"
+        };
+        assert_eq!(levels[n], want, "{name}: namespace {n}: {why:?}");
+    }
+    namespaces
 }
 
 /// Images, driver, toolkit, DCGM Exporter, NCCL environment and expected bandwidth in the
@@ -481,6 +632,11 @@ fn manifests_agree_with_the_lock_and_the_images() {
             ),
             ("vllm-deployment.yaml", "spec.template.spec", ":inference-"),
             ("nccl-tests-job.yaml", "spec.template.spec", ":validate-"),
+            (
+                "nccl-tests-runtime.yaml",
+                "spec.template.spec.replicatedJobs.0.template.spec.template.spec",
+                ":validate-",
+            ),
         ]
         .iter()
         .filter_map(|(f, p, layer)| docs.get(*f).map(|d| (*f, *layer, get(&d[0], p))))
@@ -519,11 +675,19 @@ fn manifests_agree_with_the_lock_and_the_images() {
             checked_images += 1;
         }
 
-        // The nccl-tests Job exists exactly when the validate image is built.
+        // The acceptance test (an Indexed Job, or an MPI TrainJob when nccl-tests is built
+        // with Open MPI) exists exactly when the validate image is built.
         let validate_built = tags.iter().any(|t| t.contains(":validate-"));
+        let mpi = package("openmpi").is_some();
         assert_eq!(
             docs.contains_key("nccl-tests-job.yaml"),
-            validate_built,
+            validate_built && !mpi,
+            "{name}"
+        );
+        assert_eq!(
+            docs.contains_key("nccl-tests-trainjob.yaml")
+                && docs.contains_key("nccl-tests-runtime.yaml"),
+            validate_built && mpi,
             "{name}"
         );
         if let Some(j) = docs.get("nccl-tests-job.yaml") {
@@ -620,7 +784,10 @@ fn manifests_agree_with_the_lock_and_the_images() {
 
         // Storage: every pod that runs work mounts it; datasets read-only.
         if let Some(st) = lock["request"].get("storage") {
-            for (f, _, pod) in pods.iter().filter(|(f, _, _)| *f != "nccl-tests-job.yaml") {
+            for (f, _, pod) in pods
+                .iter()
+                .filter(|(f, _, _)| !f.starts_with("nccl-tests-"))
+            {
                 let mounts = pod["containers"][0]["volumeMounts"].as_array().unwrap();
                 for (which, ro) in [("datasets", true), ("checkpoints", false)] {
                     let Some(loc) = st.get(which).and_then(|s| s.as_str()) else {
@@ -1006,6 +1173,38 @@ fn validators_reject_broken_manifests() {
         ),
         (
             "h100",
+            "MPI runtime: an MPI implementation the Trainer does not know",
+            "nccl-tests-runtime.yaml",
+            "mpiImplementation: OpenMPI",
+            "mpiImplementation: MVAPICH",
+            "'MVAPICH' is not one of",
+        ),
+        (
+            "h100",
+            "MPI runtime: slots as a word",
+            "nccl-tests-runtime.yaml",
+            "numProcPerNode: 8",
+            "numProcPerNode: eight",
+            "'eight' is not of type 'integer'",
+        ),
+        (
+            "h100",
+            "MPI runtime: dependsOn on a status JobSet does not have",
+            "nccl-tests-runtime.yaml",
+            "status: Ready",
+            "status: Running",
+            "'Running' is not one of",
+        ),
+        (
+            "h100",
+            "acceptance TrainJob: runtime reference typo",
+            "nccl-tests-trainjob.yaml",
+            "runtimeRef:",
+            "runtimeReff:",
+            "'runtimeReff' was unexpected",
+        ),
+        (
+            "h100",
             "ServiceMonitor typo",
             "monitoring/vllm-servicemonitor.yaml",
             "interval: 30s",
@@ -1059,6 +1258,22 @@ fn validators_reject_broken_manifests() {
             "size: 2",
             "size: two",
             "'two' is not of type 'integer'",
+        ),
+        (
+            "lws",
+            "PodMonitor endpoint list typo",
+            "monitoring/vllm-podmonitor.yaml",
+            "podMetricsEndpoints:",
+            "podMetricEndpoints:",
+            "'podMetricEndpoints' was unexpected",
+        ),
+        (
+            "lws",
+            "PodMonitor without a selector",
+            "monitoring/vllm-podmonitor.yaml",
+            "  selector:",
+            "  selectorr:",
+            "'selector' is a required property",
         ),
         (
             "lws",
@@ -1311,4 +1526,163 @@ fn fabric_variants_validate() {
         assert!(serve.contains("Hugging Face id"), "{serve}");
         let _ = std::fs::remove_dir_all(dir.parent().unwrap().parent().unwrap());
     }
+}
+
+/// Monitoring reaches what serves the metrics: a Deployment's ServiceMonitor selects the
+/// vllm Service and names one of its ports; a LeaderWorkerSet's PodMonitor selects the
+/// leader pods (which have the `http` port) and not the workers (which have none); the
+/// HPA's metric is the one the prometheus-adapter rule serves, and the HPA names the
+/// monitor file; the GPU Operator values switch the DCGM exporter's ServiceMonitor on.
+#[test]
+fn monitors_select_the_pods_that_serve_metrics() {
+    let Some(t) = tools() else { return };
+    let subset = |sel: &Value, labels: &Value| {
+        sel.as_object()
+            .unwrap()
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+    };
+    for (what, dir) in [
+        ("deployment", generate("h100-ib-train-serve", "k8s")),
+        ("lws", lock_and_generate("monitor-lws", &lws_spec())),
+    ] {
+        let docs = parse_yaml(&t.py, &dir);
+        let hpa = &docs["vllm-hpa.yaml"][0];
+        let metric = get(hpa, "spec.metrics.0.pods.metric.name");
+        let adapter = &docs["monitoring/prometheus-adapter-values.yaml"][0];
+        assert_eq!(
+            &adapter["rules"]["custom"][0]["name"]["as"], metric,
+            "{what}"
+        );
+        let hpa_text = std::fs::read_to_string(dir.join("vllm-hpa.yaml")).unwrap();
+        let ops = &docs["gpu-operator-values.yaml"][0];
+        assert_eq!(
+            ops["dcgmExporter"]["serviceMonitor"]["enabled"], true,
+            "{what}"
+        );
+        if what == "deployment" {
+            assert!(!docs.contains_key("monitoring/vllm-podmonitor.yaml"));
+            assert!(hpa_text.contains("monitoring/vllm-servicemonitor.yaml"));
+            let sm = &docs["monitoring/vllm-servicemonitor.yaml"][0];
+            let svc = &docs["vllm-service.yaml"][0];
+            assert!(subset(
+                get(sm, "spec.selector.matchLabels"),
+                get(svc, "metadata.labels")
+            ));
+            let port = get(sm, "spec.endpoints.0.port");
+            assert!(svc["spec"]["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| &p["name"] == port));
+        } else {
+            assert!(!docs.contains_key("monitoring/vllm-servicemonitor.yaml"));
+            assert!(hpa_text.contains("monitoring/vllm-podmonitor.yaml"));
+            let pm = &docs["monitoring/vllm-podmonitor.yaml"][0];
+            let sel = get(pm, "spec.selector.matchLabels");
+            let lws = &docs["vllm-leaderworkerset.yaml"][0];
+            let leader = get(lws, "spec.leaderWorkerTemplate.leaderTemplate");
+            let worker = get(lws, "spec.leaderWorkerTemplate.workerTemplate");
+            assert!(
+                subset(sel, &leader["metadata"]["labels"]),
+                "leaders selected"
+            );
+            assert!(
+                !subset(sel, &worker["metadata"]["labels"]),
+                "workers left out"
+            );
+            let port = get(pm, "spec.podMetricsEndpoints.0.port");
+            assert!(leader["spec"]["containers"][0]["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| &p["name"] == port));
+        }
+    }
+}
+
+/// Training on InfiniBand needs the host network; serving one node from NFS does not: the
+/// training side gets `<namespace>-training` (privileged), serving stays in `<namespace>`
+/// at baseline, each with the NCCL ConfigMap, a ResourceQuota and a Kueue LocalQueue, the
+/// ClusterQueue admits both, and everything validates.
+#[test]
+fn training_and_serving_get_the_pod_security_each_needs() {
+    let Some(t) = tools() else { return };
+    let spec = std::fs::read_to_string(root().join("fixtures/specs/h100-ib-train-serve.toml"))
+        .unwrap()
+        .replace(
+            "checkpoints = \"lustre:/lustre/scratch/ckpt\"",
+            "checkpoints = \"nfs://nfs.example.com/ckpt\"",
+        )
+        .replace(
+            "model = \"/models/llama-3-70b\"",
+            "model = \"meta-llama/Llama-3.1-70B-Instruct\"",
+        );
+    assert!(spec.contains("nfs.example.com/ckpt") && spec.contains("meta-llama/"));
+    let dir = lock_and_generate("pod-security-split", &spec);
+    validate_dir(&t, &dir, "1.30.0").unwrap();
+    let docs = parse_yaml(&t.py, &dir);
+    let namespaces = check_pod_security("split", &docs);
+    assert_eq!(namespaces, ["llm", "llm-training"]);
+    let ns_of = |f: &str| {
+        docs[f][0]["metadata"]["namespace"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    for f in [
+        "trainjob.yaml",
+        "trainingruntime.yaml",
+        "nccl-tests-runtime.yaml",
+        "nccl-tests-trainjob.yaml",
+        "expected-bandwidth.yaml",
+        "nccl-env-training.yaml",
+        "resourcequota-training.yaml",
+        "kueue/local-queue-training.yaml",
+    ] {
+        assert_eq!(ns_of(f), "llm-training", "{f}");
+    }
+    for f in [
+        "vllm-deployment.yaml",
+        "vllm-service.yaml",
+        "vllm-hpa.yaml",
+        "vllm-pdb.yaml",
+        "nccl-env.yaml",
+        "resourcequota.yaml",
+        "kueue/local-queue.yaml",
+        "monitoring/vllm-servicemonitor.yaml",
+    ] {
+        assert_eq!(ns_of(f), "llm", "{f}");
+    }
+    assert_eq!(
+        docs["nccl-env.yaml"][0]["data"],
+        docs["nccl-env-training.yaml"][0]["data"]
+    );
+    let levels: Vec<&str> = ["namespace.yaml", "namespace-training.yaml"]
+        .iter()
+        .map(|f| {
+            docs[*f][0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
+                .as_str()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(levels, ["baseline", "privileged"]);
+    let cq = &docs["kueue/cluster-queue.yaml"][0]["spec"]["namespaceSelector"];
+    assert_eq!(
+        strs(&cq["matchExpressions"][0]["values"]),
+        ["llm", "llm-training"]
+    );
+    let k = &docs["kustomization.yaml"][0];
+    let listed = strs(&k["resources"]);
+    for f in [
+        "namespace-training.yaml",
+        "nccl-env-training.yaml",
+        "resourcequota-training.yaml",
+    ] {
+        assert!(listed.iter().any(|l| l == f), "{f}");
+    }
+    let text = std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap();
+    assert!(text.contains(
+        "kubectl apply -f namespace-training.yaml -f nccl-env-training.yaml -f expected-bandwidth.yaml -f nccl-tests-runtime.yaml -f nccl-tests-trainjob.yaml"
+    ));
 }

@@ -474,6 +474,11 @@ fn every_gpu_pod_requests_cpu_and_memory() {
             ),
             ("vllm-deployment.yaml", "spec.template.spec", serve),
             ("nccl-tests-job.yaml", "spec.template.spec", train),
+            (
+                "nccl-tests-runtime.yaml",
+                "spec.template.spec.replicatedJobs.0.template.spec.template.spec",
+                train,
+            ),
         ] {
             let f = p.dir.join("out/k8s").join(file);
             if !f.exists() {
@@ -614,4 +619,273 @@ fn leaderworkerset_starts_one_server_across_nodes() {
         Some("LeaderWorkerSet")
     );
     let _ = std::fs::remove_dir_all(&p.dir);
+}
+
+/// The acceptance test is one decision on every target: for every example lock with
+/// nccl-tests, Slurm's `nccl-tests.sbatch` (under the one-node `srun` stand-in) and the
+/// Kubernetes acceptance object (the Indexed Job's container, or the MPI TrainJob's
+/// `trainer.command` under a stand-in that implements `mpirun`'s documented options and
+/// starts rank 0 with only the exported environment, as SSH would) run the same
+/// `all_reduce_perf` with the same arguments; MPI is used on both or on neither, with one
+/// rank per GPU of every node; the ranks get every NCCL/fabric variable of the ConfigMap;
+/// and the MPI runtime's SSH user, port, configuration and Open MPI prefix are the ones the
+/// validate image's Dockerfile sets up.
+#[test]
+fn kubernetes_and_slurm_run_the_same_nccl_tests() {
+    if validator("python3").is_none() {
+        return;
+    }
+    let mut compared = 0;
+    let mut mpi_runs = 0;
+    for name in example_names() {
+        let lock = root().join("lockfiles").join(format!("{name}.lock"));
+        let text = std::fs::read_to_string(&lock).unwrap();
+        if !text.contains("name = \"nccl-tests\"") {
+            continue;
+        }
+        let dir = tempdir(&format!("nccl-{name}"));
+        let out = run_in(
+            &dir,
+            &[
+                "gen",
+                "k8s",
+                "slurm",
+                "docker",
+                "--lock",
+                lock.to_str().unwrap(),
+                "--out",
+                "out",
+            ],
+        );
+        assert_eq!(out.code, 0, "{name}: gen: {}", out.stderr);
+        let bin = bin(&dir);
+        for (n, from) in [
+            ("all_reduce_perf", "tests/slurm/shim.sh"),
+            ("mpirun", "tests/standins/mpirun.py"),
+        ] {
+            let p = bin.join(n);
+            std::fs::copy(root().join(from), &p).unwrap();
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+            }
+        }
+        let argv = |rec: &Path| -> Vec<String> {
+            let f = std::fs::read_dir(rec)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .find(|p| {
+                    let f = p.file_name().unwrap().to_string_lossy();
+                    f.starts_with("all_reduce_perf.") && f.ends_with(".argv")
+                })
+                .unwrap_or_else(|| panic!("{name}: all_reduce_perf did not run"));
+            std::fs::read_to_string(f)
+                .unwrap()
+                .split('\0')
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect()
+        };
+
+        // Slurm.
+        let slurm_rec = dir.join("rec-slurm");
+        std::fs::create_dir_all(&slurm_rec).unwrap();
+        let sbatch = dir.join("out/slurm/nccl-tests.sbatch");
+        let script = std::fs::read_to_string(&sbatch).unwrap();
+        let nodes: u32 = script
+            .lines()
+            .find_map(|l| l.strip_prefix("#SBATCH --nodes="))
+            .unwrap()
+            .parse()
+            .unwrap();
+        let tasks: u32 = script
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("--ntasks-per-node="))
+            .unwrap()
+            .parse()
+            .unwrap();
+        let slurm_mpi = script.contains("--mpi=");
+        let out = Command::new("bash")
+            .arg("out/slurm/nccl-tests.sbatch")
+            .current_dir(&dir)
+            .env_clear()
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("GPUSTACK_REC_DIR", &slurm_rec)
+            .env("GPUSTACK_NCCL_TESTS", &bin)
+            .env("GPUSTACK_TEST_SUBMITTED", &sbatch)
+            .env("SLURM_JOB_ID", "7")
+            .env("SLURM_JOB_NODELIST", "node0")
+            .env("SLURM_NNODES", nodes.to_string())
+            .env("SLURM_SUBMIT_DIR", &dir)
+            .env("SLURM_CPUS_ON_NODE", "16")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{name}: nccl-tests.sbatch: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let slurm = argv(&slurm_rec);
+
+        // Kubernetes.
+        let k8s = dir.join("out/k8s");
+        let k8s_rec = dir.join("rec-k8s");
+        std::fs::create_dir_all(&k8s_rec).unwrap();
+        let env_data = yaml_doc(&k8s.join("nccl-env.yaml"))["data"].clone();
+        let env_names: Vec<String> = env_data
+            .as_hash()
+            .map(|h| h.keys().map(|k| k.as_str().unwrap().to_string()).collect())
+            .unwrap_or_default();
+        let (command, k8s_mpi) = if k8s.join("nccl-tests-job.yaml").exists() {
+            assert!(!k8s.join("nccl-tests-trainjob.yaml").exists(), "{name}");
+            let j = yaml_doc(&k8s.join("nccl-tests-job.yaml"));
+            let c = &j["spec"]["template"]["spec"]["containers"][0];
+            assert_eq!(j["spec"]["completions"].as_i64(), Some(i64::from(nodes)));
+            let mut cmd = strings(&c["command"]);
+            cmd.extend(strings(&c["args"]));
+            (cmd, false)
+        } else {
+            let tj = yaml_doc(&k8s.join("nccl-tests-trainjob.yaml"));
+            let rt = yaml_doc(&k8s.join("nccl-tests-runtime.yaml"));
+            assert_eq!(
+                tj["spec"]["runtimeRef"]["name"], rt["metadata"]["name"],
+                "{name}"
+            );
+            assert_eq!(
+                tj["spec"]["trainer"]["numNodes"].as_i64(),
+                Some(i64::from(nodes))
+            );
+            let mpi = &rt["spec"]["mlPolicy"]["mpi"];
+            assert_eq!(
+                mpi["numProcPerNode"].as_i64(),
+                Some(i64::from(tasks)),
+                "{name}"
+            );
+            assert_eq!(mpi["runLauncherAsNode"].as_bool(), Some(false), "{name}");
+            // The Trainer's MPI plugin mounts keys and hostfile only in containers named
+            // `node`; the trainer step is the launcher.
+            let jobs = rt["spec"]["template"]["spec"]["replicatedJobs"]
+                .as_vec()
+                .unwrap();
+            let job = |n: &str| jobs.iter().find(|j| j["name"].as_str() == Some(n)).unwrap();
+            let node = &job("node")["template"]["spec"]["template"]["spec"];
+            let launcher = &job("launcher");
+            assert_eq!(
+                launcher["template"]["metadata"]["labels"]
+                    ["trainer.kubeflow.org/trainjob-ancestor-step"]
+                    .as_str(),
+                Some("trainer")
+            );
+            let lpod = &launcher["template"]["spec"]["template"]["spec"];
+            for pod in [node, lpod] {
+                assert_eq!(
+                    pod["containers"][0]["name"].as_str(),
+                    Some("node"),
+                    "{name}"
+                );
+            }
+            // The validate image has what the node pods run and the launcher uses.
+            let uid = node["securityContext"]["runAsUser"].as_i64().unwrap();
+            assert_eq!(lpod["securityContext"]["runAsUser"].as_i64(), Some(uid));
+            let sshd = strings(&node["containers"][0]["args"]);
+            let port = node["containers"][0]["readinessProbe"]["tcpSocket"]["port"]
+                .as_i64()
+                .unwrap();
+            let dockerfile = std::fs::read_to_string(dir.join("out/docker/Dockerfile")).unwrap();
+            let validate = &dockerfile[dockerfile.find("AS validate\n").unwrap()..];
+            let user = mpi["sshAuthMountPath"]
+                .as_str()
+                .unwrap()
+                .trim_start_matches("/home/")
+                .trim_end_matches("/.ssh");
+            for want in [
+                format!("useradd -m -u {uid} {user}"),
+                format!("Port {port}' >> {}", sshd.last().unwrap()),
+                format!("'    Port {port}' >> /etc/ssh/ssh_config"),
+                "openssh-server".into(),
+            ] {
+                assert!(
+                    validate.contains(&want),
+                    "{name}: validate stage lacks {want:?}"
+                );
+            }
+            let mut cmd = strings(&tj["spec"]["trainer"]["command"]);
+            cmd.extend(strings(&tj["spec"]["trainer"]["args"]));
+            assert_eq!(cmd[0], "mpirun", "{name}");
+            let prefix = &cmd[cmd.iter().position(|a| a == "--prefix").unwrap() + 1];
+            assert!(
+                dockerfile.contains(&format!("--prefix={prefix}")),
+                "{name}: Open MPI is not built into {prefix}"
+            );
+            (cmd, true)
+        };
+        assert_eq!(k8s_mpi, slurm_mpi, "{name}: MPI on one target only");
+        let mut k = Command::new(bin.join(&command[0]));
+        k.args(&command[1..])
+            .current_dir(&dir)
+            .env_clear()
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("LD_LIBRARY_PATH", "")
+            .env("GPUSTACK_REC_DIR", &k8s_rec);
+        if let Some(h) = env_data.as_hash() {
+            for (key, v) in h {
+                k.env(key.as_str().unwrap(), v.as_str().unwrap());
+            }
+        }
+        let out = k.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{name}: {command:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let kube = argv(&k8s_rec);
+        assert_eq!(kube, slurm, "{name}: all_reduce_perf arguments differ");
+        if k8s_mpi {
+            let rec: serde_json::Value = serde_json::from_str(
+                &std::fs::read_to_string(k8s_rec.join("mpirun.json")).unwrap(),
+            )
+            .unwrap();
+            assert_eq!(rec["np"], nodes * tasks, "{name}: one rank per GPU");
+            assert_eq!(rec["per_node"], tasks, "{name}");
+            let exported: Vec<&str> = rec["export"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap())
+                .collect();
+            for n in &env_names {
+                assert!(
+                    exported.contains(&n.as_str()),
+                    "{name}: {n} is not passed to the ranks"
+                );
+            }
+            // The ranks saw the ConfigMap's values.
+            let rank_env = std::fs::read_to_string(
+                std::fs::read_dir(&k8s_rec)
+                    .unwrap()
+                    .map(|e| e.unwrap().path())
+                    .find(|p| p.to_string_lossy().ends_with(".env"))
+                    .unwrap(),
+            )
+            .unwrap();
+            if let Some(h) = env_data.as_hash() {
+                for (key, v) in h {
+                    let kv = format!("{}={}", key.as_str().unwrap(), v.as_str().unwrap());
+                    assert!(
+                        rank_env.split('\0').any(|l| l == kv),
+                        "{name}: rank lacks {kv}"
+                    );
+                }
+            }
+            mpi_runs += 1;
+        }
+        compared += 1;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    assert!(
+        compared >= 10 && mpi_runs >= 2,
+        "{compared} compared, {mpi_runs} with MPI"
+    );
 }

@@ -133,6 +133,9 @@ pub struct DockerPlan {
     pub ccache_path: Option<String>,
     /// nccl-tests build.
     pub nccl_tests: Option<SourceBuild>,
+    /// The `validate` image's SSH server and client for an `mpirun` over SSH (Kubeflow
+    /// Trainer's MPI runtime), when nccl-tests is built with MPI.
+    pub validate_ssh: Option<ValidateSsh>,
     /// OCI labels.
     pub labels: Vec<(String, String)>,
     /// Lines saying what is not verified (printed as comments).
@@ -185,7 +188,7 @@ fn source_build(p: &LockedPackage, common: &Common) -> Result<SourceBuild, Error
         .copied()
         .unwrap_or(".tar.gz");
     let file = format!("{}-{}{ext}", p.name, p.version);
-    let f = "/opt/fabric";
+    let f = super::workload::MPI_PREFIX;
     let (recipe, args, install_target): (&str, Vec<String>, Option<&str>) = match p.name.as_str() {
         "rdma-core" => (
             "cmake",
@@ -710,6 +713,26 @@ impl DockerPlan {
             }
         }
 
+        let validate_ssh = nccl_tests
+            .as_ref()
+            .and(super::workload::mpi_ssh(common))
+            .map(|ssh| {
+                let apt = pkg == "apt";
+                ValidateSsh {
+                    packages: if apt {
+                        vec!["openssh-client".into(), "openssh-server".into()]
+                    } else {
+                        vec!["openssh-clients".into(), "openssh-server".into()]
+                    },
+                    packages_source: if apt {
+                        "https://packages.ubuntu.com/jammy/openssh-server ; https://packages.ubuntu.com/noble/openssh-server ; https://packages.ubuntu.com/noble/openssh-client".into()
+                    } else {
+                        "https://dl.rockylinux.org/pub/rocky/9/BaseOS/x86_64/os/Packages/o/ (openssh-server, openssh-clients)".into()
+                    },
+                    ssh,
+                }
+            });
+
         let mut labels = vec![
             (
                 "org.opencontainers.image.title".to_string(),
@@ -764,12 +787,24 @@ impl DockerPlan {
             build_requirements,
             build_env,
             ccache_path,
+            validate_ssh,
             nccl_tests,
             labels,
             unverified,
             python_install,
         })
     }
+}
+
+/// OpenSSH in the `validate` image.
+#[derive(Clone, Debug, Serialize)]
+pub struct ValidateSsh {
+    /// The OS packages (unpinned, from the base image's OS release, like the build tools).
+    pub packages: Vec<String>,
+    /// Where the package names are listed.
+    pub packages_source: String,
+    /// The user, port and configuration.
+    pub ssh: super::workload::MpiSsh,
 }
 
 /// `out/docker/`: Dockerfile, requirement files, bake file, .dockerignore.

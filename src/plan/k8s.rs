@@ -41,6 +41,14 @@ const SHM_SIZE: &str = "64Gi";
 /// prometheus-adapter rule written to `monitoring/prometheus-adapter-values.yaml`
 /// (custom-metric names cannot hold `:`).
 const HPA_METRIC: &str = "vllm_num_requests_waiting";
+/// The MPI hostfile Kubeflow Trainer's MPI plugin mounts in the launcher
+/// (`constants.MPIHostfileDir` + `MPIHostfileName`, github.com/kubeflow/trainer
+/// `pkg/constants/constants.go`).
+const MPI_HOSTFILE: &str = "/etc/mpi/hostfile";
+/// The MPI launcher pod: `mpirun` only waits for the ranks. Generic, not a fact of the lock.
+const LAUNCHER_CPUS: u32 = 1;
+/// See [`LAUNCHER_CPUS`].
+const LAUNCHER_MEMORY_GIB: u32 = 2;
 /// AWS EFA device plugin resource.
 const EFA_RESOURCE: &str = "vpc.amazonaws.com/efa";
 
@@ -140,6 +148,10 @@ pub struct Pod {
     pub spread: Option<String>,
     /// The lock hash, annotated on the pod template.
     pub lock_hash: String,
+    /// Pod-level `runAsUser`/`runAsGroup`/`fsGroup` (the MPI nodes' SSH user).
+    pub run_as: Option<u32>,
+    /// A TCP readiness probe on this port (the MPI nodes' SSH server).
+    pub tcp_ready: Option<u32>,
 }
 
 /// `trainjob.yaml` + `trainingruntime.yaml` (Kubeflow Trainer v2), or `pytorchjob.yaml`.
@@ -181,6 +193,9 @@ pub struct ServePlan {
     pub worker: Option<Pod>,
     /// The HPA's pods metric, as the adapter rule in `monitoring/` serves it.
     pub hpa_metric: String,
+    /// How Prometheus finds vLLM's `/metrics`: `servicemonitor` (through the Service, for
+    /// a Deployment) or `podmonitor` (the leader pods of a LeaderWorkerSet, directly).
+    pub monitor: String,
     /// `[serve].model`.
     pub model: String,
     /// `[serve].replicas`.
@@ -195,15 +210,45 @@ pub struct ServePlan {
     pub pod: Pod,
 }
 
-/// `nccl-tests-job.yaml`.
+/// The acceptance test: `nccl-tests-job.yaml` (an Indexed Job, one `all_reduce_perf` per
+/// node, when nccl-tests is built without MPI), or `nccl-tests-runtime.yaml` +
+/// `nccl-tests-trainjob.yaml` (a TrainJob on a Kubeflow Trainer MPI runtime: one rank per
+/// GPU across every node, as Slurm runs it).
 #[derive(Clone, Debug, Serialize)]
 pub struct NcclTestsPlan {
-    /// Job name.
+    /// Job name (and the TrainingRuntime's).
     pub name: String,
     /// Pods, one per node.
     pub nodes: u32,
-    /// The pod.
+    /// The pod of every node: `all_reduce_perf` itself (Job), or the SSH server `mpirun`
+    /// reaches (MPI).
     pub pod: Pod,
+    /// The MPI launch, when nccl-tests is built with MPI.
+    pub mpi: Option<MpiLaunch>,
+}
+
+/// `mpirun` in the launcher pod of a Kubeflow Trainer MPI runtime (`mlPolicy.mpi`).
+#[derive(Clone, Debug, Serialize)]
+pub struct MpiLaunch {
+    /// `mlPolicy.mpi.numProcPerNode` (the hostfile's slots): GPUs per node.
+    pub procs_per_node: u32,
+    /// The SSH set-up of the validate image (user, port, key directory).
+    pub ssh: super::workload::MpiSsh,
+    /// `mpirun`.
+    pub command: Vec<String>,
+    /// mpirun's options, then the workload plan's per-GPU `all_reduce_perf` and its
+    /// arguments.
+    pub args: Vec<String>,
+    /// Comments above the command.
+    pub command_notes: Vec<String>,
+    /// The validate image (the launcher's, also the TrainJob's `trainer.image`).
+    pub image: String,
+    /// Launcher CPUs (request and limit).
+    pub launcher_cpus: u32,
+    /// Launcher memory, GiB.
+    pub launcher_memory_gib: u32,
+    /// The hostfile the Trainer mounts in the launcher.
+    pub hostfile: String,
 }
 
 /// One key of the expected-bandwidth ConfigMap.
@@ -293,6 +338,53 @@ pub struct OperatorPlan {
     pub gdrcopy: Option<String>,
 }
 
+/// A namespace and its Pod Security level: the least its pods need.
+#[derive(Clone, Debug, Serialize)]
+pub struct NamespacePlan {
+    /// Its name.
+    pub name: String,
+    /// What runs there (`training and the acceptance test`, `serving`, `everything`).
+    pub holds: String,
+    /// `privileged` or `baseline` (`pod-security.kubernetes.io/enforce`).
+    pub enforce: String,
+    /// Why a level above baseline, for comments.
+    pub reasons: Vec<String>,
+    /// Suffix of its per-namespace files (`""`, `-training`): `namespace<suffix>.yaml`,
+    /// `nccl-env<suffix>.yaml`, `resourcequota<suffix>.yaml`, `kueue/local-queue<suffix>.yaml`.
+    pub suffix: String,
+}
+
+/// Suffix of the training namespace's name and files when training and serving are split.
+const TRAIN_SUFFIX: &str = "-training";
+/// Longest namespace name (an RFC 1123 DNS label).
+const MAX_NAMESPACE: usize = 63;
+
+/// Why a set of pods needs more than the baseline Pod Security level (empty: baseline
+/// admits them). baseline forbids the host's network, capabilities beyond its list
+/// (IPC_LOCK) and hostPath volumes (kubernetes.io/docs/concepts/security/pod-security-standards).
+fn privileged_reasons(pods: &[&Pod]) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if pods.iter().any(|p| p.host_network) {
+        reasons.push(
+            if pods.iter().any(|p| p.ipc_lock) {
+                "the multi-node InfiniBand/RoCE pods use hostNetwork and IPC_LOCK"
+            } else {
+                "the multi-node InfiniBand/RoCE pods use hostNetwork"
+            }
+            .to_string(),
+        );
+    } else if pods.iter().any(|p| p.ipc_lock) {
+        reasons.push("the RDMA pods add IPC_LOCK".to_string());
+    }
+    if pods
+        .iter()
+        .any(|p| p.volumes.iter().any(|v| v.kind == "hostpath"))
+    {
+        reasons.push("storage on the hosts (lustre:, hostpath:, a model path) is mounted with hostPath volumes".to_string());
+    }
+    reasons
+}
+
 /// The Kubernetes plan. LOAD-BEARING: `generators/k8s/*.j2` print these fields.
 #[derive(Clone, Debug, Serialize)]
 pub struct K8sPlan {
@@ -302,11 +394,14 @@ pub struct K8sPlan {
     pub namespace: String,
     /// Kubernetes version targeted (`1.30`).
     pub version: String,
-    /// Whether some pod needs more than the baseline Pod Security level (the namespace is
-    /// labelled privileged).
-    pub privileged: bool,
-    /// Why, for a comment.
-    pub privileged_reasons: Vec<String>,
+    /// The namespaces, `[k8s].namespace` first: one, or two when training and serving
+    /// need different Pod Security levels (the training side then gets its own).
+    pub namespaces: Vec<NamespacePlan>,
+    /// Where the training and acceptance objects go (`namespaces[1]` when split).
+    pub train_namespace: String,
+    /// Where the acceptance test's objects are, for the "run it first" command:
+    /// `-f` arguments in order.
+    pub acceptance_files: Vec<String>,
     /// ConfigMap with the NCCL environment.
     pub env_config: String,
     /// ConfigMap with the expected bandwidth.
@@ -537,6 +632,8 @@ impl K8sPlan {
             restart_policy: None,
             spread: None,
             lock_hash: common.lock_hash.clone(),
+            run_as: None,
+            tcp_ready: None,
         };
 
         let k8s = lock.request.deploy.k8s.as_ref();
@@ -676,6 +773,17 @@ impl K8sPlan {
             ServePlan {
                 name: "vllm".into(),
                 nodes: w.nodes,
+                // A LeaderWorkerSet's pods are not alike: only each group's leader runs the
+                // API server and its /metrics; the workers (`--headless`) have neither. A
+                // PodMonitor scrapes the leaders by their label, one target per group, so a
+                // group's metrics stay with its leader pod (the HPA reads them per pod)
+                // whatever fronts the Service.
+                monitor: if w.nodes > 1 {
+                    "podmonitor"
+                } else {
+                    "servicemonitor"
+                }
+                .into(),
                 worker,
                 hpa_metric: HPA_METRIC.into(),
                 model: w.model.name.clone(),
@@ -693,20 +801,99 @@ impl K8sPlan {
                 Some("the lock has no nccl-tests package (no NCCL is locked)".to_string()),
             ),
             Some(a) => {
-                let mut p = pod("nccl-tests", &a.image, &a.resources);
-                p.command = vec![a.per_node.program.clone()];
-                p.args = a.per_node.args.clone();
-                p.command_notes = vec![format!(
-                    "all_reduce_perf over the {} GPUs of one node, 8 B to 8 GiB; compare the busbw column with the intra-node figure in expected-bandwidth.yaml",
-                    a.resources.gpus
-                )];
+                // The Trainer's MPI plugin mounts the SSH keys only in containers named
+                // `node` (`pkg/runtime/framework/plugins/mpi/mpi.go`).
+                let mut p = pod(
+                    if a.ssh.is_some() {
+                        "node"
+                    } else {
+                        "nccl-tests"
+                    },
+                    &a.image,
+                    &a.resources,
+                );
                 p.restart_policy = Some("Never".into());
                 p.spread = (a.nodes > 1).then(|| "nccl-tests".to_string());
+                let mpi = match &a.ssh {
+                    None => {
+                        p.command = vec![a.per_node.program.clone()];
+                        p.args = a.per_node.args.clone();
+                        p.command_notes = vec![format!(
+                            "all_reduce_perf over the {} GPUs of one node, 8 B to 8 GiB; compare the busbw column with the intra-node figure in expected-bandwidth.yaml",
+                            a.resources.gpus
+                        )];
+                        None
+                    }
+                    Some(ssh) => {
+                        // Every node runs the SSH server mpirun reaches; the ranks are
+                        // started by it, as the SSH user.
+                        p.command = vec![ssh.sshd.program.clone()];
+                        p.args = ssh.sshd.args.clone();
+                        p.command_notes = vec![format!(
+                            "the SSH server mpirun starts the ranks through (port {}, the key pair the Trainer generates, mounted in {})",
+                            ssh.port, ssh.auth_dir
+                        )];
+                        p.run_as = Some(ssh.uid);
+                        p.tcp_ready = Some(ssh.port);
+                        p.host_network = host_network;
+                        p.rdma_resource = rdma_resource.clone();
+                        p.fabric_notes = fabric_notes.clone();
+                        if p.host_network {
+                            p.fabric_notes.push(format!(
+                                "the ranks run as uid {}: a capability such as IPC_LOCK would not reach them (Kubernetes sets no ambient capabilities), so none is added; RDMA memory registration needs the container runtime's locked-memory limit (`ulimit -l` in a pod) to be unlimited",
+                                ssh.uid
+                            ));
+                        }
+                        let gpus = a.resources.gpus;
+                        let mut args: Vec<String> = vec![
+                            "--prefix".into(),
+                            super::workload::MPI_PREFIX.into(),
+                            "--hostfile".into(),
+                            MPI_HOSTFILE.into(),
+                            "-np".into(),
+                            a.nodes.saturating_mul(gpus).to_string(),
+                            "-N".into(),
+                            gpus.to_string(),
+                        ];
+                        // Processes started over SSH do not inherit the pod's environment:
+                        // pass the image's paths and every NCCL/fabric variable.
+                        for name in ["PATH", "LD_LIBRARY_PATH"]
+                            .into_iter()
+                            .map(String::from)
+                            .chain(common.env.iter().map(|e| e.name.clone()))
+                        {
+                            args.push("-x".into());
+                            args.push(name);
+                        }
+                        args.push(a.per_gpu.program.clone());
+                        args.extend(a.per_gpu.args.iter().cloned());
+                        Some(MpiLaunch {
+                            procs_per_node: gpus,
+                            ssh: ssh.clone(),
+                            command: vec!["mpirun".into()],
+                            args,
+                            command_notes: vec![
+                                format!(
+                                    "all_reduce_perf, one rank per GPU ({} nodes x {gpus}), 8 B to 8 GiB, as the Slurm acceptance test runs it; the form of the nccl-tests README (\"mpirun -np 64 -N 8 ./build/all_reduce_perf -b 8 -e 8G -f 2 -g 1\", github.com/NVIDIA/nccl-tests)",
+                                    a.nodes
+                                ),
+                                format!(
+                                    "--prefix: where the validate image has Open MPI, so the other nodes find it in a non-interactive SSH session; --hostfile: the one the Trainer writes ({MPI_HOSTFILE}), given explicitly rather than through the Trainer's OMPI_MCA_orte_default_hostfile, an ORTE parameter: Open MPI 5 replaced ORTE with PRRTE (open-mpi.org/software/ompi/major-changes.php)"
+                                ),
+                            ],
+                            image: a.image.reference.clone(),
+                            launcher_cpus: LAUNCHER_CPUS,
+                            launcher_memory_gib: LAUNCHER_MEMORY_GIB,
+                            hostfile: MPI_HOSTFILE.into(),
+                        })
+                    }
+                };
                 (
                     Some(NcclTestsPlan {
                         name: "nccl-tests".into(),
                         nodes: a.nodes,
                         pod: p,
+                        mpi,
                     }),
                     None,
                 )
@@ -742,8 +929,13 @@ impl K8sPlan {
             "namespace.yaml".into(),
             "nccl-env.yaml".into(),
         ];
-        if nccl_tests.is_some() {
-            resources.push("nccl-tests-job.yaml".into());
+        if let Some(n) = &nccl_tests {
+            if n.mpi.is_some() {
+                resources.push("nccl-tests-runtime.yaml".into());
+                resources.push("nccl-tests-trainjob.yaml".into());
+            } else {
+                resources.push("nccl-tests-job.yaml".into());
+            }
         }
         if let Some(t) = &train {
             if t.api == TrainingApi::TrainJob.name() {
@@ -764,33 +956,97 @@ impl K8sPlan {
             }
         }
         resources.push("resourcequota.yaml".into());
-        resources.sort();
-        // Pod Security: the namespace's level is the least its pods need. baseline forbids
-        // the host's network, added capabilities beyond its list (IPC_LOCK) and hostPath
-        // volumes.
-        let pods: Vec<&Pod> = train
+        // Pod Security: each namespace's level is the least its pods need. Training and the
+        // acceptance test (jobs on the fabric) and serving are judged apart; when they need
+        // different levels, training gets its own namespace, so serving is not admitted at
+        // the level the host network of training needs.
+        let train_pods: Vec<&Pod> = train
             .iter()
             .map(|t| &t.pod)
-            .chain(
-                serve
-                    .iter()
-                    .flat_map(|s| std::iter::once(&s.pod).chain(s.worker.iter())),
-            )
             .chain(nccl_tests.iter().map(|n| &n.pod))
             .collect();
-        let mut privileged_reasons = Vec::new();
-        if pods.iter().any(|p| p.host_network || p.ipc_lock) {
-            privileged_reasons.push(
-                "the multi-node InfiniBand/RoCE pods use hostNetwork and IPC_LOCK".to_string(),
-            );
-        }
-        if pods
+        let serve_pods: Vec<&Pod> = serve
             .iter()
-            .any(|p| p.volumes.iter().any(|v| v.kind == "hostpath"))
-        {
-            privileged_reasons.push("storage on the hosts (lustre:, hostpath:, a model path) is mounted with hostPath volumes".to_string());
+            .flat_map(|s| std::iter::once(&s.pod).chain(s.worker.iter()))
+            .collect();
+        let train_reasons = privileged_reasons(&train_pods);
+        let serve_reasons = privileged_reasons(&serve_pods);
+        let level = |r: &[String]| {
+            if r.is_empty() {
+                "baseline"
+            } else {
+                "privileged"
+            }
+        };
+        let split = !train_pods.is_empty()
+            && !serve_pods.is_empty()
+            && level(&train_reasons) != level(&serve_reasons);
+        let namespaces = if split {
+            let train_ns = format!("{namespace}{TRAIN_SUFFIX}");
+            if train_ns.len() > MAX_NAMESPACE {
+                return Err(bad(
+                    format!("`[k8s].namespace = \"{namespace}\"`: training needs its own namespace `{train_ns}` (a Pod Security level other than serving's), which is longer than {MAX_NAMESPACE} characters"),
+                    "choose a `[k8s].namespace` of at most 54 characters and re-lock",
+                ));
+            }
+            vec![
+                NamespacePlan {
+                    name: namespace.clone(),
+                    holds: "serving".into(),
+                    enforce: level(&serve_reasons).into(),
+                    reasons: serve_reasons,
+                    suffix: String::new(),
+                },
+                NamespacePlan {
+                    name: train_ns,
+                    holds: "training and the acceptance test".into(),
+                    enforce: level(&train_reasons).into(),
+                    reasons: train_reasons,
+                    suffix: TRAIN_SUFFIX.into(),
+                },
+            ]
+        } else {
+            let mut reasons = train_reasons;
+            for r in serve_reasons {
+                if !reasons.contains(&r) {
+                    reasons.push(r);
+                }
+            }
+            vec![NamespacePlan {
+                name: namespace.clone(),
+                holds: "every workload".into(),
+                enforce: level(&reasons).into(),
+                reasons,
+                suffix: String::new(),
+            }]
+        };
+        let train_namespace = namespaces
+            .last()
+            .map(|n| n.name.clone())
+            .unwrap_or_default();
+        for n in namespaces.iter().skip(1) {
+            for f in ["namespace", "nccl-env", "resourcequota"] {
+                resources.push(format!("{f}{}.yaml", n.suffix));
+            }
         }
-        let privileged = !privileged_reasons.is_empty();
+        resources.sort();
+        let train_suffix = namespaces
+            .last()
+            .map(|n| n.suffix.clone())
+            .unwrap_or_default();
+        let mut acceptance_files = vec![
+            format!("namespace{train_suffix}.yaml"),
+            format!("nccl-env{train_suffix}.yaml"),
+            "expected-bandwidth.yaml".to_string(),
+        ];
+        if let Some(n) = &nccl_tests {
+            if n.mpi.is_some() {
+                acceptance_files.push("nccl-tests-runtime.yaml".into());
+                acceptance_files.push("nccl-tests-trainjob.yaml".into());
+            } else {
+                acceptance_files.push("nccl-tests-job.yaml".into());
+            }
+        }
         let mut kueue_files = Vec::new();
         if queue.is_some() {
             kueue_files = vec![
@@ -798,21 +1054,25 @@ impl K8sPlan {
                 "local-queue.yaml".into(),
                 "resource-flavor.yaml".into(),
             ];
+            for n in namespaces.iter().skip(1) {
+                kueue_files.push(format!("local-queue{}.yaml", n.suffix));
+            }
             if topology.is_some() {
                 kueue_files.push("topology.yaml".into());
             }
+            kueue_files.sort();
         }
         let node = &workloads.node;
         let dashboards = vec![
             Dashboard {
                 title: "NVIDIA DCGM Exporter Dashboard (GPU utilization, memory, power, temperature per GPU)".into(),
                 grafana_id: Some(12239),
-                source: "https://grafana.com/grafana/dashboards/12239 (the JSON is grafana/dcgm-exporter-dashboard.json in github.com/NVIDIA/dcgm-exporter, \"gnetId\": 12239)".into(),
+                source: "https://grafana.com/grafana/dashboards/12239 (github.com/NVIDIA/dcgm-exporter grafana/README.md: \"A published variant is also available on Grafana.com as dashboard 12239\"; the checked-in JSON is grafana/dcgm-exporter-dashboard.json)".into(),
             },
             Dashboard {
                 title: "vLLM (latency, throughput, queue, KV cache)".into(),
                 grafana_id: None,
-                source: "examples/online_serving/prometheus_grafana/grafana.json in github.com/vllm-project/vllm (import the JSON; gpustack knows no grafana.com ID for it)".into(),
+                source: "github.com/vllm-project/vllm examples/observability/dashboards/grafana/ (vLLM / Overview, Instances, KV Cache, Speculative Decoding; import the JSON as its README says; releases before the move: examples/online_serving/prometheus_grafana/grafana.json); vLLM publishes no grafana.com ID and gpustack names none".into(),
             },
         ];
 
@@ -820,8 +1080,9 @@ impl K8sPlan {
             common: common.clone(),
             namespace,
             version,
-            privileged,
-            privileged_reasons,
+            namespaces,
+            train_namespace,
+            acceptance_files,
             env_config,
             expected_config,
             expected,
@@ -1008,13 +1269,22 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
     #[derive(Serialize)]
     struct Top<'a> {
         plan: &'a K8sPlan,
+        /// The namespace a per-namespace file is rendered for (the first elsewhere).
+        ns: &'a NamespacePlan,
     }
-    let top = crate::render::Context::new(&Top { plan: &plan });
+    let first = plan.namespaces.first().ok_or_else(|| {
+        bad(
+            "the Kubernetes plan has no namespace".into(),
+            "this is a bug in gpustack",
+        )
+    })?;
+    let top = crate::render::Context::new(&Top {
+        plan: &plan,
+        ns: first,
+    });
     let t = |name: &str| crate::render::render_with(&format!("k8s/{name}.j2"), &top);
     let mut files = vec![
         RenderedFile::new("kustomization.yaml", t("kustomization.yaml")?),
-        RenderedFile::new("namespace.yaml", t("namespace.yaml")?),
-        RenderedFile::new("nccl-env.yaml", t("nccl-env.yaml")?),
         RenderedFile::new("expected-bandwidth.yaml", t("expected-bandwidth.yaml")?),
         RenderedFile::new("gpu-operator-values.yaml", t("gpu-operator-values.yaml")?),
     ];
@@ -1024,16 +1294,29 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
             t("network/nic-cluster-policy.yaml")?,
         ));
     }
-    if plan.nccl_tests.is_some() {
-        files.push(RenderedFile::new(
-            "nccl-tests-job.yaml",
-            t("nccl-tests-job.yaml")?,
-        ));
+    for ns in &plan.namespaces {
+        let top = crate::render::Context::new(&Top { plan: &plan, ns });
+        let mut names = vec!["namespace", "nccl-env", "resourcequota"];
+        if plan.queue.is_some() {
+            names.push("kueue/local-queue");
+        }
+        for f in names {
+            files.push(RenderedFile::new(
+                format!("{f}{}.yaml", ns.suffix),
+                crate::render::render_with(&format!("k8s/{f}.yaml.j2"), &top)?,
+            ));
+        }
     }
-    files.push(RenderedFile::new(
-        "resourcequota.yaml",
-        t("resourcequota.yaml")?,
-    ));
+    if let Some(n) = &plan.nccl_tests {
+        let names: &[&str] = if n.mpi.is_some() {
+            &["nccl-tests-runtime.yaml", "nccl-tests-trainjob.yaml"]
+        } else {
+            &["nccl-tests-job.yaml"]
+        };
+        for f in names {
+            files.push(RenderedFile::new(*f, t(f)?));
+        }
+    }
     if let Some(tr) = &plan.train {
         if tr.api == TrainingApi::TrainJob.name() {
             for f in ["trainjob.yaml", "trainingruntime.yaml"] {
@@ -1053,14 +1336,21 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
             let name = format!("vllm-{f}.yaml");
             files.push(RenderedFile::new(name.clone(), t(&name)?));
         }
-        for f in ["vllm-servicemonitor.yaml", "prometheus-adapter-values.yaml"] {
+        for f in [
+            format!("vllm-{}.yaml", s.monitor),
+            "prometheus-adapter-values.yaml".to_string(),
+        ] {
             files.push(RenderedFile::new(
                 format!("monitoring/{f}"),
                 t(&format!("monitoring/{f}"))?,
             ));
         }
     }
-    for f in &plan.kueue_files {
+    for f in plan
+        .kueue_files
+        .iter()
+        .filter(|f| !f.starts_with("local-queue"))
+    {
         files.push(RenderedFile::new(
             format!("kueue/{f}"),
             t(&format!("kueue/{f}"))?,

@@ -189,6 +189,92 @@ pub struct Acceptance {
     /// target delivers to it (the Kubernetes ConfigMap, Slurm's `env/nccl.env`, the VM
     /// profile), the site's `[network]` values included.
     pub env: Vec<super::EnvVar>,
+    /// How MPI reaches the other nodes where no workload manager starts the ranks (Kubeflow
+    /// Trainer's MPI runtime: `mpirun` over SSH); with `mpi`.
+    pub ssh: Option<MpiSsh>,
+}
+
+/// Where Open MPI is installed in the images (the `fabric` stage's prefix, copied into
+/// `base` and so into `validate`). `mpirun --prefix` makes the remote side find `prted`
+/// and its libraries in a non-interactive SSH session.
+pub const MPI_PREFIX: &str = "/opt/fabric";
+
+/// The SSH set-up of the `validate` image for an `mpirun` launched over SSH, as the
+/// Kubeflow MPI runtimes expect it, and what the Kubernetes acceptance TrainJob relies on.
+/// The user, port and `sshd_config` lines follow the MPI Operator's base image
+/// (github.com/kubeflow/mpi-operator `build/base/Dockerfile` and `build/base/sshd_config`),
+/// which Kubeflow Trainer's own MPI runtimes run (`manifests/base/runtimes/
+/// deepspeed_distributed.yaml`: `sshd -De -f /home/mpiuser/.sshd_config`, port 2222), except
+/// the uid (see [`MpiSsh::uid`]). A non-root user is required, not a choice: the Trainer mounts the generated
+/// key with mode 0640 (`pkg/runtime/framework/plugins/mpi/mpi.go`), and `ssh` refuses a
+/// private key its own user could share with a group, so only a user other than the file's
+/// owner (root) can use it.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct MpiSsh {
+    /// `mpiuser`.
+    pub user: String,
+    /// `runAsUser`/`fsGroup` on Kubernetes, `useradd -u` in the image: 1001, not the
+    /// MPI Operator's 1000, which Ubuntu's container images from 23.04 on (24.04 among the
+    /// catalog's OSes) give their own `ubuntu` user
+    /// (https://bugs.launchpad.net/cloud-images/+bug/2005129), so `useradd -u 1000` fails
+    /// there.
+    pub uid: u32,
+    /// `/home/mpiuser/.ssh`: where the Trainer mounts the key pair and `authorized_keys`
+    /// (`mlPolicy.mpi.sshAuthMountPath`).
+    pub auth_dir: String,
+    /// `/home/mpiuser/.sshd_config`: the per-user daemon configuration the image writes.
+    pub sshd_config: String,
+    /// Its lines.
+    pub sshd_config_lines: Vec<String>,
+    /// 2222: an unprivileged port, also clear of the host's own sshd when the pods use the
+    /// host network.
+    pub port: u32,
+    /// Lines appended to the system-wide `/etc/ssh/ssh_config` (client side: the port, and
+    /// no host-key prompt or known-hosts file, since the pods' host keys are new every run).
+    pub ssh_config_lines: Vec<String>,
+    /// `sshd -De -f <sshd_config>`: what every node pod runs.
+    pub sshd: Launch,
+    /// Where this set-up is documented.
+    pub source: String,
+}
+
+/// The SSH set-up when nccl-tests is built with MPI (the lock has Open MPI): the `validate`
+/// image gets it, and the Kubernetes acceptance TrainJob uses it.
+pub fn mpi_ssh(common: &Common) -> Option<MpiSsh> {
+    common.packages.contains_key("openmpi").then(MpiSsh::new)
+}
+
+impl MpiSsh {
+    fn new() -> MpiSsh {
+        let user = "mpiuser";
+        let home = format!("/home/{user}");
+        let port = 2222;
+        let sshd_config = format!("{home}/.sshd_config");
+        MpiSsh {
+            user: user.into(),
+            uid: 1001,
+            auth_dir: format!("{home}/.ssh"),
+            sshd_config_lines: vec![
+                format!("PidFile {home}/sshd.pid"),
+                format!("HostKey {home}/.ssh/id_rsa"),
+                "StrictModes no".into(),
+                format!("Port {port}"),
+            ],
+            ssh_config_lines: vec![
+                "Host *".into(),
+                format!("    Port {port}"),
+                "    StrictHostKeyChecking no".into(),
+                "    UserKnownHostsFile /dev/null".into(),
+            ],
+            sshd: Launch {
+                program: "/usr/sbin/sshd".into(),
+                args: vec!["-De".into(), "-f".into(), sshd_config.clone()],
+            },
+            sshd_config,
+            port,
+            source: "https://github.com/kubeflow/mpi-operator/blob/master/build/base/Dockerfile ; https://github.com/kubeflow/mpi-operator/blob/master/build/base/sshd_config ; https://github.com/kubeflow/trainer/blob/master/manifests/base/runtimes/deepspeed_distributed.yaml".into(),
+        }
+    }
 }
 
 /// Every workload of the lock. LOAD-BEARING: the Slurm and Kubernetes plans carry it and
@@ -490,7 +576,8 @@ pub fn acceptance(lock: &Lock, common: &Common) -> Result<Option<Acceptance>, Er
         return Ok(None);
     }
     let gpus = common.gpus_per_node;
-    let mpi = common.packages.contains_key("openmpi");
+    let ssh = mpi_ssh(common);
+    let mpi = ssh.is_some();
     let run = |g: u32| Launch {
         program: "all_reduce_perf".into(),
         args: ["-b", "8", "-e", "8G", "-f", "2", "-g"]
@@ -508,5 +595,6 @@ pub fn acceptance(lock: &Lock, common: &Common) -> Result<Option<Acceptance>, Er
         per_gpu: run(1),
         version: common.packages.get("nccl-tests").cloned(),
         env: common.runtime_env.clone(),
+        ssh,
     }))
 }
