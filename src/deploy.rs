@@ -1,5 +1,5 @@
-//! The spec's deployment tables, read by the generators: `[cluster]`, `[image]`, `[train]`,
-//! `[serve]`, `[packer]`, `[k8s]`, `[slurm]`, `[storage]`.
+//! The spec's deployment tables, read by the generators: `[cluster]`, `[network]`, `[image]`,
+//! `[train]`, `[serve]`, `[packer]`, `[k8s]`, `[slurm]`, `[storage]`.
 //!
 //! Every value is validated here, before it can reach a generated file: names and
 //! namespaces are DNS labels, registries are plain image references, paths are absolute and
@@ -67,6 +67,56 @@ pub struct Cluster {
     /// Memory a job may use on each node, GiB (`memory_gib_per_node`); none: the workload
     /// plan's conservative default.
     pub memory_gib_per_node: Option<u32>,
+}
+
+/// `[network]`: the site's network, which only the runtime environment carries (the
+/// Kubernetes ConfigMap, Slurm's env file, the VM image's profile), never an image's `ENV`.
+/// Which keys a fabric accepts is checked when the spec is read (`gid_index` is RoCE only,
+/// `sharp` InfiniBand only, `hcas` and `rdma_resource` need RDMA verbs).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Network {
+    /// Bootstrap/socket interfaces (`ib0`, `hsn0`), in the order given.
+    pub interfaces: Vec<String>,
+    /// RDMA devices, each `name` or `name:port` (`mlx5_0`, `mlx5_1:1`), in the order given.
+    pub hcas: Vec<String>,
+    /// The RoCE GID index (0 to 255); none: NCCL picks the RoCE v2 GID itself.
+    pub gid_index: Option<u32>,
+    /// The Kubernetes extended resource of the RDMA device plugin
+    /// (`rdma/rdma_shared_device_a`); none: that default name.
+    pub rdma_resource: Option<String>,
+    /// InfiniBand SHARP through NCCL's CollNet plugin.
+    pub sharp: bool,
+}
+
+/// A Linux interface name as `ip link` accepts it (at most 15 bytes, IFNAMSIZ − 1), limited
+/// to letters, digits, `.`, `_` and `-`, not starting with `.` or `-`.
+pub fn is_interface(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 15
+        && !b[0].is_ascii_punctuation()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
+}
+
+/// An RDMA device as NCCL_IB_HCA and UCX_NET_DEVICES name it: a device (`mlx5_0`: lowercase
+/// letters, digits, `_`, at most 63 characters, starting with a letter) with an optional
+/// `:port` (1 to 255).
+pub fn is_hca(s: &str) -> bool {
+    let (dev, port) = s.split_once(':').map_or((s, None), |(d, p)| (d, Some(p)));
+    let b = dev.as_bytes();
+    let dev_ok = !b.is_empty()
+        && b.len() <= 63
+        && b[0].is_ascii_lowercase()
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_');
+    dev_ok
+        && port.is_none_or(|p| {
+            !p.is_empty()
+                && p.len() <= 3
+                && !p.starts_with('0')
+                && p.parse::<u32>().is_ok_and(|n| (1..=255).contains(&n))
+        })
 }
 
 /// `[image]`.
@@ -431,6 +481,8 @@ pub struct Storage {
 pub struct Deploy {
     /// `[cluster]`.
     pub cluster: Option<Cluster>,
+    /// `[network]`.
+    pub network: Option<Network>,
     /// `[image]`.
     pub image: Option<Image>,
     /// `[train]`.
@@ -459,6 +511,7 @@ type S<T> = Spanned<T>;
 #[serde(deny_unknown_fields)]
 pub(crate) struct DeployWire {
     pub(crate) cluster: Option<S<ClusterWire>>,
+    pub(crate) network: Option<S<NetworkWire>>,
     pub(crate) image: Option<S<ImageWire>>,
     pub(crate) train: Option<S<TrainWire>>,
     pub(crate) serve: Option<S<ServeWire>>,
@@ -478,6 +531,16 @@ pub(crate) struct ClusterWire {
     gpus_per_node: Option<S<i64>>,
     cpus_per_node: Option<S<i64>>,
     memory_gib_per_node: Option<S<i64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NetworkWire {
+    interfaces: Option<S<Vec<String>>>,
+    hcas: Option<S<Vec<String>>>,
+    gid_index: Option<S<i64>>,
+    rdma_resource: Option<S<String>>,
+    sharp: Option<S<bool>>,
 }
 
 #[derive(Deserialize)]
@@ -905,6 +968,181 @@ impl Deploy {
     }
 }
 
+/// Checks a list of names: not empty, each `ok`, no repeats.
+fn names(
+    at: &mut At<'_>,
+    v: Option<&S<Vec<String>>>,
+    key: &str,
+    ok: fn(&str) -> bool,
+    what: &str,
+    hint: &str,
+) -> Vec<String> {
+    let Some(v) = v else { return Vec::new() };
+    let list = v.get_ref();
+    if list.is_empty() || list.len() > 64 {
+        at.fail(
+            v.span(),
+            format!("`[network].{key}` must list 1 to 64 names"),
+            &format!("{hint}, or leave `{key}` out"),
+        );
+        return Vec::new();
+    }
+    let mut out: Vec<String> = Vec::new();
+    for x in list {
+        if !ok(x) {
+            at.fail(
+                v.span(),
+                format!("`{}` in `[network].{key}` is not {what}", x.escape_debug()),
+                hint,
+            );
+        } else if out.contains(x) {
+            at.fail(
+                v.span(),
+                format!(
+                    "`{}` is listed twice in `[network].{key}`",
+                    x.escape_debug()
+                ),
+                "list each name once",
+            );
+        } else {
+            out.push(x.clone());
+        }
+    }
+    out
+}
+
+/// `[network]`, checked against the cluster's fabric (none: `[cluster]` is missing, which
+/// is reported here).
+fn validate_network(n: S<NetworkWire>, fabric: Option<Fabric>, at: &mut At<'_>) -> Network {
+    let span = n.span();
+    let n = n.into_inner();
+    let Some(fabric) = fabric else {
+        at.fail(
+            span,
+            "`[network]` describes the fabric of `[cluster]`, but the spec has no `[cluster]`"
+                .into(),
+            "add `[cluster]` with `fabric`, `nodes` and `gpus_per_node`, or remove `[network]`",
+        );
+        return Network::default();
+    };
+    // A key the fabric has no use for: reported at the key, naming the fabrics it fits.
+    let only =
+        |at: &mut At<'_>, key: &str, span: std::ops::Range<usize>, fits: &[Fabric], why: &str| {
+            if !fits.contains(&fabric) {
+                at.fail(
+                    span,
+                    format!(
+                        "`[network].{key}` does not apply to fabric `{}`: {why}",
+                        fabric.name()
+                    ),
+                    &format!(
+                        "remove `{key}`, or set `[cluster].fabric` to {}",
+                        fits.iter()
+                            .map(|f| format!("`{}`", f.name()))
+                            .collect::<Vec<_>>()
+                            .join(" or ")
+                    ),
+                );
+                false
+            } else {
+                true
+            }
+        };
+    let interfaces = names(
+        at,
+        n.interfaces.as_ref(),
+        "interfaces",
+        is_interface,
+        "a network interface name (at most 15 letters, digits, `.`, `_`, `-`)",
+        "list the hosts' interface names, like `interfaces = [\"ib0\"]`",
+    );
+    let mut hcas = Vec::new();
+    if let Some(h) = &n.hcas {
+        if only(
+            at,
+            "hcas",
+            h.span(),
+            &[Fabric::Infiniband, Fabric::Roce],
+            "RDMA devices are read by NCCL's IB verbs transport and UCX",
+        ) {
+            hcas = names(
+                at,
+                Some(h),
+                "hcas",
+                is_hca,
+                "an RDMA device (`mlx5_0`, or `mlx5_0:1` with a port from 1 to 255)",
+                "list the devices `ibv_devices` shows, like `hcas = [\"mlx5_0\", \"mlx5_1\"]`",
+            );
+        }
+    }
+    let mut gid_index = None;
+    if let Some(g) = &n.gid_index {
+        if only(
+            at,
+            "gid_index",
+            g.span(),
+            &[Fabric::Roce],
+            "the GID index selects a RoCE address",
+        ) {
+            let v = *g.get_ref();
+            if (0..=255).contains(&v) {
+                gid_index = u32::try_from(v).ok();
+            } else {
+                at.fail(
+                    g.span(),
+                    format!("`gid_index` must be between 0 and 255, not {v}"),
+                    "use the index `show_gids` lists for the RoCE v2 address, or leave `gid_index` out to let NCCL pick it",
+                );
+            }
+        }
+    }
+    let mut rdma_resource = None;
+    if let Some(r) = &n.rdma_resource {
+        if only(
+            at,
+            "rdma_resource",
+            r.span(),
+            &[Fabric::Infiniband, Fabric::Roce],
+            "it is the Kubernetes resource of the RDMA shared device plugin",
+        ) {
+            let v = r.get_ref();
+            if v.contains('/') && is_label_key(v) && !v.starts_with("kubernetes.io/") {
+                rdma_resource = Some(v.clone());
+            } else {
+                at.fail(
+                    r.span(),
+                    format!(
+                        "`{}` is not a Kubernetes extended resource name",
+                        v.escape_debug()
+                    ),
+                    "write `<domain>/<name>`, like `rdma/rdma_shared_device_a`",
+                );
+            }
+        }
+    }
+    let mut sharp = false;
+    if let Some(s) = &n.sharp {
+        if *s.get_ref()
+            && only(
+                at,
+                "sharp",
+                s.span(),
+                &[Fabric::Infiniband],
+                "SHARP is in-network reduction on InfiniBand switches",
+            )
+        {
+            sharp = true;
+        }
+    }
+    Network {
+        interfaces,
+        hcas,
+        gid_index,
+        rdma_resource,
+        sharp,
+    }
+}
+
 impl DeployWire {
     pub(crate) fn validate(self, at: &mut At<'_>) -> Deploy {
         // Where the values that the cross-table checks below look at were written.
@@ -980,6 +1218,10 @@ impl DeployWire {
                 cpus_per_node,
                 memory_gib_per_node,
             });
+        }
+        if let Some(n) = self.network {
+            let fabric = d.cluster.as_ref().map(|c| c.fabric);
+            d.network = Some(validate_network(n, fabric, at));
         }
         if let Some(i) = self.image {
             let span = i.span();

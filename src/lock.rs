@@ -1093,6 +1093,24 @@ fn deploy_toml(o: &mut String, d: &crate::deploy::Deploy) {
             num(o, "memory_gib_per_node", n);
         }
     }
+    if let Some(n) = &d.network {
+        o.push_str("\n[request.network]\n");
+        if !n.interfaces.is_empty() {
+            list(o, "interfaces", &n.interfaces);
+        }
+        if !n.hcas.is_empty() {
+            list(o, "hcas", &n.hcas);
+        }
+        if let Some(g) = n.gid_index {
+            num(o, "gid_index", g);
+        }
+        if let Some(r) = &n.rdma_resource {
+            kv(o, "rdma_resource", r);
+        }
+        if n.sharp {
+            o.push_str("sharp = true\n");
+        }
+    }
     if let Some(i) = &d.image {
         o.push_str("\n[request.image]\n");
         kv(o, "registry", &i.registry);
@@ -1580,6 +1598,7 @@ struct RequestWire {
     #[serde(default)]
     components: BTreeMap<String, String>,
     cluster: Option<toml::Spanned<crate::deploy::ClusterWire>>,
+    network: Option<toml::Spanned<crate::deploy::NetworkWire>>,
     image: Option<toml::Spanned<crate::deploy::ImageWire>>,
     train: Option<toml::Spanned<crate::deploy::TrainWire>>,
     serve: Option<toml::Spanned<crate::deploy::ServeWire>>,
@@ -1702,6 +1721,7 @@ impl LockWire {
         let mut diags = Vec::new();
         let deploy = crate::deploy::DeployWire {
             cluster: self.request.cluster,
+            network: self.request.network,
             image: self.request.image,
             train: self.request.train,
             serve: self.request.serve,

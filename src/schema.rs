@@ -56,8 +56,8 @@ use serde_json::{json, Map, Value};
 
 use crate::catalog::Catalog;
 use crate::deploy::{
-    Cloud, ClusterWire, Fabric, ImageWire, K8sWire, PackerWire, ServeWire, SlurmContainer,
-    SlurmWire, StorageWire, TrainWire,
+    Cloud, ClusterWire, Fabric, ImageWire, K8sWire, NetworkWire, PackerWire, ServeWire,
+    SlurmContainer, SlurmWire, StorageWire, TrainWire,
 };
 use crate::spec::{Component, HardwareWire, Layer, SpecWire, StackWire};
 
@@ -93,6 +93,7 @@ pub fn spec_schema(catalog: &Catalog) -> Value {
             ("hardware", hardware(catalog)),
             ("components", components()),
             ("cluster", cluster()),
+            ("network", network()),
             ("image", image()),
             ("train", train()),
             ("serve", serve()),
@@ -302,6 +303,70 @@ fn cluster() -> Value {
                     None,
                     1024,
                 ),
+            ),
+        ],
+    ))
+}
+
+fn network() -> Value {
+    object(table(
+        "[network]",
+        fields_of::<NetworkWire>(),
+        "The site's network for the fabric of [cluster]: interface and device names, the RoCE \
+         GID index, the Kubernetes RDMA resource, SHARP. These values go to the runtime \
+         environment only (the Kubernetes ConfigMap, Slurm's env file, the VM image's \
+         profile), never into an image. Recorded in the lock's [request.network].",
+        &[],
+        vec![
+            (
+                "interfaces",
+                json!({
+                    "type": "array",
+                    "description": "Bootstrap/socket interfaces: NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, Open MPI's TCP interfaces. Any fabric.",
+                    "items": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,14}$"},
+                    "minItems": 1,
+                    "maxItems": 64,
+                    "examples": [["ib0"]],
+                }),
+            ),
+            (
+                "hcas",
+                json!({
+                    "type": "array",
+                    "description": "RDMA devices, `name` or `name:port`: NCCL_IB_HCA (exact names) and UCX_NET_DEVICES (port 1 when none is given). InfiniBand and RoCE only.",
+                    "items": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,62}(:[1-9][0-9]{0,2})?$"},
+                    "minItems": 1,
+                    "maxItems": 64,
+                    "examples": [["mlx5_0", "mlx5_1"]],
+                }),
+            ),
+            (
+                "gid_index",
+                json!({
+                    "type": "integer",
+                    "description": "The RoCE GID index (NCCL_IB_GID_INDEX, UCX_IB_GID_INDEX). RoCE only; leave it out to let NCCL pick the RoCE v2 GID itself. 0 to 255.",
+                    "minimum": 0,
+                    "maximum": 255,
+                    "examples": [3],
+                }),
+            ),
+            (
+                "rdma_resource",
+                json!({
+                    "type": "string",
+                    "description": "The Kubernetes extended resource of the RDMA shared device plugin that multi-node pods request; the generated NicClusterPolicy provides it. InfiniBand and RoCE only; default `rdma/rdma_shared_device_a`.",
+                    "pattern": "^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$",
+                    "examples": ["rdma/rdma_shared_device_a"],
+                }),
+            ),
+            (
+                "sharp",
+                json!({
+                    "type": "boolean",
+                    "description": "InfiniBand SHARP through NCCL's CollNet plugin (NCCL_COLLNET_ENABLE=1); the SHARP-enabled bandwidth figures apply. InfiniBand only.",
+                    "default": false,
+                    "examples": [true],
+                }),
             ),
         ],
     ))

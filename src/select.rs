@@ -526,7 +526,9 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
                 scopes.push(("inter-node", c.fabric.name().to_string(), nodes));
             }
         }
+        let wants_sharp = spec.deploy.network.as_ref().is_some_and(|n| n.sharp);
         for (scope, fabric, want_nodes) in scopes {
+            let sharp = wants_sharp && scope == "inter-node";
             let mut cands: Vec<_> = cat
                 .bandwidth
                 .iter()
@@ -535,6 +537,10 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
                         && b.fabric == fabric
                         && b.gpus_per_node == gpn
                         && (want_nodes == 1) == (b.nodes == 1)
+                        // SHARP and non-SHARP figures are kept apart: a SHARP run is the
+                        // threshold only of a job that enables SHARP, and such a job
+                        // takes only SHARP runs.
+                        && if sharp { b.sharp == Some(true) } else { b.sharp != Some(true) }
                 })
                 .collect();
             cands.sort_by(|a, b| {
@@ -557,6 +563,9 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
                 f.insert("gpus-per-node".into(), s(b.gpus_per_node.to_string()));
                 if let Some(sz) = &b.size {
                     f.insert("size".into(), s(sz.clone()));
+                }
+                if let Some(sh) = b.sharp {
+                    f.insert("sharp".into(), s(sh.to_string()));
                 }
                 let why = format!(
                     "published {} bus bandwidth for {} {}×{} over {} (job asks {}×{gpn})",

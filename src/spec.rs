@@ -324,6 +324,7 @@ pub(crate) struct SpecWire {
     #[serde(default)]
     components: Option<BTreeMap<Spanned<String>, Spanned<toml::Value>>>,
     cluster: Option<Spanned<crate::deploy::ClusterWire>>,
+    network: Option<Spanned<crate::deploy::NetworkWire>>,
     image: Option<Spanned<crate::deploy::ImageWire>>,
     train: Option<Spanned<crate::deploy::TrainWire>>,
     serve: Option<Spanned<crate::deploy::ServeWire>>,
@@ -615,6 +616,7 @@ impl Spec {
         // one must then satisfy the requirement (rule `host.driver`).
         let deploy_wire = crate::deploy::DeployWire {
             cluster: wire.cluster,
+            network: wire.network,
             image: wire.image,
             train: wire.train,
             serve: wire.serve,

@@ -228,7 +228,8 @@ fn check_warns_about_every_reference_without_a_digest() {
         "the committed lock has catalog digests for every image"
     );
     std::fs::write(dir.join("gpustack.lock"), &text).unwrap();
-    let out = run_in(&dir, &["check"]);
+    // `unpinned` is a catalog gap the user cannot act on: shown with --pedantic.
+    let out = run_in(&dir, &["check", "--pedantic"]);
     for r in &missing {
         let package = gpustack::resolve::image_references(&lock)
             .into_iter()

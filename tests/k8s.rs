@@ -50,6 +50,9 @@ fn crd_of(file: &str) -> Option<(&'static str, &'static str)> {
             ("kueue.x-k8s.io_localqueues.v0.19.2.yaml", "v1beta2")
         }
         "kueue/topology.yaml" => ("kueue.x-k8s.io_topologies.v0.19.2.yaml", "v1beta2"),
+        "network/nic-cluster-policy.yaml" => {
+            ("mellanox.com_nicclusterpolicies.v26.4.1.yaml", "v1alpha1")
+        }
         _ => return None,
     })
 }
@@ -384,8 +387,13 @@ fn kustomization_lists_every_resource() {
                 continue;
             }
             let meta = &d[0]["metadata"];
-            if ["ResourceFlavor", "ClusterQueue", "Topology"]
-                .contains(&d[0]["kind"].as_str().unwrap())
+            if [
+                "ResourceFlavor",
+                "ClusterQueue",
+                "Topology",
+                "NicClusterPolicy",
+            ]
+            .contains(&d[0]["kind"].as_str().unwrap())
             {
                 assert!(
                     meta.get("namespace").is_none(),

@@ -71,7 +71,19 @@ fn full_spec(schema: &Value) -> toml::Table {
         }
         spec.insert(name, toml::Value::Table(t));
     }
+    // Across keys, per fabric (the parser's rule, tests/fabric.rs): `[network].gid_index`
+    // is RoCE only, `sharp` InfiniBand only, so the InfiniBand spec leaves the GID index out;
+    // its bounds are checked on a RoCE spec below.
+    if let Some(n) = spec.get_mut("network").and_then(toml::Value::as_table_mut) {
+        n.remove("gid_index");
+    }
     spec
+}
+
+/// `spec` as a RoCE cluster: the fabric `[network].gid_index` belongs to.
+fn as_roce(spec: &mut toml::Table) {
+    set(spec, "cluster", "fabric", toml::Value::from("roce"));
+    unset(spec, "network", "sharp");
 }
 
 fn set(spec: &mut toml::Table, table: &str, key: &str, value: toml::Value) {
@@ -196,7 +208,7 @@ fn schema_is_closed_described_and_draft7_compatible() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert_eq!(objects, 14, "the root and 13 tables are closed objects");
+    assert_eq!(objects, 15, "the root and 14 tables are closed objects");
 }
 
 #[test]
@@ -207,11 +219,12 @@ fn every_schema_key_is_accepted_by_the_parser() {
     let parsed =
         parse(&spec, &cat).unwrap_or_else(|e| panic!("the schema's examples do not parse:\n{e}"));
     // The spec really has every table, and the deployment tables came through.
-    assert_eq!(spec.len(), 13);
+    assert_eq!(spec.len(), 14);
     assert_eq!(parsed.components.len(), gpustack::Component::ALL.len());
     let d = &parsed.deploy;
     assert!(d.cluster.is_some() && d.image.is_some() && d.train.is_some() && d.serve.is_some());
     assert!(d.packer.is_some() && d.k8s.is_some() && d.slurm.is_some());
+    assert!(d.network.is_some());
     let storage = d.storage.as_ref().unwrap();
     assert!(storage.datasets.is_some() && storage.checkpoints.is_some());
     assert!(!d.python.is_empty());
@@ -225,6 +238,7 @@ fn every_schema_key_is_accepted_by_the_parser() {
             "hardware",
             "image",
             "k8s",
+            "network",
             "packer",
             "python",
             "resolve",
@@ -299,6 +313,10 @@ fn every_enum_value_is_accepted_and_a_non_member_is_not() {
         assert!(!values.is_empty());
         for v in values {
             let mut spec = base.clone();
+            // [network] is checked against the fabric (tests/fabric.rs).
+            if (table.as_str(), key.as_str()) == ("cluster", "fabric") {
+                spec.remove("network");
+            }
             set(&mut spec, table, key, value(*item, v));
             if let Err(e) = parse(&spec, &cat) {
                 failures.push(format!(
@@ -345,6 +363,10 @@ fn required_keys_are_the_parsers() {
     for (name, table) in tables(&schema) {
         let mut spec = base.clone();
         spec.remove(&name);
+        // [network] describes the fabric of [cluster]: without it, [network] is refused.
+        if name == "cluster" {
+            spec.remove("network");
+        }
         let want_err = required(&schema, &name);
         if parse(&spec, &cat).is_err() != want_err {
             failures.push(format!(
@@ -457,6 +479,9 @@ fn integer_bounds_and_defaults_are_the_parsers() {
                             toml::Value::Integer(16),
                         );
                     }
+                    if (name.as_str(), key.as_str()) == ("network", "gid_index") {
+                        as_roce(&mut spec);
+                    }
                     set(&mut spec, &name, &key, toml::Value::Integer(n));
                     if parse(&spec, &cat).is_ok() != ok {
                         failures.push(format!(
@@ -483,7 +508,7 @@ fn integer_bounds_and_defaults_are_the_parsers() {
             }
         }
     }
-    assert_eq!((bounded, defaults), (9, 8), "integers and defaults found");
+    assert_eq!((bounded, defaults), (10, 9), "integers and defaults found");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

@@ -266,6 +266,7 @@ codec_struct!(BandwidthWire {
     busbw_gbps,
     nodes,
     gpus_per_node,
+    sharp,
     source,
     note,
 });

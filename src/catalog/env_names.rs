@@ -1,6 +1,7 @@
-//! The environment variables a catalog `[[env]]` entry may set: names that NCCL, the
-//! fabric libraries (libfabric, UCX), CUDA and PyTorch's NCCL backend document, each with
-//! where it is documented. An `[[env]]` value reaches every image (`ENV`), the Kubernetes
+//! The environment variables a catalog `[[env]]` entry may set, and the only names the
+//! generators write into a job's NCCL/fabric environment (the site's `[network]` values
+//! included): names that NCCL, the fabric libraries (libfabric, UCX), Open MPI, CUDA and
+//! PyTorch document, each with where it is documented. An `[[env]]` value reaches every image (`ENV`), the Kubernetes
 //! ConfigMap and the Slurm environment file, so an overlay must not be able to set
 //! `LD_PRELOAD`, `BASH_ENV`, `PATH`, `PYTHONPATH` or anything else that changes which code
 //! runs.
@@ -21,6 +22,9 @@ const FI_MR: &str = "https://ofiwg.github.io/libfabric/main/man/fi_mr.3.html";
 const UCX: &str = "https://openucx.readthedocs.io/en/master/faq.html";
 const CUDA: &str = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#env-vars";
 const TORCH: &str = "https://docs.pytorch.org/docs/stable/torch_nccl_environment_variables.html";
+const GLOO: &str =
+    "https://docs.pytorch.org/docs/stable/distributed.html#common-environment-variables";
+const OMPI_TCP: &str = "https://docs.open-mpi.org/en/v5.0.x/tuning-apps/networking/tcp.html";
 const OFI_NCCL: &str = "https://github.com/aws/aws-ofi-nccl/blob/master/doc/efa-env-var.md";
 
 /// (name, where it is documented), sorted by name.
@@ -51,6 +55,7 @@ pub(crate) const ALLOWED: &[(&str, &str)] = &[
     ("FI_MR_CACHE_MAX_SIZE", FI_MR),
     ("FI_MR_CACHE_MONITOR", FI_MR),
     ("FI_PROVIDER", FI),
+    ("GLOO_SOCKET_IFNAME", GLOO),
     ("NCCL_ALGO", NCCL),
     ("NCCL_BUFFSIZE", NCCL),
     ("NCCL_CHECKS_DISABLE", NCCL),
@@ -110,6 +115,7 @@ pub(crate) const ALLOWED: &[(&str, &str)] = &[
     ("NCCL_SOCKET_NTHREADS", NCCL),
     ("NCCL_TOPO_FILE", NCCL),
     ("NCCL_WORK_FIFO_DEPTH", NCCL),
+    ("OMPI_MCA_btl_tcp_if_include", OMPI_TCP),
     ("TORCH_NCCL_ASYNC_ERROR_HANDLING", TORCH),
     ("TORCH_NCCL_AVOID_RECORD_STREAMS", TORCH),
     ("TORCH_NCCL_BLOCKING_WAIT", TORCH),
@@ -121,6 +127,14 @@ pub(crate) const ALLOWED: &[(&str, &str)] = &[
     ("UCX_NET_DEVICES", UCX),
     ("UCX_TLS", UCX),
 ];
+
+/// Where `name` is documented, when it is in the table.
+pub(crate) fn source(name: &str) -> Option<&'static str> {
+    ALLOWED
+        .binary_search_by(|(n, _)| (*n).cmp(name))
+        .ok()
+        .map(|i| ALLOWED[i].1)
+}
 
 /// Whether an `[[env]]` entry may set `name`.
 pub(crate) fn allowed(name: &str) -> bool {

@@ -13,6 +13,18 @@
 
 mod codec;
 mod env_names;
+
+/// Where an environment variable the generators may write is documented (the table in
+/// `src/catalog/env_names.rs`); none for a name outside it.
+///
+/// ```
+/// assert!(gpustack::catalog::env_name_source("NCCL_IB_HCA").unwrap().contains("nccl"));
+/// assert_eq!(gpustack::catalog::env_name_source("LD_PRELOAD"), None);
+/// ```
+#[must_use]
+pub fn env_name_source(name: &str) -> Option<&'static str> {
+    env_names::source(name)
+}
 #[cfg(test)]
 mod tests;
 mod wire;
@@ -783,6 +795,9 @@ pub struct Bandwidth {
     pub nodes: u32,
     /// Job shape.
     pub gpus_per_node: u32,
+    /// Measured with InfiniBand SHARP (`Some(true)`), without (`Some(false)`), or not
+    /// stated by the source.
+    pub sharp: Option<bool>,
     /// Where this comes from.
     pub origin: Origin,
 }
@@ -2952,7 +2967,17 @@ fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
         {
             v.fail(&o, "bandwidth `test` must be one line, `size` a plain word, and the job shape positive counts".into());
         }
+        if b.sharp.is_some() && b.fabric != "infiniband" {
+            v.fail(
+                &o,
+                format!(
+                    "`sharp` describes InfiniBand runs, not fabric `{}`",
+                    b.fabric
+                ),
+            );
+        }
         c.bandwidth.push(Bandwidth {
+            sharp: b.sharp,
             gpu: b.gpu.clone(),
             fabric: b.fabric.clone(),
             test: b.test.clone(),

@@ -575,6 +575,11 @@ pub(crate) struct BandwidthWire {
     pub(crate) busbw_gbps: String,
     pub(crate) nodes: u32,
     pub(crate) gpus_per_node: u32,
+    /// Whether the run used InfiniBand SHARP (NCCL's CollNet): `true`, `false`, or left
+    /// out when the source does not say. A SHARP figure is the threshold only of a spec
+    /// with `[network].sharp = true`.
+    #[serde(default)]
+    pub(crate) sharp: Option<bool>,
     pub(crate) source: String,
     #[serde(default)]
     pub(crate) note: Option<String>,

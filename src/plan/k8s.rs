@@ -10,6 +10,7 @@
 //! | `pytorchjob.yaml` | `[train]` | Kubeflow PyTorchJob (training-operator v1), elastic, c10d rendezvous |
 //! | `vllm-{deployment,service,hpa,pdb}.yaml` | `[serve]` | `vllm serve` behind a Service, autoscaled, disruption-budgeted |
 //! | `gpu-operator-values.yaml` | always | Helm values for the NVIDIA GPU Operator (not a resource) |
+//! | `network/nic-cluster-policy.yaml` | multi-node InfiniBand/RoCE | NVIDIA Network Operator NicClusterPolicy whose RDMA shared device plugin provides the resource the pods request (applied after the Network Operator; not in the kustomization) |
 //! | `kustomization.yaml` | always | every resource above |
 //!
 //! Every image, version and environment value comes from [`Common`] (so it equals what the
@@ -36,9 +37,6 @@ const MIN_MINOR: u32 = 23;
 /// `/dev/shm` size limit: generic (NCCL's shared-memory transport and DataLoader workers
 /// outgrow the 64 MiB container default); not a fact of the lock.
 const SHM_SIZE: &str = "64Gi";
-/// RDMA resource: the name in the k8s-rdma-shared-dev-plugin config that the NVIDIA Network
-/// Operator documents (`rdma_shared_device_a`); clusters may name it differently.
-const RDMA_RESOURCE: &str = "rdma/rdma_shared_device_a";
 /// The vLLM queue gauge as the HPA reads it: `vllm:num_requests_waiting` renamed by the
 /// prometheus-adapter rule written to `monitoring/prometheus-adapter-values.yaml`
 /// (custom-metric names cannot hold `:`).
@@ -284,6 +282,33 @@ pub struct OperatorImage {
     pub repository: Option<String>,
     /// Image name (`dcgm-exporter`).
     pub image: Option<String>,
+    /// `serviceMonitor.enabled` (the DCGM Exporter's GPU metrics).
+    pub service_monitor: bool,
+    /// Comments.
+    pub notes: Vec<String>,
+}
+
+/// `driver.rdma` of the GPU Operator values: written only when GPUDirect RDMA needs the
+/// legacy nvidia-peermem module.
+#[derive(Clone, Debug, Serialize)]
+pub struct OperatorRdma {
+    /// `driver.rdma.useHostMofed`: the hosts provide the MLNX_OFED/DOCA-OFED driver
+    /// (gpustack's NicClusterPolicy deploys no `ofedDriver`).
+    pub use_host_mofed: bool,
+    /// Comments.
+    pub notes: Vec<String>,
+}
+
+/// `network/nic-cluster-policy.yaml`: the RDMA shared device plugin of the NVIDIA Network
+/// Operator, providing `rdma/<resource_name>`.
+#[derive(Clone, Debug, Serialize)]
+pub struct NicPolicyPlan {
+    /// `configList[].resourceName`.
+    pub resource_name: String,
+    /// The resource pods request (`rdma/<resource_name>`).
+    pub resource: String,
+    /// The plugin's `config`, JSON text.
+    pub config: String,
     /// Comments.
     pub notes: Vec<String>,
 }
@@ -302,8 +327,11 @@ pub struct OperatorPlan {
     pub kernel_module_type: Option<String>,
     /// Why that flavour (comments).
     pub kernel_module_notes: Vec<String>,
-    /// GPUDirect RDMA (`driver.rdma.enabled`).
-    pub rdma: bool,
+    /// `driver.rdma` (nvidia-peermem), only when GPUDirect RDMA needs it.
+    pub rdma: Option<OperatorRdma>,
+    /// Comments on GPUDirect RDMA where `driver.rdma` stays unset (DMA-BUF, an unknown
+    /// kernel-module flavour, a host-installed driver).
+    pub rdma_notes: Vec<String>,
     /// The toolkit and DCGM Exporter.
     pub images: Vec<OperatorImage>,
     /// GDRCopy driver (`gdrcopy.enabled`), when the lock has the gdrcopy library.
@@ -390,6 +418,11 @@ pub struct K8sPlan {
     pub nccl_tests_missing: Option<String>,
     /// GPU Operator values.
     pub operator: OperatorPlan,
+    /// The NicClusterPolicy providing the pods' RDMA resource, when gpustack can write it.
+    pub nic_policy: Option<NicPolicyPlan>,
+    /// What the cluster must provide that no generated object does (an RDMA resource
+    /// outside the `rdma/` prefix, EFA and CXI devices).
+    pub prerequisites: Vec<String>,
     /// Files listed in `kustomization.yaml`, sorted.
     pub resources: Vec<String>,
     /// GPUs of the cluster (`[cluster]`, or one node of 8 GPUs).
@@ -458,20 +491,25 @@ fn shm() -> Volume {
 }
 
 /// Fabric-specific pod settings for a multi-node pod: (RDMA resource, host network,
-/// IPC_LOCK, comments).
+/// IPC_LOCK, comments). The RDMA resource is the network plan's.
 fn fabric_settings(common: &Common) -> (Option<String>, bool, bool, Vec<String>) {
     if common.nodes < 2 {
         return (None, false, false, Vec::new());
     }
     match common.fabric.as_str() {
-        f if f == Fabric::Infiniband.name() || f == Fabric::Roce.name() => (
-            Some(RDMA_RESOURCE.to_string()),
-            true,
-            true,
-            vec![format!(
-                "{RDMA_RESOURCE}: the resource name of the k8s-rdma-shared-dev-plugin config documented by the NVIDIA Network Operator; it depends on the cluster's plugin config (`configList[].resourceName`)"
-            )],
-        ),
+        f if f == Fabric::Infiniband.name() || f == Fabric::Roce.name() => {
+            let r = common.network.rdma_resource.clone();
+            let note = match (&r, &common.network.rdma_resource_name) {
+                (Some(r), Some(n)) => format!(
+                    "{r}: provided by network/nic-cluster-policy.yaml (the Network Operator's RDMA shared device plugin, resourceName {n})"
+                ),
+                (Some(r), None) => format!(
+                    "{r}: the cluster's own device plugin must provide it (prerequisite; gpustack writes the NicClusterPolicy only for rdma/ resources)"
+                ),
+                (None, _) => String::new(),
+            };
+            (r, true, true, vec![note])
+        }
         f if f == Fabric::Efa.name() => (
             None,
             false,
@@ -488,6 +526,60 @@ fn fabric_settings(common: &Common) -> (Option<String>, bool, bool, Vec<String>)
         ),
         _ => (None, false, false, Vec::new()),
     }
+}
+
+/// The NicClusterPolicy for the network plan's RDMA resource, or the prerequisite when
+/// gpustack cannot write one.
+fn nic_policy(common: &Common) -> (Option<NicPolicyPlan>, Vec<String>) {
+    let net = &common.network;
+    let mut prerequisites = net.prerequisites.clone();
+    let policy = match (&net.rdma_resource, &net.rdma_resource_name) {
+        (Some(resource), Some(name)) => {
+            // The example config of the Network Operator docs: Mellanox/NVIDIA NICs (PCI
+            // vendor 15b3), up to 63 pods sharing each HCA.
+            let config = serde_json::json!({
+                "configList": [{
+                    "resourceName": name,
+                    "rdmaHcaMax": 63,
+                    "selectors": { "vendors": ["15b3"] },
+                }]
+            });
+            let mut notes = vec![
+                format!("provides {resource}, the resource every multi-node pod of this stack requests"),
+                format!("source: {}", super::network::NIC_CLUSTER_POLICY),
+                "the image's repository and version are those of your Network Operator release (its docs' vars.rst lists them); gpustack records no tag for it, so set `repository` and `version` before applying".into(),
+                "no `ofedDriver`: the hosts keep their RDMA driver (inbox rdma-core, or DOCA-OFED where GPUDirect RDMA uses nvidia-peermem)".into(),
+            ];
+            if !net.hcas.is_empty() {
+                notes.push(format!(
+                    "[network].hcas ({}) are RDMA device names; the plugin selects by PCI vendor, so every NVIDIA NIC of a node is shared",
+                    net.hcas.join(", ")
+                ));
+            }
+            Some(NicPolicyPlan {
+                resource_name: name.clone(),
+                resource: resource.clone(),
+                config: config.to_string(),
+                notes,
+            })
+        }
+        (Some(resource), None) => {
+            prerequisites.push(format!(
+                "{resource}: a device plugin of the cluster must provide this resource ([network].rdma_resource is not an rdma/ resource of the Network Operator's RDMA shared device plugin)"
+            ));
+            None
+        }
+        (None, _) => None,
+    };
+    if common.nodes > 1 && common.fabric == Fabric::Efa.name() {
+        prerequisites.push(format!(
+            "{EFA_RESOURCE}: the AWS EFA Kubernetes device plugin must run on the nodes"
+        ));
+    }
+    if common.nodes > 1 && common.fabric == Fabric::Slingshot.name() {
+        prerequisites.push("the CXI NICs must be exposed to pods by the cluster (gpustack knows no device plugin for them)".into());
+    }
+    (policy, prerequisites)
 }
 
 impl K8sPlan {
@@ -823,10 +915,14 @@ impl K8sPlan {
                 push("size", s);
             }
             push("test", &e.test);
+            if let Some(s) = &e.sharp {
+                push("sharp", s);
+            }
             push("source", &e.source);
         }
 
         let operator = operator_plan(lock, common);
+        let (nic_policy, prerequisites) = nic_policy(common);
 
         let mut resources = vec![
             "expected-bandwidth.yaml".to_string(),
@@ -995,6 +1091,8 @@ impl K8sPlan {
             nccl_tests,
             nccl_tests_missing,
             operator,
+            nic_policy,
+            prerequisites,
             resources,
             gpus_total: common.nodes.saturating_mul(common.gpus_per_node),
             cpus_total: common.nodes.saturating_mul(node.cpus),
@@ -1049,6 +1147,7 @@ fn operator_plan(lock: &Lock, common: &Common) -> OperatorPlan {
             version: Some(format!("v{}", p.version)),
             repository: None,
             image: None,
+            service_monitor: false,
             notes: vec![
                 format!(
                     "nvidia-container-toolkit {}, the lock's host package; source: {}",
@@ -1062,6 +1161,7 @@ fn operator_plan(lock: &Lock, common: &Common) -> OperatorPlan {
             version: None,
             repository: None,
             image: None,
+            service_monitor: false,
             notes: vec![
                 "the lock has no nvidia-container-toolkit package: the chart's default is used"
                     .into(),
@@ -1087,6 +1187,7 @@ fn operator_plan(lock: &Lock, common: &Common) -> OperatorPlan {
                 version: Some(e.digest.clone().unwrap_or_else(|| e.tag.clone())),
                 repository: Some(e.repository.clone()),
                 image: Some(e.name.clone()),
+                service_monitor: true,
                 notes,
             });
         }
@@ -1095,6 +1196,7 @@ fn operator_plan(lock: &Lock, common: &Common) -> OperatorPlan {
             version: None,
             repository: None,
             image: None,
+            service_monitor: true,
             notes: vec![
                 "the lock has no dcgm-exporter package: the chart's default is used".into(),
             ],
@@ -1112,15 +1214,60 @@ fn operator_plan(lock: &Lock, common: &Common) -> OperatorPlan {
         ),
         None => (None, Vec::new()),
     };
+    let (rdma, rdma_notes) = operator_rdma(common, installed);
     OperatorPlan {
         driver_enabled: !installed,
         driver_version: common.driver.clone(),
         driver_notes,
         kernel_module_type,
         kernel_module_notes,
-        rdma: common.rdma && common.nodes > 1,
+        rdma,
+        rdma_notes,
         images,
         gdrcopy: lock.package("gdrcopy").map(|p| p.version.clone()),
+    }
+}
+
+/// `driver.rdma`: set only when GPUDirect RDMA needs nvidia-peermem (the proprietary
+/// kernel modules); DMA-BUF (the open modules) needs no operator setting.
+fn operator_rdma(common: &Common, installed: bool) -> (Option<OperatorRdma>, Vec<String>) {
+    use super::network::{GpuDirect, GPU_OPERATOR_RDMA};
+    if !(common.rdma && common.nodes > 1) {
+        return (None, Vec::new());
+    }
+    let source = format!("source: {GPU_OPERATOR_RDMA}");
+    match common.network.gpudirect {
+        Some(GpuDirect::DmaBuf) => (
+            None,
+            vec![
+                "GPUDirect RDMA uses DMA-BUF (the lock's open kernel modules): driver.rdma stays unset, no nvidia-peermem module is loaded".into(),
+                source,
+            ],
+        ),
+        Some(GpuDirect::PeerMem) if !installed => (
+            Some(OperatorRdma {
+                use_host_mofed: true,
+                notes: vec![
+                    "GPUDirect RDMA through nvidia-peermem (the lock's proprietary kernel modules): it needs the MLNX_OFED/DOCA-OFED driver, which the hosts provide (gpustack's NicClusterPolicy deploys no ofedDriver)".into(),
+                    source,
+                ],
+            }),
+            Vec::new(),
+        ),
+        Some(GpuDirect::PeerMem) => (
+            None,
+            vec![
+                "GPUDirect RDMA through nvidia-peermem (proprietary kernel modules): the hosts' driver must load it (`modprobe nvidia-peermem`), with DOCA-OFED installed".into(),
+                source,
+            ],
+        ),
+        None => (
+            None,
+            vec![
+                "the lock records no kernel-module flavour, so gpustack cannot say whether GPUDirect RDMA uses DMA-BUF or nvidia-peermem: driver.rdma stays unset".into(),
+                source,
+            ],
+        ),
     }
 }
 
@@ -1149,6 +1296,12 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
         RenderedFile::new("expected-bandwidth.yaml", t("expected-bandwidth.yaml")?),
         RenderedFile::new("gpu-operator-values.yaml", t("gpu-operator-values.yaml")?),
     ];
+    if plan.nic_policy.is_some() {
+        files.push(RenderedFile::new(
+            "network/nic-cluster-policy.yaml",
+            t("network/nic-cluster-policy.yaml")?,
+        ));
+    }
     for ns in &plan.namespaces {
         let top = crate::render::Context::new(&Top { plan: &plan, ns });
         let mut names = vec!["namespace", "nccl-env", "resourcequota"];

@@ -8,6 +8,7 @@
 pub mod docker;
 pub mod host;
 pub mod k8s;
+pub mod network;
 pub mod packer;
 pub mod python;
 pub mod slurm;
@@ -197,6 +198,8 @@ pub struct Expected {
     pub size: Option<String>,
     /// The test that produced it.
     pub test: String,
+    /// `with SHARP` / `without SHARP`, where the source says (InfiniBand).
+    pub sharp: Option<String>,
     /// Where it is published.
     pub source: String,
 }
@@ -223,6 +226,13 @@ pub struct Common {
     pub fabric: String,
     /// Whether the fabric uses RDMA verbs (InfiniBand, RoCE).
     pub rdma: bool,
+    /// What a job's runtime environment sets (the Kubernetes ConfigMap, Slurm's env file,
+    /// the VM image's profile): [`Common::env`], then the site's `[network]` values
+    /// ([`network::NetworkPlan::site_env`]), which replace a catalog value of the same name.
+    pub runtime_env: Vec<EnvVar>,
+    /// The site's network decisions (`[network]`): runtime-only environment, the RDMA
+    /// resource, the GPUDirect RDMA path.
+    pub network: network::NetworkPlan,
     /// Nodes (1 without `[cluster]`).
     pub nodes: u32,
     /// GPUs per node (8 without `[cluster]`).
@@ -293,7 +303,7 @@ impl Common {
             image_layers.push(l.name().to_string());
         }
         let cluster = lock.request.deploy.cluster.as_ref();
-        let env = lock
+        let env: Vec<EnvVar> = lock
             .facts
             .iter()
             .filter(|f| f.kind == "env")
@@ -328,6 +338,14 @@ impl Common {
                 fabric: f.get("fabric").unwrap_or_default().to_string(),
                 size: f.get("size").map(str::to_string),
                 test: f.get("test").unwrap_or_default().to_string(),
+                sharp: f.get("sharp").map(|v| {
+                    if v == "true" {
+                        "with SHARP"
+                    } else {
+                        "without SHARP"
+                    }
+                    .to_string()
+                }),
                 source: f.source.clone(),
             })
             .collect();
@@ -343,6 +361,13 @@ impl Common {
             .collect();
         let torch_cuda_arch_list = crate::arch::torch_list(&lock.hardware.arch_list).join(";");
         let lock_hash = format!("sha256:{}", hex(&Sha256::digest(lock.to_toml().as_bytes())));
+        let network = network::NetworkPlan::new(lock);
+        let runtime_env = env
+            .iter()
+            .filter(|e| !network.site_env.iter().any(|s| s.name == e.name))
+            .chain(&network.site_env)
+            .cloned()
+            .collect();
         Ok(Common {
             stack,
             lock_hash,
@@ -352,6 +377,8 @@ impl Common {
             env,
             fabric: cluster.map_or("none", |c| c.fabric.name()).to_string(),
             rdma: cluster.is_some_and(|c| matches!(c.fabric, Fabric::Infiniband | Fabric::Roce)),
+            runtime_env,
+            network,
             nodes: cluster.map_or(1, |c| c.nodes),
             gpus_per_node: cluster.map_or(8, |c| c.gpus_per_node),
             mounts,

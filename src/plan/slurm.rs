@@ -554,8 +554,12 @@ impl SlurmPlan {
                 .size
                 .as_deref()
                 .map_or_else(String::new, |s| format!(", messages up to {s}"));
+            let sharp = e
+                .sharp
+                .as_deref()
+                .map_or_else(String::new, |s| format!(" {s}"));
             expected.push(format!(
-                "{}: {} GB/s busbw ({}{size}, over {}, measured on a {} job, nodes x GPUs)",
+                "{}: {} GB/s busbw ({}{size}, over {}{sharp}, measured on a {} job, nodes x GPUs)",
                 e.scope, e.busbw_gbps, e.test, e.fabric, e.shape
             ));
             expected.push(format!("  source: {}", e.source));

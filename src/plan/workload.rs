@@ -185,6 +185,10 @@ pub struct Acceptance {
     pub per_gpu: Launch,
     /// The nccl-tests version.
     pub version: Option<String>,
+    /// The fabric environment the test runs with: [`Common::runtime_env`], which every
+    /// target delivers to it (the Kubernetes ConfigMap, Slurm's `env/nccl.env`, the VM
+    /// profile), the site's `[network]` values included.
+    pub env: Vec<super::EnvVar>,
     /// How MPI reaches the other nodes where no workload manager starts the ranks (Kubeflow
     /// Trainer's MPI runtime: `mpirun` over SSH); with `mpi`.
     pub ssh: Option<MpiSsh>,
@@ -590,6 +594,7 @@ pub fn acceptance(lock: &Lock, common: &Common) -> Result<Option<Acceptance>, Er
         per_node: run(gpus),
         per_gpu: run(1),
         version: common.packages.get("nccl-tests").cloned(),
+        env: common.runtime_env.clone(),
         ssh,
     }))
 }

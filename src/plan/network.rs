@@ -1,0 +1,229 @@
+//! The network plan (issue 19): what the site's `[network]` table and the cluster's fabric
+//! decide for every target, once.
+//!
+//! * the **site environment** ([`NetworkPlan::site_env`]): `NCCL_SOCKET_IFNAME`,
+//!   `NCCL_IB_HCA`, `UCX_NET_DEVICES`, the RoCE GID index, SHARP's `NCCL_COLLNET_ENABLE`.
+//!   These are values of one site, so they go to the runtime environment only (the Kubernetes
+//!   ConfigMap, Slurm's `env/nccl.env`, the VM image's profile) and never into an image's
+//!   `ENV` or a layer hash: one image serves every site;
+//! * the **RDMA resource** multi-node InfiniBand/RoCE pods request, which the generated
+//!   NicClusterPolicy provides ([`NetworkPlan::rdma_resource`]);
+//! * the **GPUDirect RDMA path** ([`GpuDirect`]), from the kernel-module flavour the lock
+//!   picked: DMA-BUF with the open modules, the legacy `nvidia-peermem` with the proprietary
+//!   ones. The GPU Operator values and the book print this decision; none of them makes it.
+//!
+//! Every variable name is one the owning project documents (the table in
+//! `src/catalog/env_names.rs`; a test fails on a generated name that is not in it).
+
+use serde::Serialize;
+
+use super::host::{Flavour, HostPlan};
+use super::EnvVar;
+use crate::deploy::Fabric;
+use crate::lock::Lock;
+
+/// The GPU Operator's GPUDirect RDMA page: DMA-BUF (recommended, open kernel modules) or the
+/// legacy nvidia-peermem module (`driver.rdma.enabled`), which needs the MLNX_OFED/DOCA-OFED
+/// driver on the hosts (`driver.rdma.useHostMofed`) or from the Network Operator.
+pub const GPU_OPERATOR_RDMA: &str =
+    "https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-operator-rdma.html";
+/// The Network Operator's NicClusterPolicy example: the RDMA shared device plugin and its
+/// `configList[].resourceName`, the resource pods request as `rdma/<resourceName>`.
+pub const NIC_CLUSTER_POLICY: &str = "https://github.com/Mellanox/network-operator-docs/blob/2105e0eb875f75556cdd77c239aab22f267fb7c1/docs/customizations/cr-full-example.rst";
+/// NVIDIA's SHARP plugin for NCCL (nccl-rdma-sharp-plugins), which registers the CollNet
+/// network NCCL uses when `NCCL_COLLNET_ENABLE=1`.
+pub const SHARP_PLUGIN: &str = "https://github.com/Mellanox/nccl-rdma-sharp-plugins";
+/// The resource name the Network Operator's example config gives the shared RDMA device.
+pub const DEFAULT_RDMA_RESOURCE: &str = "rdma/rdma_shared_device_a";
+/// The prefix the RDMA shared device plugin puts before `resourceName`.
+pub const RDMA_RESOURCE_PREFIX: &str = "rdma";
+
+/// How GPU memory is registered with the RDMA NIC (GPUDirect RDMA).
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum GpuDirect {
+    /// The Linux kernel's DMA-BUF: the open kernel modules; the distribution's (inbox)
+    /// rdma-core suffices and the GPU Operator loads no extra module.
+    DmaBuf,
+    /// The legacy `nvidia-peermem` module: the proprietary kernel modules; needs the
+    /// MLNX_OFED/DOCA-OFED kernel driver on the hosts (peer-memory API).
+    PeerMem,
+}
+
+impl GpuDirect {
+    /// `dma-buf` / `nvidia-peermem`.
+    pub fn name(self) -> &'static str {
+        match self {
+            GpuDirect::DmaBuf => "dma-buf",
+            GpuDirect::PeerMem => "nvidia-peermem",
+        }
+    }
+}
+
+/// The network decisions every target shares. LOAD-BEARING: templates print these fields.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct NetworkPlan {
+    /// Site values for the runtime environment only (never an image's `ENV`).
+    pub site_env: Vec<EnvVar>,
+    /// The RDMA device-plugin resource a multi-node InfiniBand/RoCE pod requests; none on
+    /// other fabrics and single-node stacks.
+    pub rdma_resource: Option<String>,
+    /// The `resourceName` of the RDMA shared device plugin's config (the resource without
+    /// its `rdma/` prefix), when the generated NicClusterPolicy can provide it; none when
+    /// the resource has another prefix (the site's own device plugin: a prerequisite).
+    pub rdma_resource_name: Option<String>,
+    /// The GPUDirect RDMA path (multi-node InfiniBand/RoCE with a known kernel-module
+    /// flavour).
+    pub gpudirect: Option<GpuDirect>,
+    /// `[network].sharp`.
+    pub sharp: bool,
+    /// The RDMA devices (`[network].hcas`), as written.
+    pub hcas: Vec<String>,
+    /// What the hosts or images must provide that gpustack does not install (every
+    /// target prints these).
+    pub prerequisites: Vec<String>,
+}
+
+/// A variable with its source from the documented-names table (a name outside it has an
+/// empty source, which `tests/fabric.rs` rejects).
+fn var(name: &str, value: String) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value,
+        source: crate::catalog::env_name_source(name)
+            .unwrap_or_default()
+            .into(),
+    }
+}
+
+impl NetworkPlan {
+    /// Derives the network decisions from the lock's request and kernel-module flavour.
+    ///
+    /// ```
+    /// let lock = gpustack::Lock::parse("h100-ib-train-serve.lock", &std::fs::read_to_string("lockfiles/h100-ib-train-serve.lock")?)?;
+    /// let net = gpustack::plan::network::NetworkPlan::new(&lock);
+    /// assert_eq!(net.rdma_resource.as_deref(), Some("rdma/rdma_shared_device_a"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn new(lock: &Lock) -> NetworkPlan {
+        let Some(cluster) = lock.request.deploy.cluster.as_ref() else {
+            return NetworkPlan::default();
+        };
+        let net = lock.request.deploy.network.clone().unwrap_or_default();
+        let rdma = matches!(cluster.fabric, Fabric::Infiniband | Fabric::Roce);
+        let multi = cluster.nodes > 1;
+        let mut site_env = Vec::new();
+        if !net.interfaces.is_empty() {
+            let ifs = net.interfaces.join(",");
+            site_env.push(var("NCCL_SOCKET_IFNAME", ifs.clone()));
+            site_env.push(var("GLOO_SOCKET_IFNAME", ifs.clone()));
+            site_env.push(var("OMPI_MCA_btl_tcp_if_include", ifs));
+        }
+        if !net.hcas.is_empty() {
+            // `=`: exact names (NCCL otherwise matches prefixes: `mlx5_1` would also
+            // select `mlx5_10`).
+            site_env.push(var("NCCL_IB_HCA", format!("={}", net.hcas.join(","))));
+            // UCX names a device with its port; port 1 is the first port of an HCA.
+            let ucx: Vec<String> = net
+                .hcas
+                .iter()
+                .map(|h| {
+                    if h.contains(':') {
+                        h.clone()
+                    } else {
+                        format!("{h}:1")
+                    }
+                })
+                .collect();
+            site_env.push(var("UCX_NET_DEVICES", ucx.join(",")));
+        }
+        if let Some(g) = net.gid_index {
+            site_env.push(var("NCCL_IB_GID_INDEX", g.to_string()));
+            site_env.push(var("UCX_IB_GID_INDEX", g.to_string()));
+        }
+        if net.sharp {
+            site_env.push(var("NCCL_COLLNET_ENABLE", "1".into()));
+        }
+        site_env.sort_by(|a, b| a.name.cmp(&b.name));
+        let rdma_resource = (rdma && multi).then(|| {
+            net.rdma_resource
+                .clone()
+                .unwrap_or_else(|| DEFAULT_RDMA_RESOURCE.to_string())
+        });
+        let rdma_resource_name = rdma_resource.as_deref().and_then(|r| {
+            r.strip_prefix(RDMA_RESOURCE_PREFIX)
+                .and_then(|n| n.strip_prefix('/'))
+                .map(str::to_string)
+        });
+        let gpudirect = if rdma && multi {
+            HostPlan::new(lock).kernel_modules.map(|k| match k.flavour {
+                Flavour::Open => GpuDirect::DmaBuf,
+                Flavour::Proprietary => GpuDirect::PeerMem,
+            })
+        } else {
+            None
+        };
+        let mut prerequisites = Vec::new();
+        if net.sharp {
+            prerequisites.push(format!(
+                "SHARP: NCCL_COLLNET_ENABLE=1 needs NCCL's SHARP net plugin (libnccl-net.so from nccl-rdma-sharp-plugins, with the SHARP libraries of HPC-X or DOCA) on the library path and a running SHARP aggregation manager; gpustack does not install them (source: {SHARP_PLUGIN})"
+            ));
+        }
+        if multi && cluster.fabric == Fabric::Slingshot {
+            prerequisites.push("Slingshot: the images' libfabric is built without the CXI provider (libcxi and the Cassini/CXI driver headers are not in gpustack's catalog yet), so NCCL needs a libfabric with CXI at run time, such as the host's, provided by the site's container runtime".into());
+        }
+        if multi && cluster.fabric == Fabric::Efa {
+            prerequisites.push("EFA: libfabric's EFA provider is built only where rdma-core's EFA headers are present, and gpustack's EFA stack builds no rdma-core nor runs AWS's EFA installer (not in the catalog yet); use the EFA installer's libfabric on the hosts or AMI".into());
+        }
+        NetworkPlan {
+            prerequisites,
+            site_env,
+            rdma_resource,
+            rdma_resource_name,
+            gpudirect,
+            sharp: net.sharp,
+            hcas: net.hcas,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::deploy::{is_hca, is_interface};
+
+    #[test]
+    fn interface_and_device_names() {
+        for ok in ["ib0", "eth0", "hsn3", "ens32f0np0", "bond0.100", "enp1s0-a"] {
+            assert!(is_interface(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            ".ib0",
+            "-x",
+            "_x",
+            "ib 0",
+            "a/b",
+            "x;y",
+            "sixteen-chars-xx",
+        ] {
+            assert!(!is_interface(bad), "{bad}");
+        }
+        for ok in ["mlx5_0", "mlx5_10:1", "rocep1s0f0", "mlx5_0:255"] {
+            assert!(is_hca(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "mlx5_0:",
+            "mlx5_0:0",
+            "mlx5_0:256",
+            "mlx5_0:01",
+            "Mlx5",
+            "=mlx5_0",
+            "mlx5,mlx6",
+            "0mlx",
+        ] {
+            assert!(!is_hca(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,432 @@
+//! The network fabric across targets (issue 19), for one spec per multi-node fabric
+//! (`fixtures/fabrics/*.toml`, each with a `[network]` table):
+//!
+//! * the site values reach the runtime environment of every target with the same names and
+//!   values: Slurm's `env/nccl.env` and the VM image's profile as bash reads them (sourced
+//!   in a clean `env -i bash`), the Kubernetes ConfigMap as YAML; and never an image's
+//!   `ENV` (Dockerfile, Apptainer definition);
+//! * every variable name in that environment is one the owning project documents (the
+//!   table behind `gpustack::catalog::env_name_source`);
+//! * every extended resource a pod requests is provided by a generated object (the
+//!   NicClusterPolicy's RDMA shared device plugin) or named as a prerequisite;
+//! * `[network]` keys a fabric has no use for are refused with file:line, a hint and exit 2.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+use yaml_rust2::{Yaml, YamlLoader};
+
+const FABRICS: [&str; 4] = ["infiniband", "roce", "efa", "slingshot"];
+
+/// Locks `fixtures/fabrics/<fabric>.toml` and generates every target; returns the
+/// project directory (with `gpustack.lock` and `out/`).
+fn generate_all(fabric: &str) -> PathBuf {
+    let dir = tempdir(&format!("fabric-{fabric}"));
+    std::fs::copy(
+        root().join(format!("fixtures/fabrics/{fabric}.toml")),
+        dir.join("gpustack.toml"),
+    )
+    .unwrap();
+    let out = run_in(&dir, &["lock"]);
+    assert_eq!(out.code, 0, "lock {fabric}: {}", out.stderr);
+    let out = run_in(
+        &dir,
+        &["gen", "all", "--lock", "gpustack.lock", "--out", "out"],
+    );
+    assert_eq!(out.code, 0, "gen all {fabric}: {}", out.stderr);
+    dir
+}
+
+/// The variables a bash script sets, as bash itself reads them: `script` sourced in an
+/// empty environment.
+fn bash_env(script: &Path) -> BTreeMap<String, String> {
+    let out = Command::new("env")
+        .args(["-i", "bash", "--norc", "--noprofile", "-c"])
+        .arg(format!("set -e; . '{}'; env -0", script.display()))
+        .output()
+        .expect("run bash");
+    assert!(
+        out.status.success(),
+        "sourcing {}: {}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split('\0')
+        .filter_map(|kv| kv.split_once('='))
+        .filter(|(k, _)| !matches!(*k, "PWD" | "SHLVL" | "_" | "OLDPWD"))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The VM image's profile: the heredoc `base.sh` writes to /etc/profile.d/gpustack-nccl.sh.
+fn packer_profile(out: &Path, into: &Path) -> PathBuf {
+    let base = std::fs::read_to_string(out.join("packer/scripts/base.sh")).unwrap();
+    let start = base
+        .find("cat > /etc/profile.d/gpustack-nccl.sh <<'PROFILE'\n")
+        .expect("base.sh writes the NCCL profile");
+    let body = &base[start..];
+    let body = &body[body.find('\n').unwrap() + 1..];
+    let end = body.find("\nPROFILE\n").expect("heredoc end");
+    let p = into.join("gpustack-nccl.sh");
+    std::fs::write(&p, &body[..=end]).unwrap();
+    p
+}
+
+fn yaml(path: &Path) -> Yaml {
+    let text = std::fs::read_to_string(path).unwrap();
+    YamlLoader::load_from_str(&text)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .remove(0)
+}
+
+fn configmap(out: &Path) -> BTreeMap<String, String> {
+    let doc = yaml(&out.join("k8s/nccl-env.yaml"));
+    doc["data"]
+        .as_hash()
+        .map(|h| {
+            h.iter()
+                .map(|(k, v)| {
+                    (
+                        k.as_str().unwrap().to_string(),
+                        v.as_str().unwrap().to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The site values each fixture's `[network]` must produce.
+fn site_values(fabric: &str) -> Vec<(&'static str, &'static str)> {
+    match fabric {
+        "infiniband" => vec![
+            ("NCCL_SOCKET_IFNAME", "ib0"),
+            ("GLOO_SOCKET_IFNAME", "ib0"),
+            ("OMPI_MCA_btl_tcp_if_include", "ib0"),
+            (
+                "NCCL_IB_HCA",
+                "=mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7",
+            ),
+            (
+                "UCX_NET_DEVICES",
+                "mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1",
+            ),
+            ("NCCL_COLLNET_ENABLE", "1"),
+        ],
+        "roce" => vec![
+            ("NCCL_SOCKET_IFNAME", "eth0"),
+            ("NCCL_IB_HCA", "=mlx5_0:1,mlx5_1:1"),
+            ("UCX_NET_DEVICES", "mlx5_0:1,mlx5_1:1"),
+            ("NCCL_IB_GID_INDEX", "3"),
+            ("UCX_IB_GID_INDEX", "3"),
+        ],
+        "efa" => vec![("NCCL_SOCKET_IFNAME", "ens32")],
+        "slingshot" => vec![("NCCL_SOCKET_IFNAME", "hsn0,hsn1,hsn2,hsn3")],
+        _ => unreachable!(),
+    }
+}
+
+/// One test over every target: the Slurm env file, the VM profile and the ConfigMap carry
+/// the same environment (the site values included), images carry none of the site values,
+/// and every name is a documented one.
+#[test]
+fn site_values_reach_every_runtime_environment_and_no_image() {
+    for fabric in FABRICS {
+        let dir = generate_all(fabric);
+        let out = dir.join("out");
+        let slurm = bash_env(&out.join("slurm/env/nccl.env"));
+        let vm = bash_env(&packer_profile(&out, &dir));
+        let k8s = configmap(&out);
+        assert_eq!(slurm, k8s, "{fabric}: Slurm env/nccl.env vs the ConfigMap");
+        assert_eq!(slurm, vm, "{fabric}: Slurm env/nccl.env vs the VM profile");
+        // The acceptance plan's environment is what the targets deliver.
+        let lock = gpustack::Lock::parse(
+            "gpustack.lock",
+            &std::fs::read_to_string(dir.join("gpustack.lock")).unwrap(),
+        )
+        .unwrap();
+        let common = gpustack::plan::Common::new(&lock).unwrap();
+        let acceptance = gpustack::plan::workload::acceptance(&lock, &common)
+            .unwrap()
+            .expect("nccl-tests is locked");
+        let planned: BTreeMap<String, String> = acceptance
+            .env
+            .iter()
+            .map(|e| (e.name.clone(), e.value.clone()))
+            .collect();
+        assert_eq!(
+            planned, slurm,
+            "{fabric}: the acceptance plan's environment"
+        );
+        for (name, value) in site_values(fabric) {
+            assert_eq!(
+                slurm.get(name).map(String::as_str),
+                Some(value),
+                "{fabric}: {name}"
+            );
+        }
+        for name in slurm.keys() {
+            assert!(
+                gpustack::catalog::env_name_source(name).is_some(),
+                "{fabric}: {name} is generated but not in the documented-names table (src/catalog/env_names.rs)"
+            );
+        }
+        let mut images = vec![out.join("docker/Dockerfile")];
+        for e in std::fs::read_dir(out.join("apptainer")).unwrap() {
+            images.push(e.unwrap().path());
+        }
+        for (name, _) in site_values(fabric) {
+            for image in &images {
+                let text = std::fs::read_to_string(image).unwrap();
+                assert!(
+                    !text.contains(name),
+                    "{fabric}: site variable {name} is in an image ({})",
+                    image.display()
+                );
+            }
+        }
+    }
+}
+
+/// Every extended resource a pod requests (anything but CPU, memory and GPUs) is provided
+/// by a generated NicClusterPolicy's RDMA shared device plugin (`rdma/<resourceName>`) or
+/// named as a prerequisite in the generated files.
+#[test]
+fn every_requested_resource_is_provided_or_a_prerequisite() {
+    fn limits(y: &Yaml, out: &mut Vec<String>) {
+        match y {
+            Yaml::Hash(h) => {
+                for (k, v) in h {
+                    if matches!(k.as_str(), Some("limits" | "requests")) {
+                        if let Some(r) = v.as_hash() {
+                            out.extend(r.keys().filter_map(|k| k.as_str().map(str::to_string)));
+                        }
+                    }
+                    limits(v, out);
+                }
+            }
+            Yaml::Array(a) => a.iter().for_each(|x| limits(x, out)),
+            _ => {}
+        }
+    }
+    for fabric in FABRICS {
+        let dir = generate_all(fabric);
+        let k8s = dir.join("out/k8s");
+        let mut wanted = Vec::new();
+        let mut texts = String::new();
+        for e in std::fs::read_dir(&k8s).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "yaml") {
+                texts.push_str(&std::fs::read_to_string(&p).unwrap());
+                limits(&yaml(&p), &mut wanted);
+            }
+        }
+        wanted.retain(|r| !matches!(r.as_str(), "cpu" | "memory" | "nvidia.com/gpu"));
+        wanted.sort();
+        wanted.dedup();
+        let policy = k8s.join("network/nic-cluster-policy.yaml");
+        let provided: Vec<String> = if policy.exists() {
+            let doc = yaml(&policy);
+            assert_eq!(doc["kind"].as_str(), Some("NicClusterPolicy"));
+            let config: serde_json::Value = serde_json::from_str(
+                doc["spec"]["rdmaSharedDevicePlugin"]["config"]
+                    .as_str()
+                    .expect("the plugin's config is a JSON string"),
+            )
+            .unwrap();
+            config["configList"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| format!("rdma/{}", c["resourceName"].as_str().unwrap()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        for r in &wanted {
+            assert!(
+                provided.contains(r)
+                    || texts
+                        .lines()
+                        .any(|l| l.contains("prerequisite") && l.contains(r.as_str())),
+                "{fabric}: pods request {r}, which no generated object provides and no prerequisite names"
+            );
+        }
+        match fabric {
+            "infiniband" => assert_eq!(wanted, ["rdma/ib_hca"], "{fabric}"),
+            "roce" => assert_eq!(wanted, ["rdma/rdma_shared_device_a"], "{fabric}"),
+            _ => assert!(!policy.exists(), "{fabric}: no RDMA, no NicClusterPolicy"),
+        }
+    }
+}
+
+/// The GPU Operator values follow the GPUDirect RDMA path the lock implies: the open
+/// kernel modules use DMA-BUF, so `driver.rdma` stays unset; `kernelModuleType` is the
+/// lock's.
+#[test]
+fn operator_values_follow_the_gpudirect_path() {
+    let dir = generate_all("roce");
+    let lock = std::fs::read_to_string(dir.join("gpustack.lock")).unwrap();
+    let values = yaml(&dir.join("out/k8s/gpu-operator-values.yaml"));
+    let flavour = values["driver"]["kernelModuleType"].as_str().unwrap();
+    assert!(
+        lock.contains(&format!("flavour = \"{flavour}\"")),
+        "{flavour}"
+    );
+    match flavour {
+        "open" => assert!(
+            values["driver"]["rdma"].is_badvalue(),
+            "DMA-BUF: no driver.rdma"
+        ),
+        _ => assert_eq!(values["driver"]["rdma"]["enabled"].as_bool(), Some(true)),
+    }
+    assert_eq!(
+        values["dcgmExporter"]["serviceMonitor"]["enabled"].as_bool(),
+        Some(true)
+    );
+    assert!(values["toolkit"]["serviceMonitor"].is_badvalue());
+}
+
+/// `[network]` keys that do not fit the fabric, bad names and a missing `[cluster]`: each
+/// refused at its line with a hint, exit 2, and no lock written.
+#[test]
+fn network_keys_are_checked_per_fabric() {
+    // (fixture, text replaced, replacement, expected message)
+    let cases = [
+        (
+            "infiniband",
+            "sharp = true",
+            "sharp = true\ngid_index = 3",
+            "`[network].gid_index` does not apply to fabric `infiniband`",
+        ),
+        (
+            "infiniband",
+            "fabric = \"infiniband\"",
+            "fabric = \"ethernet\"",
+            "`[network].sharp` does not apply to fabric `ethernet`",
+        ),
+        (
+            "infiniband",
+            "fabric = \"infiniband\"",
+            "fabric = \"roce\"",
+            "`[network].sharp` does not apply to fabric `roce`",
+        ),
+        (
+            "infiniband",
+            "\"mlx5_7\"]",
+            "\"mlx5 7\"]",
+            "`mlx5 7` in `[network].hcas` is not an RDMA device",
+        ),
+        (
+            "infiniband",
+            "interfaces = [\"ib0\"]",
+            "interfaces = [\"ib0\", \"ib0\"]",
+            "`ib0` is listed twice in `[network].interfaces`",
+        ),
+        (
+            "infiniband",
+            "\"rdma/ib_hca\"",
+            "\"ib hca\"",
+            "`ib hca` is not a Kubernetes extended resource name",
+        ),
+        (
+            "roce",
+            "gid_index = 3",
+            "gid_index = 300",
+            "`gid_index` must be between 0 and 255, not 300",
+        ),
+        (
+            "efa",
+            "interfaces = [\"ens32\"]",
+            "interfaces = [\"ens32\"]\nhcas = [\"mlx5_0\"]",
+            "`[network].hcas` does not apply to fabric `efa`",
+        ),
+        (
+            "infiniband",
+            "[cluster]\nfabric = \"infiniband\"\nnodes = 4\ngpus_per_node = 8\n",
+            "",
+            "the spec has no `[cluster]`",
+        ),
+    ];
+    for (fixture, from, to, want) in cases {
+        let base = std::fs::read_to_string(root().join(format!("fixtures/fabrics/{fixture}.toml")))
+            .unwrap();
+        let spec = base.replacen(from, to, 1);
+        assert_ne!(spec, base, "{want}: the fixture changed");
+        let dir = tempdir("fabric-bad");
+        std::fs::write(dir.join("gpustack.toml"), &spec).unwrap();
+        let out = run_in(&dir, &["lock"]);
+        assert_eq!(out.code, 2, "{want}: {}", out.stderr);
+        assert!(out.stderr.contains(want), "{want}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("gpustack.toml:"),
+            "{want}: file:line\n{}",
+            out.stderr
+        );
+        assert!(out.stderr.contains("hint:"), "{want}: {}", out.stderr);
+        assert!(
+            !dir.join("gpustack.lock").exists(),
+            "{want}: nothing written"
+        );
+    }
+}
+
+/// The lock records `[network]` in its request, and `gen` reads it back from the lock alone.
+#[test]
+fn the_lock_records_the_network_request() {
+    let dir = generate_all("roce");
+    let lock = std::fs::read_to_string(dir.join("gpustack.lock")).unwrap();
+    assert!(
+        lock.contains("[request.network]\ninterfaces = [\"eth0\"]\nhcas = [\"mlx5_0:1\", \"mlx5_1:1\"]\ngid_index = 3\n"),
+        "{lock}"
+    );
+    let parsed = gpustack::Lock::parse("gpustack.lock", &lock).unwrap();
+    assert_eq!(parsed.to_toml(), lock, "round trip");
+    let net = parsed.request.deploy.network.unwrap();
+    assert_eq!(net.gid_index, Some(3));
+}
+
+/// SHARP and non-SHARP bandwidth figures are kept apart: a spec with `sharp = true` is held
+/// to a SHARP run, the same spec without SHARP never is.
+#[test]
+fn sharp_and_non_sharp_thresholds_are_kept_apart() {
+    let base = std::fs::read_to_string(root().join("fixtures/fabrics/infiniband.toml")).unwrap();
+    for (sharp, spec) in [
+        (true, base.clone()),
+        (false, base.replace("sharp = true\n", "")),
+    ] {
+        let dir = tempdir("fabric-sharp");
+        std::fs::write(dir.join("gpustack.toml"), &spec).unwrap();
+        let out = run_in(&dir, &["lock"]);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let lock: toml::Table = std::fs::read_to_string(dir.join("gpustack.lock"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        let inter = lock["fact"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| {
+                f["kind"].as_str() == Some("bandwidth") && f["key"].as_str() == Some("inter-node")
+            })
+            .expect("an inter-node figure");
+        let got = inter.get("sharp").and_then(toml::Value::as_str);
+        if sharp {
+            assert_eq!(got, Some("true"), "{inter:?}");
+        } else {
+            assert_ne!(got, Some("true"), "{inter:?}");
+        }
+        let out = run_in(
+            &dir,
+            &["gen", "slurm", "--lock", "gpustack.lock", "--out", "out"],
+        );
+        assert_eq!(out.code, 0, "{}", out.stderr);
+    }
+}
