@@ -741,15 +741,19 @@ fn field(
                 let shadowed = || {
                     run(&shadow).is_ok_and(|(m, f)| m == base.0 && skeletons(&f, &shadow) == got)
                 };
-                // A value the parser normalizes (GPU names are trimmed and matched without
-                // case) renders as the normalized value: compare with that in its place.
-                let normalized = h.trim().to_ascii_lowercase();
+                // A value the parser normalizes (GPU names are matched without case, spaces,
+                // hyphens or underscores: `gpustack::error::name_key`) renders as the
+                // normalized value: compare with that in its place.
                 let as_normalized = || {
-                    normalized != h
-                        && !normalized.is_empty()
-                        && benign
-                            .iter()
-                            .any(|(_, s)| *s == skeletons(&files, &normalized))
+                    [h.trim().to_ascii_lowercase(), gpustack::error::name_key(&h)]
+                        .iter()
+                        .any(|normalized| {
+                            *normalized != h
+                                && !normalized.is_empty()
+                                && benign
+                                    .iter()
+                                    .any(|(_, s)| *s == skeletons(&files, normalized))
+                        })
                 };
                 if !benign.iter().any(|(_, s)| *s == got) && !shadowed() && !as_normalized() {
                     let (b, want) = &benign[0];
