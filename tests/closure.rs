@@ -47,6 +47,15 @@ fn uv() -> Option<PathBuf> {
     Some(uv)
 }
 
+/// uv, when PyPI is reachable too: what every `network_*` test needs.
+fn live_uv() -> Option<PathBuf> {
+    if network("pypi.org", 443) {
+        uv()
+    } else {
+        None
+    }
+}
+
 /// `gpustack ARGS` in `dir`, online unless `offline`, with `uv`.
 fn gs(dir: &Path, args: &[&str], offline: bool, uv: Option<&Path>) -> (i32, String) {
     let mut c = Command::new(env!("CARGO_BIN_EXE_gpustack"));
@@ -259,10 +268,7 @@ fn files_of(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 
 #[test]
 fn network_closure_of_a_vllm_and_deepspeed_stack_from_pypi() {
-    if !network("pypi.org", 443) {
-        return;
-    }
-    let Some(uv) = uv() else { return };
+    let Some(uv) = live_uv() else { return };
     let dir = tempdir("closure-live");
     std::fs::write(dir.join("gpustack.toml"), closed_spec("")).unwrap();
     let (code, err) = gs(&dir, &["lock"], false, Some(&uv));
@@ -301,10 +307,7 @@ fn network_closure_of_a_vllm_and_deepspeed_stack_from_pypi() {
 
 #[test]
 fn network_torch_variant_from_its_own_index_served_locally() {
-    if !network("pypi.org", 443) {
-        return;
-    }
-    let Some(uv) = uv() else { return };
+    let Some(uv) = live_uv() else { return };
     let Some(python) = validator("python3") else {
         return;
     };
@@ -387,10 +390,7 @@ fn network_torch_variant_from_its_own_index_served_locally() {
 /// changed is refused.
 #[test]
 fn network_pylock_installs_hash_checked() {
-    if !network("pypi.org", 443) {
-        return;
-    }
-    let Some(uv) = uv() else { return };
+    let Some(uv) = live_uv() else { return };
     let dir = tempdir("closure-install");
     std::fs::write(dir.join("requirements.in"), "six==1.17.0\n").unwrap();
     let run = |args: &[&str]| {
