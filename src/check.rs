@@ -1012,8 +1012,15 @@ fn consistency(
     if let Some(t) = text("docker/Dockerfile") {
         envs.push(("docker/Dockerfile".into(), dockerfile_env(&t)));
     }
-    if let Some(t) = text("k8s/nccl-env.yaml") {
-        envs.push(("k8s/nccl-env.yaml".into(), configmap_env(&t)));
+    // Every namespace's ConfigMap (`nccl-env.yaml`, `nccl-env-training.yaml`, …), in name
+    // order: each carries the one environment.
+    for (path, bytes) in files {
+        let Some(name) = path.strip_prefix("k8s/") else {
+            continue;
+        };
+        if name.starts_with("nccl-env") && name.ends_with(".yaml") && !name.contains('/') {
+            envs.push((path.clone(), configmap_env(&String::from_utf8_lossy(bytes))));
+        }
     }
     if let Some(t) = text("slurm/env/nccl.env") {
         envs.push(("slurm/env/nccl.env".into(), shell_env(&t)));

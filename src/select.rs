@@ -10,8 +10,10 @@
 //!   the requested OS; with no OS requested, the newest Ubuntu that has tags for it.
 //!   Digests only where the catalog has a source for them.
 //! * **Fabric stack** (layer `base`), by `[cluster].fabric`: InfiniBand and RoCE get
-//!   rdma-core, GDRCopy, UCX and Open MPI (in build order: UCX uses the first two); EFA and Slingshot get libfabric, aws-ofi-nccl and
-//!   Open MPI; Ethernet gets Open MPI. Each package at its newest catalog version whose
+//!   GDRCopy, UCX and Open MPI (in build order: UCX uses GDRCopy and the distribution's
+//!   rdma-core); EFA gets libfabric, Open MPI and aws-ofi-nccl; Slingshot gets the CXI stack
+//!   as the Alps images build it (Cassini and CXI UAPI headers, libcxi, GDRCopy, libfabric
+//!   with CXI, Open MPI, aws-ofi-nccl, OSU micro-benchmarks); Ethernet gets Open MPI. Each package at its newest catalog version whose
 //!   download or image has a published digest (the newest version otherwise, marked unverified).
 //! * **`nccl-tests`** (layer `validate`): same rule; the acceptance test of every target.
 //! * **Host packages** (layer `host`, VM images and the GPU Operator only): the NVIDIA
@@ -45,8 +47,25 @@ pub(crate) struct Selection {
 /// Fabric packages per fabric, in install order.
 pub(crate) fn fabric_packages(f: Fabric) -> &'static [&'static str] {
     match f {
-        Fabric::Infiniband | Fabric::Roce => &["rdma-core", "gdrcopy", "ucx", "openmpi"],
-        Fabric::Efa | Fabric::Slingshot => &["libfabric", "aws-ofi-nccl", "openmpi"],
+        // One rdma-core: the distribution's (its development packages in the build, its
+        // libraries and providers at run time), never a second one built from source
+        // and put ahead of it on the loader's path.
+        Fabric::Infiniband | Fabric::Roce => &["gdrcopy", "ucx", "openmpi"],
+        // aws-ofi-nccl after Open MPI, which its configure looks for (`--with-mpi`).
+        Fabric::Efa => &["libfabric", "openmpi", "aws-ofi-nccl"],
+        // The CXI stack as the Alps images build it (install-alps-hpc-stack.sh): the
+        // Cassini and CXI UAPI headers, libcxi, GDRCopy, libfabric with the CXI provider,
+        // Open MPI with OFI, aws-ofi-nccl against that libfabric, OSU micro-benchmarks.
+        Fabric::Slingshot => &[
+            "cassini-headers",
+            "cxi-driver",
+            "libcxi",
+            "gdrcopy",
+            "libfabric",
+            "openmpi",
+            "aws-ofi-nccl",
+            "osu-micro-benchmarks",
+        ],
         Fabric::Ethernet => &["openmpi"],
     }
 }

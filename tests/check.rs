@@ -420,6 +420,29 @@ fn an_nccl_variable_that_differs_across_targets_is_inconsistent() {
 }
 
 #[test]
+fn every_namespace_configmap_is_held_to_the_one_environment() {
+    // A stack with a training namespace of its own has `nccl-env-training.yaml` beside
+    // `nccl-env.yaml`; `check` compares every one of them, not just the first.
+    let dir = project("env-training");
+    let cm = dir.join("out/k8s/nccl-env.yaml");
+    let training = dir.join("out/k8s/nccl-env-training.yaml");
+    std::fs::copy(&cm, &training).unwrap();
+    assert_eq!(check(&dir, &[]).code, 0, "an identical copy is consistent");
+    edit(&training, "\ndata:\n", "\ndata:\n  \"NCCL_DEBUG\": \"INFO\"\n");
+    let out = check(&dir, &[]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert_eq!(
+        located(&out, "inconsistent-env"),
+        vec![format!(
+            "out/k8s/nccl-env-training.yaml:{}",
+            line_of(&training, "NCCL_DEBUG")
+        )],
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
 fn hardware_that_cannot_run_the_lock_is_reported() {
     let dir = project("hardware");
     // The lock's own hardware passes.

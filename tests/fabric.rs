@@ -430,3 +430,164 @@ fn sharp_and_non_sharp_thresholds_are_kept_apart() {
         assert_eq!(out.code, 0, "{}", out.stderr);
     }
 }
+
+/// The `./configure` lines of a generated file, in build order (the Dockerfile's `RUN`
+/// continuation lines and the VM script's subshell lines alike).
+fn configure_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| {
+            let l = l.trim().trim_start_matches("&& ");
+            l.strip_prefix("./configure ")
+                // Shell words without their single quotes (no argument has a space).
+                .map(|rest| rest.trim_end_matches(" \\").replace('\'', ""))
+        })
+        .collect()
+}
+
+/// The fabric stack builds the same way in the container image and on the VM image, and
+/// per fabric it is the stack the issue asks for: on Slingshot the CXI user space before
+/// a libfabric configured with the CXI provider (libfabric's prov/cxi/configure.m4 flags),
+/// aws-ofi-nccl against that libfabric, OSU micro-benchmarks against Open MPI; on
+/// InfiniBand and RoCE one rdma-core, the distribution's, never one built from source.
+#[test]
+fn the_fabric_stack_per_fabric_and_across_targets() {
+    for fabric in FABRICS {
+        let dir = generate_all(fabric);
+        let out = dir.join("out");
+        let docker = std::fs::read_to_string(out.join("docker/Dockerfile")).unwrap();
+        let vm = std::fs::read_to_string(out.join("packer/scripts/multinode.sh")).unwrap();
+        let in_image = configure_lines(&docker);
+        assert!(!in_image.is_empty(), "{fabric}: no configure step");
+        assert_eq!(
+            in_image,
+            configure_lines(&vm),
+            "{fabric}: the Dockerfile and the VM image configure the fabric stack differently"
+        );
+        // The fabric prefix is the plan's: every configure line installs there, and
+        // nothing but the plan's value names it.
+        for l in &in_image {
+            assert!(l.starts_with("--prefix=/opt/fabric"), "{fabric}: {l}");
+        }
+        let built: Vec<&str> = docker
+            .lines()
+            .filter_map(|l| l.strip_prefix("WORKDIR /tmp/src/"))
+            .collect();
+        match fabric {
+            "slingshot" => {
+                let at = |n: &str| {
+                    built
+                        .iter()
+                        .position(|b| *b == n)
+                        .unwrap_or_else(|| panic!("slingshot: {n} is not built ({built:?})"))
+                };
+                for n in ["cassini-headers", "cxi-driver", "libcxi", "gdrcopy"] {
+                    assert!(at(n) < at("libfabric"), "{n} before libfabric");
+                }
+                assert!(at("libfabric") < at("aws-ofi-nccl"));
+                assert!(at("openmpi") < at("aws-ofi-nccl"));
+                assert!(at("openmpi") < at("osu-micro-benchmarks"));
+                let libfabric = in_image
+                    .iter()
+                    .find(|l| l.contains("--enable-cxi"))
+                    .expect("a configure line with --enable-cxi");
+                for flag in [
+                    "--enable-cxi=/opt/fabric",
+                    "--with-cassini-headers=/opt/fabric",
+                    "--with-cxi-uapi-headers=/opt/fabric",
+                    "--with-cuda=/usr/local/cuda",
+                ] {
+                    assert!(
+                        libfabric.split(' ').any(|a| a == flag),
+                        "libfabric lacks {flag}: {libfabric}"
+                    );
+                }
+                assert!(in_image
+                    .iter()
+                    .any(|l| l.contains("--with-libfabric=/opt/fabric")));
+                assert!(in_image
+                    .iter()
+                    .any(|l| l.contains("CC=/opt/fabric/bin/mpicc") && l.contains("--enable-cuda")));
+                // The build links libcxi's dependencies and runs with their libraries.
+                for d in ["libconfig-dev", "libjson-c-dev", "libcurl4-openssl-dev"] {
+                    assert!(docker.contains(&format!("      {d} \\")), "{d}");
+                }
+            }
+            "infiniband" | "roce" => {
+                assert!(
+                    !built.contains(&"rdma-core"),
+                    "{fabric}: a second rdma-core is built ({built:?})"
+                );
+                assert!(!docker.contains("rdma-core"), "{fabric}: rdma-core named");
+                for d in ["libibverbs-dev", "librdmacm-dev", "ibverbs-providers"] {
+                    assert!(docker.contains(&format!("      {d} \\")), "{fabric}: {d}");
+                }
+                let ucx = in_image
+                    .iter()
+                    .find(|l| l.contains("--enable-mt"))
+                    .expect("UCX");
+                assert!(ucx.contains("--with-verbs") && ucx.contains("--with-rdmacm"));
+            }
+            _ => {
+                assert!(!built.iter().any(|b| b.contains("cxi")), "{fabric}: {built:?}");
+            }
+        }
+    }
+}
+
+/// Each fabric's generated scripts pass their linters: hadolint (which runs ShellCheck on
+/// every RUN) on the Dockerfile, ShellCheck on the VM scripts and the Slurm scripts.
+#[test]
+fn every_fabric_passes_hadolint_and_shellcheck() {
+    let hadolint = validator("hadolint");
+    let shellcheck = validator("shellcheck");
+    if hadolint.is_none() && shellcheck.is_none() {
+        return;
+    }
+    for fabric in FABRICS {
+        let dir = generate_all(fabric);
+        let out = dir.join("out");
+        if let Some(h) = &hadolint {
+            let (code, log) = run_tool(h, &["-t", "warning", "Dockerfile"], &out.join("docker"));
+            assert_eq!(code, 0, "{fabric}: hadolint: {log}");
+        }
+        if let Some(sc) = &shellcheck {
+            let mut scripts = sorted_files(&out.join("packer/scripts"), "sh");
+            scripts.extend(sorted_files(&out.join("slurm"), "sbatch"));
+            for s in scripts {
+                let (code, log) = run_tool(sc, &[s.to_str().unwrap()], &out);
+                assert_eq!(code, 0, "{fabric}: {}: {log}", s.display());
+            }
+        }
+    }
+}
+
+/// The VM image's name hashes the site values its profile carries: the installed-layers
+/// list holds `site=sha256:<hex>` of the `NAME=value` lines of `[network]`'s environment.
+#[test]
+fn the_vm_image_name_covers_the_site_values() {
+    use sha2::{Digest, Sha256};
+    for fabric in FABRICS {
+        let dir = generate_all(fabric);
+        let out = dir.join("out");
+        let hcl = std::fs::read_to_string(out.join("packer/build.pkr.hcl")).unwrap();
+        let lock = gpustack::Lock::parse(
+            "gpustack.lock",
+            &std::fs::read_to_string(dir.join("gpustack.lock")).unwrap(),
+        )
+        .unwrap();
+        let common = gpustack::plan::Common::new(&lock).unwrap();
+        let site = &common.network.site_env;
+        for (name, value) in site_values(fabric) {
+            assert!(site.iter().any(|e| e.name == name && e.value == value));
+        }
+        let mut h = Sha256::new();
+        for e in site {
+            h.update(format!("{}={}\n", e.name, e.value).as_bytes());
+        }
+        let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        assert!(
+            hcl.contains(&format!("\"site=sha256:{hex}\",")),
+            "{fabric}: the site values' hash is not in installed_layers:\n{hcl}"
+        );
+    }
+}

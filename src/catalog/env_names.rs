@@ -26,6 +26,10 @@ const GLOO: &str =
     "https://docs.pytorch.org/docs/stable/distributed.html#common-environment-variables";
 const OMPI_TCP: &str = "https://docs.open-mpi.org/en/v5.0.x/tuning-apps/networking/tcp.html";
 const OFI_NCCL: &str = "https://github.com/aws/aws-ofi-nccl/blob/master/doc/efa-env-var.md";
+const OFI_NCCL_NOTES: &str = "https://github.com/aws/aws-ofi-nccl/blob/master/RELEASENOTES.md";
+const OMPI_MCA: &str = "https://docs.open-mpi.org/en/v5.0.x/mca.html";
+const PMIX_MCA: &str = "https://docs.openpmix.org/en/latest/mca.html";
+const NVSHMEM: &str = "https://docs.nvidia.com/nvshmem/api/gen/env.html";
 
 /// (name, where it is documented), sorted by name.
 pub(crate) const ALLOWED: &[(&str, &str)] = &[
@@ -92,7 +96,9 @@ pub(crate) const ALLOWED: &[(&str, &str)] = &[
     ("NCCL_MAX_NCHANNELS", NCCL),
     ("NCCL_MIN_NCHANNELS", NCCL),
     ("NCCL_MNNVL_ENABLE", NCCL),
+    ("NCCL_NCHANNELS_PER_NET_PEER", NCCL),
     ("NCCL_NET", NCCL),
+    ("NCCL_NET_GDR_C2C", NCCL),
     ("NCCL_NET_GDR_LEVEL", NCCL),
     ("NCCL_NET_GDR_READ", NCCL),
     ("NCCL_NET_SHARED_BUFFERS", NCCL),
@@ -115,7 +121,16 @@ pub(crate) const ALLOWED: &[(&str, &str)] = &[
     ("NCCL_SOCKET_NTHREADS", NCCL),
     ("NCCL_TOPO_FILE", NCCL),
     ("NCCL_WORK_FIFO_DEPTH", NCCL),
+    ("NVSHMEM_DISABLE_CUDA_VMM", NVSHMEM),
+    ("NVSHMEM_LIBFABRIC_PROVIDER", NVSHMEM),
+    ("NVSHMEM_REMOTE_TRANSPORT", NVSHMEM),
+    ("OFI_NCCL_DISABLE_DMABUF", OFI_NCCL_NOTES),
+    ("OMPI_MCA_btl", OMPI_MCA),
     ("OMPI_MCA_btl_tcp_if_include", OMPI_TCP),
+    ("OMPI_MCA_mtl", OMPI_MCA),
+    ("OMPI_MCA_opal_common_ofi_provider_include", OMPI_MCA),
+    ("OMPI_MCA_pml", OMPI_MCA),
+    ("PMIX_MCA_psec", PMIX_MCA),
     ("TORCH_NCCL_ASYNC_ERROR_HANDLING", TORCH),
     ("TORCH_NCCL_AVOID_RECORD_STREAMS", TORCH),
     ("TORCH_NCCL_BLOCKING_WAIT", TORCH),

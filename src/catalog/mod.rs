@@ -2660,14 +2660,16 @@ fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
             .bytes()
             .next()
             .is_some_and(|b| b.is_ascii_uppercase() || b == b'_')
+            // Lower case after the first letter: Open MPI's and PMIx's MCA parameters
+            // (`OMPI_MCA_btl`, `PMIX_MCA_psec`) are spelled so.
             && e.name
                 .bytes()
-                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_');
         if !name_ok {
             v.fail(
                 &o,
                 format!(
-                    "`{}` is not an environment variable name ([A-Z_][A-Z0-9_]*)",
+                    "`{}` is not an environment variable name ([A-Z_][A-Za-z0-9_]*)",
                     e.name
                 ),
             );

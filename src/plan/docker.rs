@@ -39,7 +39,8 @@ pub struct SourceBuild {
     pub file: String,
     /// The published sha256, when the catalog has it.
     pub sha256: Option<String>,
-    /// `autotools`, `cmake` or `make`.
+    /// `autotools`, `cmake`, `make` or `headers` (directories of the tarball copied
+    /// into the fabric prefix).
     pub recipe: String,
     /// Arguments to `./configure`, `cmake` or `make` (one shell word each).
     pub args: Vec<String>,
@@ -47,6 +48,20 @@ pub struct SourceBuild {
     pub install_target: Option<String>,
     /// Where the catalog found it.
     pub source: String,
+    /// Where the build flags come from (the project's configure script or a reference
+    /// build), when gpustack passes more than the prefix and CUDA.
+    pub flags_source: Option<&'static str>,
+}
+
+/// The documents the build flags of [`source_build`] follow.
+fn flags_source(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "cassini-headers" | "cxi-driver" | "libcxi" => "https://github.com/eth-cscs/alps-extended-images/blob/f305f43d9dd0fee4d2761b705eafea90a0b531b1/Alps-Images/common/install-alps-hpc-stack.sh (build_cxi_bits) ; https://github.com/HewlettPackard/shs-libcxi/blob/4b7fc964bf5065539a631abf425ba5a1a340e5ba/configure.ac",
+        "libfabric" => "https://github.com/ofiwg/libfabric/blob/main/prov/cxi/configure.m4 ; https://github.com/eth-cscs/alps-extended-images/blob/f305f43d9dd0fee4d2761b705eafea90a0b531b1/Alps-Images/common/install-alps-hpc-stack.sh (build_libfabric)",
+        "osu-micro-benchmarks" => "https://github.com/spack/spack-packages/blob/00caeea401b3dc9b5daa89f23d5edab008fabd99/repos/spack_repo/builtin/packages/osu_micro_benchmarks/package.py (configure_args, setup_build_environment)",
+        "ucx" => "https://openucx.readthedocs.io/en/master/running.html (./contrib/configure-release --with-verbs --with-rdmacm)",
+        _ => return None,
+    })
 }
 
 /// A requirement line: `name==version`, with the wheel's sha256 when known.
@@ -191,7 +206,9 @@ fn source_build(p: &LockedPackage, common: &Common) -> Result<SourceBuild, Error
         .copied()
         .unwrap_or(".tar.gz");
     let file = format!("{}-{}{ext}", p.name, p.version);
-    let f = super::workload::MPI_PREFIX;
+    let f = common.fabric_prefix.as_str();
+    let has = |name: &str| common.packages.contains_key(name);
+    let prefix = format!("--prefix={f}");
     let (recipe, args, install_target): (&str, Vec<String>, Option<&str>) = match p.name.as_str() {
         "rdma-core" => (
             "cmake",
@@ -203,17 +220,32 @@ fn source_build(p: &LockedPackage, common: &Common) -> Result<SourceBuild, Error
             ],
             None,
         ),
+        // Headers only (the Alps build copies these directories): `include` and `share`
+        // of the Cassini headers, `include` of the CXI driver (its UAPI headers).
+        "cassini-headers" => ("headers", vec!["include".into(), "share".into()], None),
+        "cxi-driver" => ("headers", vec!["include".into()], None),
+        // libcxi's configure.ac takes the CUDA directory; the headers above are found
+        // through CPPFLAGS (Alps installs them into /usr/include instead).
+        "libcxi" => (
+            "autotools",
+            vec![
+                prefix,
+                "--with-cuda=/usr/local/cuda".into(),
+                format!("CPPFLAGS=-I{f}/include"),
+            ],
+            None,
+        ),
         "ucx" => {
+            // Verbs and RDMA CM from the distribution's rdma-core (the one rdma-core).
             let mut a = vec![
+                prefix,
                 "--with-cuda=/usr/local/cuda".to_string(),
                 "--enable-mt".into(),
                 "--disable-assertions".into(),
+                "--with-verbs".into(),
+                "--with-rdmacm".into(),
             ];
-            if common.packages.contains_key("rdma-core") {
-                a.push(format!("--with-verbs={f}"));
-                a.push(format!("--with-rdmacm={f}"));
-            }
-            if common.packages.contains_key("gdrcopy") {
+            if has("gdrcopy") {
                 a.push(format!("--with-gdrcopy={f}"));
             }
             ("autotools", a, None)
@@ -224,26 +256,55 @@ fn source_build(p: &LockedPackage, common: &Common) -> Result<SourceBuild, Error
             Some("lib_install"),
         ),
         "openmpi" => {
-            let mut a = vec!["--with-cuda=/usr/local/cuda".to_string()];
-            if common.packages.contains_key("ucx") {
+            let mut a = vec![prefix, "--with-cuda=/usr/local/cuda".to_string()];
+            if has("ucx") {
                 a.push(format!("--with-ucx={f}"));
             }
-            if common.packages.contains_key("libfabric") {
+            if has("libfabric") {
                 a.push(format!("--with-ofi={f}"));
             }
             ("autotools", a, None)
         }
-        "libfabric" => (
-            "autotools",
-            vec!["--with-cuda=/usr/local/cuda".to_string()],
-            None,
-        ),
+        "libfabric" => {
+            let mut a = vec![prefix, "--with-cuda=/usr/local/cuda".to_string()];
+            if has("libcxi") {
+                // The CXI provider (libfabric's prov/cxi/configure.m4): libcxi's prefix,
+                // the Cassini and CXI UAPI header directories; CUDA and GDRCopy loaded
+                // at run time, as the Alps build configures it.
+                a.extend([
+                    format!("--enable-cxi={f}"),
+                    format!("--with-cassini-headers={f}"),
+                    format!("--with-cxi-uapi-headers={f}"),
+                    "--enable-cuda-dlopen".into(),
+                ]);
+                if has("gdrcopy") {
+                    a.push(format!("--with-gdrcopy={f}"));
+                    a.push("--enable-gdrcopy-dlopen".into());
+                }
+            }
+            ("autotools", a, None)
+        }
         "aws-ofi-nccl" => (
             "autotools",
             vec![
+                prefix,
                 format!("--with-libfabric={f}"),
                 "--with-cuda=/usr/local/cuda".into(),
                 format!("--with-mpi={f}"),
+            ],
+            None,
+        ),
+        // Spack's configure_args with +cuda: the MPI compiler wrappers and CUDA; the
+        // driver's libcuda from CUDA's stubs at link time (no driver in a build).
+        "osu-micro-benchmarks" => (
+            "autotools",
+            vec![
+                prefix,
+                format!("CC={f}/bin/mpicc"),
+                format!("CXX={f}/bin/mpicxx"),
+                "--enable-cuda".into(),
+                "--with-cuda=/usr/local/cuda".into(),
+                "LDFLAGS=-L/usr/local/cuda/lib64/stubs".into(),
             ],
             None,
         ),
@@ -253,7 +314,7 @@ fn source_build(p: &LockedPackage, common: &Common) -> Result<SourceBuild, Error
                 "NCCL_HOME=/usr".into(),
                 format!("NVCC_GENCODE={}", common_gencode(common)),
             ];
-            if common.packages.contains_key("openmpi") {
+            if has("openmpi") {
                 a.push("MPI=1".into());
                 a.push(format!("MPI_HOME={f}"));
             }
@@ -276,7 +337,132 @@ fn source_build(p: &LockedPackage, common: &Common) -> Result<SourceBuild, Error
         args,
         install_target: install_target.map(str::to_string),
         source: p.source.clone(),
+        flags_source: flags_source(&p.name),
     })
+}
+
+/// The OS packages the fabric stack needs to build and to run, from the base image's OS
+/// release (unpinned: build tools, and the libraries the pinned stack links against).
+///
+/// * every stack: the autotools/CMake tool chain, libnl and libudev;
+/// * InfiniBand/RoCE: the one rdma-core, the distribution's (`libibverbs-dev`,
+///   `librdmacm-dev`; `ibverbs-providers` and `librdmacm1` at run time), which UCX and
+///   Open MPI build against (<https://packages.ubuntu.com/noble/rdma-core>);
+/// * Slingshot: what libcxi's configure.ac checks for (libconfig, libuv, fuse, yaml, libnl,
+///   numa, sensors) and the CXI provider's libcurl and json-c (libfabric's
+///   prov/cxi/configure.m4), as the Alps build installs them (`apt_install_build_deps` of
+///   install-alps-hpc-stack.sh).
+fn fabric_os_packages(
+    fabric: &[SourceBuild],
+    common: &Common,
+    pkg: &str,
+) -> (Vec<String>, Vec<String>) {
+    if fabric.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
+    let cxi = fabric.iter().any(|b| b.name == "libcxi");
+    let apt = pkg == "apt";
+    let mut build: Vec<&str> = if apt {
+        vec![
+            "autoconf",
+            "automake",
+            "libtool",
+            "make",
+            "cmake",
+            "ninja-build",
+            "pkg-config",
+            "python3",
+            "libnl-3-dev",
+            "libnl-route-3-dev",
+            "libudev-dev",
+            "ca-certificates",
+            "curl",
+            "bzip2",
+            "xz-utils",
+            "file",
+        ]
+    } else {
+        vec![
+            "autoconf",
+            "automake",
+            "libtool",
+            "make",
+            "cmake",
+            "ninja-build",
+            "pkgconf-pkg-config",
+            "python3",
+            "libnl3-devel",
+            "systemd-devel",
+            "ca-certificates",
+            "curl",
+            "bzip2",
+            "xz",
+            "file",
+        ]
+    };
+    let mut run: Vec<&str> = if apt {
+        vec!["libnl-3-200", "libnl-route-3-200", "libudev1", "openssh-client"]
+    } else {
+        vec!["libnl3", "systemd-libs", "openssh-clients"]
+    };
+    if common.rdma {
+        if apt {
+            build.extend(["libibverbs-dev", "librdmacm-dev"]);
+            run.extend(["ibverbs-providers", "libibverbs1", "librdmacm1"]);
+        } else {
+            build.push("rdma-core-devel");
+            run.extend(["libibverbs", "librdmacm"]);
+        }
+    }
+    if cxi {
+        if apt {
+            build.extend([
+                "libconfig-dev",
+                "libuv1-dev",
+                "libfuse-dev",
+                "libyaml-dev",
+                "libnuma-dev",
+                "libsensors-dev",
+                "libcurl4-openssl-dev",
+                "libjson-c-dev",
+            ]);
+            run.extend([
+                "libconfig9",
+                "libuv1",
+                "libfuse2",
+                "libyaml-0-2",
+                "libnuma1",
+                "libsensors5",
+                "libcurl4",
+                "libjson-c5",
+            ]);
+        } else {
+            build.extend([
+                "libconfig-devel",
+                "libuv-devel",
+                "fuse-devel",
+                "libyaml-devel",
+                "numactl-devel",
+                "lm_sensors-devel",
+                "libcurl-devel",
+                "json-c-devel",
+            ]);
+            run.extend([
+                "libconfig",
+                "libuv",
+                "fuse-libs",
+                "libyaml",
+                "numactl-libs",
+                "lm_sensors-libs",
+                "libcurl",
+                "json-c",
+            ]);
+        }
+    }
+    (
+        build.into_iter().map(String::from).collect(),
+        run.into_iter().map(String::from).collect(),
+    )
 }
 
 fn common_gencode(common: &Common) -> String {
@@ -450,66 +636,7 @@ impl DockerPlan {
             }
             fabric.push(b);
         }
-        let (fabric_build_deps, fabric_runtime_deps) = if fabric.is_empty() {
-            (Vec::new(), Vec::new())
-        } else if pkg == "apt" {
-            (
-                [
-                    "autoconf",
-                    "automake",
-                    "libtool",
-                    "make",
-                    "cmake",
-                    "ninja-build",
-                    "pkg-config",
-                    "python3",
-                    "libnl-3-dev",
-                    "libnl-route-3-dev",
-                    "libudev-dev",
-                    "ca-certificates",
-                    "curl",
-                    "bzip2",
-                    "xz-utils",
-                    "file",
-                ]
-                .map(String::from)
-                .to_vec(),
-                [
-                    "libnl-3-200",
-                    "libnl-route-3-200",
-                    "libudev1",
-                    "openssh-client",
-                ]
-                .map(String::from)
-                .to_vec(),
-            )
-        } else {
-            (
-                [
-                    "autoconf",
-                    "automake",
-                    "libtool",
-                    "make",
-                    "cmake",
-                    "ninja-build",
-                    "pkgconf-pkg-config",
-                    "python3",
-                    "libnl3-devel",
-                    "systemd-devel",
-                    "ca-certificates",
-                    "curl",
-                    "bzip2",
-                    "xz",
-                    "file",
-                ]
-                .map(String::from)
-                .to_vec(),
-                ["libnl3", "systemd-libs", "openssh-clients"]
-                    .map(String::from)
-                    .to_vec(),
-            )
-        };
-
+        let (fabric_build_deps, fabric_runtime_deps) = fabric_os_packages(&fabric, common, &pkg);
         let uv = lock.package("uv");
         let uv_image = uv.and_then(|u| {
             let image = u.get("image")?;

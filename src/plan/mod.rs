@@ -226,6 +226,9 @@ pub struct Common {
     pub fabric: String,
     /// Whether the fabric uses RDMA verbs (InfiniBand, RoCE).
     pub rdma: bool,
+    /// Where the fabric stack is installed (configure's `--prefix`, the images' `PATH`
+    /// and loader path, the VM image's `ld.so.conf.d` entry, MPI's home).
+    pub fabric_prefix: String,
     /// What a job's runtime environment sets (the Kubernetes ConfigMap, Slurm's env file,
     /// the VM image's profile): [`Common::env`], then the site's `[network]` values
     /// ([`network::NetworkPlan::site_env`]), which replace a catalog value of the same name.
@@ -377,6 +380,7 @@ impl Common {
             env,
             fabric: cluster.map_or("none", |c| c.fabric.name()).to_string(),
             rdma: cluster.is_some_and(|c| matches!(c.fabric, Fabric::Infiniband | Fabric::Roce)),
+            fabric_prefix: workload::MPI_PREFIX.to_string(),
             runtime_env,
             network,
             nodes: cluster.map_or(1, |c| c.nodes),

@@ -171,7 +171,7 @@ impl NetworkPlan {
             ));
         }
         if multi && cluster.fabric == Fabric::Slingshot {
-            prerequisites.push("Slingshot: the images' libfabric is built without the CXI provider (libcxi and the Cassini/CXI driver headers are not in gpustack's catalog yet), so NCCL needs a libfabric with CXI at run time, such as the host's, provided by the site's container runtime".into());
+            prerequisites.push("Slingshot: the images carry the CXI user space (libcxi, libfabric with the CXI provider, aws-ofi-nccl) of HPE's SHS 13.0.0 release, as the Alps images build it; the hosts must run the CXI kernel driver and give the job its VNI (Slurm's Slingshot switch plugin), and FI_CXI_RDZV_PROTO=alt_read needs the NIC's rdzv_get_en=0 (srun --network=disable_rdzv_get)".into());
         }
         if multi && cluster.fabric == Fabric::Efa {
             prerequisites.push("EFA: libfabric's EFA provider is built only where rdma-core's EFA headers are present, and gpustack's EFA stack builds no rdma-core nor runs AWS's EFA installer (not in the catalog yet); use the EFA installer's libfabric on the hosts or AMI".into());

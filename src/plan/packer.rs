@@ -320,6 +320,10 @@ pub struct PackerPlan {
     pub name_tag: String,
     /// Optional layers the image may hold.
     pub layers: Vec<InstalledLayer>,
+    /// `sha256:<hex>` of the site's `[network]` values the image's profile carries
+    /// (`NAME=value` lines, in name order), when there are any: one of the
+    /// `installed_layers` the image name hashes, so two sites' images never share a name.
+    pub site_hash: Option<String>,
     /// `cuda=12.8.1,driver=…`: the manifest's `versions`.
     pub versions_line: String,
     /// `execute_command` of every shell provisioner.
@@ -386,6 +390,19 @@ struct OsImages {
     gcp_family: &'static str,
     gcp_project: &'static str,
     azure: [&'static str; 3],
+}
+
+/// The hash of the site values a VM image's profile carries ([`PackerPlan::site_hash`]).
+fn site_hash(site_env: &[super::EnvVar]) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    if site_env.is_empty() {
+        return None;
+    }
+    let mut h = Sha256::new();
+    for e in site_env {
+        h.update(format!("{}={}\n", e.name, e.value).as_bytes());
+    }
+    Some(format!("sha256:{}", crate::catalog::hex(&h.finalize())))
 }
 
 /// A qemu cloud image pinned to a dated release: (URL, `sha256:<hex>`, source).
@@ -1439,6 +1456,7 @@ impl PackerPlan {
                 .collect(),
             name_hash: named.hash.clone(),
             layers,
+            site_hash: site_hash(&common.network.site_env),
             versions_line: common
                 .versions
                 .iter()
