@@ -421,13 +421,32 @@ fn an_nccl_variable_that_differs_across_targets_is_inconsistent() {
 
 #[test]
 fn every_namespace_configmap_is_held_to_the_one_environment() {
-    // A stack with a training namespace of its own has `nccl-env-training.yaml` beside
+    // Training that needs the host network beside serving that does not: the training
+    // side gets a namespace of its own and `nccl-env-training.yaml` beside
     // `nccl-env.yaml`; `check` compares every one of them, not just the first.
-    let dir = project("env-training");
-    let cm = dir.join("out/k8s/nccl-env.yaml");
+    let dir = tempdir("env-training");
+    let spec = std::fs::read_to_string(root().join(format!("fixtures/specs/{STACK}.toml")))
+        .unwrap()
+        .replace(
+            "checkpoints = \"lustre:/lustre/scratch/ckpt\"",
+            "checkpoints = \"nfs://nfs.example.com/ckpt\"",
+        )
+        .replace(
+            "model = \"/models/llama-3-70b\"",
+            "model = \"meta-llama/Llama-3.1-70B-Instruct\"",
+        );
+    std::fs::write(dir.join("gpustack.toml"), spec).unwrap();
+    assert_eq!(run_in(&dir, &["lock"]).code, 0);
+    let gen = run_in(&dir, &["gen", "all", "--lock", "gpustack.lock", "--out", "out"]);
+    assert_eq!(gen.code, 0, "{}", gen.stderr);
     let training = dir.join("out/k8s/nccl-env-training.yaml");
-    std::fs::copy(&cm, &training).unwrap();
-    assert_eq!(check(&dir, &[]).code, 0, "an identical copy is consistent");
+    assert!(training.exists());
+    let clean = check(&dir, &[]);
+    assert!(
+        located(&clean, "inconsistent-env").is_empty(),
+        "{}",
+        clean.stdout
+    );
     edit(&training, "\ndata:\n", "\ndata:\n  \"NCCL_DEBUG\": \"INFO\"\n");
     let out = check(&dir, &[]);
     assert_eq!(out.code, 1, "{}", out.stdout);
