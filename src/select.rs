@@ -312,6 +312,18 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
         }
     }
 
+    // EFA hosts (the VM image, the cluster's nodes) get AWS's EFA installer: the EFA kernel
+    // driver and the libfabric with the EFA provider live there, not in the images.
+    if let Some(c) = &spec.deploy.cluster {
+        if c.fabric == Fabric::Efa && c.nodes > 1 {
+            sel.package(
+                "efa-installer",
+                Layer::Host,
+                "[cluster].fabric = \"efa\": the hosts need AWS's EFA driver and libfabric",
+            );
+        }
+    }
+
     // The Dockerfile syntax frontend BuildKit pulls before it reads the generated
     // Dockerfile (`# syntax=`): an external image like any base image.
     sel.package(

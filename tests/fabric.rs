@@ -591,3 +591,69 @@ fn the_vm_image_name_covers_the_site_values() {
         );
     }
 }
+
+/// The OSU bandwidth run (Slingshot, beside nccl-tests) starts the same argv on Slurm and
+/// on Kubernetes: the acceptance plan's, one rank on each of two nodes; other fabrics have
+/// none.
+#[test]
+fn the_osu_run_is_one_argv_on_every_target() {
+    for fabric in FABRICS {
+        let dir = generate_all(fabric);
+        let out = dir.join("out");
+        let lock = gpustack::Lock::parse(
+            "gpustack.lock",
+            &std::fs::read_to_string(dir.join("gpustack.lock")).unwrap(),
+        )
+        .unwrap();
+        let common = gpustack::plan::Common::new(&lock).unwrap();
+        let acceptance = gpustack::plan::workload::acceptance(&lock, &common)
+            .unwrap()
+            .expect("nccl-tests is locked");
+        let sbatch = std::fs::read_to_string(out.join("slurm/nccl-tests.sbatch")).unwrap();
+        let trainjob = out.join("k8s/osu-trainjob.yaml");
+        let Some(osu) = acceptance.osu else {
+            assert_ne!(fabric, "slingshot", "Slingshot runs OSU");
+            assert!(!sbatch.contains("osu_bw"), "{fabric}");
+            assert!(!trainjob.exists(), "{fabric}");
+            continue;
+        };
+        let planned: Vec<String> = std::iter::once(osu.program.clone())
+            .chain(osu.args.iter().cloned())
+            .collect();
+        assert!(osu.program.ends_with("/osu_bw"), "{}", osu.program);
+        // Slurm: the line that runs it, as shell words.
+        let line = sbatch
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("'{}'", osu.program)) || l.trim_start().starts_with(&osu.program))
+            .expect("the sbatch runs osu_bw");
+        let slurm: Vec<String> = line
+            .split_whitespace()
+            .map(|w| w.trim_matches('\'').to_string())
+            .collect();
+        assert_eq!(slurm, planned, "{fabric}: Slurm");
+        let srun = sbatch
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("srun ") && l.contains("--ntasks-per-node=1") && l.contains("--nodes=2"))
+            .expect("one task on each of two nodes");
+        assert!(srun.contains("--ntasks=2"), "{srun}");
+        // Kubernetes: the TrainJob's mpirun arguments, from the program on.
+        let doc = yaml(&trainjob);
+        let args: Vec<String> = doc["spec"]["trainer"]["args"]
+            .as_vec()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string())
+            .collect();
+        let at = args.iter().position(|a| *a == osu.program).expect("osu_bw in mpirun's args");
+        assert_eq!(args[at..].to_vec(), planned, "{fabric}: Kubernetes");
+        let np = args.iter().position(|a| a == "-np").unwrap();
+        assert_eq!((args[np + 1].as_str(), args[np + 2].as_str(), args[np + 3].as_str()), ("2", "-N", "1"));
+        assert_eq!(doc["spec"]["trainer"]["numNodes"].as_i64(), Some(2));
+        assert_eq!(
+            doc["spec"]["runtimeRef"]["name"].as_str(),
+            Some("nccl-tests"),
+            "the nccl-tests TrainingRuntime runs it"
+        );
+    }
+}

@@ -225,6 +225,20 @@ pub struct NcclTestsPlan {
     pub pod: Pod,
     /// The MPI launch, when nccl-tests is built with MPI.
     pub mpi: Option<MpiLaunch>,
+    /// `osu-trainjob.yaml`: the OSU bandwidth run on the same runtime, one rank on each of
+    /// two nodes ([`super::workload::Acceptance::osu`]).
+    pub osu: Option<OsuPlan>,
+}
+
+/// The OSU point-to-point run (a second TrainJob on the nccl-tests TrainingRuntime).
+#[derive(Clone, Debug, Serialize)]
+pub struct OsuPlan {
+    /// `osu-bw`.
+    pub name: String,
+    /// 2.
+    pub nodes: u32,
+    /// `mpirun` and its arguments.
+    pub mpi: MpiLaunch,
 }
 
 /// `mpirun` in the launcher pod of a Kubeflow Trainer MPI runtime (`mlPolicy.mpi`).
@@ -814,6 +828,7 @@ impl K8sPlan {
                 );
                 p.restart_policy = Some("Never".into());
                 p.spread = (a.nodes > 1).then(|| "nccl-tests".to_string());
+                let mut osu_args = None;
                 let mpi = match &a.ssh {
                     None => {
                         p.command = vec![a.per_node.program.clone()];
@@ -845,26 +860,37 @@ impl K8sPlan {
                             ));
                         }
                         let gpus = a.resources.gpus;
-                        let mut args: Vec<String> = vec![
-                            "--prefix".into(),
-                            super::workload::MPI_PREFIX.into(),
-                            "--hostfile".into(),
-                            MPI_HOSTFILE.into(),
-                            "-np".into(),
-                            a.nodes.saturating_mul(gpus).to_string(),
-                            "-N".into(),
-                            gpus.to_string(),
-                        ];
-                        // Processes started over SSH do not inherit the pod's environment:
-                        // pass the image's paths and every NCCL/fabric variable.
-                        for name in ["PATH", "LD_LIBRARY_PATH"]
-                            .into_iter()
-                            .map(String::from)
-                            .chain(common.env.iter().map(|e| e.name.clone()))
-                        {
-                            args.push("-x".into());
-                            args.push(name);
-                        }
+                        let mpirun = |np: u32, per_node: u32| {
+                            let mut args: Vec<String> = vec![
+                                "--prefix".into(),
+                                common.fabric_prefix.clone(),
+                                "--hostfile".into(),
+                                MPI_HOSTFILE.into(),
+                                "-np".into(),
+                                np.to_string(),
+                                "-N".into(),
+                                per_node.to_string(),
+                            ];
+                            // Processes started over SSH do not inherit the pod's
+                            // environment: pass the image's paths and every NCCL/fabric
+                            // variable.
+                            for name in ["PATH", "LD_LIBRARY_PATH"]
+                                .into_iter()
+                                .map(String::from)
+                                .chain(common.env.iter().map(|e| e.name.clone()))
+                            {
+                                args.push("-x".into());
+                                args.push(name);
+                            }
+                            args
+                        };
+                        let mut args = mpirun(a.nodes.saturating_mul(gpus), gpus);
+                        osu_args = a.osu.as_ref().map(|o| {
+                            let mut args = mpirun(2, 1);
+                            args.push(o.program.clone());
+                            args.extend(o.args.iter().cloned());
+                            args
+                        });
                         args.push(a.per_gpu.program.clone());
                         args.extend(a.per_gpu.args.iter().cloned());
                         Some(MpiLaunch {
@@ -888,12 +914,24 @@ impl K8sPlan {
                         })
                     }
                 };
+                let osu = mpi.as_ref().zip(osu_args).map(|(m, args)| OsuPlan {
+                    name: "osu-bw".into(),
+                    nodes: 2,
+                    mpi: MpiLaunch {
+                        args,
+                        command_notes: vec![
+                            "osu_bw, one rank on each of two nodes, GPU buffers on both sides (-d cuda D D), as the Slurm acceptance test runs it after nccl-tests".into(),
+                        ],
+                        ..m.clone()
+                    },
+                });
                 (
                     Some(NcclTestsPlan {
                         name: "nccl-tests".into(),
                         nodes: a.nodes,
                         pod: p,
                         mpi,
+                        osu,
                     }),
                     None,
                 )
@@ -933,6 +971,9 @@ impl K8sPlan {
             if n.mpi.is_some() {
                 resources.push("nccl-tests-runtime.yaml".into());
                 resources.push("nccl-tests-trainjob.yaml".into());
+                if n.osu.is_some() {
+                    resources.push("osu-trainjob.yaml".into());
+                }
             } else {
                 resources.push("nccl-tests-job.yaml".into());
             }
@@ -1043,6 +1084,9 @@ impl K8sPlan {
             if n.mpi.is_some() {
                 acceptance_files.push("nccl-tests-runtime.yaml".into());
                 acceptance_files.push("nccl-tests-trainjob.yaml".into());
+                if n.osu.is_some() {
+                    acceptance_files.push("osu-trainjob.yaml".into());
+                }
             } else {
                 acceptance_files.push("nccl-tests-job.yaml".into());
             }
@@ -1323,6 +1367,9 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
         };
         for f in names {
             files.push(RenderedFile::new(*f, t(f)?));
+        }
+        if n.osu.is_some() {
+            files.push(RenderedFile::new("osu-trainjob.yaml", t("osu-trainjob.yaml")?));
         }
     }
     if let Some(tr) = &plan.train {

@@ -174,7 +174,19 @@ impl NetworkPlan {
             prerequisites.push("Slingshot: the images carry the CXI user space (libcxi, libfabric with the CXI provider, aws-ofi-nccl) of HPE's SHS 13.0.0 release, as the Alps images build it; the hosts must run the CXI kernel driver and give the job its VNI (Slurm's Slingshot switch plugin), and FI_CXI_RDZV_PROTO=alt_read needs the NIC's rdzv_get_en=0 (srun --network=disable_rdzv_get)".into());
         }
         if multi && cluster.fabric == Fabric::Efa {
-            prerequisites.push("EFA: libfabric's EFA provider is built only where rdma-core's EFA headers are present, and gpustack's EFA stack builds no rdma-core nor runs AWS's EFA installer (not in the catalog yet); use the EFA installer's libfabric on the hosts or AMI".into());
+            let installer = lock.package("efa-installer").map_or_else(
+                || "AWS's EFA installer".to_string(),
+                |p| {
+                    format!(
+                        "AWS's EFA installer {} ({}, sha256 {}; source: {})",
+                        p.version,
+                        p.get("url").unwrap_or_default(),
+                        p.get("sha256").unwrap_or("not published"),
+                        p.source
+                    )
+                },
+            );
+            prerequisites.push(format!("EFA: the hosts (or the AMI) need {installer}, run as root with `./efa_installer.sh -y`: the EFA kernel driver and the libfabric with the EFA provider; the images' own libfabric is built without rdma-core's EFA headers, so run NCCL with the hosts' libfabric (/opt/amazon/efa) mounted ahead of it"));
         }
         NetworkPlan {
             prerequisites,

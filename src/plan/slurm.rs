@@ -157,6 +157,9 @@ pub struct NcclTestsJob {
     pub run: WorkloadLaunch,
     /// The nccl-tests version in the lock.
     pub version: Option<String>,
+    /// The OSU bandwidth run after it, one task on each of two nodes
+    /// ([`super::workload::Acceptance::osu`]).
+    pub osu: Option<WorkloadLaunch>,
 }
 
 /// An `srun` option the fabric environment needs.
@@ -534,6 +537,7 @@ impl SlurmPlan {
                 mpi: a.mpi,
                 run: if a.mpi { a.per_gpu } else { a.per_node },
                 version: a.version,
+                osu: a.osu,
             }
         });
 

@@ -192,7 +192,22 @@ pub struct Acceptance {
     /// How MPI reaches the other nodes where no workload manager starts the ranks (Kubeflow
     /// Trainer's MPI runtime: `mpirun` over SSH); with `mpi`.
     pub ssh: Option<MpiSsh>,
+    /// The OSU point-to-point bandwidth run beside nccl-tests (Slingshot, where the fabric
+    /// stack builds the OSU micro-benchmarks): one rank on each of two nodes, GPU buffers
+    /// on both sides. Every target runs exactly this argv.
+    pub osu: Option<Launch>,
 }
+
+/// Where the OSU micro-benchmarks install `osu_bw` under the fabric prefix
+/// (`libexec/osu-micro-benchmarks/mpi/pt2pt`, the directory Spack's recipe puts on PATH:
+/// `setup_run_environment` of spack-packages' osu_micro_benchmarks/package.py).
+pub const OSU_BW: &str = "libexec/osu-micro-benchmarks/mpi/pt2pt/osu_bw";
+
+/// `osu_bw`'s options for device buffers on both ranks: `-d cuda D D` (the OSU
+/// micro-benchmarks README, "CUDA Extensions to OMB": `-d cuda` selects CUDA buffers, the
+/// two positional letters the buffer location of each rank, `D` device or `H` host;
+/// https://mvapich.cse.ohio-state.edu/benchmarks/).
+pub const OSU_BW_ARGS: [&str; 4] = ["-d", "cuda", "D", "D"];
 
 /// Where Open MPI is installed in the images (the `fabric` stage's prefix, copied into
 /// `base` and so into `validate`). `mpirun --prefix` makes the remote side find `prted`
@@ -595,6 +610,11 @@ pub fn acceptance(lock: &Lock, common: &Common) -> Result<Option<Acceptance>, Er
         per_gpu: run(1),
         version: common.packages.get("nccl-tests").cloned(),
         env: common.runtime_env.clone(),
+        osu: (mpi && common.nodes >= 2 && common.packages.contains_key("osu-micro-benchmarks"))
+            .then(|| Launch {
+                program: format!("{}/{OSU_BW}", common.fabric_prefix),
+                args: OSU_BW_ARGS.map(String::from).to_vec(),
+            }),
         ssh,
     }))
 }
