@@ -324,6 +324,18 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
         }
     }
 
+    // The RDMA shared device plugin of the NicClusterPolicy `gen k8s` writes for the RDMA
+    // resource multi-node InfiniBand/RoCE pods request.
+    if let (Some(c), Some(_)) = (&spec.deploy.cluster, &spec.deploy.k8s) {
+        if matches!(c.fabric, Fabric::Infiniband | Fabric::Roce) && c.nodes > 1 {
+            sel.package(
+                "k8s-rdma-shared-dev-plugin",
+                Layer::Host,
+                "the NicClusterPolicy provides the pods' RDMA resource through this device plugin",
+            );
+        }
+    }
+
     // The Dockerfile syntax frontend BuildKit pulls before it reads the generated
     // Dockerfile (`# syntax=`): an external image like any base image.
     sel.package(

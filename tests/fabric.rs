@@ -657,3 +657,33 @@ fn the_osu_run_is_one_argv_on_every_target() {
         );
     }
 }
+
+/// The NicClusterPolicy's device plugin image is the lock's (repository, image and tag of
+/// the Network Operator release whose CRD the policy is validated against), not a blank
+/// the user fills in.
+#[test]
+fn the_nic_cluster_policy_image_comes_from_the_lock() {
+    for fabric in ["infiniband", "roce"] {
+        let dir = generate_all(fabric);
+        let lock = gpustack::Lock::parse(
+            "gpustack.lock",
+            &std::fs::read_to_string(dir.join("gpustack.lock")).unwrap(),
+        )
+        .unwrap();
+        let p = lock
+            .package("k8s-rdma-shared-dev-plugin")
+            .expect("the lock has the device plugin");
+        let doc = yaml(&dir.join("out/k8s/network/nic-cluster-policy.yaml"));
+        let plugin = &doc["spec"]["rdmaSharedDevicePlugin"];
+        assert_eq!(
+            format!(
+                "{}/{}",
+                plugin["repository"].as_str().unwrap(),
+                plugin["image"].as_str().unwrap()
+            ),
+            p.get("image").unwrap(),
+            "{fabric}"
+        );
+        assert_eq!(plugin["version"].as_str(), p.get("image-tag"), "{fabric}");
+    }
+}

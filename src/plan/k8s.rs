@@ -317,6 +317,9 @@ pub struct OperatorRdma {
 /// Operator, providing `rdma/<resource_name>`.
 #[derive(Clone, Debug, Serialize)]
 pub struct NicPolicyPlan {
+    /// The device plugin's image, from the lock; none when the lock has none (a note says
+    /// what to set).
+    pub image: Option<NicPolicyImage>,
     /// `configList[].resourceName`.
     pub resource_name: String,
     /// The resource pods request (`rdma/<resource_name>`).
@@ -325,6 +328,17 @@ pub struct NicPolicyPlan {
     pub config: String,
     /// Comments.
     pub notes: Vec<String>,
+}
+
+/// `rdmaSharedDevicePlugin.{repository,image,version}` of the NicClusterPolicy.
+#[derive(Clone, Debug, Serialize)]
+pub struct NicPolicyImage {
+    /// `nvcr.io/nvidia/mellanox`.
+    pub repository: String,
+    /// `k8s-rdma-shared-dev-plugin`.
+    pub image: String,
+    /// `network-operator-v26.4.1`.
+    pub version: String,
 }
 
 /// `gpu-operator-values.yaml`.
@@ -544,7 +558,10 @@ fn fabric_settings(common: &Common) -> (Option<String>, bool, bool, Vec<String>)
 
 /// The NicClusterPolicy for the network plan's RDMA resource, or the prerequisite when
 /// gpustack cannot write one.
-fn nic_policy(common: &Common) -> (Option<NicPolicyPlan>, Vec<String>) {
+fn nic_policy(
+    common: &Common,
+    plugin: Option<&crate::lock::LockedPackage>,
+) -> (Option<NicPolicyPlan>, Vec<String>) {
     let net = &common.network;
     let mut prerequisites = net.prerequisites.clone();
     let policy = match (&net.rdma_resource, &net.rdma_resource_name) {
@@ -561,7 +578,7 @@ fn nic_policy(common: &Common) -> (Option<NicPolicyPlan>, Vec<String>) {
             let mut notes = vec![
                 format!("provides {resource}, the resource every multi-node pod of this stack requests"),
                 format!("source: {}", super::network::NIC_CLUSTER_POLICY),
-                "the image's repository and version are those of your Network Operator release (its docs' vars.rst lists them); gpustack records no tag for it, so set `repository` and `version` before applying".into(),
+
                 "no `ofedDriver`: the hosts keep their RDMA driver (inbox rdma-core, or DOCA-OFED where GPUDirect RDMA uses nvidia-peermem)".into(),
             ];
             if !net.hcas.is_empty() {
@@ -570,7 +587,25 @@ fn nic_policy(common: &Common) -> (Option<NicPolicyPlan>, Vec<String>) {
                     net.hcas.join(", ")
                 ));
             }
+            let image = plugin.map(|p| {
+                let full = p.get("image").unwrap_or_default();
+                let (repository, image) = full.rsplit_once('/').unwrap_or(("", full));
+                notes.push(format!(
+                    "{image} {}: source {}",
+                    p.get("image-tag").unwrap_or_default(),
+                    p.source
+                ));
+                NicPolicyImage {
+                    repository: repository.to_string(),
+                    image: image.to_string(),
+                    version: p.get("image-tag").unwrap_or_default().to_string(),
+                }
+            });
+            if image.is_none() {
+                notes.push("the lock has no k8s-rdma-shared-dev-plugin image: set `repository` and `version` to those of your Network Operator release before applying".into());
+            }
             Some(NicPolicyPlan {
+                image,
                 resource_name: name.clone(),
                 resource: resource.clone(),
                 config: config.to_string(),
@@ -960,7 +995,8 @@ impl K8sPlan {
         }
 
         let operator = operator_plan(lock, common);
-        let (nic_policy, prerequisites) = nic_policy(common);
+        let (nic_policy, prerequisites) =
+            nic_policy(common, lock.package("k8s-rdma-shared-dev-plugin"));
 
         let mut resources = vec![
             "expected-bandwidth.yaml".to_string(),
