@@ -11,7 +11,7 @@
 //!   Digests only where the catalog has a source for them.
 //! * **Fabric stack** (layer `base`), by `[cluster].fabric`: InfiniBand and RoCE get
 //!   GDRCopy, UCX and Open MPI (in build order: UCX uses GDRCopy and the distribution's
-//!   rdma-core); EFA gets libfabric, Open MPI and aws-ofi-nccl; Slingshot gets the CXI stack
+//!   rdma-core); EFA gets AWS's EFA installer and aws-ofi-nccl; Slingshot gets the CXI stack
 //!   as the Alps images build it (Cassini and CXI UAPI headers, libcxi, GDRCopy, libfabric
 //!   with CXI, Open MPI, aws-ofi-nccl, OSU micro-benchmarks); Ethernet gets Open MPI. Each package at its newest catalog version whose
 //!   download or image has a published digest (the newest version otherwise, marked unverified).
@@ -51,8 +51,9 @@ pub(crate) fn fabric_packages(f: Fabric) -> &'static [&'static str] {
         // libraries and providers at run time), never a second one built from source
         // and put ahead of it on the loader's path.
         Fabric::Infiniband | Fabric::Roce => &["gdrcopy", "ucx", "openmpi"],
-        // aws-ofi-nccl after Open MPI, which its configure looks for (`--with-mpi`).
-        Fabric::Efa => &["libfabric", "openmpi", "aws-ofi-nccl"],
+        // AWS's EFA installer (rdma-core, libfabric with the EFA provider, Open MPI: one of
+        // each), then aws-ofi-nccl against its libfabric.
+        Fabric::Efa => &["efa-installer", "aws-ofi-nccl"],
         // The CXI stack as the Alps images build it (install-alps-hpc-stack.sh): the
         // Cassini and CXI UAPI headers, libcxi, GDRCopy, libfabric with the CXI provider,
         // Open MPI with OFI, aws-ofi-nccl against that libfabric, OSU micro-benchmarks.
@@ -309,18 +310,6 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
         for name in fabric_packages(c.fabric) {
             let why = format!("[cluster].fabric = \"{}\" needs {name}", c.fabric.name());
             sel.package(name, Layer::Base, &why);
-        }
-    }
-
-    // EFA hosts (the VM image, the cluster's nodes) get AWS's EFA installer: the EFA kernel
-    // driver and the libfabric with the EFA provider live there, not in the images.
-    if let Some(c) = &spec.deploy.cluster {
-        if c.fabric == Fabric::Efa && c.nodes > 1 {
-            sel.package(
-                "efa-installer",
-                Layer::Host,
-                "[cluster].fabric = \"efa\": the hosts need AWS's EFA driver and libfabric",
-            );
         }
     }
 

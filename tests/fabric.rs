@@ -527,6 +527,32 @@ fn the_fabric_stack_per_fabric_and_across_targets() {
                     .expect("UCX");
                 assert!(ucx.contains("--with-verbs") && ucx.contains("--with-rdmacm"));
             }
+            "efa" => {
+                // One libfabric and one Open MPI: the EFA installer's, pinned by its
+                // published sha256, in the build and again in the runtime image (container
+                // flags), on the VM with its kernel module.
+                assert_eq!(built.first(), Some(&"efa-installer"), "{built:?}");
+                assert!(!built.contains(&"libfabric") && !built.contains(&"openmpi"), "{built:?}");
+                let container = "./efa_installer.sh '-y' '-g' '-d' '--skip-kmod' '--skip-limit-conf' '--no-verify'";
+                assert_eq!(docker.matches(container).count(), 2, "fabric and base stages");
+                assert_eq!(docker.matches("| sha256sum -c -").count(), 3, "installer twice, aws-ofi-nccl");
+                assert!(vm.contains("    ./efa_installer.sh '-y'\n"), "{vm}");
+                let ofi = in_image
+                    .iter()
+                    .find(|l| l.contains("--with-libfabric"))
+                    .expect("aws-ofi-nccl");
+                for flag in [
+                    "--with-libfabric=/opt/amazon/efa",
+                    "--with-mpi=/opt/amazon/openmpi",
+                    "--enable-platform-aws",
+                ] {
+                    assert!(ofi.split(' ').any(|a| a == flag), "{flag}: {ofi}");
+                }
+                assert!(docker.contains("MPI_HOME=/opt/amazon/openmpi"));
+                assert!(docker.contains("FROM fabric AS validate-build"));
+                let runtime = std::fs::read_to_string(out.join("k8s/nccl-tests-trainjob.yaml")).unwrap();
+                assert!(runtime.contains("- \"--prefix\"\n      - \"/opt/amazon/openmpi\""), "{runtime}");
+            }
             _ => {
                 assert!(!built.iter().any(|b| b.contains("cxi")), "{fabric}: {built:?}");
             }

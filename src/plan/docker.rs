@@ -39,11 +39,15 @@ pub struct SourceBuild {
     pub file: String,
     /// The published sha256, when the catalog has it.
     pub sha256: Option<String>,
-    /// `autotools`, `cmake`, `make` or `headers` (directories of the tarball copied
-    /// into the fabric prefix).
+    /// `autotools`, `cmake`, `make`, `headers` (directories of the tarball copied into
+    /// the fabric prefix) or `installer` (AWS's `efa_installer.sh`, run in the `fabric`
+    /// stage, the `base` stage and on the VM).
     pub recipe: String,
-    /// Arguments to `./configure`, `cmake` or `make` (one shell word each).
+    /// Arguments to `./configure`, `cmake`, `make` or the installer (one shell word each).
     pub args: Vec<String>,
+    /// The installer's arguments on a VM image (recipe `installer`), where the kernel
+    /// module is installed too; the container's otherwise.
+    pub vm_args: Vec<String>,
     /// `make` target that installs (recipe `make`).
     pub install_target: Option<String>,
     /// Where the catalog found it.
@@ -60,6 +64,7 @@ fn flags_source(name: &str) -> Option<&'static str> {
         "libfabric" => "https://github.com/ofiwg/libfabric/blob/main/prov/cxi/configure.m4 ; https://github.com/eth-cscs/alps-extended-images/blob/f305f43d9dd0fee4d2761b705eafea90a0b531b1/Alps-Images/common/install-alps-hpc-stack.sh (build_libfabric)",
         "osu-micro-benchmarks" => "https://github.com/spack/spack-packages/blob/00caeea401b3dc9b5daa89f23d5edab008fabd99/repos/spack_repo/builtin/packages/osu_micro_benchmarks/package.py (configure_args, setup_build_environment)",
         "ucx" => "https://openucx.readthedocs.io/en/master/running.html (./contrib/configure-release --with-verbs --with-rdmacm)",
+        "efa-installer" => "https://github.com/aws-samples/awsome-distributed-training/blob/7988de6df1a319c47e2c927cc97fa285ea5a1d56/micro-benchmarks/nccl-tests/nccl-tests.Dockerfile (container) ; https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start-nccl.html (VM: ./efa_installer.sh -y)",
         _ => return None,
     })
 }
@@ -121,6 +126,16 @@ pub struct DockerPlan {
     pub nccl_dev: Option<String>,
     /// The fabric stack.
     pub fabric: Vec<SourceBuild>,
+    /// Installers of the fabric stack that also run in the `base` stage: their system
+    /// packages (rdma-core, libfabric, Open MPI of the EFA installer) are not under the
+    /// prefix the `fabric` stage's copy carries.
+    pub runtime_installers: Vec<SourceBuild>,
+    /// The stage `validate-build` starts from: the devel image, or `fabric` where an
+    /// installer put Open MPI outside the fabric prefix.
+    pub validate_build_from: String,
+    /// Whether `validate-build` copies the fabric prefix in (not when it starts from
+    /// `fabric`).
+    pub validate_build_copies_fabric: bool,
     /// OS packages the fabric build needs (unpinned build tools).
     pub fabric_build_deps: Vec<String>,
     /// OS packages the fabric stack needs at run time.
@@ -209,7 +224,28 @@ fn source_build(p: &LockedPackage, common: &Common) -> Result<SourceBuild, Error
     let f = common.fabric_prefix.as_str();
     let has = |name: &str| common.packages.contains_key(name);
     let prefix = format!("--prefix={f}");
+    let mut vm_args = Vec::new();
     let (recipe, args, install_target): (&str, Vec<String>, Option<&str>) = match p.name.as_str() {
+        // In a container: no kernel module, no ulimit configuration, no check of the
+        // (absent) device; GPUDirect-capable packages (AWS's container sample). On a VM
+        // image: everything, as AWS's "Get started with EFA and NCCL" runs it.
+        "efa-installer" => {
+            vm_args = vec!["-y".into()];
+            (
+                "installer",
+                [
+                    "-y",
+                    "-g",
+                    "-d",
+                    "--skip-kmod",
+                    "--skip-limit-conf",
+                    "--no-verify",
+                ]
+                .map(String::from)
+                .to_vec(),
+                None,
+            )
+        }
         "rdma-core" => (
             "cmake",
             vec![
@@ -284,6 +320,17 @@ fn source_build(p: &LockedPackage, common: &Common) -> Result<SourceBuild, Error
             }
             ("autotools", a, None)
         }
+        "aws-ofi-nccl" if has("efa-installer") => (
+            "autotools",
+            vec![
+                prefix,
+                format!("--with-libfabric={}", super::EFA_LIBFABRIC),
+                "--with-cuda=/usr/local/cuda".into(),
+                format!("--with-mpi={}", super::EFA_OPENMPI),
+                "--enable-platform-aws".into(),
+            ],
+            None,
+        ),
         "aws-ofi-nccl" => (
             "autotools",
             vec![
@@ -314,9 +361,9 @@ fn source_build(p: &LockedPackage, common: &Common) -> Result<SourceBuild, Error
                 "NCCL_HOME=/usr".into(),
                 format!("NVCC_GENCODE={}", common_gencode(common)),
             ];
-            if has("openmpi") {
+            if let Some(m) = &common.mpi_prefix {
                 a.push("MPI=1".into());
-                a.push(format!("MPI_HOME={f}"));
+                a.push(format!("MPI_HOME={m}"));
             }
             ("make", a, None)
         }
@@ -334,10 +381,11 @@ fn source_build(p: &LockedPackage, common: &Common) -> Result<SourceBuild, Error
         file,
         sha256: p.get("sha256").map(str::to_string),
         recipe: recipe.into(),
-        args,
         install_target: install_target.map(str::to_string),
         source: p.source.clone(),
         flags_source: flags_source(&p.name),
+        vm_args: if vm_args.is_empty() { args.clone() } else { vm_args },
+        args,
     })
 }
 
@@ -348,6 +396,7 @@ fn source_build(p: &LockedPackage, common: &Common) -> Result<SourceBuild, Error
 /// * InfiniBand/RoCE: the one rdma-core, the distribution's (`libibverbs-dev`,
 ///   `librdmacm-dev`; `ibverbs-providers` and `librdmacm1` at run time), which UCX and
 ///   Open MPI build against (<https://packages.ubuntu.com/noble/rdma-core>);
+/// * aws-ofi-nccl: hwloc (<https://packages.ubuntu.com/noble/libhwloc15>);
 /// * Slingshot: what libcxi's configure.ac checks for (libconfig, libuv, fuse, yaml, libnl,
 ///   numa, sensors) and the CXI provider's libcurl and json-c (libfabric's
 ///   prov/cxi/configure.m4), as the Alps build installs them (`apt_install_build_deps` of
@@ -361,6 +410,7 @@ fn fabric_os_packages(
         return (Vec::new(), Vec::new());
     }
     let cxi = fabric.iter().any(|b| b.name == "libcxi");
+    let installer = fabric.iter().any(|b| b.recipe == "installer");
     let apt = pkg == "apt";
     let mut build: Vec<&str> = if apt {
         vec![
@@ -412,6 +462,21 @@ fn fabric_os_packages(
         } else {
             build.push("rdma-core-devel");
             run.extend(["libibverbs", "librdmacm"]);
+        }
+    }
+    if installer {
+        // The base stage downloads and checks the installer itself.
+        run.push("curl");
+    }
+    if fabric.iter().any(|b| b.name == "aws-ofi-nccl") {
+        // aws-ofi-nccl needs hwloc (the catalog's `requires`: Spack's dependencies; AWS's
+        // container sample installs libhwloc-dev before building it).
+        if apt {
+            build.push("libhwloc-dev");
+            run.push("libhwloc15");
+        } else {
+            build.push("hwloc-devel");
+            run.push("hwloc-libs");
         }
     }
     if cxi {
@@ -913,6 +978,11 @@ impl DockerPlan {
             }
         };
 
+        let validate_build_from = if fabric.iter().any(|b| b.recipe == "installer") {
+            "fabric".to_string()
+        } else {
+            devel_image.clone()
+        };
         Ok(DockerPlan {
             code,
             common: common.clone(),
@@ -922,6 +992,14 @@ impl DockerPlan {
             pkg,
             nccl_runtime,
             nccl_dev,
+            runtime_installers: fabric
+                .iter()
+                .filter(|b| b.recipe == "installer")
+                .cloned()
+                .collect(),
+            validate_build_from,
+            validate_build_copies_fabric: !fabric.is_empty()
+                && !fabric.iter().any(|b| b.recipe == "installer"),
             fabric,
             fabric_build_deps,
             fabric_runtime_deps,

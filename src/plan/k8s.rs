@@ -898,7 +898,7 @@ impl K8sPlan {
                         let mpirun = |np: u32, per_node: u32| {
                             let mut args: Vec<String> = vec![
                                 "--prefix".into(),
-                                common.fabric_prefix.clone(),
+                                common.mpi_prefix.clone().unwrap_or_default(),
                                 "--hostfile".into(),
                                 MPI_HOSTFILE.into(),
                                 "-np".into(),

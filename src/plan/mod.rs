@@ -26,6 +26,11 @@ use crate::lock::Lock;
 use crate::render::RenderedFile;
 use crate::spec::{Component, Layer};
 
+/// Where AWS's EFA installer puts libfabric (with the EFA provider).
+pub const EFA_LIBFABRIC: &str = "/opt/amazon/efa";
+/// Where AWS's EFA installer puts Open MPI.
+pub const EFA_OPENMPI: &str = "/opt/amazon/openmpi";
+
 /// Registry used when the spec has no `[image]` table.
 pub const DEFAULT_REGISTRY: &str = "localhost/gpustack";
 
@@ -227,8 +232,17 @@ pub struct Common {
     /// Whether the fabric uses RDMA verbs (InfiniBand, RoCE).
     pub rdma: bool,
     /// Where the fabric stack is installed (configure's `--prefix`, the images' `PATH`
-    /// and loader path, the VM image's `ld.so.conf.d` entry, MPI's home).
+    /// and loader path, the VM image's `ld.so.conf.d` entry).
     pub fabric_prefix: String,
+    /// Where Open MPI is (`mpirun --prefix`, nccl-tests' `MPI_HOME`): the fabric prefix, or
+    /// on EFA the EFA installer's `/opt/amazon/openmpi`; none without an MPI.
+    pub mpi_prefix: Option<String>,
+    /// The fabric stack's `bin` directories, `:`-joined, for `PATH`.
+    pub fabric_bin_path: String,
+    /// Its `lib` directories, `:`-joined, for `LD_LIBRARY_PATH`.
+    pub fabric_lib_path: String,
+    /// The same, one by one (the VM image's `ld.so.conf.d` entry).
+    pub fabric_lib_dirs: Vec<String>,
     /// What a job's runtime environment sets (the Kubernetes ConfigMap, Slurm's env file,
     /// the VM image's profile): [`Common::env`], then the site's `[network]` values
     /// ([`network::NetworkPlan::site_env`]), which replace a catalog value of the same name.
@@ -357,7 +371,7 @@ impl Common {
             .iter()
             .map(|c| (c.name.name().to_string(), c.version.to_string()))
             .collect();
-        let packages = lock
+        let packages: BTreeMap<String, String> = lock
             .packages
             .iter()
             .map(|p| (p.name.clone(), p.version.clone()))
@@ -371,6 +385,24 @@ impl Common {
             .chain(&network.site_env)
             .cloned()
             .collect();
+        // The EFA installer's libfabric and Open MPI (its default install locations, as AWS's
+        // container sample uses them: LD_LIBRARY_PATH and PATH of
+        // aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests/nccl-tests.Dockerfile).
+        let efa = lock
+            .packages
+            .iter()
+            .any(|p| p.name == "efa-installer" && p.layer == Layer::Base);
+        let mut fabric_dirs = vec![workload::MPI_PREFIX.to_string()];
+        if efa {
+            fabric_dirs.extend([EFA_LIBFABRIC.to_string(), EFA_OPENMPI.to_string()]);
+        }
+        let mpi_prefix = if efa {
+            Some(EFA_OPENMPI.to_string())
+        } else {
+            packages
+                .contains_key("openmpi")
+                .then(|| workload::MPI_PREFIX.to_string())
+        };
         Ok(Common {
             stack,
             lock_hash,
@@ -381,6 +413,18 @@ impl Common {
             fabric: cluster.map_or("none", |c| c.fabric.name()).to_string(),
             rdma: cluster.is_some_and(|c| matches!(c.fabric, Fabric::Infiniband | Fabric::Roce)),
             fabric_prefix: workload::MPI_PREFIX.to_string(),
+            mpi_prefix,
+            fabric_bin_path: fabric_dirs
+                .iter()
+                .map(|d| format!("{d}/bin"))
+                .collect::<Vec<_>>()
+                .join(":"),
+            fabric_lib_path: fabric_dirs
+                .iter()
+                .map(|d| format!("{d}/lib"))
+                .collect::<Vec<_>>()
+                .join(":"),
+            fabric_lib_dirs: fabric_dirs.iter().map(|d| format!("{d}/lib")).collect(),
             runtime_env,
             network,
             nodes: cluster.map_or(1, |c| c.nodes),

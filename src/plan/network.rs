@@ -186,7 +186,7 @@ impl NetworkPlan {
                     )
                 },
             );
-            prerequisites.push(format!("EFA: the hosts (or the AMI) need {installer}, run as root with `./efa_installer.sh -y`: the EFA kernel driver and the libfabric with the EFA provider; the images' own libfabric is built without rdma-core's EFA headers, so run NCCL with the hosts' libfabric (/opt/amazon/efa) mounted ahead of it"));
+            prerequisites.push(format!("EFA: the images carry the user space of {installer} (installed without its kernel module) and aws-ofi-nccl built against its libfabric; the hosts need the EFA kernel driver, which the same installer run as root with `./efa_installer.sh -y` provides (the VM image's multinode.sh does so)"));
         }
         NetworkPlan {
             prerequisites,

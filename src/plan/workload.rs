@@ -256,7 +256,7 @@ pub struct MpiSsh {
 /// The SSH set-up when nccl-tests is built with MPI (the lock has Open MPI): the `validate`
 /// image gets it, and the Kubernetes acceptance TrainJob uses it.
 pub fn mpi_ssh(common: &Common) -> Option<MpiSsh> {
-    common.packages.contains_key("openmpi").then(MpiSsh::new)
+    common.mpi_prefix.is_some().then(MpiSsh::new)
 }
 
 impl MpiSsh {
