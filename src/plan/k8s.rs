@@ -536,7 +536,12 @@ fn fabric_settings(common: &Common) -> (Option<String>, bool, bool, Vec<String>)
                 ),
                 (None, _) => String::new(),
             };
-            (r, true, true, vec![note])
+            (
+                r,
+                true,
+                true,
+                vec![note, HOST_NETWORK_NOTE.to_string()],
+            )
         }
         f if f == Fabric::Efa.name() => (
             None,
@@ -555,6 +560,12 @@ fn fabric_settings(common: &Common) -> (Option<String>, bool, bool, Vec<String>)
         _ => (None, false, false, Vec::new()),
     }
 }
+
+/// Why multi-node InfiniBand/RoCE pods need no secondary network: they run on the host
+/// network, where the HCAs' IP interfaces (IPoIB, the RoCE NIC's) already are; the RDMA
+/// device itself comes from the shared device plugin. The Network Operator's IPoIB and
+/// macvlan quick starts show the alternative (a secondary network per pod).
+const HOST_NETWORK_NOTE: &str = "no secondary network: the pods use the host network (hostNetwork: true), so NCCL's bootstrap interface and the HCAs' IPoIB/RoCE addresses are the node's own; a site that keeps pods off the host network must attach an IPoIBNetwork or MacvlanNetwork of the Network Operator itself (https://github.com/Mellanox/network-operator-docs/blob/0c0ecad430c9281c0924fa7434a88f1380ba3d7a/docs/quick-start/ipoib-rdma-shared.rst), which gpustack does not generate";
 
 /// The NicClusterPolicy for the network plan's RDMA resource, or the prerequisite when
 /// gpustack cannot write one.
@@ -580,6 +591,7 @@ fn nic_policy(
                 format!("source: {}", super::network::NIC_CLUSTER_POLICY),
 
                 "no `ofedDriver`: the hosts keep their RDMA driver (inbox rdma-core, or DOCA-OFED where GPUDirect RDMA uses nvidia-peermem)".into(),
+                HOST_NETWORK_NOTE.into(),
             ];
             if !net.hcas.is_empty() {
                 notes.push(format!(
