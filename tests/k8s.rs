@@ -33,6 +33,7 @@ fn crd_of(file: &str) -> Option<(&'static str, &'static str)> {
             "v1alpha1",
         ),
         "nccl-tests-trainjob.yaml" => ("trainer.kubeflow.org_trainjobs.v2.3.0.yaml", "v1alpha1"),
+        "osu-trainjob.yaml" => ("trainer.kubeflow.org_trainjobs.v2.3.0.yaml", "v1alpha1"),
         "vllm-leaderworkerset.yaml" => (
             "leaderworkerset.x-k8s.io_leaderworkersets.v0.10.0.yaml",
             "v1",
