@@ -647,14 +647,26 @@ fn the_osu_run_is_one_argv_on_every_target() {
             .chain(osu.args.iter().cloned())
             .collect();
         assert!(osu.program.ends_with("/osu_bw"), "{}", osu.program);
-        // Slurm: the line that runs it, as shell words.
+        // Slurm: the program (`osu_bw`, overridable as GPUSTACK_OSU_BW like nccl-tests'
+        // directory) and the line that runs it, as shell words.
+        let program = sbatch
+            .lines()
+            .find_map(|l| l.strip_prefix("osu_bw=\"${GPUSTACK_OSU_BW:-"))
+            .and_then(|l| l.strip_suffix("}\""))
+            .expect("the sbatch names osu_bw");
         let line = sbatch
             .lines()
-            .find(|l| l.trim_start().starts_with(&format!("'{}'", osu.program)) || l.trim_start().starts_with(&osu.program))
+            .find(|l| l.trim_start().starts_with("\"$osu_bw\""))
             .expect("the sbatch runs osu_bw");
         let slurm: Vec<String> = line
             .split_whitespace()
-            .map(|w| w.trim_matches('\'').to_string())
+            .map(|w| {
+                if w == "\"$osu_bw\"" {
+                    program.to_string()
+                } else {
+                    w.trim_matches('\'').to_string()
+                }
+            })
             .collect();
         assert_eq!(slurm, planned, "{fabric}: Slurm");
         let srun = sbatch

@@ -661,6 +661,7 @@ fn kubernetes_and_slurm_run_the_same_nccl_tests() {
         let bin = bin(&dir);
         for (n, from) in [
             ("all_reduce_perf", "tests/slurm/shim.sh"),
+            ("osu_bw", "tests/slurm/shim.sh"),
             ("mpirun", "tests/standins/mpirun.py"),
         ] {
             let p = bin.join(n);
@@ -713,6 +714,7 @@ fn kubernetes_and_slurm_run_the_same_nccl_tests() {
             .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
             .env("GPUSTACK_REC_DIR", &slurm_rec)
             .env("GPUSTACK_NCCL_TESTS", &bin)
+            .env("GPUSTACK_OSU_BW", bin.join("osu_bw"))
             .env("GPUSTACK_TEST_SUBMITTED", &sbatch)
             .env("SLURM_JOB_ID", "7")
             .env("SLURM_JOB_NODELIST", "node0")
