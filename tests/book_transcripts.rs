@@ -43,7 +43,7 @@ const RUN: &[&str] = &[
 ];
 
 /// Transcripts that cannot run in this test, each with its reason in the page.
-const SKIPPED_AT_MOST: usize = 3;
+const SKIPPED_AT_MOST: usize = 0;
 
 struct Block {
     /// Byte range of the block's body in the page.
