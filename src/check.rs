@@ -289,12 +289,12 @@ pub(crate) fn allowances(
         let name = e.name.map(toml::Spanned::into_inner);
         if let Some(first) = out.iter().find(|a| a.code == code && a.name == name) {
             diags.push(
-                Diagnostic::new(
-                    Stage::Spec,
-                    format!("`{}` is allowed twice", code.name()),
-                )
-                .at_offset(file, text, start)
-                .hint(format!("keep one entry (the first is at line {})", first.line)),
+                Diagnostic::new(Stage::Spec, format!("`{}` is allowed twice", code.name()))
+                    .at_offset(file, text, start)
+                    .hint(format!(
+                        "keep one entry (the first is at line {})",
+                        first.line
+                    )),
             );
             continue;
         }
@@ -1486,7 +1486,10 @@ impl Report {
         let mut counts: BTreeMap<(Code, &'static str, usize), usize> = BTreeMap::new();
         self.findings.retain(|x| {
             let acknowledged = allowances.iter().position(|a| {
-                a.code == x.code && a.name.as_ref().is_none_or(|n| Some(n) == x.subject.as_ref())
+                a.code == x.code
+                    && a.name
+                        .as_ref()
+                        .is_none_or(|n| Some(n) == x.subject.as_ref())
             });
             let (why, i) = if let Some(i) = acknowledged {
                 used[i] = true;

@@ -79,7 +79,9 @@ fn acknowledged_warnings_are_checked_like_any_input() {
     let dir = tempdir("first-allow");
     let base = std::fs::read_to_string(root().join("fixtures/specs/t4-inference-old-driver.toml"))
         .unwrap();
-    let cut = base.find("\n[check]").expect("the example acknowledges its driver");
+    let cut = base
+        .find("\n[check]")
+        .expect("the example acknowledges its driver");
     let head = &base[..cut];
     let write = |allow: &str| {
         std::fs::write(
@@ -125,21 +127,31 @@ fn acknowledged_warnings_are_checked_like_any_input() {
     let o = run_in(&dir, &["check", "--strict"]);
     assert_eq!(o.code, 1, "{}", o.stdout);
     assert!(o.stdout.contains("warning[unused-allow]"), "{}", o.stdout);
-    assert!(o.stdout.contains(&format!("--> gpustack.toml:{line}\n")), "{}", o.stdout);
+    assert!(
+        o.stdout.contains(&format!("--> gpustack.toml:{line}\n")),
+        "{}",
+        o.stdout
+    );
     assert!(o.stdout.contains("did you mean `driver`?"), "{}", o.stdout);
     // An entry for a warning the stack no longer has: stale, and `--pedantic` is not needed.
     write(r#"    { code = "unsafe-version", reason = "kept from an older lock" },"#);
     let o = run_in(&dir, &["check", "--strict"]);
     assert_eq!(o.code, 1, "{}", o.stdout);
     assert!(
-        o.stdout.contains("hint: the problem is gone: remove the entry"),
+        o.stdout
+            .contains("hint: the problem is gone: remove the entry"),
         "{}",
         o.stdout
     );
     // A hardware warning acknowledged while no hardware was checked is not stale.
-    write(r#"    { code = "eol-driver", reason = "r" },
-    { code = "gpu-not-locked", name = "l4", reason = "the L4 nodes run it by PTX" },"#);
-    ok(&run_in(&dir, &["check", "--strict"]), "hardware allowance, no --hardware");
+    write(
+        r#"    { code = "eol-driver", reason = "r" },
+    { code = "gpu-not-locked", name = "l4", reason = "the L4 nodes run it by PTX" },"#,
+    );
+    ok(
+        &run_in(&dir, &["check", "--strict"]),
+        "hardware allowance, no --hardware",
+    );
 
     // Refused at their line, exit 2, by `check` and by `lock` alike.
     for (entry, message, hint) in [

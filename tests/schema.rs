@@ -1119,7 +1119,11 @@ fn check_allow_codes_are_the_parsers() {
             "{}: the parser {} it, the schema {} it",
             code.name(),
             if accepted { "accepts" } else { "refuses" },
-            if offered.contains(&code.name()) { "offers" } else { "does not offer" }
+            if offered.contains(&code.name()) {
+                "offers"
+            } else {
+                "does not offer"
+            }
         );
     }
 }
