@@ -11,6 +11,7 @@
 //! | consistency | `--out` | [`Code::InconsistentDriver`], [`Code::InconsistentImage`], [`Code::InconsistentEnv`], [`Code::InconsistentCommand`]: values read back from the generated files themselves disagree across targets |
 //! | hardware | `--hardware` | [`Code::DriverTooOld`], [`Code::ArchNotCovered`], [`Code::GpuNotLocked`] |
 //! | hygiene | the lock | warnings: [`Code::Unpinned`], [`Code::EolDriver`], [`Code::UnsafeVersion`] |
+//! | acknowledgements | the spec's `[check].allow` ([`Allowance`]) | [`Code::UnusedAllow`]: an entry that matches no finding ([`Report::apply`]) |
 //!
 //! Consistency is read back from the files, not recomputed from the lock: it holds even for
 //! an output tree assembled from several `gen` runs, and says which file disagrees.
