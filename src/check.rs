@@ -1382,7 +1382,7 @@ fn hygiene(lock: &Lock, file: &str, text: &str, f: &mut Vec<Finding>) {
                 .at(file, line_of(text, "name = \"driver\""))
                 .about("driver")
                 .hint(if lock.hardware.driver_installed {
-                    "the nodes run this driver (`[hardware].driver`): upgrade them to a supported production or LTS branch (`gpustack catalog show driver`) and update `[hardware].driver`; `--allow eol-driver` accepts it"
+                    "the nodes run this driver (`[hardware].driver`): upgrade them to a supported production or LTS branch (`gpustack catalog show driver`) and update `[hardware].driver`; to keep it, acknowledge it with a reason in the spec's `[check].allow`"
                 } else {
                     "move to a supported production or LTS branch (`gpustack catalog show driver`)"
                 }),
