@@ -56,7 +56,8 @@ const CASES: &[(&str, &[Class])] = &[
     ("python", &[Class::Python, Class::Request]),
     ("arch-list", &[Class::ArchList, Class::Request]),
     ("gpu", &[Class::Gpu, Class::ArchList, Class::Deployment]),
-    ("os", &[Class::Os, Class::Package]),
+    // The GPU Operator's driver container is built per OS (`<driver>-<os>`).
+    ("os", &[Class::HostPackage, Class::Os, Class::Package]),
     (
         "fabric",
         &[Class::Fabric, Class::Env, Class::Deployment, Class::Request],
