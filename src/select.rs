@@ -314,6 +314,37 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
         );
     }
 
+    // The interpreter uv installs for the locked Python: the exact patch and build (URL and
+    // sha256 of uv's download table) for the stack's CPU architecture.
+    if let Some(py) = r.pick(Component::Python) {
+        let arch = if spec.gpus.iter().any(|g| g.starts_with("gh")) {
+            "aarch64-gnu"
+        } else {
+            "x86_64-gnu"
+        };
+        let build = cat
+            .packages_named("cpython")
+            .filter(|p| p.variant.as_deref() == Some(arch))
+            .find(|p| {
+                p.order
+                    .as_ref()
+                    .is_some_and(|v| v.major() == py.version.major() && v.minor() == py.version.minor())
+            })
+            .cloned();
+        if let Some(p) = build {
+            let version = p.version.clone().unwrap_or_default();
+            let because = vec![
+                format!(
+                    "the CPython {version} build the locked uv installs for Python {} on {arch} (`uv python install {version}` checks this sha256)",
+                    py.version
+                ),
+            ];
+            let mut fields = package_fields(&p, None);
+            fields.insert("variant".into(), s(arch));
+            sel.push("cpython", version, Layer::Framework, &p.origin, fields, because);
+        }
+    }
+
     // Acceptance test.
     sel.package(
         "nccl-tests",

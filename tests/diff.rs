@@ -53,7 +53,8 @@ const CASES: &[(&str, &[Class])] = &[
         "framework",
         &[Class::Nccl, Class::Framework, Class::Package, Class::Request],
     ),
-    ("python", &[Class::Python, Class::Request]),
+    // The interpreter build uv installs moves with it (`cpython`).
+    ("python", &[Class::Python, Class::Package, Class::Request]),
     ("arch-list", &[Class::ArchList, Class::Request]),
     ("gpu", &[Class::Gpu, Class::ArchList, Class::Deployment]),
     // The GPU Operator's driver container is built per OS (`<driver>-<os>`).
