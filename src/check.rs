@@ -185,7 +185,7 @@ impl Code {
 /// allow = [{ code = "eol-driver", reason = "the nodes move to R580 in March" }]
 /// "#, &catalog)?;
 /// assert_eq!(spec.check[0].code, gpustack::check::Code::EolDriver);
-/// assert_eq!(spec.check[0].line, 11);
+/// assert_eq!(spec.check[0].line, 10);
 /// # Ok::<(), gpustack::Error>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
