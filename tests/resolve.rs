@@ -479,10 +479,17 @@ fn image_digests_come_from_a_real_registry_through_a_mirror_and_a_token_gate() {
     let exporter = offline.package("dcgm-exporter").unwrap();
     let exporter_ref = format!(
         "{}:{}",
-        exporter.get("image").unwrap().trim_start_matches("nvcr.io/"),
+        exporter
+            .get("image")
+            .unwrap()
+            .trim_start_matches("nvcr.io/"),
         exporter.get("image-tag").unwrap()
     );
-    push(&dir.join("layout"), &url, &format!("nvidia/driver:{driver_tag}"));
+    push(
+        &dir.join("layout"),
+        &url,
+        &format!("nvidia/driver:{driver_tag}"),
+    );
     push(&dir.join("layout"), &url, &exporter_ref);
     let text = spec_with(&format!(
         "registries = {{ \"docker.io\" = \"{url}\", \"nvcr.io\" = \"{url}\" }}\n"
@@ -499,11 +506,10 @@ fn image_digests_come_from_a_real_registry_through_a_mirror_and_a_token_gate() {
         .map(|f| f.contents.clone())
         .unwrap();
     assert!(
-        values.contains(&format!(
-            "driver:\n"
-        )) && values.contains(&format!(
-            "  repository: \"nvcr.io/nvidia\"\n  image: \"driver\"\n  version: \"{digest}\"\n"
-        )),
+        values.contains(&format!("driver:\n"))
+            && values.contains(&format!(
+                "  repository: \"nvcr.io/nvidia\"\n  image: \"driver\"\n  version: \"{digest}\"\n"
+            )),
         "{values}"
     );
     let exporter_digest = both
@@ -512,7 +518,10 @@ fn image_digests_come_from_a_real_registry_through_a_mirror_and_a_token_gate() {
         .get("image-digest")
         .unwrap()
         .to_string();
-    assert!(values.contains(&format!("  version: \"{exporter_digest}\"\n")), "{values}");
+    assert!(
+        values.contains(&format!("  version: \"{exporter_digest}\"\n")),
+        "{values}"
+    );
     std::fs::write(project.join("gpustack.toml"), &text).unwrap();
     let (code, _, err) = cli(&["lock"], false);
     assert_eq!(code, 0, "{err}");
@@ -634,7 +643,10 @@ fn apt_pins_are_checked_against_a_real_flat_repository() {
     // Every generated install step names the index's strings, and none is called unverified.
     let rendered = gpustack::plan::generate_many(
         &lock,
-        &[gpustack::plan::Target::Packer, gpustack::plan::Target::Docker],
+        &[
+            gpustack::plan::Target::Packer,
+            gpustack::plan::Target::Docker,
+        ],
     )
     .unwrap();
     let all: String = rendered
@@ -642,7 +654,10 @@ fn apt_pins_are_checked_against_a_real_flat_repository() {
         .flat_map(|(_, files)| files.iter().map(|f| f.contents.clone()))
         .collect();
     let open = &lock.package("nvidia-open").unwrap().list("apt")[0];
-    assert!(all.contains(&format!("'{open}'")), "base.sh installs {open}");
+    assert!(
+        all.contains(&format!("'{open}'")),
+        "base.sh installs {open}"
+    );
     for name in ["nvidia-open", "cuda-toolkit", "libcudnn", "libnccl"] {
         for pin in lock.package(name).unwrap().list("apt") {
             assert!(all.contains(pin.as_str()), "{pin} not installed");
@@ -719,7 +734,9 @@ fn dnf_pins_are_checked_against_a_real_repository() {
         .filter(|p| p.name != "nvidia-container-toolkit")
     {
         for x in p.list("dnf") {
-            let at = x.find(&format!("-{}", p.version)).unwrap_or_else(|| panic!("{x}"));
+            let at = x
+                .find(&format!("-{}", p.version))
+                .unwrap_or_else(|| panic!("{x}"));
             let rest = &x[at + 1 + p.version.len()..];
             let release = rest.strip_prefix('-').unwrap_or("1");
             rpms.push((x[..at].to_string(), p.version.clone(), release.to_string()));
