@@ -453,7 +453,10 @@ fn every_namespace_configmap_is_held_to_the_one_environment() {
         );
     std::fs::write(dir.join("gpustack.toml"), spec).unwrap();
     assert_eq!(run_in(&dir, &["lock"]).code, 0);
-    let gen = run_in(&dir, &["gen", "all", "--lock", "gpustack.lock", "--out", "out"]);
+    let gen = run_in(
+        &dir,
+        &["gen", "all", "--lock", "gpustack.lock", "--out", "out"],
+    );
     assert_eq!(gen.code, 0, "{}", gen.stderr);
     let training = dir.join("out/k8s/nccl-env-training.yaml");
     assert!(training.exists());
@@ -463,7 +466,11 @@ fn every_namespace_configmap_is_held_to_the_one_environment() {
         "{}",
         clean.stdout
     );
-    edit(&training, "\ndata:\n", "\ndata:\n  \"NCCL_DEBUG\": \"INFO\"\n");
+    edit(
+        &training,
+        "\ndata:\n",
+        "\ndata:\n  \"NCCL_DEBUG\": \"INFO\"\n",
+    );
     let out = check(&dir, &[]);
     assert_eq!(out.code, 1, "{}", out.stdout);
     assert_eq!(

@@ -504,9 +504,12 @@ fn the_fabric_stack_per_fabric_and_across_targets() {
                 assert!(in_image
                     .iter()
                     .any(|l| l.contains("--with-libfabric=/opt/fabric")));
-                assert!(in_image
-                    .iter()
-                    .any(|l| l.contains("CC=/opt/fabric/bin/mpicc") && l.contains("--enable-cuda")));
+                assert!(
+                    in_image
+                        .iter()
+                        .any(|l| l.contains("CC=/opt/fabric/bin/mpicc")
+                            && l.contains("--enable-cuda"))
+                );
                 // The build links libcxi's dependencies and runs with their libraries.
                 for d in ["libconfig-dev", "libjson-c-dev", "libcurl4-openssl-dev"] {
                     assert!(docker.contains(&format!("      {d} \\")), "{d}");
@@ -532,10 +535,21 @@ fn the_fabric_stack_per_fabric_and_across_targets() {
                 // published sha256, in the build and again in the runtime image (container
                 // flags), on the VM with its kernel module.
                 assert_eq!(built.first(), Some(&"efa-installer"), "{built:?}");
-                assert!(!built.contains(&"libfabric") && !built.contains(&"openmpi"), "{built:?}");
+                assert!(
+                    !built.contains(&"libfabric") && !built.contains(&"openmpi"),
+                    "{built:?}"
+                );
                 let container = "./efa_installer.sh '-y' '-g' '-d' '--skip-kmod' '--skip-limit-conf' '--no-verify'";
-                assert_eq!(docker.matches(container).count(), 2, "fabric and base stages");
-                assert_eq!(docker.matches("| sha256sum -c -").count(), 3, "installer twice, aws-ofi-nccl");
+                assert_eq!(
+                    docker.matches(container).count(),
+                    2,
+                    "fabric and base stages"
+                );
+                assert_eq!(
+                    docker.matches("| sha256sum -c -").count(),
+                    3,
+                    "installer twice, aws-ofi-nccl"
+                );
                 assert!(vm.contains("    ./efa_installer.sh '-y'\n"), "{vm}");
                 let ofi = in_image
                     .iter()
@@ -550,11 +564,18 @@ fn the_fabric_stack_per_fabric_and_across_targets() {
                 }
                 assert!(docker.contains("MPI_HOME=/opt/amazon/openmpi"));
                 assert!(docker.contains("FROM fabric AS validate-build"));
-                let runtime = std::fs::read_to_string(out.join("k8s/nccl-tests-trainjob.yaml")).unwrap();
-                assert!(runtime.contains("- \"--prefix\"\n      - \"/opt/amazon/openmpi\""), "{runtime}");
+                let runtime =
+                    std::fs::read_to_string(out.join("k8s/nccl-tests-trainjob.yaml")).unwrap();
+                assert!(
+                    runtime.contains("- \"--prefix\"\n      - \"/opt/amazon/openmpi\""),
+                    "{runtime}"
+                );
             }
             _ => {
-                assert!(!built.iter().any(|b| b.contains("cxi")), "{fabric}: {built:?}");
+                assert!(
+                    !built.iter().any(|b| b.contains("cxi")),
+                    "{fabric}: {built:?}"
+                );
             }
         }
     }
@@ -672,7 +693,11 @@ fn the_osu_run_is_one_argv_on_every_target() {
         let srun = sbatch
             .lines()
             .rev()
-            .find(|l| l.starts_with("srun ") && l.contains("--ntasks-per-node=1") && l.contains("--nodes=2"))
+            .find(|l| {
+                l.starts_with("srun ")
+                    && l.contains("--ntasks-per-node=1")
+                    && l.contains("--nodes=2")
+            })
             .expect("one task on each of two nodes");
         assert!(srun.contains("--ntasks=2"), "{srun}");
         // Kubernetes: the TrainJob's mpirun arguments, from the program on.
@@ -683,10 +708,20 @@ fn the_osu_run_is_one_argv_on_every_target() {
             .iter()
             .map(|a| a.as_str().unwrap().to_string())
             .collect();
-        let at = args.iter().position(|a| *a == osu.program).expect("osu_bw in mpirun's args");
+        let at = args
+            .iter()
+            .position(|a| *a == osu.program)
+            .expect("osu_bw in mpirun's args");
         assert_eq!(args[at..].to_vec(), planned, "{fabric}: Kubernetes");
         let np = args.iter().position(|a| a == "-np").unwrap();
-        assert_eq!((args[np + 1].as_str(), args[np + 2].as_str(), args[np + 3].as_str()), ("2", "-N", "1"));
+        assert_eq!(
+            (
+                args[np + 1].as_str(),
+                args[np + 2].as_str(),
+                args[np + 3].as_str()
+            ),
+            ("2", "-N", "1")
+        );
         assert_eq!(doc["spec"]["trainer"]["numNodes"].as_i64(), Some(2));
         assert_eq!(
             doc["spec"]["runtimeRef"]["name"].as_str(),

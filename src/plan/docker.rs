@@ -399,7 +399,11 @@ fn source_build(p: &LockedPackage, common: &Common) -> Result<SourceBuild, Error
         install_target: install_target.map(str::to_string),
         source: p.source.clone(),
         flags_source: flags_source(&p.name),
-        vm_args: if vm_args.is_empty() { args.clone() } else { vm_args },
+        vm_args: if vm_args.is_empty() {
+            args.clone()
+        } else {
+            vm_args
+        },
         args,
     })
 }
@@ -466,7 +470,12 @@ fn fabric_os_packages(
         ]
     };
     let mut run: Vec<&str> = if apt {
-        vec!["libnl-3-200", "libnl-route-3-200", "libudev1", "openssh-client"]
+        vec![
+            "libnl-3-200",
+            "libnl-route-3-200",
+            "libudev1",
+            "openssh-client",
+        ]
     } else {
         vec!["libnl3", "systemd-libs", "openssh-clients"]
     };

@@ -1453,7 +1453,10 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
             files.push(RenderedFile::new(*f, t(f)?));
         }
         if n.osu.is_some() {
-            files.push(RenderedFile::new("osu-trainjob.yaml", t("osu-trainjob.yaml")?));
+            files.push(RenderedFile::new(
+                "osu-trainjob.yaml",
+                t("osu-trainjob.yaml")?,
+            ));
         }
     }
     if let Some(tr) = &plan.train {
