@@ -1073,6 +1073,14 @@ pub fn request_toml(spec: &Spec) -> String {
     for (c, r) in &spec.components {
         kv(&mut o, c.name(), &r.to_string());
     }
+    if let Some(t) = &spec.torch_source {
+        o.push_str("\n[request.torch-source]\n");
+        list(
+            &mut o,
+            "archs",
+            &crate::arch::torch_list(&t.archs),
+        );
+    }
     deploy_toml(&mut o, &spec.deploy);
     o
 }
@@ -1597,6 +1605,8 @@ struct RequestWire {
     driver: Option<String>,
     #[serde(default)]
     components: BTreeMap<String, String>,
+    #[serde(rename = "torch-source")]
+    torch_source: Option<TorchSourceWire>,
     cluster: Option<toml::Spanned<crate::deploy::ClusterWire>>,
     network: Option<toml::Spanned<crate::deploy::NetworkWire>>,
     image: Option<toml::Spanned<crate::deploy::ImageWire>>,
@@ -1608,6 +1618,14 @@ struct RequestWire {
     storage: Option<toml::Spanned<crate::deploy::StorageWire>>,
     resolve: Option<toml::Spanned<crate::resolve::spec::ResolveWire>>,
     python: Option<toml::Spanned<crate::resolve::python::PythonWire>>,
+}
+
+/// `[request.torch-source]`: written only for a torch source build.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct TorchSourceWire {
+    #[serde(default)]
+    archs: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -1761,6 +1779,18 @@ impl LockWire {
                 .collect::<Result<_, _>>()?,
             driver: self.request.driver.as_deref().map(ver).transpose()?,
             components,
+            torch_source: match self.request.torch_source {
+                None => None,
+                Some(t) => {
+                    let mut archs = Vec::new();
+                    for a in &t.archs {
+                        archs.extend(crate::arch::parse_torch_entry(a).map_err(&bad)?);
+                    }
+                    archs.sort();
+                    archs.dedup();
+                    Some(crate::spec::TorchSourceReq { archs })
+                }
+            },
             deploy,
         };
         let gpus = self
