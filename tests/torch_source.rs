@@ -202,3 +202,36 @@ fn every_target_runs_the_same_script_and_shellcheck_accepts_it() {
         assert_eq!(code, 0, "{out}");
     }
 }
+
+#[test]
+fn check_reports_a_node_gpu_the_source_build_has_no_kernels_for() {
+    let dir = tempdir("torch-source-check");
+    let lock = root().join("lockfiles").join(format!("{NAME}.lock"));
+    let node = |gpu: &str| {
+        let p = dir.join(format!("{gpu}.toml"));
+        std::fs::write(&p, format!("[hardware]\ngpus = [\"{gpu}\"]\n")).unwrap();
+        p
+    };
+    let run = |hw: &Path| {
+        run_in(
+            &dir,
+            &[
+                "check",
+                "--lock",
+                lock.to_str().unwrap(),
+                "--hardware",
+                hw.to_str().unwrap(),
+                "--format",
+                "json",
+            ],
+        )
+    };
+    let h100 = run(&node("h100"));
+    assert_eq!(h100.code, 1, "{}", h100.stderr);
+    assert!(h100.stdout.contains("\"torch-arch-not-built\""), "{}", h100.stdout);
+    assert!(h100.stdout.contains("no PTX to fall back to"), "{}", h100.stdout);
+    // The A100 the build is for: no such finding.
+    let a100 = run(&node("a100"));
+    assert!(!a100.stdout.contains("torch-arch-not-built"), "{}", a100.stdout);
+    let _ = std::fs::remove_dir_all(&dir);
+}
