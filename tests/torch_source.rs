@@ -235,3 +235,34 @@ fn check_reports_a_node_gpu_the_source_build_has_no_kernels_for() {
     assert!(!a100.stdout.contains("torch-arch-not-built"), "{}", a100.stdout);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_closure_takes_torch_requirements_not_torch_from_an_index() {
+    let lock = lock();
+    let inputs = gpustack::resolve::python::inputs(&lock);
+    let layer = |n: &str| {
+        inputs
+            .iter()
+            .find(|l| l.layer == n)
+            .unwrap_or_else(|| panic!("no {n} layer input"))
+    };
+    let fw = layer("framework");
+    assert!(
+        !fw.requirements.iter().any(|r| r.starts_with("torch==")),
+        "{:?}",
+        fw.requirements
+    );
+    assert!(!fw.sources.contains_key("torch"), "{:?}", fw.sources);
+    let torch = lock.component(Component::Torch).unwrap();
+    for r in torch.list("runtime-requires") {
+        assert!(fw.requirements.contains(r), "framework lacks {r}");
+    }
+    let cudnn = lock.component(Component::Cudnn).unwrap();
+    assert!(fw
+        .requirements
+        .contains(&format!("nvidia-cudnn-cu12=={}", cudnn.version)));
+    let build = layer("build");
+    for r in torch.list("build-requires") {
+        assert!(build.requirements.contains(r), "build lacks {r}");
+    }
+}
