@@ -150,6 +150,13 @@ pub(crate) fn members(spec: &Spec) -> BTreeMap<Component, String> {
             imply(C::Cuda, by, &mut m);
         }
     }
+    // A torch source build compiles against the stack's cuDNN and system NCCL.
+    if spec.torch_source.is_some() && m.contains_key(&C::Torch) {
+        for c in [C::Cudnn, C::Nccl] {
+            m.entry(c)
+                .or_insert_with(|| "implied by torch (source build)".to_string());
+        }
+    }
     for by in [C::Cudnn, C::Nccl] {
         if m.contains_key(&by) {
             imply(C::Cuda, by, &mut m);
