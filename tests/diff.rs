@@ -29,22 +29,36 @@ const CASES: &[(&str, &[Class])] = &[
     ),
     (
         "cuda-major",
-        &[Class::CudaMajor, Class::Package, Class::Request],
+        // The VM image installs the toolkit's own package (`cuda-toolkit-12-4`).
+        &[
+            Class::HostPackage,
+            Class::CudaMajor,
+            Class::Package,
+            Class::Request,
+        ],
     ),
     (
         "cuda-minor",
-        &[Class::CudaMinor, Class::Package, Class::Request],
+        &[
+            Class::HostPackage,
+            Class::CudaMinor,
+            Class::Package,
+            Class::Request,
+        ],
     ),
-    ("cudnn", &[Class::Cudnn, Class::Request]),
-    ("nccl", &[Class::Nccl, Class::Request]),
+    // The VM image installs cuDNN's own packages; every image NCCL's (`libnccl`).
+    ("cudnn", &[Class::HostPackage, Class::Cudnn, Class::Request]),
+    ("nccl", &[Class::Nccl, Class::Package, Class::Request]),
     (
         "framework",
-        &[Class::Nccl, Class::Framework, Class::Request],
+        &[Class::Nccl, Class::Framework, Class::Package, Class::Request],
     ),
-    ("python", &[Class::Python, Class::Request]),
+    // The interpreter build uv installs moves with it (`cpython`).
+    ("python", &[Class::Python, Class::Package, Class::Request]),
     ("arch-list", &[Class::ArchList, Class::Request]),
     ("gpu", &[Class::Gpu, Class::ArchList, Class::Deployment]),
-    ("os", &[Class::Os, Class::Package]),
+    // The GPU Operator's driver container is built per OS (`<driver>-<os>`).
+    ("os", &[Class::HostPackage, Class::Os, Class::Package]),
     (
         "fabric",
         &[Class::Fabric, Class::Env, Class::Deployment, Class::Request],

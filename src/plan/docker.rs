@@ -115,8 +115,11 @@ pub struct DockerPlan {
     /// The Dockerfile syntax frontend (`# syntax=`), by digest where the lock has one: the
     /// lock's `dockerfile-frontend` package, or the tag the Dockerfile was written for.
     pub frontend: String,
-    /// The locked Python, `3.12`.
+    /// The Python `uv python install` installs: the exact patch the lock pins (`3.12.13`),
+    /// else the locked minor (`3.12`).
     pub python: Option<String>,
+    /// The CPython build of that patch, when the lock pins one.
+    pub interpreter: Option<Interpreter>,
     /// Framework, inference, training stages present.
     pub stages: Vec<PyStage>,
     /// Components compiled in `build`, with their build environment.
@@ -167,6 +170,18 @@ pub struct CodeImage {
     /// The project directory relative to this directory (`out/docker`), the bake file's
     /// default for the `project` build context.
     pub project_dir: String,
+}
+
+/// The CPython build `uv python install` downloads: uv checks it against the sha256 of its
+/// own download table, which the lock records.
+#[derive(Clone, Debug, Serialize)]
+pub struct Interpreter {
+    /// `3.12.13`.
+    pub version: String,
+    /// python-build-standalone's archive.
+    pub url: String,
+    /// Its sha256.
+    pub sha256: String,
 }
 
 fn bad(msg: String, hint: &str) -> Error {
@@ -401,7 +416,16 @@ impl DockerPlan {
         let nccl_build = super::host::HostPlan::new(lock)
             .nccl
             .filter(|b| nccl_version.as_deref() == Some(b.version.as_str()));
+        let locked_nccl = super::host::OsPins::of(lock, "libnccl", &pkg)
+            .filter(|o| o.pins.len() == 2 && cuda.is_some());
         let (nccl_runtime, nccl_dev) = match (nccl_version, cuda) {
+            _ if locked_nccl.is_some() => {
+                // The lock's NCCL packages (the nccl-build fact's CUDA build, read from the
+                // repository's index where `gpustack lock` could).
+                let o = locked_nccl.expect("checked above");
+                unverified.extend(o.unverified);
+                (Some(o.pins[0].clone()), Some(o.pins[1].clone()))
+            }
             (Some(_), Some(_)) if nccl_build.is_some() => {
                 // The lock chose the package's CUDA build (host plan): one NVIDIA publishes.
                 let b = nccl_build.as_ref().expect("checked above");
@@ -441,7 +465,11 @@ impl DockerPlan {
             // The base layer's source builds: its images (the `nvidia/cuda` base, the
             // Dockerfile frontend) are pulled, not built.
             .filter(|p| {
-                p.layer == Layer::Base && p.name != "cuda-image" && p.get("image").is_none()
+                p.layer == Layer::Base
+                    && p.name != "cuda-image"
+                    && p.get("image").is_none()
+                    && p.list("apt").is_empty()
+                    && p.list("dnf").is_empty()
             })
         {
             let b = source_build(p, common)?;
@@ -532,9 +560,20 @@ impl DockerPlan {
             })
             // Locks written before the frontend was locked: the tag this template needs.
             .unwrap_or_else(|| "docker/dockerfile:1.7".to_string());
-        let python = lock
-            .component(Component::Python)
-            .map(|p| p.version.to_string());
+        // The exact CPython build the locked uv installs (`cpython`: patch, URL and sha256
+        // of uv's download table), else the locked minor.
+        let interpreter = lock.package("cpython").and_then(|p| {
+            Some(Interpreter {
+                version: p.version.clone(),
+                url: p.get("url")?.to_string(),
+                sha256: p.get("sha256")?.to_string(),
+            })
+        });
+        let python = lock.component(Component::Python).map(|p| {
+            interpreter
+                .as_ref()
+                .map_or_else(|| p.version.to_string(), |i| i.version.clone())
+        });
         if python.is_some() && uv_image.is_none() {
             return Err(bad(
                 "the lock has a Python but no `uv` package to install it with".into(),
@@ -823,6 +862,7 @@ impl DockerPlan {
             uv_image,
             frontend,
             python,
+            interpreter,
             stages,
             compiled,
             build_requirements,
