@@ -45,9 +45,11 @@ pub struct TorchBuildPlan {
     /// The cuDNN wheel the build compiles against and the runtime loads
     /// (`nvidia-cudnn-cu12==9.28.0.42`).
     pub cudnn_wheel: String,
-    /// The cuDNN wheel's library directory relative to the venv's site-packages
-    /// (`nvidia/cudnn/lib`).
+    /// The cuDNN wheel's directory relative to the venv's site-packages (`nvidia/cudnn`).
     pub cudnn_subdir: String,
+    /// The cuDNN wheel's library directory relative to the venv
+    /// (`lib/python3.11/site-packages/nvidia/cudnn/lib`), for `LD_LIBRARY_PATH`.
+    pub cudnn_lib_in_venv: String,
 }
 
 fn bad(msg: String, hint: &str) -> Error {
@@ -115,7 +117,17 @@ impl TorchBuildPlan {
                 ));
             }
         }
+        let python = lock
+            .component(Component::Python)
+            .map(|p| format!("{}.{}", p.version.major(), p.version.minor()))
+            .ok_or_else(|| {
+                bad(
+                    "a torch source build needs the lock's Python".into(),
+                    "re-lock with `gpustack lock`",
+                )
+            })?;
         Ok(Some(TorchBuildPlan {
+            cudnn_lib_in_venv: format!("lib/python{python}/site-packages/nvidia/cudnn/lib"),
             version: t.version.to_string(),
             repository: field("source-repository")?,
             tag: field("source-tag")?,
