@@ -20,6 +20,11 @@ fn ok(o: &Output, what: &str) {
 /// other warning fails `check --strict`.
 const EXPECTED_WARNINGS: &[(&str, &[&str], &str)] = &[
     (
+        "a100-torch-source",
+        &["unsafe-version"],
+        "a source build of torch 2.10.0 uses a CUDA minor PyTorch builds it with (12.6, 12.8, 13.0), whose images NVIDIA lists as unsupported",
+    ),
+    (
         "a100-pytorch",
         &["eol-driver"],
         "the spec's installed driver is R535 (end of life)",
