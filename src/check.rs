@@ -9,7 +9,7 @@
 //! | staleness | spec + catalog | [`Code::StaleSpec`]: the spec changed since the lock was written; [`Code::StaleCatalog`]: the catalog now resolves the same spec differently |
 //! | drift | `--out` | [`Code::Drift`]: a generated file differs from what the lock renders now, is missing, or is extra; [`Code::OtherLock`]: a target was generated from another lock |
 //! | consistency | `--out` | [`Code::InconsistentDriver`], [`Code::InconsistentImage`], [`Code::InconsistentEnv`], [`Code::InconsistentCommand`]: values read back from the generated files themselves disagree across targets |
-//! | hardware | `--hardware` | [`Code::DriverTooOld`], [`Code::ArchNotCovered`], [`Code::GpuNotLocked`] |
+//! | hardware | `--hardware` | [`Code::DriverTooOld`], [`Code::ArchNotCovered`], [`Code::TorchArchNotBuilt`], [`Code::GpuNotLocked`] |
 //! | hygiene | the lock | warnings: [`Code::Unpinned`], [`Code::EolDriver`], [`Code::UnsafeVersion`] |
 //! | acknowledgements | the spec's `[check].allow` ([`Allowance`]) | [`Code::UnusedAllow`]: an entry that matches no finding ([`Report::apply`]) |
 //!
@@ -63,6 +63,9 @@ pub enum Code {
     DriverOlderThanLocked,
     /// A GPU of the node is not covered by the locked arch list.
     ArchNotCovered,
+    /// torch is built from source, and its arch list (the only kernels it has) does not
+    /// cover a GPU of the node.
+    TorchArchNotBuilt,
     /// A GPU of the node is not one the stack was locked for (its arch list covers it).
     GpuNotLocked,
     /// An artifact is pinned by name only: no sha256 or image digest.
@@ -92,6 +95,7 @@ impl Code {
             Code::DriverTooOld => "driver-too-old",
             Code::DriverOlderThanLocked => "driver-older-than-locked",
             Code::ArchNotCovered => "arch-not-covered",
+            Code::TorchArchNotBuilt => "torch-arch-not-built",
             Code::GpuNotLocked => "gpu-not-locked",
             Code::Unpinned => "unpinned",
             Code::EolDriver => "eol-driver",
@@ -114,6 +118,7 @@ impl Code {
         Code::DriverTooOld,
         Code::DriverOlderThanLocked,
         Code::ArchNotCovered,
+        Code::TorchArchNotBuilt,
         Code::GpuNotLocked,
         Code::Unpinned,
         Code::EolDriver,
@@ -1319,6 +1324,33 @@ fn hardware(
                 .hint(format!("add \"{id}\" to `[hardware].gpus` so the lock states it")),
             ),
             Some(_) => {}
+        }
+    }
+    // A source-built torch has exactly the kernels of its own arch list: no wheel's wider
+    // list or PTX to fall back to.
+    if let Some(t) = lock
+        .component(crate::spec::Component::Torch)
+        .filter(|t| t.get("build") == Some("source"))
+    {
+        let mut built: Vec<Target> = Vec::new();
+        for a in t.list("arch-list") {
+            built.extend(crate::arch::parse_torch_entry(a).unwrap_or_default());
+        }
+        for (id, cc) in &hw.gpus {
+            if best_way(&built, *cc).is_none() {
+                f.push(
+                    Finding::new(
+                        Code::TorchArchNotBuilt,
+                        format!(
+                            "the node's {id} (compute capability {cc}) is not in the arch list torch {} was built for from source ({}): it has no kernels for it and no PTX to fall back to",
+                            t.version,
+                            t.list("arch-list").join(";")
+                        ),
+                    )
+                    .at(lock_file, line_of(lock_text, "build = \"source\""))
+                    .hint(format!("add \"{}\" to `archs` of `torch` in gpustack.toml (or leave `archs` out to build for every GPU in [hardware]) and run `gpustack lock`", Target { cc: *cc, suffix: crate::arch::Suffix::None, ptx: false }.torch_form())),
+                );
+            }
         }
     }
     let Some(have) = &hw.driver else { return };

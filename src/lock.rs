@@ -453,6 +453,51 @@ impl Lock {
                         Field::List(l.cuda_majors.iter().map(ToString::to_string).collect()),
                     );
                 }
+                (Component::Torch, Some(i))
+                    if r.spec.torch_source.is_some()
+                        && catalog.torch_source(&catalog.torch[i].version).is_some() =>
+                {
+                    // Built from source: the release's tag, the toolkit's CUDA minor, the
+                    // arch list to compile, and the build's own requirements; the wheel's
+                    // pins and files do not apply.
+                    let t = &catalog.torch[i];
+                    let src = catalog
+                        .torch_source(&t.version)
+                        .expect("checked by the guard");
+                    s("build", "source".into());
+                    s("variant", t.variant.clone());
+                    s("cuda", t.cuda.to_string());
+                    s("source-repository", src.repository.clone());
+                    s("source-tag", src.tag.clone());
+                    if let Some(c) = &src.commit {
+                        s("source-commit", c.clone());
+                    }
+                    s("cudnn-min", src.cudnn_min.to_string());
+                    if let Some(cm) = &r.torch_compat {
+                        s("compat", cm.as_str().to_string());
+                        if let Compat::Forward { package } = cm {
+                            s("compat-package", package.clone());
+                        }
+                    }
+                    let archs = r
+                        .spec
+                        .torch_source
+                        .as_ref()
+                        .filter(|x| !x.archs.is_empty())
+                        .map_or(&r.arch_list, |x| &x.archs);
+                    fields.insert(
+                        "arch-list".into(),
+                        Field::List(crate::arch::torch_list(archs)),
+                    );
+                    fields.insert(
+                        "build-requires".into(),
+                        Field::List(src.build_requires.clone()),
+                    );
+                    fields.insert(
+                        "runtime-requires".into(),
+                        Field::List(src.runtime_requires.clone()),
+                    );
+                }
                 (Component::Torch, Some(i)) => {
                     let t = &catalog.torch[i];
                     s("variant", t.variant.clone());
@@ -1073,6 +1118,14 @@ pub fn request_toml(spec: &Spec) -> String {
     for (c, r) in &spec.components {
         kv(&mut o, c.name(), &r.to_string());
     }
+    if let Some(t) = &spec.torch_source {
+        o.push_str("\n[request.torch-source]\n");
+        list(
+            &mut o,
+            "archs",
+            &crate::arch::torch_list(&t.archs),
+        );
+    }
     deploy_toml(&mut o, &spec.deploy);
     o
 }
@@ -1364,6 +1417,8 @@ fn fold_python(layers: &mut [LockedLayer], python: Option<&PythonLock>) {
 /// Descriptive fields (branch status, end of life, minimums) do not.
 const PINNED_FIELDS: &[&str] = &[
     "arch-list",
+    "build",
+    "build-requires",
     "compat",
     "compat-package",
     "cuda",
@@ -1372,9 +1427,13 @@ const PINNED_FIELDS: &[&str] = &[
     "index-url",
     "nccl",
     "pypi-name",
+    "runtime-requires",
     "sdist",
     "sdist-index",
     "sha256",
+    "source-commit",
+    "source-repository",
+    "source-tag",
     "torch",
     "variant",
     "wheel",
@@ -1597,6 +1656,8 @@ struct RequestWire {
     driver: Option<String>,
     #[serde(default)]
     components: BTreeMap<String, String>,
+    #[serde(rename = "torch-source")]
+    torch_source: Option<TorchSourceWire>,
     cluster: Option<toml::Spanned<crate::deploy::ClusterWire>>,
     network: Option<toml::Spanned<crate::deploy::NetworkWire>>,
     image: Option<toml::Spanned<crate::deploy::ImageWire>>,
@@ -1608,6 +1669,14 @@ struct RequestWire {
     storage: Option<toml::Spanned<crate::deploy::StorageWire>>,
     resolve: Option<toml::Spanned<crate::resolve::spec::ResolveWire>>,
     python: Option<toml::Spanned<crate::resolve::python::PythonWire>>,
+}
+
+/// `[request.torch-source]`: written only for a torch source build.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct TorchSourceWire {
+    #[serde(default)]
+    archs: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -1761,6 +1830,18 @@ impl LockWire {
                 .collect::<Result<_, _>>()?,
             driver: self.request.driver.as_deref().map(ver).transpose()?,
             components,
+            torch_source: match self.request.torch_source {
+                None => None,
+                Some(t) => {
+                    let mut archs = Vec::new();
+                    for a in &t.archs {
+                        archs.extend(crate::arch::parse_torch_entry(a).map_err(&bad)?);
+                    }
+                    archs.sort();
+                    archs.dedup();
+                    Some(crate::spec::TorchSourceReq { archs })
+                }
+            },
             deploy,
             check: Vec::new(),
         };

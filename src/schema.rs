@@ -243,19 +243,40 @@ fn components() -> Value {
         } else {
             ""
         };
-        props.insert(
-            c.name().into(),
+        let string = json!({
+            "type": "string",
+            "description": format!(
+                "{what} ({} layer). A version requirement: `*` for any version, a bare version that matches every release under it (`12.4` matches `12.4.1`), or `==`, `!=`, `>=`, `>`, `<=`, `<` clauses joined by commas (`>=2.4, <2.6`).{local}",
+                c.layer().name()
+            ),
+            "minLength": 1,
+            "pattern": "\\S",
+            "examples": ["*"],
+        });
+        let schema = if c == Component::Torch {
+            // The table form (`crate::spec::TORCH_TABLE_KEYS`): a source build.
             json!({
-                "type": "string",
-                "description": format!(
-                    "{what} ({} layer). A version requirement: `*` for any version, a bare version that matches every release under it (`12.4` matches `12.4.1`), or `==`, `!=`, `>=`, `>`, `<=`, `<` clauses joined by commas (`>=2.4, <2.6`).{local}",
-                    c.layer().name()
-                ),
-                "minLength": 1,
-                "pattern": "\\S",
+                "description": format!("{} Or a table, for a source build.", string["description"].as_str().unwrap_or_default()),
                 "examples": ["*"],
-            }),
-        );
+                "anyOf": [
+                    string,
+                    {
+                        "type": "object",
+                        "description": "torch as a table: `version` (the requirement, default `*`), `build` (`wheel`, the default, or `source`: compiled from the release's tag against the lock's CUDA, cuDNN and NCCL) and, for a source build, `archs` (the TORCH_CUDA_ARCH_LIST entries to compile; default the GPUs' list).",
+                        "additionalProperties": false,
+                        "properties": {
+                            "version": {"type": "string", "minLength": 1, "pattern": "\\S"},
+                            "build": {"enum": ["wheel", "source"]},
+                            "archs": {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}},
+                        },
+                        "examples": [{"version": "==2.10.0", "build": "source", "archs": ["8.0"]}],
+                    },
+                ],
+            })
+        } else {
+            string
+        };
+        props.insert(c.name().into(), schema);
     }
     json!({
         "title": "[components]",

@@ -310,12 +310,111 @@ pub struct Spec {
     pub driver: Option<Version>,
     /// Listed components and their requirements.
     pub components: BTreeMap<Component, VersionReq>,
+    /// `torch = { version = "…", build = "source" }`: torch compiled from its release's
+    /// source against the lock's CUDA, cuDNN and NCCL instead of installed as a wheel.
+    pub torch_source: Option<TorchSourceReq>,
     /// The generators' tables.
     pub deploy: crate::deploy::Deploy,
     /// `[check].allow`: warnings the spec acknowledges, each with a reason. Review policy,
     /// not part of the request: the lock does not record it and changing it does not make
     /// the lock stale.
     pub check: Vec<crate::check::Allowance>,
+}
+
+/// A torch source build, as requested.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TorchSourceReq {
+    /// The `TORCH_CUDA_ARCH_LIST` to build, sorted and deduplicated (`+PTX` adds the PTX
+    /// target); empty means the GPUs' own list (`[hardware]`).
+    pub archs: Vec<Target>,
+}
+
+/// The keys of the `torch = { … }` table form.
+pub(crate) const TORCH_TABLE_KEYS: &[&str] = &["version", "build", "archs"];
+
+/// Components a torch source build refuses (see [`Spec::parse`]): vLLM, DeepSpeed and the
+/// extras whose wheels require `torch` or are built against its ABI.
+pub(crate) const REBUILT_AGAINST_TORCH: &[Component] = &[
+    Component::Vllm,
+    Component::Deepspeed,
+    Component::FlashAttn,
+    Component::Xformers,
+    Component::Accelerate,
+    Component::Bitsandbytes,
+    Component::TensorrtLlm,
+];
+
+/// Reads `torch = { version = "…", build = "source", archs = […] }`: the requirement text
+/// and the source build, if asked; or a message and a hint.
+fn torch_table(
+    tbl: &toml::value::Table,
+) -> Result<(String, Option<TorchSourceReq>), (String, String)> {
+    for k in tbl.keys() {
+        if !TORCH_TABLE_KEYS.contains(&k.as_str()) {
+            return Err((
+                format!("unknown key `{}` in the `torch` table", k.escape_debug()),
+                "the `torch` table takes `version`, `build` (`\"wheel\"` or `\"source\"`) and `archs`".into(),
+            ));
+        }
+    }
+    let req = match tbl.get("version") {
+        None => "*".to_string(),
+        Some(toml::Value::String(s)) => s.clone(),
+        Some(_) => {
+            return Err((
+                "`version` in the `torch` table must be a string".into(),
+                "write `version = \"==2.10.0\"`".into(),
+            ))
+        }
+    };
+    let source = match tbl.get("build").map(toml::Value::as_str) {
+        None | Some(Some("wheel")) => false,
+        Some(Some("source")) => true,
+        Some(other) => {
+            return Err((
+                format!(
+                    "`build` in the `torch` table must be `\"wheel\"` or `\"source\"`, not {}",
+                    other.map_or_else(|| "a non-string".to_string(), |s| format!("`\"{}\"`", s.escape_debug()))
+                ),
+                "`build = \"source\"` compiles torch from its release tag; leave `build` out for the wheel".into(),
+            ))
+        }
+    };
+    let mut archs = Vec::new();
+    if let Some(a) = tbl.get("archs") {
+        if !source {
+            return Err((
+                "`archs` in the `torch` table applies to source builds only: a wheel's arch list is fixed".into(),
+                "add `build = \"source\"`, or list the GPUs' targets under `[hardware]`".into(),
+            ));
+        }
+        let Some(list) = a.as_array() else {
+            return Err(("`archs` in the `torch` table must be a list".into(), "write `archs = [\"8.0\"]`".into()));
+        };
+        for x in list {
+            let Some(s) = x.as_str() else {
+                return Err(("`archs` in the `torch` table lists strings".into(), "write `archs = [\"8.0\", \"9.0\"]`".into()));
+            };
+            match crate::arch::parse_torch_entry(s) {
+                Ok(ts) => archs.extend(ts),
+                Err(e) => {
+                    return Err((
+                        format!("invalid arch `{}` in the `torch` table: {e}", s.escape_debug()),
+                        "`archs` takes TORCH_CUDA_ARCH_LIST entries: `8.0`, `9.0a`, `12.0+PTX`".into(),
+                    ))
+                }
+            }
+        }
+        if archs.is_empty() {
+            return Err((
+                "`archs` in the `torch` table is empty".into(),
+                "list the targets to build (`archs = [\"8.0\"]`), or leave `archs` out to build for the GPUs in `[hardware]`".into(),
+            ));
+        }
+        archs.sort();
+        archs.dedup();
+    }
+    Ok((req, source.then_some(TorchSourceReq { archs })))
 }
 
 /// The spec as written (also read by `crate::schema`, which lists its keys).
@@ -575,6 +674,8 @@ impl Spec {
         }
 
         let mut components = BTreeMap::new();
+        let mut torch_source: Option<TorchSourceReq> = None;
+        let mut torch_at = 0;
         match wire.components {
             None => diags.push(
                 Diagnostic::new(Stage::Spec, "missing the `[components]` table")
@@ -593,7 +694,32 @@ impl Spec {
                         continue;
                     };
                     let (f, t, o) = at(v.span());
-                    let Some(s) = v.get_ref().as_str() else {
+                    if c == Component::Torch {
+                        torch_at = o;
+                    }
+                    let table_req;
+                    let s = if let (Component::Torch, Some(tbl)) = (c, v.get_ref().as_table()) {
+                        match torch_table(tbl) {
+                            Ok((req, src)) => {
+                                torch_source = src;
+                                table_req = req;
+                                table_req.as_str()
+                            }
+                            Err((msg, hint)) => {
+                                diags.push(Diagnostic::new(Stage::Spec, msg).at_offset(f, t, o).hint(hint));
+                                continue;
+                            }
+                        }
+                    } else if let Some(s) = v.get_ref().as_str() {
+                        s
+                    } else if c == Component::Torch {
+                        diags.push(
+                            Diagnostic::new(Stage::Spec, "the requirement for `torch` must be a string or a table")
+                                .at_offset(f, t, o)
+                                .hint("write `torch = \"==2.10.0\"`, or `torch = { version = \"==2.10.0\", build = \"source\" }` to compile it"),
+                        );
+                        continue;
+                    } else {
                         diags.push(
                             Diagnostic::new(Stage::Spec, format!("the requirement for `{}` must be a string", c.name()))
                                 .at_offset(f, t, o)
@@ -626,6 +752,28 @@ impl Spec {
                             .hint("list at least one component, e.g. `torch = \"*\"`"),
                     );
                 }
+            }
+        }
+        if torch_source.is_some() {
+            // What is compiled against torch's C++ ABI, or requires `torch` from an index,
+            // would need a rebuild against the built wheel, which gpustack does not do yet.
+            let against: Vec<&str> = components
+                .keys()
+                .filter(|c| REBUILT_AGAINST_TORCH.contains(c))
+                .map(|c| c.name())
+                .collect();
+            if !against.is_empty() {
+                diags.push(
+                    Diagnostic::new(
+                        Stage::Spec,
+                        format!(
+                            "a torch source build cannot be combined with {}: each requires torch from a package index or is compiled against it, and gpustack does not rebuild it against the built torch yet",
+                            against.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+                        ),
+                    )
+                    .at_offset(file, text, torch_at)
+                    .hint("remove `build = \"source\"` to install the torch wheel, or remove those components"),
+                );
             }
         }
         // An installed driver and a `driver` requirement may both be given: the installed
@@ -676,6 +824,7 @@ impl Spec {
             archs,
             driver,
             components,
+            torch_source,
             deploy,
             check,
         })

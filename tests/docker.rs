@@ -159,6 +159,42 @@ fn every_component_reaches_its_layer_and_nothing_is_dropped() {
             }
             for c in locked.components.iter().filter(|c| c.name() != "python") {
                 let lc = lock.component(*c).unwrap();
+                if lc.get("build") == Some("source") {
+                    // Built from source: the chain installs the wheel of the `torch-build`
+                    // stage, which runs build-torch.sh for the locked version and arch list.
+                    let run_lines: Vec<&str> = ancestors
+                        .iter()
+                        .flat_map(|a| stages[*a].instructions.iter())
+                        .filter(|(k, _)| k == "RUN")
+                        .map(|(_, v)| v.as_str())
+                        .collect();
+                    assert!(
+                        run_lines.iter().any(|v| v.contains("from=torch-build")
+                            && v.contains("uv pip install --no-deps /wheels/torch-*.whl")),
+                        "{name}: `{stage}` does not install the torch built in `torch-build`"
+                    );
+                    let tb = stages.get("torch-build").expect("a torch-build stage");
+                    assert!(
+                        tb.instructions
+                            .iter()
+                            .any(|(k, v)| k == "RUN" && v.contains("build-torch.sh /wheels")),
+                        "{name}: `torch-build` does not run build-torch.sh"
+                    );
+                    let script = std::fs::read_to_string(out.join("build-torch.sh")).unwrap();
+                    for want in [
+                        format!("export PYTORCH_BUILD_VERSION={}", lc.version),
+                        format!("export TORCH_CUDA_ARCH_LIST={}", lc.list("arch-list").join(";")),
+                        "export USE_SYSTEM_NCCL=1".to_string(),
+                    ] {
+                        assert!(script.lines().any(|l| l == want), "{name}: build-torch.sh lacks `{want}`");
+                    }
+                    // No torch from an index anywhere in the chain.
+                    assert!(
+                        !installed.lines().any(|l| l.trim_start().starts_with("torch==")),
+                        "{name}: a requirement file installs torch from an index"
+                    );
+                    continue;
+                }
                 let pin = format!(
                     "{}=={}",
                     lc.get("pypi-name").unwrap_or(c.name()),

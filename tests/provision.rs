@@ -58,6 +58,7 @@ const TOOLS: &[&str] = &[
     "dcgmi",
     "docker",
     "python",
+    "git",
     "nvcc",
     "passwd",
 ];

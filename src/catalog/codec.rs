@@ -191,6 +191,7 @@ codec_struct!(FileWire {
     tested,
     os,
     wheel,
+    source,
     release,
     extra,
     image,
@@ -381,6 +382,17 @@ codec_struct!(TorchWheelWire {
     cusparselt,
     python,
     files,
+    source,
+    note,
+});
+codec_struct!(TorchSourceWire {
+    torch,
+    repository,
+    tag,
+    commit,
+    cudnn_min,
+    build_requires,
+    runtime_requires,
     source,
     note,
 });

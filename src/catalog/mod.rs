@@ -13,6 +13,7 @@
 
 mod codec;
 mod env_names;
+pub mod torch_build_env;
 
 /// Where an environment variable the generators may write is documented (the table in
 /// `src/catalog/env_names.rs`); none for a name outside it.
@@ -527,6 +528,27 @@ pub struct TorchBuild {
     pub release_origin: Origin,
 }
 
+/// The source of a torch release, for `torch = { build = "source" }`.
+#[derive(Clone, Debug)]
+pub struct TorchSource {
+    /// `2.10.0`.
+    pub version: Version,
+    /// `https://github.com/pytorch/pytorch`.
+    pub repository: String,
+    /// `v2.10.0`.
+    pub tag: String,
+    /// The commit the tag points to, when the catalog has read it.
+    pub commit: Option<String>,
+    /// The oldest cuDNN a source build supports.
+    pub cudnn_min: Version,
+    /// The build's own requirements (`[build-system].requires`).
+    pub build_requires: Vec<String>,
+    /// What the built wheel requires (setup.py `install_requires`).
+    pub runtime_requires: Vec<String>,
+    /// The `[[source]]` entry.
+    pub origin: Origin,
+}
+
 /// A vLLM release.
 #[derive(Clone, Debug)]
 pub struct VllmRelease {
@@ -672,6 +694,8 @@ pub struct Catalog {
     pub torch_releases: Vec<TorchRelease>,
     /// torch builds, newest release first, then PyPI default, then newest CUDA.
     pub torch: Vec<TorchBuild>,
+    /// Where torch releases' sources live, for source builds (`[[source]]`), newest first.
+    pub torch_sources: Vec<TorchSource>,
     /// vLLM releases, newest first.
     pub vllm: Vec<VllmRelease>,
     /// DeepSpeed releases, newest first.
@@ -845,6 +869,7 @@ struct Layers {
     tested: BTreeMap<String, (TestedWire, Origin)>,
     os: BTreeMap<String, (OsWire, Origin)>,
     wheel: BTreeMap<String, (TorchWheelWire, Origin)>,
+    source: BTreeMap<String, (TorchSourceWire, Origin)>,
     release: BTreeMap<(String, String), (ReleaseWire, Origin)>,
     /// Keyed by name, version and distribution (`cupy` 14.2.0 is both `cupy-cuda12x` and
     /// `cupy-cuda13x`).
@@ -1023,6 +1048,11 @@ impl Catalog {
     /// Packages named `name`, newest first.
     pub fn packages_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Package> + 'a {
         self.packages.iter().filter(move |p| p.name == name)
+    }
+
+    /// The `[[source]]` entry of a torch release, for source builds.
+    pub fn torch_source(&self, release: &Version) -> Option<&TorchSource> {
+        self.torch_sources.iter().find(|s| &s.version == release)
     }
 
     /// A GPU by id or alias, compared as [`crate::error::name_key`]s: case, spaces,
@@ -1434,6 +1464,11 @@ fn ingest(
         diags,
     );
     misplaced(
+        "source",
+        if fam == "torch" { 0 } else { file.source.len() },
+        diags,
+    );
+    misplaced(
         "release",
         if matches!(
             fam,
@@ -1525,6 +1560,9 @@ fn ingest(
             out.wheel.insert(key, (one, o.clone()));
         }
     }
+    // Taken after `wheel` and before `release`: the stock blob records entries in
+    // [`FileWire`] field order.
+    simple!(source, |v: &TorchSourceWire| v.torch.clone());
     for r in file.release {
         let span = r.span();
         let v = r.into_inner();
@@ -1665,6 +1703,7 @@ fn merge(into: &mut Layers, layer: Layers) {
     into.tested.extend(layer.tested);
     into.os.extend(layer.os);
     into.wheel.extend(layer.wheel);
+    into.source.extend(layer.source);
     into.release.extend(layer.release);
     into.extra.extend(layer.extra);
     into.image.extend(layer.image);
@@ -2327,6 +2366,54 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
         });
     }
     build_extras(&mut v, l.extra, &mut c);
+    for (key, (w, o)) in l.source {
+        v.source(&o);
+        let Some(rel) = torch_rel.get(&key) else {
+            v.fail(
+                &o,
+                format!("torch `[[source]]` `{key}` names no release with a `[[release]]` entry"),
+            );
+            continue;
+        };
+        let Some(cudnn_min) = v.version(&o, "cudnn_min", &w.cudnn_min) else {
+            continue;
+        };
+        if !safe_url(&w.repository) {
+            v.fail(&o, format!("torch source `repository` `{}` must be an https:// URL without spaces, quotes or `$`", w.repository.escape_debug()));
+            continue;
+        }
+        if w.tag.is_empty() || !w.tag.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_')) {
+            v.fail(&o, format!("torch source `tag` `{}` must be a plain git tag like `v2.10.0`", w.tag.escape_debug()));
+            continue;
+        }
+        if let Some(c) = &w.commit {
+            if c.len() != 40 || !c.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()) {
+                v.fail(&o, format!("torch source `commit` `{}` must be 40 lowercase hex digits", c.escape_debug()));
+                continue;
+            }
+        }
+        let mut reqs_ok = true;
+        for r in w.build_requires.iter().chain(&w.runtime_requires) {
+            if r.is_empty() || r.chars().any(|ch| ch.is_control() || matches!(ch, '`' | '$' | '\\')) {
+                v.fail(&o, format!("torch source requirement `{}` is not a plain PEP 508 requirement", r.escape_debug()));
+                reqs_ok = false;
+            }
+        }
+        if !reqs_ok {
+            continue;
+        }
+        c.torch_sources.push(TorchSource {
+            version: rel.version.clone(),
+            repository: w.repository.clone(),
+            tag: w.tag.clone(),
+            commit: w.commit.clone(),
+            cudnn_min,
+            build_requires: w.build_requires.clone(),
+            runtime_requires: w.runtime_requires.clone(),
+            origin: o,
+        });
+    }
+    newest_first(&mut c.torch_sources, |t| &t.version);
 
     c.torch_releases = torch_rel.into_values().collect();
     newest_first(&mut c.torch_releases, |t| &t.version);

@@ -61,6 +61,8 @@ pub(crate) struct FileWire {
     // torch.toml
     #[serde(default)]
     pub(crate) wheel: Vec<Spanned<TorchWheelWire>>,
+    #[serde(default)]
+    pub(crate) source: Vec<Spanned<TorchSourceWire>>,
 
     // python, cuda, cudnn, nccl, torch, vllm, deepspeed
     #[serde(default)]
@@ -381,6 +383,31 @@ pub(crate) struct TorchWheelWire {
     pub(crate) python: Option<String>,
     #[serde(default)]
     pub(crate) files: Vec<FileRefWire>,
+    pub(crate) source: String,
+    #[serde(default)]
+    pub(crate) note: Option<String>,
+}
+
+/// `[[source]]` in `torch.toml`: where a release's source lives and what building it needs
+/// (for `torch = { build = "source" }`).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TorchSourceWire {
+    /// The torch release: `2.10.0` (must have a `[[release]]` entry).
+    pub(crate) torch: String,
+    /// The git repository: `https://github.com/pytorch/pytorch`.
+    pub(crate) repository: String,
+    /// The release tag: `v2.10.0`.
+    pub(crate) tag: String,
+    /// The commit the tag points to (40 hex digits), when read.
+    #[serde(default)]
+    pub(crate) commit: Option<String>,
+    /// The oldest cuDNN the source build supports: `8.5`.
+    pub(crate) cudnn_min: String,
+    /// PEP 508 requirements of the build itself (`[build-system].requires`).
+    pub(crate) build_requires: Vec<String>,
+    /// PEP 508 requirements the built wheel declares (setup.py `install_requires`).
+    pub(crate) runtime_requires: Vec<String>,
     pub(crate) source: String,
     #[serde(default)]
     pub(crate) note: Option<String>,

@@ -182,6 +182,9 @@ pub struct DockerPlan {
     /// The Python closure's install plan (a closed lock); `None` for an open lock, whose
     /// stages install requirement files.
     pub python_install: Option<super::python::PythonInstall>,
+    /// torch built from source in the `torch-build` stage (`build = "source"` in the lock);
+    /// the framework stage installs its wheel with `--no-deps`.
+    pub torch_build: Option<super::torch_build::TorchBuildPlan>,
 }
 
 /// The `code` stage and bake target: the training workload's image with the project
@@ -779,6 +782,21 @@ impl DockerPlan {
             ));
         }
 
+        let torch_build = super::torch_build::TorchBuildPlan::new(lock)?;
+        if let Some(tb) = &torch_build {
+            if nccl_dev.is_none() {
+                return Err(bad(
+                    "a torch source build compiles against the system NCCL, but the lock pins no NCCL package".into(),
+                    "add `nccl = \"*\"` to [components] and re-lock",
+                ));
+            }
+            if tb.commit.is_none() {
+                unverified.push(format!(
+                    "torch {} source: git tag {} only (the catalog records no commit for it)",
+                    tb.version, tb.tag
+                ));
+            }
+        }
         let mut stages = Vec::new();
         let mut compiled = Vec::new();
         let mut build_env: Vec<(String, String)> = Vec::new();
@@ -796,6 +814,10 @@ impl DockerPlan {
             let mut indexes: Vec<String> = Vec::new();
             let mut uses_build = false;
             for c in comps {
+                if c.name == Component::Torch && torch_build.is_some() {
+                    // Built in `torch-build`, installed from its wheel.
+                    continue;
+                }
                 let env = compile_env(&pypi_name(c));
                 let mut version = c.version.to_string();
                 let mut sha256 = c.get("sha256").map(str::to_string);
@@ -853,7 +875,7 @@ impl DockerPlan {
                 reqs.push(r);
             }
             // Upper layers keep torch where the framework layer put it.
-            if layer != Layer::Framework {
+            if layer != Layer::Framework && torch_build.is_none() {
                 if let Some(t) = lock.component(Component::Torch) {
                     let pinned = stages
                         .iter()
@@ -1065,6 +1087,7 @@ impl DockerPlan {
             labels,
             unverified,
             python_install,
+            torch_build,
         })
     }
 }
@@ -1094,6 +1117,9 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
         RenderedFile::new("docker-bake.hcl", t("docker/docker-bake.hcl.j2")?),
         RenderedFile::new(".dockerignore", t("docker/dockerignore.j2")?),
     ];
+    if let Some(tb) = &plan.torch_build {
+        files.push(RenderedFile::new(super::torch_build::SCRIPT, tb.script()?));
+    }
     if let Some(pi) = &plan.python_install {
         for l in &pi.layers {
             files.push(RenderedFile::new(l.file.clone(), l.contents.clone()));

@@ -12,6 +12,7 @@ pub mod network;
 pub mod packer;
 pub mod python;
 pub mod slurm;
+pub mod torch_build;
 pub mod workload;
 
 use std::collections::BTreeMap;

@@ -288,6 +288,11 @@ pub struct NcclTests {
 pub struct PackerPlan {
     /// Shared values.
     pub common: Common,
+    /// torch built from source on the VM by the container image's `build-torch.sh`
+    /// (`torch_build_script`, the same bytes).
+    pub torch_build: Option<super::torch_build::TorchBuildPlan>,
+    /// The text of `build-torch.sh`, when torch is built from source.
+    pub torch_build_script: Option<String>,
     /// Host decisions shared with the GPU Operator values and Slurm (kernel modules,
     /// exporter image, DCGM diagnostics, paths).
     pub host: HostPlan,
@@ -1526,6 +1531,12 @@ impl PackerPlan {
             py,
             build_env: dp.build_env.clone(),
             ccache_path: dp.ccache_path.clone(),
+            torch_build_script: dp
+                .torch_build
+                .as_ref()
+                .map(super::torch_build::TorchBuildPlan::script)
+                .transpose()?,
+            torch_build: dp.torch_build.clone(),
             fabric: dp.fabric.clone(),
             fabric_build_deps: dp.fabric_build_deps.clone(),
             fabric_runtime_deps: dp.fabric_runtime_deps.clone(),

@@ -396,6 +396,20 @@ pub fn inputs(lock: &Lock) -> Vec<LayerInput> {
     };
     let mut sources: BTreeMap<String, String> = BTreeMap::new();
     let mut by_layer: BTreeMap<Layer, Vec<String>> = BTreeMap::new();
+    // A source-built torch is not installed from an index: the framework layer gets what
+    // its wheel requires and the cuDNN it is built against; the build layer, its build
+    // requirements (see `crate::plan::torch_build`).
+    let source_built = torch.get("build") == Some("source");
+    if source_built {
+        let fw = by_layer.entry(Layer::Framework).or_default();
+        fw.extend(torch.list("runtime-requires").iter().cloned());
+        if let (Some(cudnn), Some(major)) = (
+            lock.component(Component::Cudnn),
+            torch.get("cuda").and_then(|c| c.split('.').next()),
+        ) {
+            fw.push(format!("nvidia-cudnn-cu{major}=={}", cudnn.version));
+        }
+    }
     for c in &lock.components {
         if matches!(
             c.name,
@@ -405,6 +419,9 @@ pub fn inputs(lock: &Lock) -> Vec<LayerInput> {
                 | Component::Cudnn
                 | Component::Nccl
         ) {
+            continue;
+        }
+        if c.name == Component::Torch && source_built {
             continue;
         }
         let Some((name, version, index)) = pypi_name(lock, c.name) else {
@@ -479,10 +496,13 @@ pub fn inputs(lock: &Lock) -> Vec<LayerInput> {
         .filter(|r| built.iter().any(|b| r.starts_with(&format!("{b}=="))))
         .cloned()
         .collect();
-    if !compiled.is_empty() {
+    if !compiled.is_empty() || source_built {
         let mut reqs = framework;
         reqs.extend(BUILD_TOOLS.iter().map(|s| (*s).to_string()));
         reqs.extend(compiled);
+        if source_built {
+            reqs.extend(torch.list("build-requires").iter().cloned());
+        }
         out.push(LayerInput {
             layer: "build".into(),
             requirements: reqs,

@@ -150,6 +150,13 @@ pub(crate) fn members(spec: &Spec) -> BTreeMap<Component, String> {
             imply(C::Cuda, by, &mut m);
         }
     }
+    // A torch source build compiles against the stack's cuDNN and system NCCL.
+    if spec.torch_source.is_some() && m.contains_key(&C::Torch) {
+        for c in [C::Cudnn, C::Nccl] {
+            m.entry(c)
+                .or_insert_with(|| "implied by torch (source build)".to_string());
+        }
+    }
     for by in [C::Cudnn, C::Nccl] {
         if m.contains_key(&by) {
             imply(C::Cuda, by, &mut m);
@@ -604,7 +611,7 @@ fn compats(
                 d,
                 &t.cuda,
                 ctx.full_min_for_runtime(&t.cuda),
-                ctx.needs_ptx(&t.arch_list),
+                ctx.needs_ptx(ctx.torch_archs(i)),
             ))
         }
         _ => None,
@@ -761,7 +768,11 @@ fn because(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)]) -
             }
             if let Some(t) = idx(get(Component::Torch)) {
                 let t = &ctx.cat.torch[t];
-                out.push(format!("torch {} bundles the CUDA {} runtime: same major as the toolkit, not newer [{}]", t.full, t.cuda, Rule::TorchToolkit.id()));
+                if let Some(archs) = &ctx.source_archs {
+                    out.push(format!("torch {} is built from source with this toolkit's nvcc, which accepts {} [{}]", t.full, crate::arch::torch_list(archs).join(";"), Rule::TorchSourceToolkit.id()));
+                } else {
+                    out.push(format!("torch {} bundles the CUDA {} runtime: same major as the toolkit, not newer [{}]", t.full, t.cuda, Rule::TorchToolkit.id()));
+                }
             }
             if let Some(ts) = ctx.cat.targets_for(&r.version) {
                 let names: Vec<String> = ctx.targets.iter().map(ToString::to_string).collect();
@@ -775,23 +786,42 @@ fn because(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)]) -
         }
         (Component::Torch, Some(i)) => {
             let t = &ctx.cat.torch[i];
-            let list: Vec<String> = crate::arch::torch_list(&t.arch_list);
-            out.push(format!(
-                "its arch list {} runs on compute capability {} [{}]",
-                list.join(";"),
-                ctx.ccs
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                Rule::TorchArchList.id()
-            ));
+            let list: Vec<String> = crate::arch::torch_list(ctx.torch_archs(i));
+            let ccs = ctx
+                .ccs
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ");
+            if ctx.source_archs.is_some() {
+                if let Some(src) = ctx.cat.torch_source(&t.version) {
+                    out.push(format!(
+                        "built from source: {} at tag {} with the CUDA {} toolkit ({}) [{}]",
+                        src.repository,
+                        src.tag,
+                        t.cuda,
+                        src.origin.lock_name,
+                        Rule::TorchSource.id()
+                    ));
+                }
+                out.push(format!(
+                    "its requested arch list {} runs on compute capability {ccs}; a source build has no other kernels to fall back to [{}]",
+                    list.join(";"),
+                    Rule::TorchSourceArchs.id()
+                ));
+            } else {
+                out.push(format!(
+                    "its arch list {} runs on compute capability {ccs} [{}]",
+                    list.join(";"),
+                    Rule::TorchArchList.id()
+                ));
+            }
             if let Some(d) = &driver {
                 let mode = ctx.compat_for(
                     d,
                     &t.cuda,
                     ctx.full_min_for_runtime(&t.cuda),
-                    ctx.needs_ptx(&t.arch_list),
+                    ctx.needs_ptx(ctx.torch_archs(i)),
                 );
                 out.push(format!(
                     "driver {d} runs its CUDA {} runtime with {} compatibility [{}]",
@@ -809,6 +839,15 @@ fn because(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)]) -
                     r.cuda,
                     Rule::VllmTorchPin.id()
                 ));
+            }
+        }
+        (Component::Cudnn | Component::Nccl, Some(_)) if ctx.source_archs.is_some() => {
+            if let Some(t) = idx(get(Component::Torch)) {
+                let t = &ctx.cat.torch[t];
+                match (c, ctx.cat.torch_source(&t.version)) {
+                    (Component::Cudnn, Some(src)) => out.push(format!("torch {} is built from source against this cuDNN (≥ {}, {}) [{}]", t.version, src.cudnn_min, src.origin.lock_name, Rule::TorchSourceCudnn.id())),
+                    _ => out.push(format!("torch {} is built from source against this NCCL (USE_SYSTEM_NCCL=1); the newest build for CUDA {} is used", t.version, t.cuda.major())),
+                }
             }
         }
         (Component::Cudnn | Component::Nccl, Some(_)) => {
@@ -1020,7 +1059,7 @@ fn ranked_after(
                         h,
                         &t.cuda,
                         ctx.full_min_for_runtime(&t.cuda),
-                        ctx.needs_ptx(&t.arch_list),
+                        ctx.needs_ptx(ctx.source_archs.as_deref().unwrap_or(&t.arch_list)),
                     )
                 })
             };

@@ -367,6 +367,7 @@ pub(crate) fn random_spec(rng: &mut Rng, cat: &Catalog) -> Spec {
         archs: vec![],
         driver,
         components,
+        torch_source: None,
         deploy: Default::default(),
         check: Vec::new(),
     }

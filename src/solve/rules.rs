@@ -68,6 +68,15 @@ pub enum Rule {
     ExtraMinCc,
     /// An extra's binaries exist for some CUDA majors only: torch's CUDA variant must be one.
     ExtraCudaMajor,
+    /// A torch source build needs the release's `[[source]]` entry.
+    TorchSource,
+    /// A torch source build's arch list must run on every GPU.
+    TorchSourceArchs,
+    /// A torch source build compiles with the toolkit: the same CUDA minor, and nvcc must
+    /// accept every arch it builds.
+    TorchSourceToolkit,
+    /// A torch source build needs a minimum cuDNN.
+    TorchSourceCudnn,
 }
 
 impl Rule {
@@ -101,6 +110,10 @@ impl Rule {
             Rule::ExtraPython => "extra.python",
             Rule::ExtraMinCc => "extra.min-cc",
             Rule::ExtraCudaMajor => "extra.cuda-major",
+            Rule::TorchSource => "torch.source",
+            Rule::TorchSourceArchs => "torch.source-archs",
+            Rule::TorchSourceToolkit => "torch.source-toolkit",
+            Rule::TorchSourceCudnn => "torch.source-cudnn",
         }
     }
 }
@@ -190,6 +203,9 @@ pub(crate) struct Ctx<'c> {
     pub(crate) cpu: &'c str,
     /// CUDA releases some vendor-validated combination ships.
     pub(crate) tested_cuda: std::collections::BTreeSet<&'c Version>,
+    /// A torch source build's arch list (the request's `archs`, else the GPUs' list);
+    /// `None` for wheels.
+    pub(crate) source_archs: Option<Vec<Target>>,
 }
 
 /// The support row every GPU of the stack needs: for each GPU, the newest row at or below
@@ -254,7 +270,15 @@ impl<'c> Ctx<'c> {
             "x86_64"
         };
         let tested_cuda = cat.tested.iter().filter_map(|t| t.cuda.as_ref()).collect();
+        let source_archs = spec.torch_source.as_ref().map(|s| {
+            if s.archs.is_empty() {
+                targets.clone()
+            } else {
+                s.archs.clone()
+            }
+        });
         Ctx {
+            source_archs,
             generations,
             cudnn_floor: lib_floor(&cat.cudnn_gpu_support, &ccs),
             nccl_floor: lib_floor(&cat.nccl_gpu_support, &ccs),
@@ -347,7 +371,11 @@ impl<'c> Ctx<'c> {
             Component::Cudnn => &self.cat.cudnn[i].origin,
             Component::Nccl => &self.cat.nccl[i].origin,
             Component::Python => &self.cat.python[i].origin,
-            Component::Torch => &self.cat.torch[i].origin,
+            Component::Torch => match (&self.source_archs, self.cat.torch_source(&self.cat.torch[i].version)) {
+                // A source build comes from the release's `[[source]]` entry.
+                (Some(_), Some(src)) => &src.origin,
+                _ => &self.cat.torch[i].origin,
+            },
             Component::Vllm => &self.cat.vllm[i].origin,
             Component::Deepspeed => &self.cat.deepspeed[i].origin,
             extra_pattern!() => &self.cat.extras[i].origin,
@@ -382,7 +410,7 @@ impl<'c> Ctx<'c> {
                             h,
                             &b.cuda,
                             self.full_min_for_runtime(&b.cuda),
-                            self.needs_ptx(&b.arch_list),
+                            self.needs_ptx(self.torch_archs(i)),
                         );
                         let forward = matches!(mode, Compat::Forward { .. });
                         (
@@ -521,6 +549,22 @@ impl<'c> Ctx<'c> {
                         if !os.cuda.matches(&r.version) {
                             return Err(self.violation(Rule::OsImages, || format!("NVIDIA publishes CUDA {} for {os_id} only in `{}`; {} is not among them", r.version, os.cuda, r.version), || vec![os.origin.clone()]));
                         }
+                    }
+                }
+            }
+            Component::Torch if self.source_archs.is_some() => {
+                let b = &self.cat.torch[i];
+                if self.cat.torch_source(&b.version).is_none() {
+                    return Err(self.violation(
+                        Rule::TorchSource,
+                        || format!("the catalog has no source entry (`[[source]]`: tag, build requirements) for torch {}, so it cannot be built from source", b.version),
+                        || vec![b.release_origin.clone()],
+                    ));
+                }
+                let archs = self.torch_archs(i);
+                for cc in &self.ccs {
+                    if best_way(archs, *cc).is_none() {
+                        return Err(self.violation(Rule::TorchSourceArchs, || format!("the requested arch list `{}` has no kernels for compute capability {cc}{}, and a source build has no other", crate::arch::torch_list(archs).join(";"), self.gpu_names_for(*cc)), Vec::new));
                     }
                 }
             }
@@ -900,6 +944,26 @@ impl<'c> Ctx<'c> {
                     ))
                 }
             }
+            (C::Cuda, C::Torch) if self.source_archs.is_some() => {
+                let cu = &self.cat.cuda[ia];
+                let t = &self.cat.torch[ib.unwrap_or(0)];
+                if (cu.version.major(), cu.version.minor()) != (t.cuda.major(), t.cuda.minor()) {
+                    return Err(self.violation(Rule::TorchSourceToolkit, || format!("torch {} is built from source with the CUDA {} toolkit, not CUDA {}", t.full, t.cuda, cu.version), || vec![t.origin.clone()]));
+                }
+                let archs = self.source_archs.as_deref().unwrap_or_default();
+                let Some(ts) = self.cat.targets_for(&cu.version) else {
+                    return Err(self.violation(Rule::TorchSourceToolkit, || format!("the catalog does not know which GPU targets nvcc of CUDA {} accepts", cu.version), || vec![cu.origin.clone()]));
+                };
+                let missing: Vec<&Target> = archs
+                    .iter()
+                    .filter(|a| !ts.sm.iter().any(|s| s.cc == a.cc && s.suffix == a.suffix))
+                    .collect();
+                if missing.is_empty() {
+                    Ok(())
+                } else {
+                    Err(self.violation(Rule::TorchSourceToolkit, || format!("nvcc of CUDA {} does not accept {}, which the torch source build compiles for", cu.version, missing.iter().map(|t| format!("`{}`", t.torch_form())).collect::<Vec<_>>().join(", ")), || vec![ts.origin.clone()]))
+                }
+            }
             (C::Cuda, C::Torch) => {
                 let cu = &self.cat.cuda[ia];
                 let t = &self.cat.torch[ib.unwrap_or(0)];
@@ -919,6 +983,25 @@ impl<'c> Ctx<'c> {
                                     cu.version
                                 )
                             }, || vec![t.origin.clone()]))
+                }
+            }
+            (C::Cudnn, C::Torch) | (C::Nccl, C::Torch) if self.source_archs.is_some() => {
+                let lib = if ca == C::Cudnn {
+                    &self.cat.cudnn[ia]
+                } else {
+                    &self.cat.nccl[ia]
+                };
+                let t = &self.cat.torch[ib.unwrap_or(0)];
+                if !lib.cuda_majors.contains(&t.cuda.major()) {
+                    return Err(self.violation(Rule::LibCudaMajor, || format!("{} {} ships builds for CUDA {} only, not CUDA {}", ca.display(), lib.version, lib.cuda_majors.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "), t.cuda.major()), || vec![lib.origin.clone()]));
+                }
+                match self.cat.torch_source(&t.version) {
+                    Some(src) if ca == C::Cudnn && lib.version < src.cudnn_min => Err(self.violation(
+                        Rule::TorchSourceCudnn,
+                        || format!("building torch {} from source needs cuDNN ≥ {}, not {}", t.version, src.cudnn_min, lib.version),
+                        || vec![src.origin.clone()],
+                    )),
+                    _ => Ok(()),
                 }
             }
             (C::Cudnn, C::Torch) | (C::Nccl, C::Torch) => {
@@ -1169,12 +1252,22 @@ impl<'c> Ctx<'c> {
             }
             (C::Torch, C::Driver) => {
                 let t = &cat.torch[i];
-                let ptx = u64::from(self.needs_ptx(&t.arch_list));
+                let ptx = u64::from(self.needs_ptx(self.torch_archs(i)));
                 vec![Num(t.cuda.major()), Num(t.cuda.minor()), Num(ptx)]
             }
             (C::Vllm, C::Driver) => {
                 let r = &cat.vllm[i];
                 vec![Num(r.cuda.major()), Num(r.cuda.minor())]
+            }
+            (C::Cuda, C::Torch) if self.source_archs.is_some() => {
+                // The source rules also read the release's nvcc targets.
+                let r = &cat.cuda[i];
+                let ts = cat
+                    .targets
+                    .iter()
+                    .position(|t| t.cuda.matches(&r.version))
+                    .map_or(u64::MAX, |p| p as u64);
+                vec![Num(r.version.major()), Num(r.version.minor()), Num(ts)]
             }
             (C::Cuda, C::Cudnn | C::Nccl | C::Torch) => {
                 let r = &cat.cuda[i];
@@ -1187,6 +1280,11 @@ impl<'c> Ctx<'c> {
             (C::Torch, C::Cuda) => {
                 let t = &cat.torch[i];
                 vec![Num(t.cuda.major()), Num(t.cuda.minor())]
+            }
+            (C::Torch, C::Cudnn | C::Nccl) if self.source_archs.is_some() => {
+                // The source rules read the release (its cuDNN minimum) and the CUDA major.
+                let t = &cat.torch[i];
+                vec![Ver(&t.version), Num(t.cuda.major())]
             }
             (C::Torch, C::Cudnn | C::Nccl) => {
                 let t = &cat.torch[i];
@@ -1262,6 +1360,8 @@ impl<'c> Ctx<'c> {
                 release(&r.torch, r.cuda.major())
             }
             (C::Cudnn | C::Nccl, C::Torch) => exact(&self.lib(c, i).version),
+            // A source build uses the system libraries: no pin.
+            (C::Torch, C::Cudnn | C::Nccl) if self.source_archs.is_some() => Join::Any,
             (C::Torch, C::Cudnn | C::Nccl) => {
                 let t = &cat.torch[i];
                 let pin = if other == C::Cudnn { &t.cudnn } else { &t.nccl };
@@ -1309,7 +1409,7 @@ impl<'c> Ctx<'c> {
             }
             Component::Torch => {
                 let t = &self.cat.torch[i];
-                let ptx = self.needs_ptx(&t.arch_list);
+                let ptx = self.needs_ptx(self.torch_archs(i));
                 self.driver_runs(
                     d,
                     &t.cuda,
@@ -1335,6 +1435,14 @@ impl<'c> Ctx<'c> {
                 .map(|_| ())
             }
             _ => Ok(()),
+        }
+    }
+
+    /// The arch list torch build `i` has: the source build's, or the wheel's.
+    pub(crate) fn torch_archs(&self, i: usize) -> &[Target] {
+        match &self.source_archs {
+            Some(a) => a,
+            None => &self.cat.torch[i].arch_list,
         }
     }
 

@@ -1,0 +1,268 @@
+//! torch built from source (`torch = { build = "source" }`), held to its consumers'
+//! contracts:
+//!
+//! * every variable `build-torch.sh` exports is a documented PyTorch build variable (the
+//!   sourced list in `src/catalog/torch_build_env.rs`); an unknown one fails;
+//! * the script, run under stand-ins for `uv`, `git`, `python` and `nproc`
+//!   (`tests/standins/torch-build/stub.sh`), clones the locked tag, installs the locked
+//!   build requirements and cuDNN, and builds one wheel with the lock's arch list, the
+//!   system NCCL, fatbin compression, ccache and the MAX_JOBS it was given (or the one
+//!   memory allows);
+//! * the Dockerfile and Packer run that same script, byte for byte;
+//! * shellcheck accepts it.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+use gpustack::catalog::torch_build_env;
+use gpustack::lock::Lock;
+use gpustack::Component;
+
+const NAME: &str = "a100-torch-source";
+
+fn lock() -> Lock {
+    let path = root().join("lockfiles").join(format!("{NAME}.lock"));
+    Lock::parse(
+        &path.display().to_string(),
+        &std::fs::read_to_string(&path).unwrap(),
+    )
+    .unwrap()
+}
+
+fn exported(script: &str) -> Vec<(String, String)> {
+    script
+        .lines()
+        .filter_map(|l| l.strip_prefix("export "))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn every_exported_variable_is_a_documented_build_variable() {
+    let out = generate(NAME, "docker");
+    let script = std::fs::read_to_string(out.join("build-torch.sh")).unwrap();
+    let vars = exported(&script);
+    assert!(vars.len() >= 10, "{vars:?}");
+    for (k, _) in &vars {
+        assert!(
+            torch_build_env::documented(k).is_some(),
+            "build-torch.sh exports `{k}`, which is not in src/catalog/torch_build_env.rs"
+        );
+    }
+    // The test can fail: an undocumented name is caught.
+    assert!(torch_build_env::documented("TORCH_CUDA_ARCH_LISTS").is_none());
+}
+
+struct Run {
+    commands: Vec<String>,
+    env: BTreeMap<String, String>,
+    wheels: Vec<String>,
+}
+
+fn run_script(script: &Path, max_jobs: Option<&str>, mem_per_job: Option<&str>) -> Run {
+    let dir = tempdir("torch-build-harness");
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let stub = root().join("tests/standins/torch-build/stub.sh");
+    for tool in ["uv", "git", "python", "nproc"] {
+        std::os::unix::fs::symlink(&stub, bin.join(tool)).unwrap();
+    }
+    let log = dir.join("log");
+    let wheels = dir.join("wheels");
+    let mut cmd = Command::new("bash");
+    cmd.arg(script)
+        .arg(&wheels)
+        .env_clear()
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("STUB_LOG", &log)
+        .env("STUB_NPROC", "8")
+        .env("STUB_SITE", dir.join("site").display().to_string())
+        .env("TORCH_SRC", dir.join("src").display().to_string());
+    if let Some(j) = max_jobs {
+        cmd.env("MAX_JOBS", j);
+    }
+    if let Some(m) = mem_per_job {
+        cmd.env("MEM_PER_JOB_GIB", m);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "build-torch.sh failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    let mut run = Run {
+        commands: Vec::new(),
+        env: BTreeMap::new(),
+        wheels: std::fs::read_dir(&wheels)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect(),
+    };
+    for l in text.lines() {
+        if let Some(c) = l.strip_prefix("cmd ") {
+            run.commands.push(c.to_string());
+        } else if let Some((k, v)) = l.strip_prefix("env ").and_then(|e| e.split_once('=')) {
+            run.env.insert(k.to_string(), v.to_string());
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    run
+}
+
+fn script_path() -> PathBuf {
+    generate(NAME, "docker").join("build-torch.sh")
+}
+
+#[test]
+fn the_build_script_builds_the_locked_source_with_the_locked_settings() {
+    let lock = lock();
+    let torch = lock.component(Component::Torch).unwrap();
+    let cudnn = lock.component(Component::Cudnn).unwrap();
+    let script = script_path();
+    let run = run_script(&script, Some("6"), None);
+
+    // Clones the locked tag of the locked repository, with its submodules.
+    let clone = run
+        .commands
+        .iter()
+        .find(|c| c.starts_with("git clone"))
+        .expect("a git clone");
+    assert!(clone.contains(&format!("--branch {}", torch.get("source-tag").unwrap())), "{clone}");
+    assert!(clone.contains("--recurse-submodules"), "{clone}");
+    assert!(clone.contains(torch.get("source-repository").unwrap()), "{clone}");
+    // Installs the build requirements the lock records, and the locked cuDNN.
+    let install = run
+        .commands
+        .iter()
+        .find(|c| c.starts_with("uv pip install"))
+        .expect("uv pip install");
+    for r in torch.list("build-requires") {
+        assert!(install.split(' ').any(|w| w == r), "{install} lacks {r}");
+    }
+    assert!(install.contains(&format!("nvidia-cudnn-cu12=={}", cudnn.version)), "{install}");
+    // One wheel, built once, without dependencies or build isolation.
+    let builds: Vec<&String> = run
+        .commands
+        .iter()
+        .filter(|c| c.starts_with("python -m pip wheel"))
+        .collect();
+    assert_eq!(builds.len(), 1, "{:?}", run.commands);
+    assert!(builds[0].contains("--no-deps") && builds[0].contains("--no-build-isolation"));
+    assert_eq!(run.wheels, [format!("torch-{}-stub.whl", torch.version)]);
+    // The build's environment, as the lock decided it.
+    let env = |k: &str| run.env.get(k).map(String::as_str);
+    assert_eq!(env("TORCH_CUDA_ARCH_LIST"), Some(torch.list("arch-list").join(";").as_str()));
+    assert_eq!(env("TORCH_NVCC_FLAGS"), Some("-Xfatbin -compress-all"));
+    assert_eq!(env("USE_SYSTEM_NCCL"), Some("1"));
+    assert_eq!(env("USE_CUDA"), Some("1"));
+    assert_eq!(env("USE_CUDNN"), Some("1"));
+    assert_eq!(env("PYTORCH_BUILD_VERSION"), Some(torch.version.as_str()));
+    assert_eq!(env("MAX_JOBS"), Some("6"));
+    for lang in ["C", "CXX", "CUDA"] {
+        assert_eq!(env(&format!("CMAKE_{lang}_COMPILER_LAUNCHER")), Some("ccache"));
+    }
+    assert!(env("CUDNN_INCLUDE_DIR").is_some_and(|d| d.ends_with("nvidia/cudnn/include")));
+    assert!(env("CUDNN_LIB_DIR").is_some_and(|d| d.ends_with("nvidia/cudnn/lib")));
+}
+
+#[test]
+fn max_jobs_defaults_to_the_cpus_and_is_capped_by_memory_per_job() {
+    let script = script_path();
+    let run = run_script(&script, None, None);
+    assert_eq!(run.env.get("MAX_JOBS").map(String::as_str), Some("8"));
+    // More memory per job than any test machine has: one job.
+    let run = run_script(&script, None, Some("1000000"));
+    assert_eq!(run.env.get("MAX_JOBS").map(String::as_str), Some("1"));
+}
+
+#[test]
+fn every_target_runs_the_same_script_and_shellcheck_accepts_it() {
+    let docker = generate(NAME, "docker");
+    let script = std::fs::read_to_string(docker.join("build-torch.sh")).unwrap();
+    let dockerfile = std::fs::read_to_string(docker.join("Dockerfile")).unwrap();
+    assert!(dockerfile.contains("COPY build-torch.sh /usr/local/bin/build-torch.sh"));
+    let ignore = std::fs::read_to_string(docker.join(".dockerignore")).unwrap();
+    assert!(ignore.lines().any(|l| l == "!build-torch.sh"), "{ignore}");
+    // Packer writes it on the VM from a quoted here-document in framework.sh.
+    let packer = generate(NAME, "packer");
+    let framework = std::fs::read_to_string(packer.join("scripts/framework.sh")).unwrap();
+    let start = "cat > /opt/gpustack/build-torch.sh <<'GPUSTACK_BUILD_TORCH_EOF'\n";
+    let body = framework.split(start).nth(1).expect("framework.sh writes build-torch.sh");
+    let on_vm = body.split("GPUSTACK_BUILD_TORCH_EOF\n").next().unwrap();
+    assert_eq!(on_vm, script, "Packer runs a different build script");
+    assert!(framework.contains("bash /opt/gpustack/build-torch.sh /opt/gpustack/wheels"));
+    if let Some(sc) = validator("shellcheck") {
+        let (code, out) = run_tool(&sc, &["-s", "bash", "build-torch.sh"], &docker);
+        assert_eq!(code, 0, "{out}");
+    }
+}
+
+#[test]
+fn check_reports_a_node_gpu_the_source_build_has_no_kernels_for() {
+    let dir = tempdir("torch-source-check");
+    let lock = root().join("lockfiles").join(format!("{NAME}.lock"));
+    let node = |gpu: &str| {
+        let p = dir.join(format!("{gpu}.toml"));
+        std::fs::write(&p, format!("[hardware]\ngpus = [\"{gpu}\"]\n")).unwrap();
+        p
+    };
+    let run = |hw: &Path| {
+        run_in(
+            &dir,
+            &[
+                "check",
+                "--lock",
+                lock.to_str().unwrap(),
+                "--hardware",
+                hw.to_str().unwrap(),
+                "--format",
+                "json",
+            ],
+        )
+    };
+    let h100 = run(&node("h100"));
+    assert_eq!(h100.code, 1, "{}", h100.stderr);
+    assert!(h100.stdout.contains("\"torch-arch-not-built\""), "{}", h100.stdout);
+    assert!(h100.stdout.contains("no PTX to fall back to"), "{}", h100.stdout);
+    // The A100 the build is for: no such finding.
+    let a100 = run(&node("a100"));
+    assert!(!a100.stdout.contains("torch-arch-not-built"), "{}", a100.stdout);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_closure_takes_torch_requirements_not_torch_from_an_index() {
+    let lock = lock();
+    let inputs = gpustack::resolve::python::inputs(&lock);
+    let layer = |n: &str| {
+        inputs
+            .iter()
+            .find(|l| l.layer == n)
+            .unwrap_or_else(|| panic!("no {n} layer input"))
+    };
+    let fw = layer("framework");
+    assert!(
+        !fw.requirements.iter().any(|r| r.starts_with("torch==")),
+        "{:?}",
+        fw.requirements
+    );
+    assert!(!fw.sources.contains_key("torch"), "{:?}", fw.sources);
+    let torch = lock.component(Component::Torch).unwrap();
+    for r in torch.list("runtime-requires") {
+        assert!(fw.requirements.contains(r), "framework lacks {r}");
+    }
+    let cudnn = lock.component(Component::Cudnn).unwrap();
+    assert!(fw
+        .requirements
+        .contains(&format!("nvidia-cudnn-cu12=={}", cudnn.version)));
+    let build = layer("build");
+    for r in torch.list("build-requires") {
+        assert!(build.requirements.contains(r), "build lacks {r}");
+    }
+}
