@@ -201,6 +201,9 @@ pub struct CudaRelease {
     pub version: Version,
     /// Full-feature minimum Linux driver (Table 3), when published.
     pub driver_min: Option<Version>,
+    /// Known only from NVIDIA's redistrib manifest: listed, never locked (rule
+    /// `cuda.redist-only`).
+    pub redist_only: bool,
     /// Where this comes from.
     pub origin: Origin,
 }
@@ -1590,9 +1593,10 @@ fn check_release_fields(
     span: &std::ops::Range<usize>,
     diags: &mut Vec<Diagnostic>,
 ) {
-    let present: [(&str, bool); 11] = [
+    let present: [(&str, bool); 12] = [
         ("cuda_builds", !r.cuda_builds.is_empty()),
         ("driver_min", r.driver_min.is_some()),
+        ("redist_only", r.redist_only),
         ("eol", r.eol.is_some()),
         ("cuda_majors", !r.cuda_majors.is_empty()),
         ("min_cc", r.min_cc.is_some()),
@@ -1604,7 +1608,7 @@ fn check_release_fields(
         ("platforms", !r.platforms.is_empty()),
     ];
     let allowed: &[&str] = match fam {
-        "cuda" => &["driver_min"],
+        "cuda" => &["driver_min", "redist_only"],
         "python" => &["eol"],
         "cudnn" => &["cuda_majors", "min_cc"],
         "nccl" => &["cuda_majors", "min_cc", "cuda_builds"],
@@ -2129,6 +2133,7 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
                 c.cuda.push(CudaRelease {
                     version,
                     driver_min,
+                    redist_only: r.redist_only,
                     origin: o,
                 });
             }
