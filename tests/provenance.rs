@@ -216,7 +216,10 @@ fn every_recorded_redist_manifest_is_in_the_catalog() {
     let nums = |v: &str| -> Vec<u64> { v.split('.').map(|p| p.parse().unwrap()).collect() };
     let mut missing = Vec::new();
     let mut read = 0;
-    for line in listing.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+    for line in listing
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
         let mut f = line.split_whitespace();
         let (product, label) = (f.next().unwrap(), f.next().unwrap());
         assert!(

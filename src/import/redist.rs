@@ -234,7 +234,16 @@ mod tests {
         let e = &out.entries[0];
         assert_eq!(e.field("redist_only").as_deref(), Some("true"));
         assert_eq!(e.field("driver_min"), None);
-        let kept = e.not_derived.iter().find(|n| n.field == "redist_only").unwrap();
-        assert!(kept.kept_from.as_deref().is_some_and(|k| k.starts_with("catalog/cuda.toml:")), "{kept:?}");
+        let kept = e
+            .not_derived
+            .iter()
+            .find(|n| n.field == "redist_only")
+            .unwrap();
+        assert!(
+            kept.kept_from
+                .as_deref()
+                .is_some_and(|k| k.starts_with("catalog/cuda.toml:")),
+            "{kept:?}"
+        );
     }
 }
