@@ -518,6 +518,9 @@ pub struct TorchBuild {
     pub cusparselt: Option<Version>,
     /// Python minors with wheels for this build.
     pub python: VersionReq,
+    /// Where `python` comes from: the `[[wheel]]` entry when the variant narrows the
+    /// release's range (its own `python`), else the `[[release]]` entry.
+    pub python_origin: Origin,
     /// `true` when this variant is the PyPI default of the release.
     pub pypi_default: bool,
     /// Platform tags of its wheels, when read (the PyPI default build only).
@@ -2284,9 +2287,12 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
             }
         }
         arch_list.sort();
-        let python = match w.python.as_deref() {
-            Some(p) => v.req(&o, "python", p).unwrap_or_else(|| rel.python.clone()),
-            None => rel.python.clone(),
+        let (python, python_origin) = match w.python.as_deref() {
+            Some(p) => (
+                v.req(&o, "python", p).unwrap_or_else(|| rel.python.clone()),
+                o.clone(),
+            ),
+            None => (rel.python.clone(), rel.origin.clone()),
         };
         let pin = |v: &mut V<'_>, what: &str, s: &Option<String>| {
             s.as_deref().and_then(|s| v.version(&o, what, s))
@@ -2307,6 +2313,7 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
             nccl: pin(&mut v, "nccl", &w.nccl),
             cusparselt: pin(&mut v, "cusparselt", &w.cusparselt),
             python,
+            python_origin,
             pypi_default: rel.pypi_variant == w.variant,
             platforms: if rel.pypi_variant == w.variant {
                 rel.platforms.clone()

@@ -999,7 +999,7 @@ impl<'c> Ctx<'c> {
                                 t.full, t.python
                             )
                         },
-                        || vec![t.release_origin.clone()],
+                        || vec![t.python_origin.clone()],
                     ))
                 }
             }
