@@ -770,7 +770,11 @@ fn packages(old: &Lock, new: &Lock, out: &mut Vec<Change>) {
             Class::Metadata
         } else if layer == Layer::Host {
             Class::HostPackage
-        } else if name != "cuda-image" && matches!(layer, Layer::Base | Layer::Validate) {
+        } else if name != "cuda-image"
+            && matches!(layer, Layer::Base | Layer::Validate)
+            // OS packages from NVIDIA's repository (NCCL) are not the fabric's source builds.
+            && b.or(a).is_some_and(|x| x.list("apt").is_empty() && x.list("dnf").is_empty())
+        {
             Class::Fabric
         } else {
             Class::Package

@@ -18,6 +18,10 @@
 //!   Container Toolkit at its newest version (never below the catalog's minimum safe one);
 //!   the newest DCGM Exporter whose DCGM the catalog has package pins for, and that DCGM;
 //!   Fabric Manager at exactly the locked driver when a locked GPU sits on NVSwitch.
+//! * **The stack's own OS packages** (NVIDIA's CUDA repository): the driver in both
+//!   kernel-module flavours and the CUDA toolkit and cuDNN (layer `host`), NCCL at the
+//!   nccl-build fact's CUDA build (layer `base`), from the catalog's naming rules
+//!   (`follows`), in the lock OS's package manager; `src/resolve` reads the real strings.
 //! * **Fabric environment**: the variables the catalog's `env` family lists for
 //!   `[cluster].fabric`, then those listed for `all` fabrics (a fabric's own value wins).
 //! * **Facts**: the instance type per `[packer].clouds` cloud for the first GPU (the one
@@ -403,7 +407,13 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
             .cloned()
             .collect::<Vec<_>>()
         {
-            let fields = package_fields(&p, Some(&driver));
+            let mut fields = package_fields(&p, Some(&driver));
+            // Filled from the catalog's naming rule; `gpustack lock` reads the repository.
+            for m in ["apt", "dnf"] {
+                if fields.contains_key(m) {
+                    fields.insert(format!("{m}-source"), s("naming"));
+                }
+            }
             let because = vec![format!(
                 "{} sits on NVSwitch: Fabric Manager must match the driver exactly ({driver})",
                 g.name
@@ -432,6 +442,7 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
 
     kernel_modules(&mut sel.out, cat, r, &driver);
     nccl_build(&mut sel.out, cat, r);
+    stack_os_packages(&mut sel, r, &driver);
 
     // Fabric environment: the cluster fabric's variables, then those for every fabric.
     let fabric = spec.deploy.cluster.as_ref().map(|c| c.fabric.name());
@@ -738,6 +749,118 @@ fn kernel_modules(out: &mut Selection, cat: &Catalog, r: &Resolution, driver: &V
         out.used.push(e.origin.clone());
     }
     push_fact(out, "kernel-modules", "driver", &decider.origin, f, because);
+}
+
+/// The package manager of the lock's OS: dnf on Rocky Linux, apt otherwise (the Ubuntu
+/// images, and the newest Ubuntu when no OS is requested).
+pub(crate) fn os_manager(os: Option<&str>) -> &'static str {
+    if os.is_some_and(|o| o.starts_with("rocky")) {
+        "dnf"
+    } else {
+        "apt"
+    }
+}
+
+/// The stack's own OS packages from NVIDIA's repositories: the driver (both kernel-module
+/// flavours: a Packer build may switch), the CUDA toolkit, cuDNN and NCCL, at the locked
+/// versions, in the pin syntax of the lock's package manager. The catalog's entries that
+/// `follow` a component give the repository's naming with placeholders; the strings are
+/// recorded with `<manager>-source = "naming"`, and `gpustack lock` replaces them with what
+/// the repository's index publishes (`src/resolve`, `"repository"`).
+fn stack_os_packages(sel: &mut Sel<'_>, r: &Resolution, driver: &Version) {
+    let manager = os_manager(r.spec.os.as_deref());
+    let nccl_cuda = sel
+        .out
+        .facts
+        .iter()
+        .find(|f| f.kind == "nccl-build")
+        .and_then(|f| f.get("cuda").map(str::to_string));
+    let nccl_version = sel
+        .out
+        .facts
+        .iter()
+        .find(|f| f.kind == "nccl-build")
+        .and_then(|f| f.get("nccl").map(str::to_string));
+    let mut vars: Vec<(&str, String)> = vec![
+        ("driver", driver.to_string()),
+        ("branch", driver.major().to_string()),
+    ];
+    let mut versions: BTreeMap<Component, Version> = BTreeMap::new();
+    versions.insert(Component::Driver, driver.clone());
+    if let Some(c) = r.pick(Component::Cuda) {
+        vars.push(("cuda", c.version.to_string()));
+        vars.push(("cuda_major", c.version.major().to_string()));
+        vars.push(("cuda_minor", c.version.minor().to_string()));
+        versions.insert(Component::Cuda, c.version.clone());
+    }
+    if let Some(d) = r.pick(Component::Cudnn) {
+        vars.push(("cudnn", d.version.to_string()));
+        vars.push(("cudnn_major", d.version.major().to_string()));
+        versions.insert(Component::Cudnn, d.version.clone());
+    }
+    if let (Some(n), Some(c)) = (&nccl_version, &nccl_cuda) {
+        vars.push(("nccl", n.clone()));
+        vars.push(("nccl_cuda", c.clone()));
+        if let Ok(v) = Version::parse(n) {
+            versions.insert(Component::Nccl, v);
+        }
+    }
+    let fill = |x: &str| {
+        let mut x = x.to_string();
+        for (k, v) in &vars {
+            x = x.replace(&format!("{{{k}}}"), v);
+        }
+        x
+    };
+    let entries: Vec<Package> = sel
+        .cat
+        .packages
+        .iter()
+        .filter(|p| p.name != "nvidia-fabricmanager")
+        .filter(|p| p.variant.as_deref() == Some(manager))
+        .filter(|p| match &p.follows {
+            Some((c, req)) => versions.get(c).is_some_and(|v| req.matches(v)),
+            None => false,
+        })
+        .cloned()
+        .collect();
+    for p in entries {
+        let Some((c, _)) = &p.follows else { continue };
+        let pins: Vec<String> = if manager == "apt" {
+            p.apt_packages.iter().map(|x| fill(x)).collect()
+        } else {
+            p.dnf_packages.iter().map(|x| fill(x)).collect()
+        };
+        // A placeholder the lock has no value for leaves the entry out (no NCCL build, no
+        // cuDNN): never a half-filled pin.
+        if pins.is_empty() || pins.iter().any(|x| x.contains('{')) {
+            continue;
+        }
+        let version = versions[c].to_string();
+        let mut f = BTreeMap::new();
+        f.insert(manager.to_string(), Field::List(pins));
+        f.insert(format!("{manager}-source"), s("naming"));
+        let (layer, why) = match c {
+            Component::Nccl => (
+                Layer::Base,
+                format!("NCCL {version} from NVIDIA's packages (every image and the VM image install it)"),
+            ),
+            Component::Driver => (
+                Layer::Host,
+                format!("the driver {version} on the VM image, with the {} kernel modules", if p.name.contains("open") { "open" } else { "proprietary" }),
+            ),
+            Component::Cuda => (
+                Layer::Host,
+                format!("the CUDA toolkit {version} on the VM image"),
+            ),
+            _ => (Layer::Host, format!("cuDNN {version} on the VM image")),
+        };
+        let because = vec![
+            why,
+            format!("{manager} names as NVIDIA's repository spells them (the catalog's naming rule); `gpustack lock` checks them against the repository's index"),
+        ];
+        sel.push(&p.name, version, layer, &p.origin, f, because);
+    }
 }
 
 /// The CUDA build of the NCCL packages (`libnccl2=<nccl>-1+cuda<X.Y>`): NVIDIA publishes

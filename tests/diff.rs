@@ -29,17 +29,29 @@ const CASES: &[(&str, &[Class])] = &[
     ),
     (
         "cuda-major",
-        &[Class::CudaMajor, Class::Package, Class::Request],
+        // The VM image installs the toolkit's own package (`cuda-toolkit-12-4`).
+        &[
+            Class::HostPackage,
+            Class::CudaMajor,
+            Class::Package,
+            Class::Request,
+        ],
     ),
     (
         "cuda-minor",
-        &[Class::CudaMinor, Class::Package, Class::Request],
+        &[
+            Class::HostPackage,
+            Class::CudaMinor,
+            Class::Package,
+            Class::Request,
+        ],
     ),
-    ("cudnn", &[Class::Cudnn, Class::Request]),
-    ("nccl", &[Class::Nccl, Class::Request]),
+    // The VM image installs cuDNN's own packages; every image NCCL's (`libnccl`).
+    ("cudnn", &[Class::HostPackage, Class::Cudnn, Class::Request]),
+    ("nccl", &[Class::Nccl, Class::Package, Class::Request]),
     (
         "framework",
-        &[Class::Nccl, Class::Framework, Class::Request],
+        &[Class::Nccl, Class::Framework, Class::Package, Class::Request],
     ),
     ("python", &[Class::Python, Class::Request]),
     ("arch-list", &[Class::ArchList, Class::Request]),

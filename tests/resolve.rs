@@ -257,7 +257,7 @@ fn push(layout: &Path, registry: &str, reference: &str) {
     ]));
 }
 
-const SPEC: &str = "[stack]\nname = \"resolve-demo\"\nos = \"ubuntu22.04\"\n[hardware]\ngpus = [\"a100\"]\n[components]\ntorch = \"*\"\n";
+const SPEC: &str = "[stack]\nname = \"resolve-demo\"\nos = \"ubuntu22.04\"\n[hardware]\ngpus = [\"a100\"]\n[components]\ntorch = \"*\"\ncudnn = \"*\"\n";
 
 fn spec_with(resolve: &str) -> String {
     format!("{SPEC}[resolve]\n{resolve}")
@@ -513,6 +513,10 @@ fn apt_pins_are_checked_against_a_real_flat_repository() {
         let (n, v) = p.split_once('=').unwrap();
         if i == 0 {
             deb(&repo, n, &v.replace("-1", "-2"));
+        } else if n.starts_with("nvidia-open-") {
+            // The driver's Debian revision is not the naming rule's `-1` in every
+            // repository: the index's string is what the lock must record.
+            deb(&repo, n, &v.replace("-1", "-1ubuntu1"));
         } else {
             deb(&repo, n, v);
         }
@@ -553,6 +557,47 @@ fn apt_pins_are_checked_against_a_real_flat_repository() {
     );
     assert_eq!(dcgm.list("apt")[1..], pins[1..]);
     assert!(report.verified.len() >= pins.len());
+    // The stack's own packages (driver in both module flavours, toolkit, cuDNN, NCCL): the
+    // catalog's naming offline, the repository's strings once it was read.
+    for name in [
+        "nvidia-open",
+        "cuda-drivers",
+        "cuda-toolkit",
+        "libcudnn",
+        "libnccl",
+    ] {
+        let before = offline.package(name).unwrap_or_else(|| panic!("{name}"));
+        let after = lock.package(name).unwrap();
+        assert_eq!(before.get("apt-source"), Some("naming"), "{name}");
+        assert_eq!(after.get("apt-source"), Some("repository"), "{name}");
+        if name == "nvidia-open" {
+            assert!(after.list("apt")[0].ends_with("-1ubuntu1"), "{after:?}");
+        } else {
+            assert_eq!(after.list("apt"), before.list("apt"), "{name}");
+        }
+    }
+    // Every generated install step names the index's strings, and none is called unverified.
+    let rendered = gpustack::plan::generate_many(
+        &lock,
+        &[gpustack::plan::Target::Packer, gpustack::plan::Target::Docker],
+    )
+    .unwrap();
+    let all: String = rendered
+        .iter()
+        .flat_map(|(_, files)| files.iter().map(|f| f.contents.clone()))
+        .collect();
+    let open = &lock.package("nvidia-open").unwrap().list("apt")[0];
+    assert!(all.contains(&format!("'{open}'")), "base.sh installs {open}");
+    for name in ["nvidia-open", "cuda-toolkit", "libcudnn", "libnccl"] {
+        for pin in lock.package(name).unwrap().list("apt") {
+            assert!(all.contains(pin.as_str()), "{pin} not installed");
+            assert!(
+                !all.lines()
+                    .any(|l| l.contains("unverified") && l.contains(pin.as_str())),
+                "{pin} still called unverified"
+            );
+        }
+    }
     assert!(lock.verify().is_empty());
     // Layer hashes follow the verified pins.
     assert_ne!(
@@ -605,25 +650,43 @@ fn dnf_pins_are_checked_against_a_real_repository() {
     let offline = gpustack::lock_spec(&cat, "s", &spec).unwrap();
     let fm = offline.package("nvidia-fabricmanager").unwrap();
     let pin = fm.list("dnf")[0].clone();
-    assert_eq!(fm.get("dnf-source"), Some("catalog"));
+    assert_eq!(fm.get("dnf-source"), Some("naming"));
     // `nvidia-fabricmanager-595-595.91.07` → name and version.
     let (name, ver) = pin.rsplit_once('-').unwrap();
     let repo = dir.join("cuda/rhel9/x86_64");
     std::fs::create_dir_all(&repo).unwrap();
-    let specfile = dir.join("p.spec");
-    std::fs::write(
-        &specfile,
-        format!("Name: {name}\nVersion: {ver}\nRelease: 1\nSummary: t\nLicense: MIT\nBuildArch: noarch\n%description\nt\n%files\n"),
-    )
-    .unwrap();
-    sh(Command::new("rpmbuild")
-        .arg("--define")
-        .arg(format!("_topdir {}", dir.join("rpmbuild").display()))
-        .arg("--define")
-        .arg(format!("_rpmdir {}", repo.display()))
-        .arg("-bb")
-        .arg(&specfile)
-        .stdout(Stdio::null()));
+    // Every dnf pin of the CUDA repository's packages, as an RPM: `<name>-<version>[-<release>]`
+    // split at the lock package's version (`libnccl-2.27.5-1+cuda12.9`: release `1+cuda12.9`).
+    let mut rpms: Vec<(String, String, String)> = Vec::new();
+    for p in offline
+        .packages
+        .iter()
+        .filter(|p| p.name != "nvidia-container-toolkit")
+    {
+        for x in p.list("dnf") {
+            let at = x.find(&format!("-{}", p.version)).unwrap_or_else(|| panic!("{x}"));
+            let rest = &x[at + 1 + p.version.len()..];
+            let release = rest.strip_prefix('-').unwrap_or("1");
+            rpms.push((x[..at].to_string(), p.version.clone(), release.to_string()));
+        }
+    }
+    assert!(rpms.iter().any(|(n, _, _)| n == "libnccl"), "{rpms:?}");
+    for (i, (n, v, r)) in rpms.iter().enumerate() {
+        let specfile = dir.join(format!("p{i}.spec"));
+        std::fs::write(
+            &specfile,
+            format!("Name: {n}\nVersion: {v}\nRelease: {r}\nSummary: t\nLicense: MIT\nBuildArch: noarch\n%description\nt\n%files\n"),
+        )
+        .unwrap();
+        sh(Command::new("rpmbuild")
+            .arg("--define")
+            .arg(format!("_topdir {}", dir.join("rpmbuild").display()))
+            .arg("--define")
+            .arg(format!("_rpmdir {}", repo.display()))
+            .arg("-bb")
+            .arg(&specfile)
+            .stdout(Stdio::null()));
+    }
     sh(Command::new("createrepo_c")
         .args(["--quiet", "--general-compress-type=gz"])
         .arg(&repo));
@@ -637,6 +700,10 @@ fn dnf_pins_are_checked_against_a_real_repository() {
     let fm = lock.package("nvidia-fabricmanager").unwrap();
     assert_eq!(fm.get("dnf-source"), Some("repository"));
     assert_eq!(fm.list("dnf"), [format!("{name}-{ver}-1")]);
+    for name in ["nvidia-open", "cuda-toolkit", "libcudnn", "libnccl"] {
+        let p = lock.package(name).unwrap_or_else(|| panic!("{name}"));
+        assert_eq!(p.get("dnf-source"), Some("repository"), "{name}");
+    }
     assert!(lock.verify().is_empty());
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -652,7 +719,7 @@ fn resolve_table_is_validated_with_lines() {
     .unwrap_err()
     .to_string();
     assert!(err.contains("invalid `exclude-newer` `yesterday`"), "{err}");
-    assert!(err.contains("gpustack.toml:9:17"), "{err}");
+    assert!(err.contains("gpustack.toml:10:17"), "{err}");
     assert!(
         err.contains("invalid `registries` key `Docker.io`"),
         "{err}"

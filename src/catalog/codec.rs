@@ -239,6 +239,8 @@ codec_struct!(PackageWire {
     image_tags,
     minimum_safe,
     follows_driver,
+    follows,
+    follows_versions,
     requires,
     source,
     note,

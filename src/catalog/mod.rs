@@ -750,6 +750,10 @@ pub struct Package {
     pub minimum_safe: bool,
     /// Its version equals the locked driver's.
     pub follows_driver: bool,
+    /// The locked component its pins follow (the driver for `follows_driver`; CUDA, cuDNN
+    /// or NCCL for the stack's own OS packages), and the versions of it the naming
+    /// applies to.
+    pub follows: Option<(crate::spec::Component, VersionReq)>,
     /// Requirements in words.
     pub requires: Option<String>,
     /// Where this comes from.
@@ -1559,12 +1563,21 @@ fn ingest(
         out.extra.insert(key, (v, o));
     }
     simple!(image, |v: &ImageWire| format!("{}/{}", v.cuda, v.os));
-    simple!(package, |v: &PackageWire| format!(
-        "{}/{}/{}",
-        v.name,
-        v.version.as_deref().unwrap_or("driver"),
-        v.variant.as_deref().unwrap_or("")
-    ));
+    simple!(package, |v: &PackageWire| {
+        let mut key = format!(
+            "{}/{}/{}",
+            v.name,
+            v.version
+                .as_deref()
+                .or(v.follows.as_deref())
+                .unwrap_or("driver"),
+            v.variant.as_deref().unwrap_or("")
+        );
+        if let Some(r) = &v.follows_versions {
+            key.push_str(&format!("/{r}"));
+        }
+        key
+    });
     simple!(instance, |v: &InstanceWire| format!(
         "{}/{}/{}",
         v.gpu,
@@ -2787,7 +2800,39 @@ fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
             );
             continue;
         }
-        let order = match (&p.version, p.follows_driver) {
+        let follows = match (p.follows.as_deref(), p.follows_driver) {
+            (None, false) => None,
+            (None, true) | (Some("driver"), _) => Some(crate::spec::Component::Driver),
+            (Some("cuda"), false) => Some(crate::spec::Component::Cuda),
+            (Some("cudnn"), false) => Some(crate::spec::Component::Cudnn),
+            (Some("nccl"), false) => Some(crate::spec::Component::Nccl),
+            (Some(other), _) => {
+                v.fail(
+                    &o,
+                    format!(
+                        "package `{}`: `follows = \"{other}\"` must be `driver`, `cuda`, `cudnn` or `nccl`{}",
+                        p.name,
+                        if p.follows_driver { " (and `follows_driver` then left out)" } else { "" }
+                    ),
+                );
+                continue;
+            }
+        };
+        let follows_versions = match (&p.follows_versions, follows) {
+            (None, _) => VersionReq::any(),
+            (Some(r), Some(_)) => match VersionReq::parse(r) {
+                Ok(r) => r,
+                Err(e) => {
+                    v.fail(&o, format!("follows_versions `{r}`: {e}"));
+                    continue;
+                }
+            },
+            (Some(_), None) => {
+                v.fail(&o, "`follows_versions` needs `follows`".into());
+                continue;
+            }
+        };
+        let order = match (&p.version, follows.is_some()) {
             (Some(ver), false) => {
                 if !safe_word(ver) {
                     v.fail(
@@ -2803,7 +2848,7 @@ fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
                 v.fail(
                     &o,
                     format!(
-                        "package `{}` follows the driver; it takes no `version`",
+                        "package `{}` follows a locked component; it takes no `version`",
                         p.name
                     ),
                 );
@@ -2876,7 +2921,8 @@ fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
             image_digest: p.image_digest.clone(),
             image_tags: p.image_tags.clone(),
             minimum_safe: p.minimum_safe,
-            follows_driver: p.follows_driver,
+            follows_driver: follows == Some(crate::spec::Component::Driver),
+            follows: follows.map(|c| (c, follows_versions)),
             requires: p.requires.clone(),
             origin: o,
         });

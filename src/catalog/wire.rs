@@ -520,6 +520,14 @@ pub(crate) struct PackageWire {
     /// The package's version must equal the locked driver's (Fabric Manager).
     #[serde(default)]
     pub(crate) follows_driver: bool,
+    /// The locked component whose version the package's pins follow (`driver`, `cuda`,
+    /// `cudnn`, `nccl`): NVIDIA's repository naming for the stack's own packages, with
+    /// placeholders (`{cuda}`, `{cuda_major}`, `{cudnn_major}`, `{nccl_cuda}`, …).
+    #[serde(default)]
+    pub(crate) follows: Option<String>,
+    /// The versions of the followed component this naming applies to (`>=9`).
+    #[serde(default)]
+    pub(crate) follows_versions: Option<String>,
     /// Requirements in words (not enforced).
     #[serde(default)]
     pub(crate) requires: Option<String>,

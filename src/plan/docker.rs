@@ -398,7 +398,16 @@ impl DockerPlan {
         let nccl_build = super::host::HostPlan::new(lock)
             .nccl
             .filter(|b| nccl_version.as_deref() == Some(b.version.as_str()));
+        let locked_nccl = super::host::OsPins::of(lock, "libnccl", &pkg)
+            .filter(|o| o.pins.len() == 2 && cuda.is_some());
         let (nccl_runtime, nccl_dev) = match (nccl_version, cuda) {
+            _ if locked_nccl.is_some() => {
+                // The lock's NCCL packages (the nccl-build fact's CUDA build, read from the
+                // repository's index where `gpustack lock` could).
+                let o = locked_nccl.expect("checked above");
+                unverified.extend(o.unverified);
+                (Some(o.pins[0].clone()), Some(o.pins[1].clone()))
+            }
             (Some(_), Some(_)) if nccl_build.is_some() => {
                 // The lock chose the package's CUDA build (host plan): one NVIDIA publishes.
                 let b = nccl_build.as_ref().expect("checked above");
@@ -438,7 +447,11 @@ impl DockerPlan {
             // The base layer's source builds: its images (the `nvidia/cuda` base, the
             // Dockerfile frontend) are pulled, not built.
             .filter(|p| {
-                p.layer == Layer::Base && p.name != "cuda-image" && p.get("image").is_none()
+                p.layer == Layer::Base
+                    && p.name != "cuda-image"
+                    && p.get("image").is_none()
+                    && p.list("apt").is_empty()
+                    && p.list("dnf").is_empty()
             })
         {
             let b = source_build(p, common)?;

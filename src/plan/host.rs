@@ -118,6 +118,45 @@ impl NcclBuild {
     }
 }
 
+/// A lock package's OS pins for one package manager, and what is not verified about them
+/// (from the lock's `<manager>-source`: `repository` when `gpustack lock` read them from
+/// the repository's index, `catalog` for the catalog's observation, `naming` for the
+/// catalog's naming rule).
+#[derive(Clone, Debug, Serialize)]
+pub struct OsPins {
+    /// `libnccl2=2.27.5-1+cuda12.9`, … in the manager's syntax.
+    pub pins: Vec<String>,
+    /// Comments for what was not read from the repository.
+    pub unverified: Vec<String>,
+}
+
+impl OsPins {
+    /// The pins of lock package `name` for `manager` (`apt`, `dnf`); `None` when the lock
+    /// has none (a lock written before the stack's OS packages were locked).
+    pub fn of(lock: &Lock, name: &str, manager: &str) -> Option<OsPins> {
+        let p = lock.package(name)?;
+        let pins = p.list(manager).to_vec();
+        if pins.is_empty() {
+            return None;
+        }
+        let shown = pins
+            .iter()
+            .map(|x| format!("`{x}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let unverified = match p.get(&format!("{manager}-source")) {
+            Some("repository") => Vec::new(),
+            Some("naming") => vec![format!(
+                "{shown}: NVIDIA's naming (the catalog's rule), not read from the repository's index; `gpustack lock` with the repository or a `[resolve] {manager}` mirror reachable checks and corrects it"
+            )],
+            _ => vec![format!(
+                "{shown}: as the catalog observed it, not read from the repository's index at lock time"
+            )],
+        };
+        Some(OsPins { pins, unverified })
+    }
+}
+
 /// The host plan. LOAD-BEARING: Packer's scripts and the GPU Operator values print these
 /// fields.
 #[derive(Clone, Debug, Serialize)]

@@ -31,7 +31,7 @@
 use serde::Serialize;
 
 use super::docker::{DockerPlan, Requirement, SourceBuild};
-use super::host::HostPlan;
+use super::host::{HostPlan, OsPins};
 use super::Common;
 use crate::deploy::Cloud;
 use crate::error::{Diagnostic, Error, Stage};
@@ -877,7 +877,40 @@ impl VarCtx<'_> {
 fn driver(lock: &Lock, apt: bool, repo: &str) -> Driver {
     let drv = lock.hardware.driver.to_string();
     let branch = lock.hardware.driver.major().to_string();
-    let (open, proprietary, note) = if apt {
+    let manager = if apt { "apt" } else { "dnf" };
+    let locked = (
+        OsPins::of(lock, "nvidia-open", manager),
+        OsPins::of(lock, "cuda-drivers", manager),
+    );
+    let (open, proprietary, unverified) = if let (Some(o), Some(p)) = locked {
+        let mut notes = o.unverified;
+        notes.extend(p.unverified);
+        (o.pins, p.pins, notes)
+    } else {
+        let (o, p, note) = legacy_driver(&drv, &branch, apt, repo);
+        (o, p, vec![note])
+    };
+    Driver {
+        version: drv,
+        open_stream: (!apt).then(|| format!("nvidia-driver:{branch}-open")),
+        proprietary_stream: (!apt).then(|| format!("nvidia-driver:{branch}-dkms")),
+        branch,
+        open,
+        proprietary,
+        installed: lock.hardware.driver_installed,
+        unverified,
+    }
+}
+
+/// The driver pins of a lock written before the stack's OS packages were locked (format 4
+/// without them, and older): NVIDIA's naming, marked unverified.
+fn legacy_driver(
+    drv: &str,
+    branch: &str,
+    apt: bool,
+    repo: &str,
+) -> (Vec<String>, Vec<String>, String) {
+    if apt {
         (
             vec![format!("nvidia-open-{branch}={drv}-1")],
             vec![format!("cuda-drivers-{branch}={drv}-1")],
@@ -901,16 +934,6 @@ fn driver(lock: &Lock, apt: bool, repo: &str) -> Driver {
                 .collect(),
             format!("`nvidia-driver`, `nvidia-driver-cuda` and `kmod-nvidia-open-dkms` / `kmod-nvidia-latest-dkms` at `{drv}`: the package names of NVIDIA's {repo} repository (an EL9 host's `rpm -qa` lists kmod-nvidia-open-dkms-570.124.06-1.el9 and nvidia-driver-570.124.06-1.el9; NVIDIA's Amazon Linux 2023 repository both -dkms flavours); dnf fails if that version does not exist."),
         )
-    };
-    Driver {
-        version: drv,
-        open_stream: (!apt).then(|| format!("nvidia-driver:{branch}-open")),
-        proprietary_stream: (!apt).then(|| format!("nvidia-driver:{branch}-dkms")),
-        branch,
-        open,
-        proprietary,
-        installed: lock.hardware.driver_installed,
-        unverified: vec![note],
     }
 }
 
@@ -933,15 +956,21 @@ fn cuda(lock: &Lock, apt: bool) -> Option<Cuda> {
         .collect();
     compat.sort();
     compat.dedup();
-    let note = format!(
-        "`{name}` at `{}-1`: the `<release>-1` version of NVIDIA's meta-packages (the nvidia/cuda images pin `cuda-libraries-X-Y=<release>-1` the same way).",
-        c.version
-    );
+    let pins = match OsPins::of(lock, "cuda-toolkit", if apt { "apt" } else { "dnf" }) {
+        Some(o) => Pins::new(o.pins, apt, o.unverified),
+        None => {
+            let note = format!(
+                "`{name}` at `{}-1`: the `<release>-1` version of NVIDIA's meta-packages (the nvidia/cuda images pin `cuda-libraries-X-Y=<release>-1` the same way).",
+                c.version
+            );
+            Pins::new(vec![pin], apt, vec![note])
+        }
+    };
     Some(Cuda {
         version: c.version.to_string(),
         home: format!("/usr/local/cuda-{mm}"),
         mm,
-        pins: Pins::new(vec![pin], apt, vec![note]),
+        pins,
         compat,
     })
 }
@@ -950,6 +979,9 @@ fn cuda(lock: &Lock, apt: bool) -> Option<Cuda> {
 fn cudnn(lock: &Lock, cuda: Option<&Cuda>, apt: bool) -> Option<Pins> {
     let d = lock.component(Component::Cudnn)?;
     let c = cuda?;
+    if let Some(o) = OsPins::of(lock, "libcudnn", if apt { "apt" } else { "dnf" }) {
+        return Some(Pins::new(o.pins, apt, o.unverified));
+    }
     let cm = c.mm.split('.').next().unwrap_or_default();
     let v = d.version.to_string();
     let major = d.version.major();
@@ -986,8 +1018,17 @@ fn cudnn(lock: &Lock, cuda: Option<&Cuda>, apt: bool) -> Option<Pins> {
 }
 
 /// NCCL: the container plan's packages, at the CUDA build the lock chose (host plan).
-fn nccl(dp: &DockerPlan, host: &HostPlan, cuda: Option<&Cuda>, apt: bool) -> Option<Pins> {
+fn nccl(
+    lock: &Lock,
+    dp: &DockerPlan,
+    host: &HostPlan,
+    cuda: Option<&Cuda>,
+    apt: bool,
+) -> Option<Pins> {
     let (r, d) = (dp.nccl_runtime.as_ref()?, dp.nccl_dev.as_ref()?);
+    if let Some(o) = OsPins::of(lock, "libnccl", if apt { "apt" } else { "dnf" }) {
+        return Some(Pins::new(vec![r.clone(), d.clone()], apt, o.unverified));
+    }
     // A build the catalog lists needs no caveat (base.sh prints the lock's reasons).
     let notes = match &host.nccl {
         Some(b) if b.known => Vec::new(),
@@ -1223,7 +1264,7 @@ impl PackerPlan {
         // Packages of base.sh.
         let cuda = cuda(lock, apt);
         let cudnn = cudnn(lock, cuda.as_ref(), apt);
-        let nccl = nccl(&dp, &host, cuda.as_ref(), apt);
+        let nccl = nccl(lock, &dp, &host, cuda.as_ref(), apt);
         let dcgm = host_pins(lock, "dcgm", apt);
         let fabricmanager = host_pins(lock, "nvidia-fabricmanager", apt);
         let toolkit = toolkit(lock, apt);

@@ -173,11 +173,24 @@ pub fn check_pin(index: &AptIndex, name: &str, version: &str) -> PinCheck {
     if versions.iter().any(|v| v == version) {
         return PinCheck::Published;
     }
-    let want = upstream(version);
-    match versions.iter().find(|v| upstream(v) == want) {
+    // Another epoch or Debian revision of the same upstream version is the same build; a
+    // `+cudaX.Y` build tag in the revision is part of what was pinned (NCCL's and cuDNN 8's
+    // packages exist once per CUDA build), so it must match too.
+    let want = (upstream(version), build_tag(version));
+    match versions
+        .iter()
+        .find(|v| (upstream(v), build_tag(v)) == want)
+    {
         Some(v) => PinCheck::Corrected(v.clone()),
         None => PinCheck::Missing(versions.iter().take(3).cloned().collect()),
     }
+}
+
+/// The `+…` build tag of a Debian revision (`+cuda12.9` in `2.27.5-1+cuda12.9`).
+fn build_tag(v: &str) -> Option<&str> {
+    v.rsplit_once('-')
+        .and_then(|(_, rev)| rev.split_once('+'))
+        .map(|(_, tag)| tag)
 }
 
 /// The upstream part of a Debian version: no epoch, no revision.
@@ -309,5 +322,18 @@ mod tests {
             PinCheck::Missing(vec!["1.0-2".into()])
         );
         assert_eq!(check_pin(&idx, "y", "1"), PinCheck::Missing(vec![]));
+        // A CUDA build tag is part of the pin: another build of the same NCCL is not it.
+        let idx = AptIndex {
+            packages: parse_packages("Package: libnccl2\nVersion: 2.27.5-1+cuda12.4\n\nPackage: libnccl2\nVersion: 2.27.5-1ubuntu1+cuda12.9\n"),
+            ..AptIndex::default()
+        };
+        assert_eq!(
+            check_pin(&idx, "libnccl2", "2.27.5-1+cuda12.9"),
+            PinCheck::Corrected("2.27.5-1ubuntu1+cuda12.9".into())
+        );
+        assert_eq!(
+            check_pin(&idx, "libnccl2", "2.27.5-1+cuda12.8"),
+            PinCheck::Missing(vec!["2.27.5-1+cuda12.4".into(), "2.27.5-1ubuntu1+cuda12.9".into()])
+        );
     }
 }

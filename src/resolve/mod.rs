@@ -370,7 +370,11 @@ pub fn resolve(
                         }
                     }
                 } else {
-                    p.fields.insert(source_key, Field::Str("catalog".into()));
+                    // The catalog's observation, or its naming rule (`naming`, set by the
+                    // selection) stays as it was: unverified either way, and said so.
+                    p.fields
+                        .entry(source_key)
+                        .or_insert_with(|| Field::Str("catalog".into()));
                 }
                 report
                     .unverified
