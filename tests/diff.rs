@@ -51,7 +51,12 @@ const CASES: &[(&str, &[Class])] = &[
     ("nccl", &[Class::Nccl, Class::Package, Class::Request]),
     (
         "framework",
-        &[Class::Nccl, Class::Framework, Class::Package, Class::Request],
+        &[
+            Class::Nccl,
+            Class::Framework,
+            Class::Package,
+            Class::Request,
+        ],
     ),
     ("python", &[Class::Python, Class::Request]),
     ("arch-list", &[Class::ArchList, Class::Request]),

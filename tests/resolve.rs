@@ -579,7 +579,10 @@ fn apt_pins_are_checked_against_a_real_flat_repository() {
     // Every generated install step names the index's strings, and none is called unverified.
     let rendered = gpustack::plan::generate_many(
         &lock,
-        &[gpustack::plan::Target::Packer, gpustack::plan::Target::Docker],
+        &[
+            gpustack::plan::Target::Packer,
+            gpustack::plan::Target::Docker,
+        ],
     )
     .unwrap();
     let all: String = rendered
@@ -587,7 +590,10 @@ fn apt_pins_are_checked_against_a_real_flat_repository() {
         .flat_map(|(_, files)| files.iter().map(|f| f.contents.clone()))
         .collect();
     let open = &lock.package("nvidia-open").unwrap().list("apt")[0];
-    assert!(all.contains(&format!("'{open}'")), "base.sh installs {open}");
+    assert!(
+        all.contains(&format!("'{open}'")),
+        "base.sh installs {open}"
+    );
     for name in ["nvidia-open", "cuda-toolkit", "libcudnn", "libnccl"] {
         for pin in lock.package(name).unwrap().list("apt") {
             assert!(all.contains(pin.as_str()), "{pin} not installed");
@@ -664,7 +670,9 @@ fn dnf_pins_are_checked_against_a_real_repository() {
         .filter(|p| p.name != "nvidia-container-toolkit")
     {
         for x in p.list("dnf") {
-            let at = x.find(&format!("-{}", p.version)).unwrap_or_else(|| panic!("{x}"));
+            let at = x
+                .find(&format!("-{}", p.version))
+                .unwrap_or_else(|| panic!("{x}"));
             let rest = &x[at + 1 + p.version.len()..];
             let release = rest.strip_prefix('-').unwrap_or("1");
             rpms.push((x[..at].to_string(), p.version.clone(), release.to_string()));

@@ -1648,6 +1648,19 @@ fn check_release_fields(
             );
         }
     }
+    if r.redist_only && r.driver_min.is_some() {
+        diags.push(
+            Diagnostic::new(
+                Stage::Catalog,
+                format!(
+                    "CUDA {} is `redist_only` and has a `driver_min`: a release known only from its redistrib manifest has no Table 3 row",
+                    r.version
+                ),
+            )
+            .at_offset(path, text, span.start)
+            .hint("drop `redist_only` when the release notes list the release, or drop `driver_min`"),
+        );
+    }
     if !r.files.is_empty() && !matches!(fam, "vllm" | "torch") {
         diags.push(
             Diagnostic::new(

@@ -333,7 +333,10 @@ mod tests {
         );
         assert_eq!(
             check_pin(&idx, "libnccl2", "2.27.5-1+cuda12.8"),
-            PinCheck::Missing(vec!["2.27.5-1+cuda12.4".into(), "2.27.5-1ubuntu1+cuda12.9".into()])
+            PinCheck::Missing(vec![
+                "2.27.5-1+cuda12.4".into(),
+                "2.27.5-1ubuntu1+cuda12.9".into()
+            ])
         );
     }
 }
