@@ -858,10 +858,21 @@ fn consistency(
                 continue;
             }
             if let Some(v) = l.strip_prefix("  version:").filter(|_| in_driver) {
+                let mut value = v.trim().trim_matches('"').to_string();
+                // The driver container by the digest the lock read: that is the locked
+                // driver's image.
+                if value.starts_with("sha256:")
+                    && lock
+                        .package("gpu-operator-driver")
+                        .and_then(|p| p.get("image-digest"))
+                        == Some(value.as_str())
+                {
+                    value = lock.hardware.driver.to_string();
+                }
                 drivers.push(Seen {
                     file: "k8s/gpu-operator-values.yaml".into(),
                     line: i + 1,
-                    value: v.trim().trim_matches('"').to_string(),
+                    value,
                 });
             }
         }

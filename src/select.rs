@@ -314,6 +314,37 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
         );
     }
 
+    // The interpreter uv installs for the locked Python: the exact patch and build (URL and
+    // sha256 of uv's download table) for the stack's CPU architecture.
+    if let Some(py) = r.pick(Component::Python) {
+        let arch = if spec.gpus.iter().any(|g| g.starts_with("gh")) {
+            "aarch64-gnu"
+        } else {
+            "x86_64-gnu"
+        };
+        let build = cat
+            .packages_named("cpython")
+            .filter(|p| p.variant.as_deref() == Some(arch))
+            .find(|p| {
+                p.order
+                    .as_ref()
+                    .is_some_and(|v| v.major() == py.version.major() && v.minor() == py.version.minor())
+            })
+            .cloned();
+        if let Some(p) = build {
+            let version = p.version.clone().unwrap_or_default();
+            let because = vec![
+                format!(
+                    "the CPython {version} build the locked uv installs for Python {} on {arch} (`uv python install {version}` checks this sha256)",
+                    py.version
+                ),
+            ];
+            let mut fields = package_fields(&p, None);
+            fields.insert("variant".into(), s(arch));
+            sel.push("cpython", version, Layer::Framework, &p.origin, fields, because);
+        }
+    }
+
     // Acceptance test.
     sel.package(
         "nccl-tests",
@@ -805,6 +836,8 @@ fn stack_os_packages(sel: &mut Sel<'_>, r: &Resolution, driver: &Version) {
             versions.insert(Component::Nccl, v);
         }
     }
+    let os = r.spec.os.clone().unwrap_or_default();
+    vars.push(("os", os.clone()));
     let fill = |x: &str| {
         let mut x = x.to_string();
         for (k, v) in &vars {
@@ -812,12 +845,17 @@ fn stack_os_packages(sel: &mut Sel<'_>, r: &Resolution, driver: &Version) {
         }
         x
     };
+    // The GPU Operator's driver image (variant `image`): its tag form is known for Ubuntu
+    // nodes only.
+    let images = os.starts_with("ubuntu");
     let entries: Vec<Package> = sel
         .cat
         .packages
         .iter()
         .filter(|p| p.name != "nvidia-fabricmanager")
-        .filter(|p| p.variant.as_deref() == Some(manager))
+        .filter(|p| {
+            p.variant.as_deref() == Some(manager) || (images && p.variant.as_deref() == Some("image"))
+        })
         .filter(|p| match &p.follows {
             Some((c, req)) => versions.get(c).is_some_and(|v| req.matches(v)),
             None => false,
@@ -826,6 +864,21 @@ fn stack_os_packages(sel: &mut Sel<'_>, r: &Resolution, driver: &Version) {
         .collect();
     for p in entries {
         let Some((c, _)) = &p.follows else { continue };
+        if let (Some(image), Some(tag)) = (&p.image, p.image_tags.first()) {
+            let tag = fill(tag);
+            if tag.contains('{') {
+                continue;
+            }
+            let version = versions[c].to_string();
+            let mut f = BTreeMap::new();
+            f.insert("image".into(), s(image.clone()));
+            f.insert("image-tag".into(), s(tag.clone()));
+            let because = vec![format!(
+                "the GPU Operator's driver container for driver {version} on {os} (`{image}:{tag}`); `gpustack lock` reads its digest from the registry"
+            )];
+            sel.push(&p.name, version, Layer::Host, &p.origin, f, because);
+            continue;
+        }
         let pins: Vec<String> = if manager == "apt" {
             p.apt_packages.iter().map(|x| fill(x)).collect()
         } else {

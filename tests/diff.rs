@@ -58,10 +58,12 @@ const CASES: &[(&str, &[Class])] = &[
             Class::Request,
         ],
     ),
-    ("python", &[Class::Python, Class::Request]),
+    // The interpreter build uv installs moves with it (`cpython`).
+    ("python", &[Class::Python, Class::Package, Class::Request]),
     ("arch-list", &[Class::ArchList, Class::Request]),
     ("gpu", &[Class::Gpu, Class::ArchList, Class::Deployment]),
-    ("os", &[Class::Os, Class::Package]),
+    // The GPU Operator's driver container is built per OS (`<driver>-<os>`).
+    ("os", &[Class::HostPackage, Class::Os, Class::Package]),
     (
         "fabric",
         &[Class::Fabric, Class::Env, Class::Deployment, Class::Request],

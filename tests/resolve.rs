@@ -468,6 +468,61 @@ fn image_digests_come_from_a_real_registry_through_a_mirror_and_a_token_gate() {
     ));
     let err = gpustack::lock_spec_resolved(&cat, "s", &text, &http, None).unwrap_err();
     assert!(err.to_string().contains("does not resolve"), "{err}");
+
+    // nvcr.io through the same kind of mirror: the GPU Operator's driver container (its tag
+    // `<driver>-<os>`) and DCGM Exporter are pinned by digest in the operator values, and
+    // `check` still reads the values' driver as the locked one.
+    let driver = offline.package("gpu-operator-driver").unwrap();
+    assert_eq!(driver.get("image"), Some("nvcr.io/nvidia/driver"));
+    let driver_tag = driver.get("image-tag").unwrap().to_string();
+    assert!(driver_tag.ends_with("-ubuntu22.04"), "{driver_tag}");
+    let exporter = offline.package("dcgm-exporter").unwrap();
+    let exporter_ref = format!(
+        "{}:{}",
+        exporter.get("image").unwrap().trim_start_matches("nvcr.io/"),
+        exporter.get("image-tag").unwrap()
+    );
+    push(&dir.join("layout"), &url, &format!("nvidia/driver:{driver_tag}"));
+    push(&dir.join("layout"), &url, &exporter_ref);
+    let text = spec_with(&format!(
+        "registries = {{ \"docker.io\" = \"{url}\", \"nvcr.io\" = \"{url}\" }}\n"
+    ));
+    let (both, _) = gpustack::lock_spec_resolved(&cat, "s", &text, &http, None).unwrap();
+    let driver = both.package("gpu-operator-driver").unwrap();
+    assert_eq!(driver.get("digest-source"), Some("registry"));
+    let digest = driver.get("image-digest").unwrap().to_string();
+    let files = gpustack::plan::generate_many(&both, &[gpustack::plan::Target::K8s]).unwrap();
+    let values = files[0]
+        .1
+        .iter()
+        .find(|f| f.path.ends_with("gpu-operator-values.yaml"))
+        .map(|f| f.contents.clone())
+        .unwrap();
+    assert!(
+        values.contains(&format!(
+            "driver:\n"
+        )) && values.contains(&format!(
+            "  repository: \"nvcr.io/nvidia\"\n  image: \"driver\"\n  version: \"{digest}\"\n"
+        )),
+        "{values}"
+    );
+    let exporter_digest = both
+        .package("dcgm-exporter")
+        .unwrap()
+        .get("image-digest")
+        .unwrap()
+        .to_string();
+    assert!(values.contains(&format!("  version: \"{exporter_digest}\"\n")), "{values}");
+    std::fs::write(project.join("gpustack.toml"), &text).unwrap();
+    let (code, _, err) = cli(&["lock"], false);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = cli(&["gen", "k8s"], false);
+    assert_eq!(code, 0, "{err}");
+    let (_, out, err) = cli(&["check"], false);
+    assert!(
+        !out.contains("inconsistent-driver") && !err.contains("inconsistent-driver"),
+        "{out}{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -2676,7 +2676,27 @@ fn is_sha256_hex(s: &str) -> bool {
 }
 
 fn safe_url(s: &str) -> bool {
-    s.starts_with("https://") && safe_word(&s["https://".len()..])
+    // Percent-escapes (`%2B` in python-build-standalone's archive names) are allowed as
+    // `%` and two hex digits only, so no `%{` (an HCL template directive) gets through.
+    let Some(rest) = s.strip_prefix("https://") else {
+        return false;
+    };
+    let b = rest.as_bytes();
+    let mut plain = String::with_capacity(rest.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            if i + 2 < b.len() && b[i + 1].is_ascii_hexdigit() && b[i + 2].is_ascii_hexdigit() {
+                plain.push('x');
+                i += 3;
+                continue;
+            }
+            return false;
+        }
+        plain.push(b[i] as char);
+        i += 1;
+    }
+    safe_word(&plain)
 }
 
 /// The generator-side families: images, packages, instances, clouds, bandwidth.

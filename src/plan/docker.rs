@@ -115,8 +115,11 @@ pub struct DockerPlan {
     /// The Dockerfile syntax frontend (`# syntax=`), by digest where the lock has one: the
     /// lock's `dockerfile-frontend` package, or the tag the Dockerfile was written for.
     pub frontend: String,
-    /// The locked Python, `3.12`.
+    /// The Python `uv python install` installs: the exact patch the lock pins (`3.12.13`),
+    /// else the locked minor (`3.12`).
     pub python: Option<String>,
+    /// The CPython build of that patch, when the lock pins one.
+    pub interpreter: Option<Interpreter>,
     /// Framework, inference, training stages present.
     pub stages: Vec<PyStage>,
     /// Components compiled in `build`, with their build environment.
@@ -164,6 +167,18 @@ pub struct CodeImage {
     /// The project directory relative to this directory (`out/docker`), the bake file's
     /// default for the `project` build context.
     pub project_dir: String,
+}
+
+/// The CPython build `uv python install` downloads: uv checks it against the sha256 of its
+/// own download table, which the lock records.
+#[derive(Clone, Debug, Serialize)]
+pub struct Interpreter {
+    /// `3.12.13`.
+    pub version: String,
+    /// python-build-standalone's archive.
+    pub url: String,
+    /// Its sha256.
+    pub sha256: String,
 }
 
 fn bad(msg: String, hint: &str) -> Error {
@@ -542,9 +557,20 @@ impl DockerPlan {
             })
             // Locks written before the frontend was locked: the tag this template needs.
             .unwrap_or_else(|| "docker/dockerfile:1.7".to_string());
-        let python = lock
-            .component(Component::Python)
-            .map(|p| p.version.to_string());
+        // The exact CPython build the locked uv installs (`cpython`: patch, URL and sha256
+        // of uv's download table), else the locked minor.
+        let interpreter = lock.package("cpython").and_then(|p| {
+            Some(Interpreter {
+                version: p.version.clone(),
+                url: p.get("url")?.to_string(),
+                sha256: p.get("sha256")?.to_string(),
+            })
+        });
+        let python = lock.component(Component::Python).map(|p| {
+            interpreter
+                .as_ref()
+                .map_or_else(|| p.version.to_string(), |i| i.version.clone())
+        });
         if python.is_some() && uv_image.is_none() {
             return Err(bad(
                 "the lock has a Python but no `uv` package to install it with".into(),
@@ -814,6 +840,7 @@ impl DockerPlan {
             uv_image,
             frontend,
             python,
+            interpreter,
             stages,
             compiled,
             build_requirements,

@@ -318,8 +318,10 @@ pub struct NicPolicyPlan {
 pub struct OperatorPlan {
     /// Whether the operator installs the driver (false when the lock's driver is installed).
     pub driver_enabled: bool,
-    /// The locked driver.
+    /// The locked driver, or the digest of its container image when the lock read it.
     pub driver_version: String,
+    /// `driver.repository` and `driver.image`, written with a digest `version`.
+    pub driver_repository: Option<(String, String)>,
     /// Comments on the driver.
     pub driver_notes: Vec<String>,
     /// `driver.kernelModuleType`: the host plan's flavour (`open`, `proprietary`), when the
@@ -1121,7 +1123,35 @@ fn operator_plan(lock: &Lock, common: &Common) -> OperatorPlan {
             "the stack was resolved for driver {}: the operator must install exactly this one (the CUDA compatibility mode in the lock depends on it)",
             common.driver
         ));
-        driver_notes.push("the operator appends the node OS to the driver image tag (`<version>-<os>`); the catalog does not verify that NVIDIA publishes that tag".into());
+    }
+    // The driver container: by the digest the lock read from the registry (the operator
+    // then uses it as is: NVIDIA/gpu-operator `resolveDriverTag`), else the version the
+    // operator appends the node's OS to.
+    let driver_image = lock
+        .package("gpu-operator-driver")
+        .filter(|_| !installed)
+        .and_then(|p| {
+            let image = p.get("image")?;
+            let tag = p.get("image-tag")?;
+            let (repository, name) = image.rsplit_once('/')?;
+            Some((repository.to_string(), name.to_string(), tag.to_string(), p.get("image-digest").map(str::to_string)))
+        });
+    let mut driver_version = common.driver.clone();
+    let mut driver_repository = None;
+    if !installed {
+        match &driver_image {
+            Some((repository, name, tag, Some(digest))) => {
+                driver_notes.push(format!(
+                    "`{repository}/{name}:{tag}`, pulled by the digest the lock read from the registry (the operator appends no OS tag to a digest)"
+                ));
+                driver_version = digest.clone();
+                driver_repository = Some((repository.clone(), name.clone()));
+            }
+            Some((repository, name, tag, None)) => driver_notes.push(format!(
+                "`{repository}/{name}:{tag}` is pinned by tag only: the lock could not read its digest from the registry (lock with nvcr.io or a `[resolve] registries` mirror reachable)"
+            )),
+            None => driver_notes.push("the operator appends the node OS to the driver image tag (`<version>-<os>`); the catalog knows that tag form for Ubuntu nodes only, so the lock records no digest for it".into()),
+        }
     }
     if let Some(d) = driver {
         driver_notes.push(format!("source: {}", d.source));
@@ -1217,7 +1247,8 @@ fn operator_plan(lock: &Lock, common: &Common) -> OperatorPlan {
     let (rdma, rdma_notes) = operator_rdma(common, installed);
     OperatorPlan {
         driver_enabled: !installed,
-        driver_version: common.driver.clone(),
+        driver_version,
+        driver_repository,
         driver_notes,
         kernel_module_type,
         kernel_module_notes,

@@ -350,8 +350,10 @@ pub struct PackerPlan {
     pub exporter: Option<Exporter>,
     /// uv.
     pub uv: Option<Uv>,
-    /// Python.
+    /// Python: the exact patch the lock pins, else the minor.
     pub python: Option<String>,
+    /// The CPython build uv installs, when the lock pins one.
+    pub interpreter: Option<super::docker::Interpreter>,
     /// Python layers.
     pub py: Vec<PyLayer>,
     /// Build environment of compiled components (`DS_BUILD_FUSED_ADAM=1`, ccache as the
@@ -1502,6 +1504,7 @@ impl PackerPlan {
             exporter,
             uv,
             python: dp.python.clone(),
+            interpreter: dp.interpreter.clone(),
             py,
             build_env: dp.build_env.clone(),
             ccache_path: dp.ccache_path.clone(),
