@@ -11,6 +11,7 @@
 //! | consistency | `--out` | [`Code::InconsistentDriver`], [`Code::InconsistentImage`], [`Code::InconsistentEnv`], [`Code::InconsistentCommand`]: values read back from the generated files themselves disagree across targets |
 //! | hardware | `--hardware` | [`Code::DriverTooOld`], [`Code::ArchNotCovered`], [`Code::GpuNotLocked`] |
 //! | hygiene | the lock | warnings: [`Code::Unpinned`], [`Code::EolDriver`], [`Code::UnsafeVersion`] |
+//! | acknowledgements | the spec's `[check].allow` ([`Allowance`]) | [`Code::UnusedAllow`]: an entry that matches no finding ([`Report::apply`]) |
 //!
 //! Consistency is read back from the files, not recomputed from the lock: it holds even for
 //! an output tree assembled from several `gen` runs, and says which file disagrees.
@@ -70,6 +71,9 @@ pub enum Code {
     EolDriver,
     /// A locked version has a known security problem.
     UnsafeVersion,
+    /// An entry of the spec's `[check].allow` matched no finding: the acknowledgement is
+    /// stale (the problem was fixed) and would hide the next one.
+    UnusedAllow,
 }
 
 impl Code {
@@ -92,11 +96,12 @@ impl Code {
             Code::Unpinned => "unpinned",
             Code::EolDriver => "eol-driver",
             Code::UnsafeVersion => "unsafe-version",
+            Code::UnusedAllow => "unused-allow",
         }
     }
 
     /// Every code, in report order.
-    pub const ALL: [Code; 16] = [
+    pub const ALL: [Code; 17] = [
         Code::TamperedLock,
         Code::StaleSpec,
         Code::StaleCatalog,
@@ -113,6 +118,7 @@ impl Code {
         Code::Unpinned,
         Code::EolDriver,
         Code::UnsafeVersion,
+        Code::UnusedAllow,
     ];
 
     /// The code with this stable name (`--allow unpinned`).
@@ -127,6 +133,7 @@ impl Code {
             | Code::Unpinned
             | Code::EolDriver
             | Code::UnsafeVersion
+            | Code::UnusedAllow
             | Code::DriverOlderThanLocked => Severity::Warning,
             _ => Severity::Error,
         }
@@ -138,6 +145,168 @@ impl Code {
     pub fn pedantic(self) -> bool {
         matches!(self, Code::Unpinned)
     }
+
+    /// The check that reports this code: an acknowledgement of a code whose check did not
+    /// run is not stale.
+    fn check(self) -> &'static str {
+        match self {
+            Code::TamperedLock => "integrity",
+            Code::StaleSpec | Code::StaleCatalog => "staleness",
+            Code::Drift | Code::OtherLock => "drift",
+            Code::InconsistentDriver
+            | Code::InconsistentImage
+            | Code::InconsistentEnv
+            | Code::InconsistentCommand => "consistency",
+            Code::DriverTooOld
+            | Code::DriverOlderThanLocked
+            | Code::ArchNotCovered
+            | Code::GpuNotLocked => "hardware",
+            Code::Unpinned | Code::EolDriver | Code::UnsafeVersion | Code::UnusedAllow => "hygiene",
+        }
+    }
+}
+
+/// One acknowledged finding: an entry of the spec's `[check].allow`. `check` leaves out the
+/// findings it matches and says so, with the reason; an entry that matches nothing is itself
+/// a warning ([`Code::UnusedAllow`]). Only warnings can be acknowledged: an error (a
+/// tampered lock, drift) is never accepted by a file under review.
+///
+/// ```
+/// let catalog = gpustack::Catalog::stock()?;
+/// let spec = gpustack::Spec::parse("gpustack.toml", r#"
+/// [stack]
+/// name = "demo"
+/// [hardware]
+/// gpus = ["a100"]
+/// driver = "535.104.05"
+/// [components]
+/// torch = "*"
+/// [check]
+/// allow = [{ code = "eol-driver", reason = "the nodes move to R580 in March" }]
+/// "#, &catalog)?;
+/// assert_eq!(spec.check[0].code, gpustack::check::Code::EolDriver);
+/// assert_eq!(spec.check[0].line, 10);
+/// # Ok::<(), gpustack::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Allowance {
+    /// The warning acknowledged.
+    pub code: Code,
+    /// Only findings about this component or package (its `name` in the lock); every
+    /// finding with the code when `None`.
+    pub name: Option<String>,
+    /// Why, for the reviewer (shown by `check` beside the count).
+    pub reason: String,
+    /// The 1-based line of the entry in the spec.
+    pub line: usize,
+}
+
+/// `[check]` as written.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CheckWire {
+    #[serde(default)]
+    pub(crate) allow: Vec<toml::Spanned<AllowWire>>,
+}
+
+/// One `[check].allow` entry as written.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AllowWire {
+    code: toml::Spanned<String>,
+    name: Option<toml::Spanned<String>>,
+    reason: Option<toml::Spanned<String>>,
+}
+
+/// Validates the spec's `[check]` table: known warning codes, a reason each, no entry twice.
+pub(crate) fn allowances(
+    wire: toml::Spanned<CheckWire>,
+    file: &str,
+    text: &str,
+    diags: &mut Vec<Diagnostic>,
+) -> Vec<Allowance> {
+    let warnings: Vec<&str> = Code::ALL
+        .into_iter()
+        .filter(|c| c.severity() == Severity::Warning && *c != Code::UnusedAllow)
+        .map(Code::name)
+        .collect();
+    let mut out: Vec<Allowance> = Vec::new();
+    for entry in wire.into_inner().allow {
+        let start = entry.span().start;
+        let line = Location::at_offset(file, text, start).line;
+        let e = entry.into_inner();
+        let name = e.code.get_ref();
+        let code = match Code::from_name(name) {
+            Some(c) if warnings.contains(&c.name()) => c,
+            Some(c) => {
+                diags.push(
+                    Diagnostic::new(
+                        Stage::Spec,
+                        format!("`{}` cannot be allowed in the spec: it is {}", c.name(), if c == Code::UnusedAllow { "about the allowances themselves" } else { "an error" }),
+                    )
+                    .at_offset(file, text, e.code.span().start)
+                    .hint(format!("only warnings can be acknowledged here ({}); fix the problem, or pass `--allow {}` to one `gpustack check` run", warnings.join(", "), c.name())),
+                );
+                continue;
+            }
+            None => {
+                let mut d = Diagnostic::new(
+                    Stage::Spec,
+                    format!("unknown check code `{}`", name.escape_debug()),
+                )
+                .at_offset(file, text, e.code.span().start);
+                if let Some(s) = crate::error::did_you_mean(name, warnings.iter().copied()) {
+                    d = d.hint(format!("did you mean `{s}`?"));
+                }
+                diags.push(d.hint(format!(
+                    "the warnings `check` reports are: {}",
+                    warnings.join(", ")
+                )));
+                continue;
+            }
+        };
+        let reason = match e.reason {
+            Some(r) if !r.get_ref().trim().is_empty() => r.into_inner(),
+            Some(r) => {
+                diags.push(
+                    Diagnostic::new(Stage::Spec, "empty `reason`")
+                        .at_offset(file, text, r.span().start)
+                        .hint("say why the warning is accepted, for the reviewer: `reason = \"the nodes move to R580 in March\"`"),
+                );
+                continue;
+            }
+            None => {
+                diags.push(
+                    Diagnostic::new(
+                        Stage::Spec,
+                        format!("`[check].allow` entry for `{}` has no `reason`", code.name()),
+                    )
+                    .at_offset(file, text, start)
+                    .hint("say why the warning is accepted, for the reviewer: `reason = \"the nodes move to R580 in March\"`"),
+                );
+                continue;
+            }
+        };
+        let name = e.name.map(toml::Spanned::into_inner);
+        if let Some(first) = out.iter().find(|a| a.code == code && a.name == name) {
+            diags.push(
+                Diagnostic::new(Stage::Spec, format!("`{}` is allowed twice", code.name()))
+                    .at_offset(file, text, start)
+                    .hint(format!(
+                        "keep one entry (the first is at line {})",
+                        first.line
+                    )),
+            );
+            continue;
+        }
+        out.push(Allowance {
+            code,
+            name,
+            reason,
+            line,
+        });
+    }
+    out
 }
 
 /// Which findings a report keeps: `--pedantic` and `--allow CODE`.
@@ -156,8 +325,15 @@ pub struct Suppressed {
     pub code: Code,
     /// How many.
     pub count: usize,
-    /// `pedantic` (shown with `--pedantic`) or `allowed` (`--allow CODE`).
+    /// `pedantic` (shown with `--pedantic`), `allowed` (`--allow CODE`) or `acknowledged`
+    /// (the spec's `[check].allow`).
     pub why: &'static str,
+    /// For `acknowledged`: where (`gpustack.toml:24`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    /// For `acknowledged`: the entry's reason.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// How bad a finding is.
@@ -191,6 +367,14 @@ pub struct Finding {
     /// What to do about it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
+    /// The source of the fact behind it, in full (the text output shortens it to one URL
+    /// unless verbose).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The component or package it is about (its `name` in the lock), which a
+    /// `[check].allow` entry's `name` matches.
+    #[serde(skip)]
+    pub subject: Option<String>,
 }
 
 impl Finding {
@@ -203,7 +387,17 @@ impl Finding {
             message: message.into(),
             detail: Vec::new(),
             hint: None,
+            source: None,
+            subject: None,
         }
+    }
+    fn about(mut self, subject: &str) -> Finding {
+        self.subject = Some(subject.to_string());
+        self
+    }
+    fn source(mut self, source: &str) -> Finding {
+        self.source = Some(source.to_string());
+        self
     }
     fn at(mut self, file: &str, line: Option<usize>) -> Finding {
         self.file = Some(file.to_string());
@@ -243,6 +437,10 @@ pub struct Report {
     /// Findings left out by the [`Policy`] ([`Report::apply`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub suppressed: Vec<Suppressed>,
+    /// The spec's `[check].allow` entries, applied by [`Report::apply`]; with the spec's
+    /// name as shown.
+    #[serde(skip)]
+    pub allowances: Option<(String, Vec<Allowance>)>,
 }
 
 /// The host facts `--hardware` gives: the `[hardware]` table `gpustack probe` prints.
@@ -379,6 +577,7 @@ pub fn check(inputs: &Inputs<'_>) -> Result<Report, Error> {
         skipped: Vec::new(),
         findings: Vec::new(),
         suppressed: Vec::new(),
+        allowances: None,
     };
     let f = &mut report.findings;
     integrity(&lock, lock_file, lock_text, f);
@@ -387,7 +586,8 @@ pub fn check(inputs: &Inputs<'_>) -> Result<Report, Error> {
     match inputs.spec {
         Some((spec_file, spec_text)) => {
             report.checked.push("staleness");
-            staleness(&lock, inputs, spec_file, spec_text, f)?;
+            let allowed = staleness(&lock, inputs, spec_file, spec_text, f)?;
+            report.allowances = Some((spec_file.to_string(), allowed));
         }
         None => report.skipped.push(Skipped {
             check: "staleness",
@@ -616,9 +816,10 @@ fn staleness(
     spec_file: &str,
     spec_text: &str,
     f: &mut Vec<Finding>,
-) -> Result<(), Error> {
+) -> Result<Vec<Allowance>, Error> {
     let (lock_file, lock_text) = inputs.lock;
     let spec = Spec::parse(spec_file, spec_text, inputs.catalog)?;
+    let allowed = spec.check.clone();
     let spec_changed = spec_digest(&spec) != lock.spec_digest;
     // What `gpustack lock --offline` would write: the lock's own registry digests and
     // verified pins stand (check never uses the network).
@@ -658,13 +859,13 @@ fn staleness(
                 .detail(e.to_string().lines().map(str::to_string).collect())
                 .hint("see the explanation; `gpustack lock` prints it too"),
             );
-            return Ok(());
+            return Ok(allowed);
         }
         Err(e) => return Err(e),
     };
     let fresh_text = fresh.to_toml();
     if fresh_text == lock_text {
-        return Ok(());
+        return Ok(allowed);
     }
     let mut detail = component_changes(lock, &fresh);
     if detail.is_empty() {
@@ -693,7 +894,7 @@ fn staleness(
             "run `gpustack lock` and commit the result (`gpustack diff` shows what it costs)",
         ),
     );
-    Ok(())
+    Ok(allowed)
 }
 
 /// `torch 2.5.1+cu124 → 2.6.0+cu126`, one line per component that changed.
@@ -1107,6 +1308,7 @@ fn hardware(
                     ),
                 )
                 .at(lock_file, line_of(lock_text, "[hardware]"))
+                .about(id)
                 .hint(format!("add \"{id}\" to `[hardware].gpus` so the lock states it")),
             ),
             Some(_) => {}
@@ -1140,6 +1342,7 @@ fn hardware(
                 format!("the node's driver {have} is older than the locked driver {locked}, which the VM image and GPU Operator install"),
             )
             .at(lock_file, line_of(lock_text, "name = \"driver\""))
+            .about("driver")
             .hint("the locked stack runs on this driver, so this is a warning: the node was not built from the generated image; rebuild it from `gpustack gen packer`, or lock for this driver with `[hardware].driver`"),
         ),
         Err(Error::NoSolution(e)) => f.push(
@@ -1188,8 +1391,9 @@ fn hygiene(lock: &Lock, file: &str, text: &str, f: &mut Vec<Finding>) {
                     ),
                 )
                 .at(file, line_of(text, "name = \"driver\""))
+                .about("driver")
                 .hint(if lock.hardware.driver_installed {
-                    "the nodes run this driver (`[hardware].driver`): upgrade them to a supported production or LTS branch (`gpustack catalog show driver`) and update `[hardware].driver`; `--allow eol-driver` accepts it"
+                    "the nodes run this driver (`[hardware].driver`): upgrade them to a supported production or LTS branch (`gpustack catalog show driver`) and update `[hardware].driver`; to keep it, acknowledge it with a reason in the spec's `[check].allow`"
                 } else {
                     "move to a supported production or LTS branch (`gpustack catalog show driver`)"
                 }),
@@ -1208,6 +1412,7 @@ fn hygiene(lock: &Lock, file: &str, text: &str, f: &mut Vec<Finding>) {
                     file,
                     line_of(text, &format!("name = \"{}\"", c.name.name())),
                 )
+                .about(c.name.name())
                 .hint("add the file's sha256 to the catalog entry (PyPI shows it) and re-lock"),
             );
         }
@@ -1229,6 +1434,7 @@ fn hygiene(lock: &Lock, file: &str, text: &str, f: &mut Vec<Finding>) {
                     ),
                 )
                 .at(file, line_of(text, &format!("name = \"{}\"", p.name)))
+                .about(&p.name)
                 .hint("add a published digest to the catalog entry and re-lock"),
             );
         }
@@ -1243,7 +1449,8 @@ fn hygiene(lock: &Lock, file: &str, text: &str, f: &mut Vec<Finding>) {
                     ),
                 )
                 .at(file, line_of(text, &format!("name = \"{}\"", p.name)))
-                .detail(vec![format!("source: {}", p.source)])
+                .about(&p.name)
+                .source(&p.source)
                 .hint("move to a CUDA release whose images NVIDIA still supports (`gpustack catalog show image`)"),
             );
         }
@@ -1259,7 +1466,8 @@ fn hygiene(lock: &Lock, file: &str, text: &str, f: &mut Vec<Finding>) {
                             ),
                         )
                         .at(file, line_of(text, &format!("name = \"{}\"", p.name)))
-                        .detail(vec![format!("source: {}", a.source)])
+                        .about(&p.name)
+                        .source(a.source)
                         .hint(format!("lock {} >= {}", p.name, a.fixed)),
                     );
                 }
@@ -1271,22 +1479,99 @@ fn hygiene(lock: &Lock, file: &str, text: &str, f: &mut Vec<Finding>) {
 impl Report {
     /// Leaves out the findings `policy` does not want (pedantic ones unless asked, allowed
     /// codes), counting them in [`Report::suppressed`].
+    ///
+    /// The spec's `[check].allow` entries ([`Report::allowances`]) come first: a finding
+    /// they match is `acknowledged`, and an entry that matched nothing although its check
+    /// ran is reported as [`Code::UnusedAllow`] at its line in the spec.
     pub fn apply(&mut self, policy: &Policy) {
-        let mut counts: BTreeMap<(Code, &'static str), usize> = BTreeMap::new();
+        let (spec_file, allowances) = self.allowances.clone().unwrap_or_default();
+        let mut used = vec![false; allowances.len()];
+        // What each code's findings are about, before any is left out (for an entry whose
+        // `name` matches none of them).
+        let mut subjects: BTreeMap<Code, BTreeSet<String>> = BTreeMap::new();
+        for x in &self.findings {
+            if let Some(s) = &x.subject {
+                subjects.entry(x.code).or_default().insert(s.clone());
+            }
+        }
+        // (code, why, index of the allowance) → count
+        let mut counts: BTreeMap<(Code, &'static str, usize), usize> = BTreeMap::new();
         self.findings.retain(|x| {
-            let why = if policy.allow.contains(&x.code) {
-                "allowed"
+            let acknowledged = allowances.iter().position(|a| {
+                a.code == x.code
+                    && a.name
+                        .as_ref()
+                        .is_none_or(|n| Some(n) == x.subject.as_ref())
+            });
+            let (why, i) = if let Some(i) = acknowledged {
+                used[i] = true;
+                ("acknowledged", i)
+            } else if policy.allow.contains(&x.code) {
+                ("allowed", 0)
             } else if x.code.pedantic() && !policy.pedantic {
-                "pedantic"
+                ("pedantic", 0)
             } else {
                 return true;
             };
-            *counts.entry((x.code, why)).or_default() += 1;
+            *counts.entry((x.code, why, i)).or_default() += 1;
             false
         });
+        for (a, _) in allowances.iter().zip(&used).filter(|(_, u)| !**u) {
+            if !self.checked.contains(&a.code.check()) {
+                continue;
+            }
+            let what = match &a.name {
+                Some(n) => format!("`{}` for `{n}`", a.code.name()),
+                None => format!("`{}`", a.code.name()),
+            };
+            let others = subjects.get(&a.code).filter(|_| a.name.is_some());
+            let hint = match others {
+                Some(o) => {
+                    let near = a.name.as_deref().and_then(|n| {
+                        crate::error::did_you_mean(n, o.iter().map(String::as_str))
+                    });
+                    format!(
+                        "{}check found `{}` for: {}",
+                        near.map(|n| format!("did you mean `{n}`? ")).unwrap_or_default(),
+                        a.code.name(),
+                        o.iter().cloned().collect::<Vec<_>>().join(", ")
+                    )
+                }
+                None => "the problem is gone: remove the entry from `[check].allow`, so that it does not hide the next one".to_string(),
+            };
+            let x = Finding::new(
+                Code::UnusedAllow,
+                format!("{spec_file} allows {what}, but check found none"),
+            )
+            .at(&spec_file, Some(a.line))
+            .detail(vec![format!("reason: {}", a.reason)])
+            .hint(hint);
+            if !policy.allow.contains(&Code::UnusedAllow) {
+                self.findings.push(x);
+            } else {
+                *counts.entry((Code::UnusedAllow, "allowed", 0)).or_default() += 1;
+            }
+        }
         self.suppressed = counts
             .into_iter()
-            .map(|((code, why), count)| Suppressed { code, count, why })
+            .map(|((code, why, i), count)| {
+                let (at, reason) = if why == "acknowledged" {
+                    let a = &allowances[i];
+                    (
+                        Some(format!("{spec_file}:{}", a.line)),
+                        Some(a.reason.clone()),
+                    )
+                } else {
+                    (None, None)
+                };
+                Suppressed {
+                    code,
+                    count,
+                    why,
+                    at,
+                    reason,
+                }
+            })
             .collect();
     }
 
@@ -1321,8 +1606,14 @@ impl Report {
         u8::from(self.errors() > 0 || (strict && self.warnings() > 0))
     }
 
-    /// Human-readable text, one block per finding, then a summary line.
+    /// Human-readable text, one block per finding, then a summary line; sources shortened
+    /// to one URL ([`crate::catalog::short_source`]).
     pub fn to_text(&self) -> String {
+        self.text(false)
+    }
+
+    /// [`Report::to_text`], with sources in full when `verbose` (`check -v`).
+    pub fn text(&self, verbose: bool) -> String {
         let mut o = String::new();
         for x in &self.findings {
             let sev = match x.severity {
@@ -1339,6 +1630,14 @@ impl Report {
             for d in &x.detail {
                 o.push_str(&format!("    {d}\n"));
             }
+            if let Some(s) = &x.source {
+                let s = if verbose {
+                    s.clone()
+                } else {
+                    crate::catalog::short_source(s)
+                };
+                o.push_str(&format!("    source: {s}\n"));
+            }
             if let Some(h) = &x.hint {
                 o.push_str(&format!("  hint: {h}\n"));
             }
@@ -1349,10 +1648,20 @@ impl Report {
             .iter()
             .map(|s| format!("{} ({})", s.check, s.reason))
             .collect();
-        if !self.suppressed.is_empty() {
+        for s in self.suppressed.iter().filter(|s| s.why == "acknowledged") {
+            if let (Some(at), Some(r)) = (&s.at, &s.reason) {
+                o.push_str(&format!(
+                    "acknowledged: {} {} at {at}: {r}\n",
+                    s.count,
+                    s.code.name()
+                ));
+            }
+        }
+        if self.suppressed.iter().any(|s| s.why != "acknowledged") {
             let parts: Vec<String> = self
                 .suppressed
                 .iter()
+                .filter(|s| s.why != "acknowledged")
                 .map(|s| {
                     format!(
                         "{} {} ({})",
@@ -1430,6 +1739,10 @@ impl Report {
             for d in &x.detail {
                 msg.push('\n');
                 msg.push_str(d);
+            }
+            if let Some(s) = &x.source {
+                msg.push_str("\nsource: ");
+                msg.push_str(&crate::catalog::short_source(s));
             }
             if let Some(h) = &x.hint {
                 msg.push_str("\nhint: ");

@@ -1762,6 +1762,7 @@ impl LockWire {
             driver: self.request.driver.as_deref().map(ver).transpose()?,
             components,
             deploy,
+            check: Vec::new(),
         };
         let gpus = self
             .hardware

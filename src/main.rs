@@ -114,7 +114,7 @@ enum Command {
     },
     /// Check the lock, the generated files and a node against each other (for CI)
     #[command(
-        after_help = "Examples:\n  gpustack check\n  gpustack check --format github      # annotations on the pull request\n  gpustack check --hardware node.toml # a node's `gpustack probe` output\n  gpustack check --format json --strict\n  gpustack check --strict --allow eol-driver\n  gpustack check --pedantic           # also catalog gaps (artifacts without a digest)\n\nChecks: integrity (the lock's digests match its content), staleness (the spec and the\ncatalog still give this lock), drift (files under --out are what the lock renders),\nconsistency (driver, image tags and NCCL environment agree across targets), hardware\n(the node runs the locked stack), hygiene (end-of-life driver, known-unsafe versions;\nwarnings; artifacts without a digest with --pedantic).\n\nThe default out/ is compared only when it was generated from the lock checked.\n\nExit codes: 0 no errors, 1 errors found (or warnings, with --strict), 2 invalid input."
+        after_help = "Examples:\n  gpustack check\n  gpustack check --format github      # annotations on the pull request\n  gpustack check --hardware node.toml # a node's `gpustack probe` output\n  gpustack check --format json --strict\n  gpustack check --strict --allow eol-driver\n  gpustack check --pedantic           # also catalog gaps (artifacts without a digest)\n  gpustack check -v                   # sources in full\n\nChecks: integrity (the lock's digests match its content), staleness (the spec and the\ncatalog still give this lock), drift (files under --out are what the lock renders),\nconsistency (driver, image tags and NCCL environment agree across targets), hardware\n(the node runs the locked stack), hygiene (end-of-life driver, known-unsafe versions;\nwarnings; artifacts without a digest with --pedantic).\n\nA warning the stack accepts on purpose is acknowledged in the spec, with a reason:\n  [check]\n  allow = [{ code = \"eol-driver\", reason = \"the nodes move to R580 in March\" }]\n\nThe default out/ is compared only when it was generated from the lock checked.\n\nExit codes: 0 no errors, 1 errors found (or warnings, with --strict), 2 invalid input."
     )]
     Check {
         /// The spec (default: gpustack.toml when present and --lock is the default)
@@ -1079,7 +1079,7 @@ fn run(cli: Cli) -> Result<u8, Error> {
             let _ = match format.as_str() {
                 "json" => stdout(&report.to_json()),
                 "github" => stdout(&report.to_github()),
-                _ => out_text(&report.to_text()),
+                _ => out_text(&report.text(verbose)),
             };
             Ok(report.exit_code(strict))
         }

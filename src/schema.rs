@@ -103,6 +103,7 @@ pub fn spec_schema(catalog: &Catalog) -> Value {
             ("storage", storage()),
             ("resolve", resolve()),
             ("python", python()),
+            ("check", check()),
         ],
     );
     root.insert("$schema".into(), DIALECT.into());
@@ -696,6 +697,65 @@ fn python() -> Value {
             ("inference", list("for the inference image", "openai")),
             ("training", list("for the training image", "wandb")),
         ],
+    ))
+}
+
+fn check() -> Value {
+    use crate::check::{Code, Severity};
+    let codes: Vec<&str> = Code::ALL
+        .into_iter()
+        .filter(|c| c.severity() == Severity::Warning && *c != Code::UnusedAllow)
+        .map(Code::name)
+        .collect();
+    let entry = table(
+        "[check].allow entry",
+        fields_of::<crate::check::AllowWire>(),
+        "One acknowledged warning: its code, optionally the component or package it is about, and why.",
+        &["code", "reason"],
+        vec![
+            (
+                "code",
+                json!({
+                    "type": "string",
+                    "description": "The warning's code, as `gpustack check` prints it (`warning[eol-driver]`). Errors cannot be acknowledged.",
+                    "enum": codes,
+                }),
+            ),
+            (
+                "name",
+                json!({
+                    "type": "string",
+                    "description": "Only findings about this component or package: its `name` in gpustack.lock (`driver`, `cuda-image`). Every finding with the code when left out.",
+                    "minLength": 1,
+                    "examples": ["driver"],
+                }),
+            ),
+            (
+                "reason",
+                json!({
+                    "type": "string",
+                    "description": "Why the stack accepts the warning, for the reviewer; `gpustack check` prints it beside the count.",
+                    "minLength": 1,
+                    "pattern": "\\S",
+                    "examples": ["the nodes run R535 until the upgrade in March"],
+                }),
+            ),
+        ],
+    );
+    object(table(
+        "[check]",
+        fields_of::<crate::check::CheckWire>(),
+        "What `gpustack check` accepts on purpose. Review policy, not part of the request: the lock does not record it, and editing it does not make the lock stale.",
+        &[],
+        vec![(
+            "allow",
+            json!({
+                "type": "array",
+                "description": "Warnings this stack accepts, each with a reason. `check` leaves out the findings an entry matches and counts them with the reason; an entry that matches nothing is the warning `unused-allow`.",
+                "items": object(entry),
+                "examples": [[{ "code": "eol-driver", "name": "driver", "reason": "the nodes run R535 until the upgrade in March" }]],
+            }),
+        )],
     ))
 }
 

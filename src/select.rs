@@ -326,9 +326,9 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
             .packages_named("cpython")
             .filter(|p| p.variant.as_deref() == Some(arch))
             .find(|p| {
-                p.order
-                    .as_ref()
-                    .is_some_and(|v| v.major() == py.version.major() && v.minor() == py.version.minor())
+                p.order.as_ref().is_some_and(|v| {
+                    v.major() == py.version.major() && v.minor() == py.version.minor()
+                })
             })
             .cloned();
         if let Some(p) = build {
@@ -341,7 +341,14 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
             ];
             let mut fields = package_fields(&p, None);
             fields.insert("variant".into(), s(arch));
-            sel.push("cpython", version, Layer::Framework, &p.origin, fields, because);
+            sel.push(
+                "cpython",
+                version,
+                Layer::Framework,
+                &p.origin,
+                fields,
+                because,
+            );
         }
     }
 
@@ -854,7 +861,8 @@ fn stack_os_packages(sel: &mut Sel<'_>, r: &Resolution, driver: &Version) {
         .iter()
         .filter(|p| p.name != "nvidia-fabricmanager")
         .filter(|p| {
-            p.variant.as_deref() == Some(manager) || (images && p.variant.as_deref() == Some("image"))
+            p.variant.as_deref() == Some(manager)
+                || (images && p.variant.as_deref() == Some("image"))
         })
         .filter(|p| match &p.follows {
             Some((c, req)) => versions.get(c).is_some_and(|v| req.matches(v)),

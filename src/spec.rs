@@ -312,6 +312,10 @@ pub struct Spec {
     pub components: BTreeMap<Component, VersionReq>,
     /// The generators' tables.
     pub deploy: crate::deploy::Deploy,
+    /// `[check].allow`: warnings the spec acknowledges, each with a reason. Review policy,
+    /// not part of the request: the lock does not record it and changing it does not make
+    /// the lock stale.
+    pub check: Vec<crate::check::Allowance>,
 }
 
 /// The spec as written (also read by `crate::schema`, which lists its keys).
@@ -334,6 +338,7 @@ pub(crate) struct SpecWire {
     storage: Option<Spanned<crate::deploy::StorageWire>>,
     resolve: Option<Spanned<crate::resolve::spec::ResolveWire>>,
     python: Option<Spanned<crate::resolve::python::PythonWire>>,
+    check: Option<Spanned<crate::check::CheckWire>>,
 }
 
 #[derive(Deserialize)]
@@ -367,6 +372,7 @@ const TOP_TABLES: &[&str] = &[
     "storage",
     "resolve",
     "python",
+    "check",
 ];
 
 impl Spec {
@@ -407,10 +413,20 @@ impl Spec {
         let wire: SpecWire = toml::from_str(text).map_err(|e| {
             let mut d = toml_diagnostic(Stage::Spec, file, text, &e);
             if let Some(name) = unknown_name(&d.message) {
-                if let Some(s) = did_you_mean(&name, TOP_TABLES.iter().chain(["name", "os", "gpus", "archs", "driver"].iter()).copied()) {
+                // serde lists the table's own keys: `expected one of `namespace`, `version``.
+                let expected: Vec<String> = d
+                    .message
+                    .split("expected one of ")
+                    .nth(1)
+                    .or_else(|| d.message.split("expected ").nth(1))
+                    .map(|l| l.split(", ").map(|k| k.trim_matches('`').to_string()).collect())
+                    .unwrap_or_default();
+                if let Some(s) = did_you_mean(&name, TOP_TABLES.iter().chain(["name", "os", "gpus", "archs", "driver"].iter()).copied().chain(expected.iter().map(String::as_str))) {
                     d = d.hint(format!("did you mean `{s}`?"));
+                } else if !expected.is_empty() && !expected.iter().any(|k| k == "stack") {
+                    d = d.hint(format!("this table takes: {}; see the spec reference in the book", expected.join(", ")));
                 } else {
-                    d = d.hint("the spec's tables are [stack], [hardware], [components], and for the generators [cluster], [image], [train], [serve], [packer], [k8s], [slurm], [storage]; see the spec reference in the book");
+                    d = d.hint("the spec's tables are [stack], [hardware], [components], and for the generators [cluster], [image], [train], [serve], [packer], [k8s], [slurm], [storage], and [check] for acknowledged warnings; see the spec reference in the book");
                 }
             } else if d.message.starts_with("duplicate key") {
                 d = d.hint("a key, and a table, may appear once: keep one of them");
@@ -646,6 +662,10 @@ impl Spec {
                 );
             }
         }
+        let check = wire
+            .check
+            .map(|c| crate::check::allowances(c, file, text, &mut diags))
+            .unwrap_or_default();
         if !diags.is_empty() {
             return Err(Error::Invalid(diags));
         }
@@ -657,6 +677,7 @@ impl Spec {
             driver,
             components,
             deploy,
+            check,
         })
     }
 

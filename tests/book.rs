@@ -99,3 +99,31 @@ fn book_links_resolve() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// `mdbook test book` compiles every Rust block without the crate's dependencies in scope
+/// (tests/run.sh passes `-L target/debug/deps`, but nothing builds a block's `main`), so the
+/// book's Rust blocks are fragments marked `ignore`, kept in library.md, where
+/// tests/examples.rs checks each is quoted from code `cargo test` compiles and runs.
+#[test]
+fn book_rust_blocks_are_ignored_fragments_of_tested_code() {
+    let dir = root().join("book/src");
+    let mut failures = Vec::new();
+    for page in sorted_files(&dir, "md") {
+        let text = std::fs::read_to_string(&page).unwrap();
+        let name = page.file_name().unwrap().to_string_lossy().into_owned();
+        for (info, _, line) in blocks(&text) {
+            let lang = info.split(',').next().unwrap_or("");
+            if lang != "rust" {
+                continue;
+            }
+            if !info.split(',').any(|a| a.trim() == "ignore") {
+                failures.push(format!("{name}:{line}: mark the block `rust,ignore`"));
+            } else if name != "library.md" {
+                failures.push(format!(
+                    "{name}:{line}: Rust fragments live in library.md (quoted from tested code)"
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -13,8 +13,11 @@
 //!   up to the next `$`, are its expected standard output and error, merged. A line `…`
 //!   stands for any number of lines, and `…` at the end of a line for the rest of that line.
 //!   A command shown without output must exit 0 or 1 (never a usage error);
+//! * `<!-- transcript: file PATH -->` before a block writes the block, as shown, to PATH in
+//!   the page's directory (a later one replaces it): the overlay file or the saved
+//!   `nvidia-smi` output the prose asks the reader to write;
 //! * `<!-- transcript: skip WHY -->` before a block leaves it out (listed when the test
-//!   runs; at most 23, the number today);
+//!   runs; at most [`SKIPPED_AT_MOST`]: what genuinely cannot run here);
 //! * `$ cat FILE` of a file that does not exist yet writes the transcript's lines to it:
 //!   that is how the book shows an overlay or a saved nvidia-smi output to create;
 //! * other commands (`cargo build`, `docker`, `sbatch`, …) are not run.
@@ -36,8 +39,11 @@ use common::{bless, root, tempdir};
 /// `packer`, …) need what this test does not have and are shown, not run.
 const RUN: &[&str] = &[
     "gpustack", "sed", "grep", "cat", "echo", "printf", "mkdir", "cp", "rm", "ls", "head", "tail",
-    "diff",
+    "diff", "find", "touch",
 ];
+
+/// Transcripts that cannot run in this test, each with its reason in the page.
+const SKIPPED_AT_MOST: usize = 0;
 
 struct Block {
     /// Byte range of the block's body in the page.
@@ -174,6 +180,7 @@ fn every_console_transcript_in_the_book_is_what_gpustack_prints() {
             prev_end = b.body.end;
             let mut rest = between;
             let mut skip = false;
+            let mut file: Option<String> = None;
             while let Some(i) = rest.find("<!-- transcript: ") {
                 let after = &rest[i + "<!-- transcript: ".len()..];
                 let end = after.find(" -->").expect("an unclosed transcript comment");
@@ -187,6 +194,11 @@ fn every_console_transcript_in_the_book_is_what_gpustack_prints() {
                     rest = &after[end..];
                     continue;
                 }
+                if let Some(path) = setup.strip_prefix("file ") {
+                    file = Some(path.trim().to_string());
+                    rest = &after[end..];
+                    continue;
+                }
                 let (code, out) = run(&dir, &bin_dir, setup);
                 assert!(
                     code == 0 || code == 1,
@@ -195,6 +207,17 @@ fn every_console_transcript_in_the_book_is_what_gpustack_prints() {
                 rest = &after[end..];
             }
             let body = &page[b.body.clone()];
+            // `<!-- transcript: file PATH -->`: the block the reader is asked to write, as
+            // the page shows it (an overlay file, saved nvidia-smi output).
+            if let Some(path) = &file {
+                assert!(
+                    !path.starts_with('/') && !path.contains(".."),
+                    "{name}.md: `transcript: file {path}` must be a relative path"
+                );
+                let path = dir.join(path);
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(&path, body).unwrap();
+            }
             if b.info == "toml spec" || b.info.starts_with("toml spec-") {
                 std::fs::write(dir.join("gpustack.toml"), body).unwrap();
                 continue;
@@ -302,7 +325,7 @@ fn every_console_transcript_in_the_book_is_what_gpustack_prints() {
         eprintln!("  {s}");
     }
     assert!(
-        skipped.len() <= 23,
+        skipped.len() <= SKIPPED_AT_MOST,
         "{} skipped transcripts:\n{}",
         skipped.len(),
         skipped.join("\n")

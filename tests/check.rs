@@ -88,9 +88,25 @@ fn a_clean_project_passes_every_check() {
         serde_json::json!(["integrity", "hygiene", "staleness", "drift", "consistency"])
     );
     assert_eq!(v["skipped"][0]["check"], "hardware");
+    // This stack's deliberate warnings are acknowledged in its `[check]`: counted, with
+    // the reason, and `--strict` is green.
+    assert_eq!(v["warnings"], 0, "{}", out.stdout);
+    assert!(
+        v["suppressed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["why"] == "acknowledged" && s["reason"].is_string()),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(check(&dir, &["--strict"]).code, 0);
     // Warnings are reported but do not fail the check, except with --strict.
+    let pedantic = check(&dir, &["--pedantic"]);
+    assert_eq!(pedantic.code, 0);
+    let v: serde_json::Value = serde_json::from_str(&pedantic.stdout).unwrap();
     assert!(v["warnings"].as_u64().unwrap() > 0);
-    assert_eq!(check(&dir, &["--strict"]).code, 1);
+    assert_eq!(check(&dir, &["--strict", "--pedantic"]).code, 1);
     // Text is the default format; its last line summarizes.
     let text = run_in(&dir, &["check"]);
     assert_eq!(text.code, 0);

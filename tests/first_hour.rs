@@ -16,51 +16,6 @@ fn ok(o: &Output, what: &str) {
     );
 }
 
-/// Warnings an example spec carries on purpose, allowed by name (`--allow`), with why. Any
-/// other warning fails `check --strict`.
-const EXPECTED_WARNINGS: &[(&str, &[&str], &str)] = &[
-    (
-        "a100-pytorch",
-        &["eol-driver"],
-        "the spec's installed driver is R535 (end of life)",
-    ),
-    (
-        "b200-serve",
-        &["unsafe-version"],
-        "vLLM's torch pin needs CUDA 13.0, whose images NVIDIA lists as unsupported",
-    ),
-    (
-        "h100-forward-compat",
-        &["eol-driver", "unsafe-version"],
-        "an R535 host on forward compatibility, on purpose",
-    ),
-    (
-        "h100-ib-train-serve",
-        &["unsafe-version"],
-        "vLLM's torch pin needs CUDA 13.0, whose images NVIDIA lists as unsupported",
-    ),
-    (
-        "slurm-apptainer-h100",
-        &["eol-driver"],
-        "the spec's installed driver is end of life",
-    ),
-    (
-        "t4-inference-old-driver",
-        &["eol-driver"],
-        "an old installed driver, on purpose",
-    ),
-    (
-        "vllm-rtx4090-driver550",
-        &["eol-driver", "unsafe-version"],
-        "an R550 host, on purpose",
-    ),
-    (
-        "vm-image-train-infer",
-        &["eol-driver", "unsafe-version"],
-        "the spec's installed driver is end of life",
-    ),
-];
-
 fn pipeline(dir: &Path, allow: &[&str]) -> Output {
     ok(&run_in(dir, &["lock"]), "lock");
     ok(&run_in(dir, &["gen", "all"]), "gen all");
@@ -71,6 +26,8 @@ fn pipeline(dir: &Path, allow: &[&str]) -> Output {
     run_in(dir, &args)
 }
 
+/// Plain `check --strict`, no flag: an example whose warnings are its point acknowledges
+/// them in its own `[check].allow`, with a reason, and the check says what it accepted.
 #[test]
 fn every_example_spec_is_green_under_check_strict() {
     let mut failures = Vec::new();
@@ -81,15 +38,12 @@ fn every_example_spec_is_green_under_check_strict() {
         .collect();
     specs.sort();
     assert!(specs.len() >= 10);
+    let mut acknowledging = 0;
     for spec in &specs {
         let name = spec.file_stem().unwrap().to_str().unwrap();
         let dir = tempdir(&format!("first-{name}"));
         std::fs::copy(spec, dir.join("gpustack.toml")).unwrap();
-        let allow = EXPECTED_WARNINGS
-            .iter()
-            .find(|(n, _, _)| *n == name)
-            .map_or(&[][..], |(_, a, _)| a);
-        let o = pipeline(&dir, allow);
+        let o = pipeline(&dir, &[]);
         if o.code != 0 {
             failures.push(format!("{name}: exit {}\n{}{}", o.code, o.stdout, o.stderr));
         }
@@ -101,9 +55,146 @@ fn every_example_spec_is_green_under_check_strict() {
                 o.stdout
             );
         }
+        // What the spec accepts is said, with where and why.
+        let text = std::fs::read_to_string(spec).unwrap();
+        if text.contains("[check]") {
+            acknowledging += 1;
+            assert!(
+                o.stdout.contains("acknowledged: 1 ") && o.stdout.contains(" at gpustack.toml:"),
+                "{name}:\n{}",
+                o.stdout
+            );
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(acknowledging >= 1);
+}
+
+/// `[check].allow`: an acknowledgement is a reviewed line of the spec. A typo, an error code
+/// or a missing reason is refused at its line with a hint (exit 2, for `lock` as for
+/// `check`); an entry that no longer matches anything is a warning that fails `--strict`.
+#[test]
+fn acknowledged_warnings_are_checked_like_any_input() {
+    let dir = tempdir("first-allow");
+    let base = std::fs::read_to_string(root().join("fixtures/specs/t4-inference-old-driver.toml"))
+        .unwrap();
+    let cut = base
+        .find("\n[check]")
+        .expect("the example acknowledges its driver");
+    let head = &base[..cut];
+    let write = |allow: &str| {
+        std::fs::write(
+            dir.join("gpustack.toml"),
+            format!("{head}\n[check]\nallow = [\n{allow}\n]\n"),
+        )
+        .unwrap();
+    };
+    let line = head.lines().count() + 4;
+    // Without the entry the warning shows; with it, `--strict` is green and says why.
+    std::fs::write(dir.join("gpustack.toml"), head).unwrap();
+    ok(&run_in(&dir, &["lock"]), "lock");
+    ok(&run_in(&dir, &["gen", "all"]), "gen all");
+    let o = run_in(&dir, &["check", "--strict"]);
+    assert_eq!(o.code, 1, "{}", o.stdout);
+    assert!(o.stdout.contains("warning[eol-driver]"), "{}", o.stdout);
+    write(r#"    { code = "eol-driver", name = "driver", reason = "the fleet stays on R535" },"#);
+    let o = run_in(&dir, &["check", "--strict"]);
+    ok(&o, "check --strict with the acknowledgement");
+    assert!(
+        o.stdout.contains(&format!(
+            "acknowledged: 1 eol-driver at gpustack.toml:{line}: the fleet stays on R535\n"
+        )),
+        "{}",
+        o.stdout
+    );
+    // Editing the acknowledgements does not make the lock stale: they are not the request.
+    assert!(!o.stdout.contains("stale-spec"), "{}", o.stdout);
+    let j = run_in(&dir, &["check", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&j.stdout).unwrap();
+    let acked: Vec<&serde_json::Value> = v["suppressed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["why"] == "acknowledged")
+        .collect();
+    assert_eq!(acked.len(), 1, "{}", j.stdout);
+    assert_eq!(acked[0]["at"], format!("gpustack.toml:{line}"));
+    assert_eq!(acked[0]["reason"], "the fleet stays on R535");
+
+    // A name that matches nothing: the entry is unused, with the names check did find.
+    write(r#"    { code = "eol-driver", name = "drivr", reason = "the fleet stays on R535" },"#);
+    let o = run_in(&dir, &["check", "--strict"]);
+    assert_eq!(o.code, 1, "{}", o.stdout);
+    assert!(o.stdout.contains("warning[unused-allow]"), "{}", o.stdout);
+    assert!(
+        o.stdout.contains(&format!("--> gpustack.toml:{line}\n")),
+        "{}",
+        o.stdout
+    );
+    assert!(o.stdout.contains("did you mean `driver`?"), "{}", o.stdout);
+    // An entry for a warning the stack no longer has: stale, and `--pedantic` is not needed.
+    write(r#"    { code = "unsafe-version", reason = "kept from an older lock" },"#);
+    let o = run_in(&dir, &["check", "--strict"]);
+    assert_eq!(o.code, 1, "{}", o.stdout);
+    assert!(
+        o.stdout
+            .contains("hint: the problem is gone: remove the entry"),
+        "{}",
+        o.stdout
+    );
+    // A hardware warning acknowledged while no hardware was checked is not stale.
+    write(
+        r#"    { code = "eol-driver", reason = "r" },
+    { code = "gpu-not-locked", name = "l4", reason = "the L4 nodes run it by PTX" },"#,
+    );
+    ok(
+        &run_in(&dir, &["check", "--strict"]),
+        "hardware allowance, no --hardware",
+    );
+
+    // Refused at their line, exit 2, by `check` and by `lock` alike.
+    for (entry, message, hint) in [
+        (
+            r#"    { code = "eol-drivr", reason = "r" },"#,
+            "error: unknown check code `eol-drivr`",
+            "hint: did you mean `eol-driver`?",
+        ),
+        (
+            r#"    { code = "drift", reason = "r" },"#,
+            "error: `drift` cannot be allowed in the spec: it is an error",
+            "hint: only warnings can be acknowledged here",
+        ),
+        (
+            r#"    { code = "eol-driver" },"#,
+            "error: `[check].allow` entry for `eol-driver` has no `reason`",
+            "hint: say why the warning is accepted",
+        ),
+        (
+            r#"    { code = "eol-driver", reason = "" },"#,
+            "error: empty `reason`",
+            "hint: say why the warning is accepted",
+        ),
+        (
+            r#"    { code = "eol-driver", reason = "r", until = "2027" },"#,
+            "error: unknown field `until`",
+            "hint: this table takes: code, name, reason",
+        ),
+    ] {
+        write(entry);
+        for cmd in [&["check"][..], &["lock"][..]] {
+            let o = run_in(&dir, cmd);
+            assert_eq!(o.code, 2, "{entry}: {}{}", o.stdout, o.stderr);
+            assert!(o.stderr.contains(message), "{entry}: {}", o.stderr);
+            assert!(
+                o.stderr.contains(&format!("--> gpustack.toml:{line}:")),
+                "{entry}: {}",
+                o.stderr
+            );
+            assert!(o.stderr.contains(hint), "{entry}: {}", o.stderr);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

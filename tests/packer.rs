@@ -303,8 +303,14 @@ fn pins_of(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// The first `<prefix><version><suffix>` in `text`: the version between them.
+/// The first `<prefix><version><suffix>` in `text` outside comments: the version between
+/// them.
 fn pinned(text: &str, prefix: &str, suffix: &str) -> Option<String> {
+    let text: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .flat_map(|l| [l, "\n"])
+        .collect();
     text.split(prefix)
         .skip(1)
         .find_map(|r| r.split_once(suffix).map(|(v, _)| v.to_string()))
@@ -407,7 +413,12 @@ fn scripts_install_the_locked_versions() {
             // Source builds: the base layer's images (the CUDA base, the Dockerfile
             // frontend) are pulled, not built.
             .filter(|p| {
-                p.layer == Layer::Base && p.name != "cuda-image" && p.get("image").is_none()
+                p.layer == Layer::Base
+                    && p.name != "cuda-image"
+                    && p.get("image").is_none()
+                    // NVIDIA's OS packages (NCCL) are installed by base.sh, not built.
+                    && p.list("apt").is_empty()
+                    && p.list("dnf").is_empty()
             })
             .collect();
         if fabric.is_empty() {

@@ -479,10 +479,17 @@ fn image_digests_come_from_a_real_registry_through_a_mirror_and_a_token_gate() {
     let exporter = offline.package("dcgm-exporter").unwrap();
     let exporter_ref = format!(
         "{}:{}",
-        exporter.get("image").unwrap().trim_start_matches("nvcr.io/"),
+        exporter
+            .get("image")
+            .unwrap()
+            .trim_start_matches("nvcr.io/"),
         exporter.get("image-tag").unwrap()
     );
-    push(&dir.join("layout"), &url, &format!("nvidia/driver:{driver_tag}"));
+    push(
+        &dir.join("layout"),
+        &url,
+        &format!("nvidia/driver:{driver_tag}"),
+    );
     push(&dir.join("layout"), &url, &exporter_ref);
     let text = spec_with(&format!(
         "registries = {{ \"docker.io\" = \"{url}\", \"nvcr.io\" = \"{url}\" }}\n"
@@ -499,11 +506,10 @@ fn image_digests_come_from_a_real_registry_through_a_mirror_and_a_token_gate() {
         .map(|f| f.contents.clone())
         .unwrap();
     assert!(
-        values.contains(&format!(
-            "driver:\n"
-        )) && values.contains(&format!(
-            "  repository: \"nvcr.io/nvidia\"\n  image: \"driver\"\n  version: \"{digest}\"\n"
-        )),
+        values.contains(&format!("driver:\n"))
+            && values.contains(&format!(
+                "  repository: \"nvcr.io/nvidia\"\n  image: \"driver\"\n  version: \"{digest}\"\n"
+            )),
         "{values}"
     );
     let exporter_digest = both
@@ -512,7 +518,10 @@ fn image_digests_come_from_a_real_registry_through_a_mirror_and_a_token_gate() {
         .get("image-digest")
         .unwrap()
         .to_string();
-    assert!(values.contains(&format!("  version: \"{exporter_digest}\"\n")), "{values}");
+    assert!(
+        values.contains(&format!("  version: \"{exporter_digest}\"\n")),
+        "{values}"
+    );
     std::fs::write(project.join("gpustack.toml"), &text).unwrap();
     let (code, _, err) = cli(&["lock"], false);
     assert_eq!(code, 0, "{err}");

@@ -61,6 +61,27 @@ for t in slurmctld slurmd sbatch munged; do
   need "$t" "apt-get install slurmctld slurmd slurm-client munge" || true
 done
 
+# mdbook, for `mdbook build book` and `mdbook test book` below: a pinned version, installed
+# once into target/tools with `cargo install --locked` (mdbook's own Cargo.lock) from
+# crates.io, when no mdbook of that version is on PATH.
+mdbook_version=0.5.4
+mdbook=""
+if command -v mdbook >/dev/null 2>&1 && mdbook --version 2>/dev/null | grep -qx "mdbook v$mdbook_version"; then
+  mdbook=mdbook
+elif [ -x target/tools/bin/mdbook ] && target/tools/bin/mdbook --version 2>/dev/null | grep -qx "mdbook v$mdbook_version"; then
+  mdbook=target/tools/bin/mdbook
+else
+  # Once per checkout, then cached. Without the `serve` and `watch` features (an HTTP
+  # server and a file watcher the tests do not use): about 4 CPU-minutes, 2m44s wall on the
+  # 2-core VM under load (the default features took 7m10s of CPU).
+  echo "== installing mdbook $mdbook_version into target/tools (cargo install --locked)"
+  if cargo install --locked --quiet --no-default-features --features search --version "$mdbook_version" --root target/tools mdbook; then
+    mdbook=target/tools/bin/mdbook
+  else
+    missing+=("mdbook (cargo install --locked --no-default-features --features search --version $mdbook_version mdbook)")
+  fi
+fi
+
 if [ "${#missing[@]}" -gt 0 ]; then
   printf '\n!!! MISSING TOOLS — their checks are skipped:\n' >&2
   printf '!!!   %s\n' "${missing[@]}" >&2
@@ -72,6 +93,15 @@ fi
 
 if cargo fmt --version >/dev/null 2>&1; then cargo fmt --all -- --check; else echo "!!! rustfmt missing: format check skipped" >&2; fi
 cargo test --locked --no-fail-fast
+if [ -n "$mdbook" ]; then
+  echo "== the book: mdbook build and mdbook test ($($mdbook --version))"
+  "$mdbook" build book
+  # The book's Rust blocks are fragments of examples/, marked `ignore` (tests/book.rs
+  # compiles and runs them with the crate); `-L` lets an unmarked block link the crate.
+  "$mdbook" test book -L target/debug/deps
+else
+  echo "!!! mdbook missing: the book is not built; its examples are still tested by tests/book.rs" >&2
+fi
 if [ "$quick" = true ]; then
   echo "== --quick: skipped the release-mode solver properties, injection properties and fuzz-corpus replay"
   exit 0
@@ -87,11 +117,3 @@ echo "== injection properties, 48 hostile values per field (release)"
 GPUSTACK_INJECTION_CASES=48 cargo test --locked --release --test injection
 echo "== every fuzz corpus input and crash reproducer (release)"
 GPUSTACK_FUZZ_CORPUS=all cargo test --locked --release --test fuzz_corpus
-if command -v mdbook >/dev/null 2>&1; then
-  mdbook build book
-  # The book's Rust blocks need the crate: mdbook links them against the debug build's
-  # dependencies (`-L`); blocks marked `ignore` are compiled by tests/book.rs instead.
-  mdbook test book -L target/debug/deps
-else
-  echo "note: mdbook not installed; the book's examples are still tested by tests/book.rs" >&2
-fi

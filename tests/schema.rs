@@ -208,7 +208,10 @@ fn schema_is_closed_described_and_draft7_compatible() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert_eq!(objects, 15, "the root and 14 tables are closed objects");
+    assert_eq!(
+        objects, 17,
+        "the root, 15 tables and the [check].allow entry are closed objects"
+    );
 }
 
 #[test]
@@ -219,7 +222,8 @@ fn every_schema_key_is_accepted_by_the_parser() {
     let parsed =
         parse(&spec, &cat).unwrap_or_else(|e| panic!("the schema's examples do not parse:\n{e}"));
     // The spec really has every table, and the deployment tables came through.
-    assert_eq!(spec.len(), 14);
+    assert_eq!(spec.len(), 15);
+    assert_eq!(parsed.check.len(), 1);
     assert_eq!(parsed.components.len(), gpustack::Component::ALL.len());
     let d = &parsed.deploy;
     assert!(d.cluster.is_some() && d.image.is_some() && d.train.is_some() && d.serve.is_some());
@@ -233,6 +237,7 @@ fn every_schema_key_is_accepted_by_the_parser() {
     assert_eq!(
         names,
         [
+            "check",
             "cluster",
             "components",
             "hardware",
@@ -1080,4 +1085,45 @@ fn validator_accepts_the_committed_schema_under_its_metaschema() {
     let (code, out) = run_tool(&tool, &["--check-metaschema", "bad.json"], &dir);
     assert_ne!(code, 0, "{out}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `[check].allow`'s `code` enum is exactly the codes the parser accepts there: every warning
+/// `check` reports, and no error.
+#[test]
+fn check_allow_codes_are_the_parsers() {
+    let cat = catalog();
+    let schema = schema();
+    let entry = &schema["properties"]["check"]["properties"]["allow"]["items"];
+    assert_eq!(entry["required"], serde_json::json!(["code", "reason"]));
+    let offered: Vec<&str> = entry["properties"]["code"]["enum"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let mut base = full_spec(&schema);
+    for code in gpustack::check::Code::ALL {
+        let allow = toml::Value::Array(vec![toml::Value::Table(
+            [
+                ("code".to_string(), toml::Value::from(code.name())),
+                ("reason".to_string(), toml::Value::from("a reason")),
+            ]
+            .into_iter()
+            .collect(),
+        )]);
+        set(&mut base, "check", "allow", allow);
+        let accepted = parse(&base, &cat).is_ok();
+        assert_eq!(
+            accepted,
+            offered.contains(&code.name()),
+            "{}: the parser {} it, the schema {} it",
+            code.name(),
+            if accepted { "accepts" } else { "refuses" },
+            if offered.contains(&code.name()) {
+                "offers"
+            } else {
+                "does not offer"
+            }
+        );
+    }
 }

@@ -1134,7 +1134,12 @@ fn operator_plan(lock: &Lock, common: &Common) -> OperatorPlan {
             let image = p.get("image")?;
             let tag = p.get("image-tag")?;
             let (repository, name) = image.rsplit_once('/')?;
-            Some((repository.to_string(), name.to_string(), tag.to_string(), p.get("image-digest").map(str::to_string)))
+            Some((
+                repository.to_string(),
+                name.to_string(),
+                tag.to_string(),
+                p.get("image-digest").map(str::to_string),
+            ))
         });
     let mut driver_version = common.driver.clone();
     let mut driver_repository = None;

@@ -368,6 +368,7 @@ pub(crate) fn random_spec(rng: &mut Rng, cat: &Catalog) -> Spec {
         driver,
         components,
         deploy: Default::default(),
+        check: Vec::new(),
     }
 }
 
