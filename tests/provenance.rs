@@ -187,3 +187,62 @@ fn every_torch_build_has_an_arch_list() {
     assert!(builds >= 30, "only {builds} torch builds read");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Every CUDA (11.8 on) and cuDNN (8.9 on) release of NVIDIA's redistrib manifests that
+/// the recorded listing names (`fixtures/import/redist/nixpkgs-manifests.txt`, the copies
+/// nixpkgs keeps) has a catalog entry: a CUDA release by its exact version (a release known
+/// only from its manifest is listed with `redist_only = true`), a cuDNN release by its
+/// first three components (the manifest's label is `9.8.0`, the catalog's `9.8.0.87`).
+#[test]
+fn every_recorded_redist_manifest_is_in_the_catalog() {
+    let root = root();
+    let listing =
+        std::fs::read_to_string(root.join("fixtures/import/redist/nixpkgs-manifests.txt")).unwrap();
+    let versions = |family: &str| -> Vec<String> {
+        let value: toml::Value = toml::from_str(
+            &std::fs::read_to_string(root.join(format!("catalog/{family}.toml"))).unwrap(),
+        )
+        .unwrap();
+        value
+            .get("release")
+            .and_then(toml::Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r.get("version").and_then(toml::Value::as_str))
+            .map(str::to_string)
+            .collect()
+    };
+    let (cuda, cudnn) = (versions("cuda"), versions("cudnn"));
+    let nums = |v: &str| -> Vec<u64> { v.split('.').map(|p| p.parse().unwrap()).collect() };
+    let mut missing = Vec::new();
+    let mut read = 0;
+    for line in listing
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
+        let mut f = line.split_whitespace();
+        let (product, label) = (f.next().unwrap(), f.next().unwrap());
+        assert!(
+            f.next().is_some_and(|c| c.len() == 40),
+            "{line}: no nixpkgs commit"
+        );
+        read += 1;
+        let n = nums(label);
+        let found = match product {
+            "cuda" if n < vec![11, 8] => continue,
+            "cuda" => cuda.iter().any(|v| v == label),
+            "cudnn" if n < vec![8, 9] => continue,
+            "cudnn" => cudnn.iter().any(|v| nums(v).get(..3) == Some(&n[..])),
+            other => panic!("{line}: unknown product {other}"),
+        };
+        if !found {
+            missing.push(format!("{product} {label}"));
+        }
+    }
+    assert!(read >= 20, "only {read} manifests listed");
+    assert!(
+        missing.is_empty(),
+        "releases in NVIDIA's redistrib manifests with no catalog entry:\n{}",
+        missing.join("\n")
+    );
+}

@@ -359,6 +359,7 @@ codec_struct!(ReleaseWire {
     source,
     note,
     driver_min,
+    redist_only,
     eol,
     cuda_majors,
     min_cc,

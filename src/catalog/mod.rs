@@ -202,6 +202,9 @@ pub struct CudaRelease {
     pub version: Version,
     /// Full-feature minimum Linux driver (Table 3), when published.
     pub driver_min: Option<Version>,
+    /// Known only from NVIDIA's redistrib manifest: listed, never locked (rule
+    /// `cuda.redist-only`).
+    pub redist_only: bool,
     /// Where this comes from.
     pub origin: Origin,
 }
@@ -516,6 +519,9 @@ pub struct TorchBuild {
     pub cusparselt: Option<Version>,
     /// Python minors with wheels for this build.
     pub python: VersionReq,
+    /// Where `python` comes from: the `[[wheel]]` entry when the variant narrows the
+    /// release's range (its own `python`), else the `[[release]]` entry.
+    pub python_origin: Origin,
     /// `true` when this variant is the PyPI default of the release.
     pub pypi_default: bool,
     /// Platform tags of its wheels, when read (the PyPI default build only).
@@ -1641,9 +1647,10 @@ fn check_release_fields(
     span: &std::ops::Range<usize>,
     diags: &mut Vec<Diagnostic>,
 ) {
-    let present: [(&str, bool); 11] = [
+    let present: [(&str, bool); 12] = [
         ("cuda_builds", !r.cuda_builds.is_empty()),
         ("driver_min", r.driver_min.is_some()),
+        ("redist_only", r.redist_only),
         ("eol", r.eol.is_some()),
         ("cuda_majors", !r.cuda_majors.is_empty()),
         ("min_cc", r.min_cc.is_some()),
@@ -1655,7 +1662,7 @@ fn check_release_fields(
         ("platforms", !r.platforms.is_empty()),
     ];
     let allowed: &[&str] = match fam {
-        "cuda" => &["driver_min"],
+        "cuda" => &["driver_min", "redist_only"],
         "python" => &["eol"],
         "cudnn" => &["cuda_majors", "min_cc"],
         "nccl" => &["cuda_majors", "min_cc", "cuda_builds"],
@@ -1678,6 +1685,19 @@ fn check_release_fields(
                 )),
             );
         }
+    }
+    if r.redist_only && r.driver_min.is_some() {
+        diags.push(
+            Diagnostic::new(
+                Stage::Catalog,
+                format!(
+                    "CUDA {} is `redist_only` and has a `driver_min`: a release known only from its redistrib manifest has no Table 3 row",
+                    r.version
+                ),
+            )
+            .at_offset(path, text, span.start)
+            .hint("drop `redist_only` when the release notes list the release, or drop `driver_min`"),
+        );
     }
     if !r.files.is_empty() && !matches!(fam, "vllm" | "torch") {
         diags.push(
@@ -2181,6 +2201,7 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
                 c.cuda.push(CudaRelease {
                     version,
                     driver_min,
+                    redist_only: r.redist_only,
                     origin: o,
                 });
             }
@@ -2331,9 +2352,12 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
             }
         }
         arch_list.sort();
-        let python = match w.python.as_deref() {
-            Some(p) => v.req(&o, "python", p).unwrap_or_else(|| rel.python.clone()),
-            None => rel.python.clone(),
+        let (python, python_origin) = match w.python.as_deref() {
+            Some(p) => (
+                v.req(&o, "python", p).unwrap_or_else(|| rel.python.clone()),
+                o.clone(),
+            ),
+            None => (rel.python.clone(), rel.origin.clone()),
         };
         let pin = |v: &mut V<'_>, what: &str, s: &Option<String>| {
             s.as_deref().and_then(|s| v.version(&o, what, s))
@@ -2354,6 +2378,7 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
             nccl: pin(&mut v, "nccl", &w.nccl),
             cusparselt: pin(&mut v, "cusparselt", &w.cusparselt),
             python,
+            python_origin,
             pypi_default: rel.pypi_variant == w.variant,
             platforms: if rel.pypi_variant == w.variant {
                 rel.platforms.clone()

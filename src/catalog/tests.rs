@@ -420,3 +420,17 @@ fn new_tables_load_from_the_stock_catalog() {
         "{e}"
     );
 }
+
+/// A CUDA release known only from its redistrib manifest cannot carry a Table 3 minimum.
+#[test]
+fn redist_only_with_a_driver_min_is_rejected() {
+    let site = "family = \"cuda\"\n\n[[release]]\nversion = \"12.8.2\"\nredist_only = true\ndriver_min = \"570.124.06\"\nsource = \"test\"\n";
+    let err = Catalog::stock_with(&[vec![("site/cuda.toml".into(), site.into())]])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("CUDA 12.8.2 is `redist_only` and has a `driver_min`"),
+        "{err}"
+    );
+    assert!(err.contains("site/cuda.toml:3"), "{err}");
+}

@@ -312,6 +312,10 @@ pub(crate) struct ReleaseWire {
     /// Full-feature minimum Linux driver (release notes, Table 3).
     #[serde(default)]
     pub(crate) driver_min: Option<String>,
+    /// cuda: the release is known only from NVIDIA's redistrib manifest (`redistrib_X.Y.Z.json`):
+    /// no Table 3 row and no install package or image recorded, so it is listed but never locked.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) redist_only: bool,
 
     // python
     #[serde(default)]

@@ -192,6 +192,7 @@ impl Family {
 /// A field value, as the catalog's TOML spells it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Value {
+    Bool(bool),
     Str(String),
     Strs(Vec<String>),
     Ints(Vec<u64>),
@@ -305,6 +306,7 @@ impl Entry {
             .iter()
             .find(|(n, _)| *n == k)
             .map(|(_, v)| match v {
+                Value::Bool(b) => b.to_string(),
                 Value::Str(s) => s.clone(),
                 Value::Strs(l) => l.join(", "),
                 Value::Ints(l) => l
@@ -438,6 +440,7 @@ pub(crate) fn quote(s: &str) -> String {
 
 fn write_value(v: &Value) -> String {
     match v {
+        Value::Bool(b) => b.to_string(),
         Value::Str(s) => quote(s),
         Value::Strs(l) => format!(
             "[{}]",

@@ -129,6 +129,14 @@ pub fn import(base: &Catalog, manifests: &[Manifest], date: &str) -> Result<Impo
                     }),
                     false,
                 );
+                if known.is_some_and(|k| k.redist_only) {
+                    e.not_derived(
+                        "redist_only",
+                        "whether NVIDIA ships install packages and release notes for this exact release is not in the manifest",
+                        known.map(|k| (Value::Bool(true), k.origin.location())),
+                        false,
+                    );
+                }
                 let parts: Vec<String> = m
                     .components
                     .iter()
@@ -211,5 +219,31 @@ mod tests {
             "cannot read `x.json`: no `release_product`: not a redistrib manifest"
         );
         assert!(parse("x.json", "[").is_err());
+    }
+
+    /// A release the stock catalog lists as known only from its manifest keeps
+    /// `redist_only` when it is imported again, so an overlay cannot make it lockable.
+    #[test]
+    fn a_redist_only_release_stays_redist_only() {
+        let cat = Catalog::stock().unwrap();
+        let text = r#"{"release_date": "2026-04-21", "release_label": "12.8.2", "release_product": "cuda",
+            "cuda_cudart": {"name": "CUDA Runtime (cudart)", "version": "12.8.90",
+              "linux-x86_64": {"relative_path": "cuda_cudart/linux-x86_64/cuda_cudart-linux-x86_64-12.8.90-archive.tar.xz"}}}"#;
+        let m = parse("redistrib_12.8.2.json", text).unwrap();
+        let out = import(&cat, &[m], "2026-11-26").unwrap();
+        let e = &out.entries[0];
+        assert_eq!(e.field("redist_only").as_deref(), Some("true"));
+        assert_eq!(e.field("driver_min"), None);
+        let kept = e
+            .not_derived
+            .iter()
+            .find(|n| n.field == "redist_only")
+            .unwrap();
+        assert!(
+            kept.kept_from
+                .as_deref()
+                .is_some_and(|k| k.starts_with("catalog/cuda.toml:")),
+            "{kept:?}"
+        );
     }
 }

@@ -1206,3 +1206,51 @@ mod extras_tests {
         }
     }
 }
+
+#[cfg(test)]
+mod variant_python_tests {
+    //! Python support is per torch build variant: a `[[wheel]]` entry's own `python`
+    //! narrows its release's range for that variant only, and a conflict cites the
+    //! `[[wheel]]` entry. The stock catalog sets none (no source shows a Linux x86_64 CUDA
+    //! variant with fewer Python versions than its release); this overlay is a made-up
+    //! narrowing that exercises the path.
+    use super::*;
+
+    const SITE: &str = "family = \"torch\"\n\n[[wheel]]\ntorch = [\"2.5.1\"]\nvariant = \"cu121\"\ncuda = \"12.1\"\nindex_url = \"https://download.pytorch.org/whl/cu121\"\narch_list = [\"5.0\", \"6.0\", \"7.0\", \"7.5\", \"8.0\", \"8.6\", \"9.0\"]\npython = \">=3.9, <3.13\"\nsource = \"test overlay: a made-up Python range\"\n";
+
+    fn resolve(cat: &Catalog, torch: &str) -> Result<Resolution, Error> {
+        let text = format!(
+            "[stack]\nname = \"t\"\n[hardware]\ngpus = [\"a100\"]\n[components]\npython = \"3.13\"\ntorch = \"{torch}\"\n"
+        );
+        let spec = Spec::parse("t.toml", &text, cat).unwrap();
+        solve(cat, &spec)
+    }
+
+    #[test]
+    fn a_variant_python_range_narrows_that_variant_only() {
+        let stock = Catalog::stock().unwrap();
+        let site = Catalog::stock_with(&[vec![("site/torch.toml".into(), SITE.into())]]).unwrap();
+        // Stock: torch 2.5.1+cu121 has the release's range, which includes 3.13.
+        assert!(resolve(&stock, "==2.5.1+cu121").is_ok());
+        // Narrowed: the cu121 build is rejected on 3.13, by `wheel.python`, citing the wheel.
+        let Err(Error::NoSolution(e)) = resolve(&site, "==2.5.1+cu121") else {
+            panic!("2.5.1+cu121 resolved on Python 3.13 with the narrowed overlay")
+        };
+        let v = &e.causes[0].groups[0].1;
+        assert_eq!(v.rule, Rule::WheelPython);
+        assert!(
+            v.message.contains("2.5.1+cu121") && v.message.contains(">=3.9, <3.13"),
+            "{}",
+            v.message
+        );
+        assert!(
+            v.facts.iter().any(|o| o.file == "site/torch.toml"),
+            "{:?}",
+            v.facts
+        );
+        // The other variants of the same release keep the release's range.
+        let r = resolve(&site, "==2.5.1").unwrap();
+        let t = r.pick(Component::Torch).unwrap().version.to_string();
+        assert!(t.starts_with("2.5.1+") && t != "2.5.1+cu121", "{t}");
+    }
+}

@@ -26,6 +26,8 @@ pub enum Rule {
     GpuGenerationDriver,
     /// nvcc must accept a target for every GPU.
     NvccTargets,
+    /// A CUDA release known only from NVIDIA's redistrib manifest is listed, never locked.
+    CudaRedistOnly,
     /// The OS must have images for the CUDA release.
     OsImages,
     /// The driver must support the CUDA toolkit (full, minor-version or forward compatibility).
@@ -89,6 +91,7 @@ impl Rule {
             Rule::GpuMinDriver => "gpu.min-driver",
             Rule::GpuGenerationDriver => "gpu.generation-driver",
             Rule::NvccTargets => "cuda.nvcc-targets",
+            Rule::CudaRedistOnly => "cuda.redist-only",
             Rule::OsImages => "os.cuda-images",
             Rule::DriverCuda => "cuda.driver",
             Rule::TorchArchList => "torch.arch-list",
@@ -508,6 +511,18 @@ impl<'c> Ctx<'c> {
             }
             Component::Cuda => {
                 let r = &self.cat.cuda[i];
+                if r.redist_only {
+                    return Err(self.violation(
+                        Rule::CudaRedistOnly,
+                        || {
+                            format!(
+                                "CUDA {} is known only from NVIDIA's redistrib manifest: the release notes give it no driver minimum and no install package or image is recorded, so it is never locked",
+                                r.version
+                            )
+                        },
+                        || vec![r.origin.clone()],
+                    ));
+                }
                 let Some(ts) = self.cat.targets_for(&r.version) else {
                     return Err(self.violation(
                         Rule::NvccTargets,
@@ -1067,7 +1082,7 @@ impl<'c> Ctx<'c> {
                                 t.full, t.python
                             )
                         },
-                        || vec![t.release_origin.clone()],
+                        || vec![t.python_origin.clone()],
                     ))
                 }
             }
