@@ -105,7 +105,7 @@ impl Code {
     }
 
     /// Every code, in report order.
-    pub const ALL: [Code; 17] = [
+    pub const ALL: [Code; 18] = [
         Code::TamperedLock,
         Code::StaleSpec,
         Code::StaleCatalog,
@@ -165,6 +165,7 @@ impl Code {
             Code::DriverTooOld
             | Code::DriverOlderThanLocked
             | Code::ArchNotCovered
+            | Code::TorchArchNotBuilt
             | Code::GpuNotLocked => "hardware",
             Code::Unpinned | Code::EolDriver | Code::UnsafeVersion | Code::UnusedAllow => "hygiene",
         }

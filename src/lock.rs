@@ -1120,11 +1120,7 @@ pub fn request_toml(spec: &Spec) -> String {
     }
     if let Some(t) = &spec.torch_source {
         o.push_str("\n[request.torch-source]\n");
-        list(
-            &mut o,
-            "archs",
-            &crate::arch::torch_list(&t.archs),
-        );
+        list(&mut o, "archs", &crate::arch::torch_list(&t.archs));
     }
     deploy_toml(&mut o, &spec.deploy);
     o

@@ -389,18 +389,28 @@ fn torch_table(
             ));
         }
         let Some(list) = a.as_array() else {
-            return Err(("`archs` in the `torch` table must be a list".into(), "write `archs = [\"8.0\"]`".into()));
+            return Err((
+                "`archs` in the `torch` table must be a list".into(),
+                "write `archs = [\"8.0\"]`".into(),
+            ));
         };
         for x in list {
             let Some(s) = x.as_str() else {
-                return Err(("`archs` in the `torch` table lists strings".into(), "write `archs = [\"8.0\", \"9.0\"]`".into()));
+                return Err((
+                    "`archs` in the `torch` table lists strings".into(),
+                    "write `archs = [\"8.0\", \"9.0\"]`".into(),
+                ));
             };
             match crate::arch::parse_torch_entry(s) {
                 Ok(ts) => archs.extend(ts),
                 Err(e) => {
                     return Err((
-                        format!("invalid arch `{}` in the `torch` table: {e}", s.escape_debug()),
-                        "`archs` takes TORCH_CUDA_ARCH_LIST entries: `8.0`, `9.0a`, `12.0+PTX`".into(),
+                        format!(
+                            "invalid arch `{}` in the `torch` table: {e}",
+                            s.escape_debug()
+                        ),
+                        "`archs` takes TORCH_CUDA_ARCH_LIST entries: `8.0`, `9.0a`, `12.0+PTX`"
+                            .into(),
                     ))
                 }
             }

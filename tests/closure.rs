@@ -546,6 +546,8 @@ fn a_closed_lock_renders_installs_from_its_pylocks() {
         );
     }
     assert!(!out.join("docker/requirements-framework.lock").exists());
+    // `docker build` sees every file the Dockerfile copies (the pylocks too).
+    assert_copies_are_in_the_context(&out.join("docker"));
     let dockerfile = std::fs::read_to_string(out.join("docker/Dockerfile")).unwrap();
     assert!(dockerfile.contains("ADD --checksum=sha256:9e491abd0827ea5c389dd702e15e11e13d83d904bac4a20d6c2a4cb37207a9af"), "{dockerfile}");
     assert!(dockerfile.contains("uv pip install --no-deps /wheels/deepspeed-0.19.8-*.whl"));

@@ -99,6 +99,7 @@ fn every_component_reaches_its_layer_and_nothing_is_dropped() {
         let lock = lock_of(&name);
         let out = generate(&name, "docker");
         let text = std::fs::read_to_string(out.join("Dockerfile")).unwrap();
+        assert_copies_are_in_the_context(&out);
         let (order, stages) = parse(&text);
         assert!(text.starts_with("# syntax=docker/dockerfile:1."), "{name}");
         assert!(stages.contains_key("base"), "{name}: no base stage");
@@ -183,14 +184,22 @@ fn every_component_reaches_its_layer_and_nothing_is_dropped() {
                     let script = std::fs::read_to_string(out.join("build-torch.sh")).unwrap();
                     for want in [
                         format!("export PYTORCH_BUILD_VERSION={}", lc.version),
-                        format!("export TORCH_CUDA_ARCH_LIST={}", lc.list("arch-list").join(";")),
+                        format!(
+                            "export TORCH_CUDA_ARCH_LIST={}",
+                            lc.list("arch-list").join(";")
+                        ),
                         "export USE_SYSTEM_NCCL=1".to_string(),
                     ] {
-                        assert!(script.lines().any(|l| l == want), "{name}: build-torch.sh lacks `{want}`");
+                        assert!(
+                            script.lines().any(|l| l == want),
+                            "{name}: build-torch.sh lacks `{want}`"
+                        );
                     }
                     // No torch from an index anywhere in the chain.
                     assert!(
-                        !installed.lines().any(|l| l.trim_start().starts_with("torch==")),
+                        !installed
+                            .lines()
+                            .any(|l| l.trim_start().starts_with("torch==")),
                         "{name}: a requirement file installs torch from an index"
                     );
                     continue;

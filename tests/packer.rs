@@ -481,7 +481,8 @@ fn scripts_install_the_locked_versions() {
                 // contract is tests/torch_source.rs), then installed from its wheel.
                 assert!(
                     text.contains(&format!("export PYTORCH_BUILD_VERSION={}\n", c.version))
-                        && text.contains("uv pip install --no-deps /opt/gpustack/wheels/torch-*.whl"),
+                        && text
+                            .contains("uv pip install --no-deps /opt/gpustack/wheels/torch-*.whl"),
                     "{name}: {path} does not build and install torch {}",
                     c.version
                 );

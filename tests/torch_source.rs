@@ -133,9 +133,15 @@ fn the_build_script_builds_the_locked_source_with_the_locked_settings() {
         .iter()
         .find(|c| c.starts_with("git clone"))
         .expect("a git clone");
-    assert!(clone.contains(&format!("--branch {}", torch.get("source-tag").unwrap())), "{clone}");
+    assert!(
+        clone.contains(&format!("--branch {}", torch.get("source-tag").unwrap())),
+        "{clone}"
+    );
     assert!(clone.contains("--recurse-submodules"), "{clone}");
-    assert!(clone.contains(torch.get("source-repository").unwrap()), "{clone}");
+    assert!(
+        clone.contains(torch.get("source-repository").unwrap()),
+        "{clone}"
+    );
     // Installs the build requirements the lock records, and the locked cuDNN.
     let install = run
         .commands
@@ -145,7 +151,10 @@ fn the_build_script_builds_the_locked_source_with_the_locked_settings() {
     for r in torch.list("build-requires") {
         assert!(install.split(' ').any(|w| w == r), "{install} lacks {r}");
     }
-    assert!(install.contains(&format!("nvidia-cudnn-cu12=={}", cudnn.version)), "{install}");
+    assert!(
+        install.contains(&format!("nvidia-cudnn-cu12=={}", cudnn.version)),
+        "{install}"
+    );
     // One wheel, built once, without dependencies or build isolation.
     let builds: Vec<&String> = run
         .commands
@@ -157,7 +166,10 @@ fn the_build_script_builds_the_locked_source_with_the_locked_settings() {
     assert_eq!(run.wheels, [format!("torch-{}-stub.whl", torch.version)]);
     // The build's environment, as the lock decided it.
     let env = |k: &str| run.env.get(k).map(String::as_str);
-    assert_eq!(env("TORCH_CUDA_ARCH_LIST"), Some(torch.list("arch-list").join(";").as_str()));
+    assert_eq!(
+        env("TORCH_CUDA_ARCH_LIST"),
+        Some(torch.list("arch-list").join(";").as_str())
+    );
     assert_eq!(env("TORCH_NVCC_FLAGS"), Some("-Xfatbin -compress-all"));
     assert_eq!(env("USE_SYSTEM_NCCL"), Some("1"));
     assert_eq!(env("USE_CUDA"), Some("1"));
@@ -165,7 +177,10 @@ fn the_build_script_builds_the_locked_source_with_the_locked_settings() {
     assert_eq!(env("PYTORCH_BUILD_VERSION"), Some(torch.version.as_str()));
     assert_eq!(env("MAX_JOBS"), Some("6"));
     for lang in ["C", "CXX", "CUDA"] {
-        assert_eq!(env(&format!("CMAKE_{lang}_COMPILER_LAUNCHER")), Some("ccache"));
+        assert_eq!(
+            env(&format!("CMAKE_{lang}_COMPILER_LAUNCHER")),
+            Some("ccache")
+        );
     }
     assert!(env("CUDNN_INCLUDE_DIR").is_some_and(|d| d.ends_with("nvidia/cudnn/include")));
     assert!(env("CUDNN_LIB_DIR").is_some_and(|d| d.ends_with("nvidia/cudnn/lib")));
@@ -193,7 +208,10 @@ fn every_target_runs_the_same_script_and_shellcheck_accepts_it() {
     let packer = generate(NAME, "packer");
     let framework = std::fs::read_to_string(packer.join("scripts/framework.sh")).unwrap();
     let start = "cat > /opt/gpustack/build-torch.sh <<'GPUSTACK_BUILD_TORCH_EOF'\n";
-    let body = framework.split(start).nth(1).expect("framework.sh writes build-torch.sh");
+    let body = framework
+        .split(start)
+        .nth(1)
+        .expect("framework.sh writes build-torch.sh");
     let on_vm = body.split("GPUSTACK_BUILD_TORCH_EOF\n").next().unwrap();
     assert_eq!(on_vm, script, "Packer runs a different build script");
     assert!(framework.contains("bash /opt/gpustack/build-torch.sh /opt/gpustack/wheels"));
@@ -228,11 +246,23 @@ fn check_reports_a_node_gpu_the_source_build_has_no_kernels_for() {
     };
     let h100 = run(&node("h100"));
     assert_eq!(h100.code, 1, "{}", h100.stderr);
-    assert!(h100.stdout.contains("\"torch-arch-not-built\""), "{}", h100.stdout);
-    assert!(h100.stdout.contains("no PTX to fall back to"), "{}", h100.stdout);
+    assert!(
+        h100.stdout.contains("\"torch-arch-not-built\""),
+        "{}",
+        h100.stdout
+    );
+    assert!(
+        h100.stdout.contains("no PTX to fall back to"),
+        "{}",
+        h100.stdout
+    );
     // The A100 the build is for: no such finding.
     let a100 = run(&node("a100"));
-    assert!(!a100.stdout.contains("torch-arch-not-built"), "{}", a100.stdout);
+    assert!(
+        !a100.stdout.contains("torch-arch-not-built"),
+        "{}",
+        a100.stdout
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

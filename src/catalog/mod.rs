@@ -2407,20 +2407,50 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
             v.fail(&o, format!("torch source `repository` `{}` must be an https:// URL without spaces, quotes or `$`", w.repository.escape_debug()));
             continue;
         }
-        if w.tag.is_empty() || !w.tag.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_')) {
-            v.fail(&o, format!("torch source `tag` `{}` must be a plain git tag like `v2.10.0`", w.tag.escape_debug()));
+        if w.tag.is_empty()
+            || !w
+                .tag
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+        {
+            v.fail(
+                &o,
+                format!(
+                    "torch source `tag` `{}` must be a plain git tag like `v2.10.0`",
+                    w.tag.escape_debug()
+                ),
+            );
             continue;
         }
         if let Some(c) = &w.commit {
-            if c.len() != 40 || !c.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()) {
-                v.fail(&o, format!("torch source `commit` `{}` must be 40 lowercase hex digits", c.escape_debug()));
+            if c.len() != 40
+                || !c
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+            {
+                v.fail(
+                    &o,
+                    format!(
+                        "torch source `commit` `{}` must be 40 lowercase hex digits",
+                        c.escape_debug()
+                    ),
+                );
                 continue;
             }
         }
         let mut reqs_ok = true;
         for r in w.build_requires.iter().chain(&w.runtime_requires) {
-            if r.is_empty() || r.chars().any(|ch| ch.is_control() || matches!(ch, '`' | '$' | '\\')) {
-                v.fail(&o, format!("torch source requirement `{}` is not a plain PEP 508 requirement", r.escape_debug()));
+            if r.is_empty()
+                || r.chars()
+                    .any(|ch| ch.is_control() || matches!(ch, '`' | '$' | '\\'))
+            {
+                v.fail(
+                    &o,
+                    format!(
+                        "torch source requirement `{}` is not a plain PEP 508 requirement",
+                        r.escape_debug()
+                    ),
+                );
                 reqs_ok = false;
             }
         }

@@ -57,7 +57,9 @@ mod tests {
     #[test]
     fn sorted_and_sourced() {
         assert!(super::ALLOWED.windows(2).all(|w| w[0].0 < w[1].0));
-        assert!(super::ALLOWED.iter().all(|(_, s)| s.starts_with("https://")));
+        assert!(super::ALLOWED
+            .iter()
+            .all(|(_, s)| s.starts_with("https://")));
         assert!(super::documented("TORCH_CUDA_ARCH_LIST").is_some());
         assert!(super::documented("LD_PRELOAD").is_none());
     }

@@ -374,7 +374,10 @@ impl<'c> Ctx<'c> {
             Component::Cudnn => &self.cat.cudnn[i].origin,
             Component::Nccl => &self.cat.nccl[i].origin,
             Component::Python => &self.cat.python[i].origin,
-            Component::Torch => match (&self.source_archs, self.cat.torch_source(&self.cat.torch[i].version)) {
+            Component::Torch => match (
+                &self.source_archs,
+                self.cat.torch_source(&self.cat.torch[i].version),
+            ) {
                 // A source build comes from the release's `[[source]]` entry.
                 (Some(_), Some(src)) => &src.origin,
                 _ => &self.cat.torch[i].origin,
@@ -1008,14 +1011,36 @@ impl<'c> Ctx<'c> {
                 };
                 let t = &self.cat.torch[ib.unwrap_or(0)];
                 if !lib.cuda_majors.contains(&t.cuda.major()) {
-                    return Err(self.violation(Rule::LibCudaMajor, || format!("{} {} ships builds for CUDA {} only, not CUDA {}", ca.display(), lib.version, lib.cuda_majors.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "), t.cuda.major()), || vec![lib.origin.clone()]));
+                    return Err(self.violation(
+                        Rule::LibCudaMajor,
+                        || {
+                            format!(
+                                "{} {} ships builds for CUDA {} only, not CUDA {}",
+                                ca.display(),
+                                lib.version,
+                                lib.cuda_majors
+                                    .iter()
+                                    .map(ToString::to_string)
+                                    .collect::<Vec<_>>()
+                                    .join(", "),
+                                t.cuda.major()
+                            )
+                        },
+                        || vec![lib.origin.clone()],
+                    ));
                 }
                 match self.cat.torch_source(&t.version) {
-                    Some(src) if ca == C::Cudnn && lib.version < src.cudnn_min => Err(self.violation(
-                        Rule::TorchSourceCudnn,
-                        || format!("building torch {} from source needs cuDNN ≥ {}, not {}", t.version, src.cudnn_min, lib.version),
-                        || vec![src.origin.clone()],
-                    )),
+                    Some(src) if ca == C::Cudnn && lib.version < src.cudnn_min => Err(self
+                        .violation(
+                            Rule::TorchSourceCudnn,
+                            || {
+                                format!(
+                                    "building torch {} from source needs cuDNN ≥ {}, not {}",
+                                    t.version, src.cudnn_min, lib.version
+                                )
+                            },
+                            || vec![src.origin.clone()],
+                        )),
                     _ => Ok(()),
                 }
             }
