@@ -643,7 +643,14 @@ impl Cluster {
         for (dir, names) in [
             (
                 &bin,
-                &["torchrun", "vllm", "all_reduce_perf", "apptainer", "srun"][..],
+                &[
+                    "torchrun",
+                    "vllm",
+                    "all_reduce_perf",
+                    "osu_bw",
+                    "apptainer",
+                    "srun",
+                ][..],
             ),
             (&venv.join("bin"), &["torchrun", "vllm"][..]),
             (&nccl_tests, &["all_reduce_perf"][..]),
@@ -702,6 +709,8 @@ impl Cluster {
                 ("GPUSTACK_REAL_SRUN".into(), tools[6].display().to_string()),
                 // The test cluster's Slurm has no PMIx library (libpmix): PMI-2 instead.
                 ("GPUSTACK_SRUN_MPI".into(), "pmi2".into()),
+                // The OSU run's binary (Slingshot): the shim on PATH, not the image's path.
+                ("GPUSTACK_OSU_BW".into(), "osu_bw".into()),
             ]
             .into_iter()
             .collect(),
@@ -1101,6 +1110,22 @@ fn check_job(cluster: &Cluster, s: &Submitted) {
         recs.into_values().map(|r| (s.job.clone(), r)).collect()
     };
     assert!(!recs.is_empty(), "{what}: {prog} never ran:\n{output}");
+    // Slingshot's acceptance job also runs OSU's bandwidth test: one task on each of two
+    // nodes.
+    if s.kind != "train"
+        && s.kind != "serve"
+        && g.lock
+            .request
+            .deploy
+            .cluster
+            .as_ref()
+            .is_some_and(|c| c.fabric.name() == "slingshot")
+    {
+        let osu = cluster.records("osu_bw", &s.job);
+        assert_eq!(osu.len(), 2, "{what}: osu_bw tasks {:?}", osu.keys());
+        let nodes: std::collections::BTreeSet<&String> = osu.keys().map(|(n, _)| n).collect();
+        assert_eq!(nodes.len(), 2, "{what}: osu_bw on {nodes:?}");
+    }
 
     // How the script called srun (the srun shim), once per job (array task).
     let job_ids: BTreeSet<&String> = recs.iter().map(|(j, _)| j).collect();

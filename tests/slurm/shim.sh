@@ -11,6 +11,13 @@
 set -euo pipefail
 name="$(basename "$0")"
 rec="${GPUSTACK_REC_DIR:?GPUSTACK_REC_DIR is not set}/$name.${SLURM_JOB_ID:-nojob}.${SLURMD_NODENAME:-nonode}.${SLURM_PROCID:-0}"
+# A second srun in the same batch step (Slingshot's OSU run after nccl-tests) is recorded
+# beside the first as <rec>.<n>, so the first call's record stands.
+if [[ "$name" == srun && -e "$rec.argv" ]]; then
+  n=1
+  while [[ -e "$rec.$n.argv" ]]; do n=$((n + 1)); done
+  rec="$rec.$n"
+fi
 if [[ $# -gt 0 ]]; then printf '%s\0' "$@" >"$rec.argv"; else : >"$rec.argv"; fi
 env -0 >"$rec.env"
 printf '%s' "$0" >"$rec.prog"
