@@ -349,7 +349,7 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
     // The interpreter uv installs for the locked Python: the exact patch and build (URL and
     // sha256 of uv's download table) for the stack's CPU architecture.
     if let Some(py) = r.pick(Component::Python) {
-        let arch = if spec.gpus.iter().any(|g| g.starts_with("gh")) {
+        let arch = if grace_host(spec.gpus.iter().map(String::as_str)) {
             "aarch64-gnu"
         } else {
             "x86_64-gnu"
@@ -821,6 +821,12 @@ fn kernel_modules(out: &mut Selection, cat: &Catalog, r: &Resolution, driver: &V
     push_fact(out, "kernel-modules", "driver", &decider.origin, f, because);
 }
 
+/// Whether the GPUs sit on Grace (Arm) hosts (the `gh` products): the CPU architecture the
+/// resolver reads repositories for and the interpreter build the selection picks.
+pub(crate) fn grace_host<'a>(gpu_ids: impl IntoIterator<Item = &'a str>) -> bool {
+    gpu_ids.into_iter().any(|g| g.starts_with("gh"))
+}
+
 /// The package manager of the lock's OS: dnf on Rocky Linux, apt otherwise (the Ubuntu
 /// images, and the newest Ubuntu when no OS is requested).
 pub(crate) fn os_manager(os: Option<&str>) -> &'static str {
@@ -839,18 +845,9 @@ pub(crate) fn os_manager(os: Option<&str>) -> &'static str {
 /// the repository's index publishes (`src/resolve`, `"repository"`).
 fn stack_os_packages(sel: &mut Sel<'_>, r: &Resolution, driver: &Version) {
     let manager = os_manager(r.spec.os.as_deref());
-    let nccl_cuda = sel
-        .out
-        .facts
-        .iter()
-        .find(|f| f.kind == "nccl-build")
-        .and_then(|f| f.get("cuda").map(str::to_string));
-    let nccl_version = sel
-        .out
-        .facts
-        .iter()
-        .find(|f| f.kind == "nccl-build")
-        .and_then(|f| f.get("nccl").map(str::to_string));
+    let build = sel.out.facts.iter().find(|f| f.kind == "nccl-build");
+    let nccl_cuda = build.and_then(|f| f.get("cuda").map(str::to_string));
+    let nccl_version = build.and_then(|f| f.get("nccl").map(str::to_string));
     let mut vars: Vec<(&str, String)> = vec![
         ("driver", driver.to_string()),
         ("branch", driver.major().to_string()),

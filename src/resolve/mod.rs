@@ -260,7 +260,7 @@ pub fn resolve(
         );
     }
     let os = lock.os().unwrap_or("ubuntu22.04").to_string();
-    let arch = if lock.hardware.gpus.iter().any(|g| g.id.starts_with("gh")) {
+    let arch = if crate::select::grace_host(lock.hardware.gpus.iter().map(|g| g.id.as_str())) {
         "sbsa"
     } else {
         "x86_64"
