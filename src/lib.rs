@@ -64,6 +64,7 @@ pub mod emit;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod gen;
 pub mod import;
 pub mod lock;
 pub mod plan;

@@ -449,12 +449,13 @@ fn gen_usage_errors_and_check() {
     let out = run_in(&dir, &["gen", "dockr"]);
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(
-        out.stderr.contains("unknown target `dockr`"),
+        out.stderr
+            .contains("invalid value 'dockr' for '<TARGET>...'"),
         "{}",
         out.stderr
     );
     assert!(
-        out.stderr.contains("did you mean `docker`?"),
+        out.stderr.contains("a similar value exists: 'docker'"),
         "{}",
         out.stderr
     );

@@ -34,8 +34,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 pub use file::{
-    check_destination, human_size, limits, read_bounded, shown, sweep_temporaries, write_atomic,
-    write_new, DirLock, ReadError,
+    check_destination, human_size, limits, read_bounded, read_text, shown, sweep_temporaries,
+    write_atomic, write_new, DirLock, ReadError,
 };
 pub(crate) use file::{fault, kind_of};
 
