@@ -39,9 +39,9 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use toml::Spanned;
 
-use crate::deploy::At;
+use crate::core::{Component, Layer};
 use crate::lock::{Lock, PyBuild, PyLockFile, PythonLock};
-use crate::spec::{Component, Layer};
+use crate::spec::deploy::At;
 
 /// The torch family: bound to the torch variant's index, never taken from PyPI.
 pub const TORCH_FAMILY: &[&str] = &["torch", "torchvision", "torchaudio"];

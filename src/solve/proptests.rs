@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 use super::rules::{Cand, Ctx};
 use super::{members, solve, sort_cuda, ORDER};
 use crate::catalog::Catalog;
-use crate::spec::{Component, Spec};
-use crate::version::{Version, VersionReq};
+use crate::core::version::{Version, VersionReq};
+use crate::core::Component;
+use crate::spec::Spec;
 use crate::Error;
 
 /// xorshift64*: small, deterministic, no dependency.

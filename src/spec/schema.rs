@@ -55,11 +55,13 @@ use serde::de::{self, Deserialize, Deserializer, Visitor};
 use serde_json::{json, Map, Value};
 
 use crate::catalog::Catalog;
-use crate::deploy::{
-    Cloud, ClusterWire, Fabric, ImageWire, K8sWire, NetworkWire, PackerWire, ServeWire,
-    SlurmContainer, SlurmWire, StorageWire, TrainWire,
+use crate::core::{Cloud, Fabric};
+use crate::core::{Component, Layer};
+use crate::spec::deploy::{
+    ClusterWire, ImageWire, K8sWire, NetworkWire, PackerWire, ServeWire, SlurmContainer, SlurmWire,
+    StorageWire, TrainWire,
 };
-use crate::spec::{Component, HardwareWire, Layer, SpecWire, StackWire};
+use crate::spec::{HardwareWire, SpecWire, StackWire};
 
 /// The JSON Schema dialect, the schema's `$schema`.
 pub const DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";

@@ -7,50 +7,13 @@
 //! quote every value for their target, so validation and escaping are two independent
 //! defences. The lock records these tables inside `[request]`, so `gen` needs only the lock.
 
-use std::fmt;
+pub use crate::core::{Cloud, Fabric, StorageRef};
 
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::core::Layer;
 use crate::error::{Diagnostic, Stage};
-use crate::spec::Layer;
-
-/// The network fabric between nodes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Fabric {
-    /// InfiniBand (RDMA, UCX, SHARP where supported).
-    Infiniband,
-    /// RDMA over Converged Ethernet.
-    Roce,
-    /// AWS Elastic Fabric Adapter (libfabric, aws-ofi-nccl).
-    Efa,
-    /// HPE Slingshot (libfabric CXI, aws-ofi-nccl).
-    Slingshot,
-    /// Plain TCP sockets.
-    Ethernet,
-}
-
-impl Fabric {
-    /// Every fabric.
-    pub const ALL: [Fabric; 5] = [
-        Fabric::Infiniband,
-        Fabric::Roce,
-        Fabric::Efa,
-        Fabric::Slingshot,
-        Fabric::Ethernet,
-    ];
-
-    /// The spec spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            Fabric::Infiniband => "infiniband",
-            Fabric::Roce => "roce",
-            Fabric::Efa => "efa",
-            Fabric::Slingshot => "slingshot",
-            Fabric::Ethernet => "ethernet",
-        }
-    }
-}
 
 /// `[cluster]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -335,34 +298,6 @@ impl TrainingApi {
     }
 }
 
-/// A cloud for Packer sources.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Cloud {
-    /// `amazon-ebs`.
-    Aws,
-    /// `googlecompute`.
-    Gcp,
-    /// `azure-arm`.
-    Azure,
-    /// `qemu` (on premises).
-    Qemu,
-}
-
-impl Cloud {
-    /// Every cloud.
-    pub const ALL: [Cloud; 4] = [Cloud::Aws, Cloud::Gcp, Cloud::Azure, Cloud::Qemu];
-
-    /// The spec spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            Cloud::Aws => "aws",
-            Cloud::Gcp => "gcp",
-            Cloud::Azure => "azure",
-            Cloud::Qemu => "qemu",
-        }
-    }
-}
-
 /// `[packer]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Packer {
@@ -424,44 +359,6 @@ pub struct Slurm {
     pub container: SlurmContainer,
     /// Time limit, `HH:MM:SS` or `D-HH:MM:SS`.
     pub time: String,
-}
-
-/// A storage location.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StorageRef {
-    /// `nfs://host/path`.
-    Nfs {
-        /// Server.
-        host: String,
-        /// Export path.
-        path: String,
-    },
-    /// `lustre:/mount/path` (mounted on the hosts).
-    Lustre {
-        /// Mount path.
-        path: String,
-    },
-    /// `hostpath:/path`.
-    HostPath {
-        /// Path on the host.
-        path: String,
-    },
-    /// `pvc:name`: an existing PersistentVolumeClaim.
-    Pvc {
-        /// Claim name.
-        name: String,
-    },
-}
-
-impl fmt::Display for StorageRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StorageRef::Nfs { host, path } => write!(f, "nfs://{host}{path}"),
-            StorageRef::Lustre { path } => write!(f, "lustre:{path}"),
-            StorageRef::HostPath { path } => write!(f, "hostpath:{path}"),
-            StorageRef::Pvc { name } => write!(f, "pvc:{name}"),
-        }
-    }
 }
 
 /// `[storage]`.
