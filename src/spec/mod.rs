@@ -19,7 +19,10 @@
 //! keys of the spec's JSON Schema ([`crate::spec::schema`]).
 
 pub use crate::core::{Component, Layer};
+pub(crate) mod at;
 pub mod deploy;
+pub mod python;
+pub mod resolve;
 pub mod schema;
 
 use std::collections::BTreeMap;
@@ -191,8 +194,8 @@ pub(crate) struct SpecWire {
     k8s: Option<Spanned<crate::spec::deploy::K8sWire>>,
     slurm: Option<Spanned<crate::spec::deploy::SlurmWire>>,
     storage: Option<Spanned<crate::spec::deploy::StorageWire>>,
-    resolve: Option<Spanned<crate::resolve::spec::ResolveWire>>,
-    python: Option<Spanned<crate::resolve::python::PythonWire>>,
+    resolve: Option<Spanned<crate::spec::resolve::ResolveWire>>,
+    python: Option<Spanned<crate::spec::python::PythonWire>>,
     check: Option<Spanned<crate::check::CheckWire>>,
 }
 
@@ -548,7 +551,7 @@ impl Spec {
             python: wire.python,
         };
         let serve_span = deploy_wire.serve.as_ref().map(toml::Spanned::span);
-        let deploy = deploy_wire.validate(&mut crate::spec::deploy::At {
+        let deploy = deploy_wire.validate(&mut crate::spec::at::At {
             file,
             text,
             diags: &mut diags,
