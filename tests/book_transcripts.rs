@@ -25,14 +25,15 @@
 //! The page's directory links `fixtures/`, `lockfiles/` and `examples/` from the
 //! repository, so `--lock lockfiles/…` works as it does from a checkout.
 //!
-//! `GPUSTACK_BLESS=1` rewrites the expected output in the book instead of comparing.
+//! `INSTA_UPDATE=always` (or `GPUSTACK_BLESS=1`) rewrites the expected output in the book
+//! instead of comparing; `git diff book/` is the review.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{bless, root, tempdir};
+use common::{bless, root, tempdir, unified_diff};
 
 /// The commands a transcript runs: gpustack and the file tools the book uses around it
 /// (`sed -i` on the spec, `grep` in generated files). Others (`cargo`, `docker`, `sbatch`,
@@ -292,9 +293,11 @@ fn every_console_transcript_in_the_book_is_what_gpustack_prints() {
                         new_body.push('\n');
                     }
                 } else {
+                    let mut want = expected.join("\n");
+                    want.push('\n');
                     failures.push(format!(
-                        "{name}.md: `{cmd}`\n--- expected\n{}\n--- actual (exit {code})\n{actual}",
-                        expected.join("\n")
+                        "{name}.md: `{cmd}` (exit {code})\n{}",
+                        unified_diff(&want, &actual, &format!("{name}.md: {cmd}"))
                     ));
                     for e in &expected {
                         new_body.push_str(e);
@@ -333,7 +336,8 @@ fn every_console_transcript_in_the_book_is_what_gpustack_prints() {
     assert!(ran >= 40, "only {ran} transcript commands found");
     assert!(
         failures.is_empty(),
-        "{} of {ran} book transcript commands differ (GPUSTACK_BLESS=1 rewrites them):\n\n{}",
+        "{} of {ran} book transcript commands differ (`INSTA_UPDATE=always cargo test --test \
+         book_transcripts` rewrites them; review with `git diff book/`):\n\n{}",
         failures.len(),
         failures.join("\n\n")
     );

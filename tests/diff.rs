@@ -1,8 +1,9 @@
 //! `gpustack diff`: every case under `fixtures/diff/<case>/` locks `old.toml` and
 //! `new.toml` with the stock catalog and checks the exact set of classes the diff reports;
-//! some cases also compare the text, JSON and Markdown reports with the snapshots next to
-//! them (`diff.txt`, `diff.json`, `diff.md`; bless with
-//! `GPUSTACK_BLESS=1 cargo test --test diff`).
+//! some cases also compare the text, JSON and Markdown reports with the insta snapshots
+//! next to them (`diff.txt.snap`, `diff.json.snap`, `diff.md.snap`; review a change with
+//! `cargo insta review`, or accept every change with `INSTA_UPDATE=always cargo test --test
+//! diff`, which also rewrites the example in `book/src/diff.md`).
 
 mod common;
 
@@ -138,13 +139,13 @@ fn reports_match_the_snapshots() {
     let mut failures = Vec::new();
     for case in SNAPSHOTS {
         let d = case_diff(case);
-        let dir = root().join("fixtures/diff").join(case);
-        for (file, text) in [
+        let dir = format!("fixtures/diff/{case}");
+        for (name, text) in [
             ("diff.txt", d.to_text()),
             ("diff.json", d.to_json()),
             ("diff.md", d.to_markdown()),
         ] {
-            failures.extend(check_snapshot(&dir.join(file), &text));
+            failures.extend(check_insta(&dir, name, &text));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
@@ -370,9 +371,10 @@ fn the_book_example_is_the_driver_branch_snapshot() {
         std::fs::write(&path, format!("{}{actual}{}", &book[..start], &book[end..])).unwrap();
         return;
     }
-    assert_eq!(
-        book[start..end],
-        actual,
-        "book/src/diff.md's example is stale; run `GPUSTACK_BLESS=1 cargo test --test diff`"
+    assert!(
+        book[start..end] == actual,
+        "book/src/diff.md's example is stale:\n{}\nrun `INSTA_UPDATE=always cargo test --test diff` \
+         and review `git diff book/src/diff.md`",
+        unified_diff(&book[start..end], &actual, "book/src/diff.md")
     );
 }

@@ -1,7 +1,7 @@
 //! The spec's JSON Schema, `schema/gpustack.schema.json`:
 //!
 //! * the committed file is what `gpustack::schema::spec_schema_json` generates for the
-//!   stock catalog (bless with `GPUSTACK_BLESS=1`);
+//!   stock catalog (accept a change with `INSTA_UPDATE=always`, review with `git diff`);
 //! * the schema and the parser agree: a spec built from the schema's own examples, with
 //!   every table and every key, parses; every enum value parses and a non-member does not;
 //!   required keys, integer bounds and defaults are the parser's; an unknown key is
@@ -111,8 +111,8 @@ fn committed_schema_is_current() {
     if bless() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     }
-    if let Some(failure) = check_snapshot(&path, &text) {
-        panic!("{failure}\nthe schema changed: review it and run `GPUSTACK_BLESS=1 cargo test --test schema`");
+    if let Some(failure) = check_file(&path, &text) {
+        panic!("{failure}\nthe schema changed: if intended, run `INSTA_UPDATE=always cargo test --test schema` and review `git diff`");
     }
     // Byte-level properties of the committed text.
     assert!(text.ends_with("}\n") && !text.ends_with("\n\n"));

@@ -1,17 +1,15 @@
 //! Shared helpers for the integration tests: run the binary, compare with snapshots.
 #![allow(dead_code)]
 
+mod snapshot;
+pub(crate) use snapshot::*;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 pub(crate) fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// `GPUSTACK_BLESS=1 cargo test` rewrites snapshots instead of comparing.
-pub(crate) fn bless() -> bool {
-    std::env::var_os("GPUSTACK_BLESS").is_some_and(|v| v == "1")
 }
 
 pub(crate) struct Output {
@@ -34,41 +32,6 @@ pub(crate) fn run_in(dir: &Path, args: &[&str]) -> Output {
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
-}
-
-/// Compares `actual` with the file at `path`, or writes it when blessing. Returns a
-/// failure description instead of panicking so a test can report every mismatch.
-pub(crate) fn check_snapshot(path: &Path, actual: &str) -> Option<String> {
-    if bless() {
-        std::fs::write(path, actual).expect("write snapshot");
-        return None;
-    }
-    match std::fs::read_to_string(path) {
-        Ok(expected) if expected == actual => None,
-        Ok(expected) => Some(format!("{} differs:\n{}", path.display(), diff(&expected, actual))),
-        Err(_) => Some(format!("{} is missing; run `GPUSTACK_BLESS=1 cargo test` to create it\n--- actual ---\n{actual}", path.display())),
-    }
-}
-
-pub(crate) fn diff(expected: &str, actual: &str) -> String {
-    let e: Vec<&str> = expected.lines().collect();
-    let a: Vec<&str> = actual.lines().collect();
-    let mut out = String::new();
-    for i in 0..e.len().max(a.len()) {
-        let (x, y) = (e.get(i), a.get(i));
-        if x != y {
-            out.push_str(&format!(
-                "line {}:\n  - {}\n  + {}\n",
-                i + 1,
-                x.unwrap_or(&"<none>"),
-                y.unwrap_or(&"<none>")
-            ));
-            if out.len() > 3000 {
-                break;
-            }
-        }
-    }
-    out
 }
 
 /// Every file under `dir` with its contents, for "nothing was written" checks; the
