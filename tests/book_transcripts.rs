@@ -33,7 +33,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{bless, root, tempdir, unified_diff};
+use common::{bless, code_blocks, root, tempdir, unified_diff, Block};
 
 /// The commands a transcript runs: gpustack and the file tools the book uses around it
 /// (`sed -i` on the spec, `grep` in generated files). Others (`cargo`, `docker`, `sbatch`,
@@ -46,36 +46,12 @@ const RUN: &[&str] = &[
 /// Transcripts that cannot run in this test, each with its reason in the page.
 const SKIPPED_AT_MOST: usize = 0;
 
-struct Block {
-    /// Byte range of the block's body in the page.
-    body: std::ops::Range<usize>,
-    info: String,
-}
-
+/// The blocks a reader follows: those at the start of a line (not inside a list item).
 fn blocks(page: &str) -> Vec<Block> {
-    let mut out = Vec::new();
-    let mut at = 0;
-    while let Some(i) = page[at..].find("```") {
-        let start = at + i;
-        // Only fences at the start of a line.
-        if start > 0 && &page[start - 1..start] != "\n" {
-            at = start + 3;
-            continue;
-        }
-        let info_end = start + page[start..].find('\n').unwrap_or(page.len() - start);
-        let info = page[start + 3..info_end].trim().to_string();
-        let body_start = (info_end + 1).min(page.len());
-        let Some(close) = page[body_start..].find("\n```") else {
-            break;
-        };
-        let body_end = body_start + close + 1;
-        out.push(Block {
-            body: body_start..body_end,
-            info,
-        });
-        at = body_end + 3;
-    }
-    out
+    code_blocks(page)
+        .into_iter()
+        .filter(|b| !b.indented)
+        .collect()
 }
 
 /// Whether `actual` matches `expected`, where `…` is a wildcard (a whole line: any lines;

@@ -10,7 +10,7 @@ mod common;
 use common::*;
 use gpustack::diff::{diff, Class, Kind, LockDiff, Status};
 use gpustack::lock::Field;
-use gpustack::{Catalog, Component, Lock};
+use gpustack::{Component, Lock};
 
 /// Every case and the classes its diff must report, costliest first.
 const CASES: &[(&str, &[Class])] = &[
@@ -74,11 +74,6 @@ const CASES: &[(&str, &[Class])] = &[
 
 /// The cases whose three reports are snapshot-tested.
 const SNAPSHOTS: &[&str] = &["driver-branch", "framework", "fabric", "no-change"];
-
-fn catalog() -> &'static Catalog {
-    static C: std::sync::OnceLock<Catalog> = std::sync::OnceLock::new();
-    C.get_or_init(|| Catalog::stock().expect("stock catalog"))
-}
 
 fn lock(case: &str, side: &str) -> Lock {
     let rel = format!("fixtures/diff/{case}/{side}.toml");
@@ -364,8 +359,11 @@ fn the_book_lists_every_class() {
 fn the_book_example_is_the_driver_branch_snapshot() {
     let path = root().join("book/src/diff.md");
     let book = std::fs::read_to_string(&path).unwrap();
-    let start = book.find("```markdown\n").expect("a ```markdown block") + "```markdown\n".len();
-    let end = start + book[start..].find("```\n").unwrap();
+    let block = code_blocks(&book)
+        .into_iter()
+        .find(|b| b.info == "markdown")
+        .expect("a ```markdown block");
+    let (start, end) = (block.body.start, block.body.end);
     let actual = case_diff("driver-branch").to_markdown();
     if bless() {
         std::fs::write(&path, format!("{}{actual}{}", &book[..start], &book[end..])).unwrap();

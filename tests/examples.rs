@@ -303,28 +303,21 @@ fn book_library_code_is_quoted_from_tested_code() {
     let page = std::fs::read_to_string(root().join("book/src/library.md")).unwrap();
     let mut blocks = 0;
     let mut failures = Vec::new();
-    let mut lines = page.lines().enumerate();
-    while let Some((n, line)) = lines.next() {
+    for block in code_blocks(&page) {
         // Fragments: `mdbook test` must skip them (`ignore`); this test checks they are
         // quoted from code that `cargo test` compiles and runs.
+        let n = block.line - 1;
         assert_ne!(
-            line.trim(),
-            "```rust",
+            block.info,
+            "rust",
             "book/src/library.md:{}: mark the block `rust,ignore` (it is a fragment)",
             n + 1
         );
-        if line.trim() != "```rust,ignore" {
+        if block.info != "rust,ignore" {
             continue;
         }
         blocks += 1;
-        let mut body = String::new();
-        for (_, l) in lines.by_ref() {
-            if l.trim_start().starts_with("```") {
-                break;
-            }
-            body.push_str(l);
-            body.push('\n');
-        }
+        let body = block.text(&page);
         // `// …` marks a cut: each piece must appear, contiguous, in one tested file.
         for piece in body.split("// …\n") {
             let want = quotable_lines(piece);

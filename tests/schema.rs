@@ -21,10 +21,6 @@ use common::*;
 use gpustack::{Catalog, Spec};
 use serde_json::Value;
 
-fn catalog() -> Catalog {
-    Catalog::stock().unwrap()
-}
-
 fn schema() -> Value {
     gpustack::schema::spec_schema(&catalog())
 }
@@ -541,20 +537,11 @@ fn book_specs() -> Vec<(String, String)> {
     for page in sorted_files(&root().join("book/src"), "md") {
         let text = std::fs::read_to_string(&page).unwrap();
         let stem = page.file_stem().unwrap().to_string_lossy().into_owned();
-        let mut lines = text.lines().enumerate();
-        while let Some((n, line)) = lines.next() {
-            if line.trim() != "```toml spec" {
-                continue;
-            }
-            let mut body = String::new();
-            for (_, l) in lines.by_ref() {
-                if l.trim_start().starts_with("```") {
-                    break;
-                }
-                body.push_str(l);
-                body.push('\n');
-            }
-            out.push((format!("book-{stem}-{}", n + 1), body));
+        for b in code_blocks(&text)
+            .into_iter()
+            .filter(|b| b.info == "toml spec")
+        {
+            out.push((format!("book-{stem}-{}", b.line), b.text(&text).to_string()));
         }
     }
     out
