@@ -24,13 +24,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::arch::{best_way, Cc, RunsVia, Target};
 use crate::catalog::Catalog;
+use crate::core::arch::{best_way, Cc, RunsVia, Target};
+use crate::core::version::Version;
+use crate::core::Component;
 use crate::error::{Diagnostic, Error, Location, Stage};
 use crate::lock::{spec_digest, Lock};
 use crate::plan;
-use crate::spec::{Component, Spec};
-use crate::version::Version;
+use crate::spec::Spec;
 
 /// What kind of problem a finding is. The kebab-case names are the stable `code` of the
 /// JSON output.
@@ -261,7 +262,7 @@ pub(crate) fn allowances(
                     format!("unknown check code `{}`", name.escape_debug()),
                 )
                 .at_offset(file, text, e.code.span().start);
-                if let Some(s) = crate::error::did_you_mean(name, warnings.iter().copied()) {
+                if let Some(s) = crate::core::names::did_you_mean(name, warnings.iter().copied()) {
                     d = d.hint(format!("did you mean `{s}`?"));
                 }
                 diags.push(d.hint(format!(
@@ -511,7 +512,8 @@ impl HostHardware {
                 let ids: Vec<&str> = catalog.gpus.iter().map(|g| g.id.as_str()).collect();
                 let mut d = Diagnostic::new(Stage::Spec, format!("unknown GPU `{}`", g.get_ref()))
                     .at_offset(file, text, g.span().start);
-                if let Some(s) = crate::error::did_you_mean(g.get_ref(), ids.iter().copied()) {
+                if let Some(s) = crate::core::names::did_you_mean(g.get_ref(), ids.iter().copied())
+                {
                     d = d.hint(format!("did you mean `{s}`?"));
                 }
                 return Err(d.hint(format!("GPU ids are: {}", ids.join(", "))).into());
@@ -1330,12 +1332,12 @@ fn hardware(
     // A source-built torch has exactly the kernels of its own arch list: no wheel's wider
     // list or PTX to fall back to.
     if let Some(t) = lock
-        .component(crate::spec::Component::Torch)
+        .component(crate::core::Component::Torch)
         .filter(|t| t.get("build") == Some("source"))
     {
         let mut built: Vec<Target> = Vec::new();
         for a in t.list("arch-list") {
-            built.extend(crate::arch::parse_torch_entry(a).unwrap_or_default());
+            built.extend(crate::core::arch::parse_torch_entry(a).unwrap_or_default());
         }
         for (id, cc) in &hw.gpus {
             if best_way(&built, *cc).is_none() {
@@ -1349,7 +1351,7 @@ fn hardware(
                         ),
                     )
                     .at(lock_file, line_of(lock_text, "build = \"source\""))
-                    .hint(format!("add \"{}\" to `archs` of `torch` in gpustack.toml (or leave `archs` out to build for every GPU in [hardware]) and run `gpustack lock`", Target { cc: *cc, suffix: crate::arch::Suffix::None, ptx: false }.torch_form())),
+                    .hint(format!("add \"{}\" to `archs` of `torch` in gpustack.toml (or leave `archs` out to build for every GPU in [hardware]) and run `gpustack lock`", Target { cc: *cc, suffix: crate::core::arch::Suffix::None, ptx: false }.torch_form())),
                 );
             }
         }
@@ -1367,7 +1369,7 @@ fn hardware(
         .filter_map(|c| {
             Some((
                 c.name,
-                crate::version::VersionReq::parse(&format!("=={}", c.version)).ok()?,
+                crate::core::version::VersionReq::parse(&format!("=={}", c.version)).ok()?,
             ))
         })
         .collect();
@@ -1568,7 +1570,7 @@ impl Report {
             let hint = match others {
                 Some(o) => {
                     let near = a.name.as_deref().and_then(|n| {
-                        crate::error::did_you_mean(n, o.iter().map(String::as_str))
+                        crate::core::names::did_you_mean(n, o.iter().map(String::as_str))
                     });
                     format!(
                         "{}check found `{}` for: {}",

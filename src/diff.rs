@@ -52,12 +52,12 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::core::version::Version;
+use crate::core::{Component, Layer};
 use crate::error::Error;
 use crate::lock::{Field, Lock, LockedFact};
 use crate::plan::{self, Common};
 use crate::render::RenderedFile;
-use crate::spec::{Component, Layer};
-use crate::version::Version;
 
 /// The version of the JSON report's shape.
 pub const SCHEMA: u32 = 1;

@@ -55,10 +55,9 @@
 //! ```
 #![deny(missing_docs)]
 
-pub mod arch;
 pub mod catalog;
 pub mod check;
-pub mod deploy;
+pub mod core;
 pub mod diff;
 pub mod emit;
 pub mod error;
@@ -70,13 +69,15 @@ pub mod plan;
 pub mod probe;
 pub mod render;
 pub mod resolve;
-pub mod schema;
 mod select;
 pub mod solve;
 pub mod spec;
 #[doc(hidden)]
 pub mod synth;
-pub mod version;
+
+/// The old paths of the vocabulary modules, kept for library users.
+pub use crate::core::{arch, version};
+pub use crate::spec::{deploy, schema};
 
 pub use arch::Cc;
 /// A GPU compilation target (`sm_90`, `compute_90`): what an arch list holds.

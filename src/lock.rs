@@ -62,12 +62,13 @@ use std::fmt::Write as _;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use crate::arch::{Cc, Target};
 use crate::catalog::{hex, Catalog};
+use crate::core::arch::{Cc, Target};
+use crate::core::version::{Version, VersionReq};
+use crate::core::{Component, Layer};
 use crate::error::{toml_diagnostic, Diagnostic, Error, Location, Stage};
 use crate::solve::{Compat, Resolution};
-use crate::spec::{Component, Layer, Spec};
-use crate::version::{Version, VersionReq};
+use crate::spec::Spec;
 
 /// The lockfile version this gpustack writes and reads.
 pub const LOCK_VERSION: u32 = 4;
@@ -487,7 +488,7 @@ impl Lock {
                         .map_or(&r.arch_list, |x| &x.archs);
                     fields.insert(
                         "arch-list".into(),
-                        Field::List(crate::arch::torch_list(archs)),
+                        Field::List(crate::core::arch::torch_list(archs)),
                     );
                     fields.insert(
                         "build-requires".into(),
@@ -523,7 +524,7 @@ impl Lock {
                     }
                     fields.insert(
                         "arch-list".into(),
-                        Field::List(crate::arch::torch_list(&t.arch_list)),
+                        Field::List(crate::core::arch::torch_list(&t.arch_list)),
                     );
                     let py = r.pick(Component::Python).map(|p| p.version.clone());
                     if let Some(f) = t
@@ -556,7 +557,7 @@ impl Lock {
                         add_file(&mut fields, f);
                     }
                 }
-                (crate::spec::extra_pattern!(), Some(i)) => {
+                (crate::core::extra_pattern!(), Some(i)) => {
                     let e = &catalog.extras[i];
                     s("pypi-name", e.pypi_name.clone());
                     s("index-url", e.index.clone());
@@ -1120,13 +1121,13 @@ pub fn request_toml(spec: &Spec) -> String {
     }
     if let Some(t) = &spec.torch_source {
         o.push_str("\n[request.torch-source]\n");
-        list(&mut o, "archs", &crate::arch::torch_list(&t.archs));
+        list(&mut o, "archs", &crate::core::arch::torch_list(&t.archs));
     }
     deploy_toml(&mut o, &spec.deploy);
     o
 }
 
-fn deploy_toml(o: &mut String, d: &crate::deploy::Deploy) {
+fn deploy_toml(o: &mut String, d: &crate::spec::deploy::Deploy) {
     let num = |o: &mut String, k: &str, n: u32| {
         let _ = writeln!(o, "{k} = {n}");
     };
@@ -1207,7 +1208,7 @@ fn deploy_toml(o: &mut String, d: &crate::deploy::Deploy) {
         o.push_str("\n[request.k8s]\n");
         kv(o, "namespace", &k.namespace);
         kv(o, "version", &k.version);
-        if k.training_api != crate::deploy::TrainingApi::TrainJob {
+        if k.training_api != crate::spec::deploy::TrainingApi::TrainJob {
             kv(o, "training_api", k.training_api.name());
         }
         if let Some(q) = &k.queue {
@@ -1654,17 +1655,17 @@ struct RequestWire {
     components: BTreeMap<String, String>,
     #[serde(rename = "torch-source")]
     torch_source: Option<TorchSourceWire>,
-    cluster: Option<toml::Spanned<crate::deploy::ClusterWire>>,
-    network: Option<toml::Spanned<crate::deploy::NetworkWire>>,
-    image: Option<toml::Spanned<crate::deploy::ImageWire>>,
-    train: Option<toml::Spanned<crate::deploy::TrainWire>>,
-    serve: Option<toml::Spanned<crate::deploy::ServeWire>>,
-    packer: Option<toml::Spanned<crate::deploy::PackerWire>>,
-    k8s: Option<toml::Spanned<crate::deploy::K8sWire>>,
-    slurm: Option<toml::Spanned<crate::deploy::SlurmWire>>,
-    storage: Option<toml::Spanned<crate::deploy::StorageWire>>,
-    resolve: Option<toml::Spanned<crate::resolve::spec::ResolveWire>>,
-    python: Option<toml::Spanned<crate::resolve::python::PythonWire>>,
+    cluster: Option<toml::Spanned<crate::spec::deploy::ClusterWire>>,
+    network: Option<toml::Spanned<crate::spec::deploy::NetworkWire>>,
+    image: Option<toml::Spanned<crate::spec::deploy::ImageWire>>,
+    train: Option<toml::Spanned<crate::spec::deploy::TrainWire>>,
+    serve: Option<toml::Spanned<crate::spec::deploy::ServeWire>>,
+    packer: Option<toml::Spanned<crate::spec::deploy::PackerWire>>,
+    k8s: Option<toml::Spanned<crate::spec::deploy::K8sWire>>,
+    slurm: Option<toml::Spanned<crate::spec::deploy::SlurmWire>>,
+    storage: Option<toml::Spanned<crate::spec::deploy::StorageWire>>,
+    resolve: Option<toml::Spanned<crate::spec::resolve::ResolveWire>>,
+    python: Option<toml::Spanned<crate::spec::python::PythonWire>>,
 }
 
 /// `[request.torch-source]`: written only for a torch source build.
@@ -1784,7 +1785,7 @@ impl LockWire {
         digest("`spec-digest`", &self.inputs.spec_digest)?;
         digest("`catalog-digest`", &self.inputs.catalog_digest)?;
         let mut diags = Vec::new();
-        let deploy = crate::deploy::DeployWire {
+        let deploy = crate::spec::deploy::DeployWire {
             cluster: self.request.cluster,
             network: self.request.network,
             image: self.request.image,
@@ -1797,7 +1798,7 @@ impl LockWire {
             resolve: self.request.resolve,
             python: self.request.python,
         }
-        .validate(&mut crate::deploy::At {
+        .validate(&mut crate::spec::at::At {
             file,
             text,
             diags: &mut diags,
@@ -1831,7 +1832,7 @@ impl LockWire {
                 Some(t) => {
                     let mut archs = Vec::new();
                     for a in &t.archs {
-                        archs.extend(crate::arch::parse_torch_entry(a).map_err(&bad)?);
+                        archs.extend(crate::core::arch::parse_torch_entry(a).map_err(&bad)?);
                     }
                     archs.sort();
                     archs.dedup();
@@ -2025,7 +2026,7 @@ impl LockWire {
                         && b.sha256
                             .bytes()
                             .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c));
-                    if !hex_ok || !crate::resolve::spec::is_url(&b.url) {
+                    if !hex_ok || !crate::spec::resolve::is_url(&b.url) {
                         return Err(bad(format!(
                             "invalid [[python.build]] entry for `{}`",
                             b.name.escape_debug()

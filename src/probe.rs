@@ -38,10 +38,10 @@
 use std::fmt;
 use std::fmt::Write as _;
 
-use crate::arch::Cc;
 use crate::catalog::{Catalog, Gpu};
+use crate::core::arch::Cc;
+use crate::core::version::Version;
 use crate::error::{Diagnostic, Error, Location, Stage};
-use crate::version::Version;
 
 /// The arguments `gpustack probe` gives `nvidia-smi`: name, driver, compute capability
 /// and memory of every GPU, as CSV with a header.
@@ -537,7 +537,7 @@ fn close_gpus<'c>(catalog: &'c Catalog, name: &str) -> Vec<&'c Gpu> {
     scored.into_iter().take(3).map(|(_, g)| g).collect()
 }
 
-use crate::error::levenshtein as edit_distance;
+use crate::core::names::levenshtein as edit_distance;
 
 // ---------------------------------------------------------------------------------------
 // CSV

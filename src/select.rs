@@ -35,11 +35,11 @@
 use std::collections::BTreeMap;
 
 use crate::catalog::{Catalog, Origin, Package};
-use crate::deploy::Fabric;
+use crate::core::version::Version;
+use crate::core::Fabric;
+use crate::core::{Component, Layer};
 use crate::lock::{Field, LockedFact, LockedPackage};
 use crate::solve::Resolution;
-use crate::spec::{Component, Layer};
-use crate::version::Version;
 
 /// Packages and facts for a resolution, and the catalog entries they used.
 pub(crate) struct Selection {
@@ -670,7 +670,7 @@ fn dcgm_cuda_major(cat: &Catalog, r: &Resolution, driver: &Version) -> Option<(u
         .find(|c| {
             cat.targets_for(&c.version).is_some_and(|t| {
                 gpus.iter()
-                    .all(|g| crate::arch::best_way(&t.sm, g.cc).is_some())
+                    .all(|g| crate::core::arch::best_way(&t.sm, g.cc).is_some())
             })
         })
         .map(|c| {

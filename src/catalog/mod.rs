@@ -37,10 +37,10 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 use toml::Spanned;
 
-use crate::arch::{Cc, Target};
+use crate::core::arch::{Cc, Target};
+use crate::core::version::{Version, VersionReq};
+use crate::core::{Component, Layer};
 use crate::error::{toml_diagnostic, Diagnostic, Error, Location, Stage};
-use crate::spec::{Component, Layer};
-use crate::version::{Version, VersionReq};
 use wire::*;
 
 // `STOCK` (display path, text) and `STOCK_BLOB` (the same files parsed at build time), both
@@ -777,7 +777,7 @@ pub struct Package {
     /// The locked component its pins follow (the driver for `follows_driver`; CUDA, cuDNN
     /// or NCCL for the stack's own OS packages), and the versions of it the naming
     /// applies to.
-    pub follows: Option<(crate::spec::Component, VersionReq)>,
+    pub follows: Option<(crate::core::Component, VersionReq)>,
     /// Requirements in words.
     pub requires: Option<String>,
     /// Where this comes from.
@@ -1061,7 +1061,7 @@ impl Catalog {
         self.torch_sources.iter().find(|s| &s.version == release)
     }
 
-    /// A GPU by id or alias, compared as [`crate::error::name_key`]s: case, spaces,
+    /// A GPU by id or alias, compared as [`crate::core::names::name_key`]s: case, spaces,
     /// hyphens and underscores do not count (`RTX4090`, `"H100 PCIe"`, `a100_80gb`).
     ///
     /// ```
@@ -1079,16 +1079,18 @@ impl Catalog {
         {
             return Some(g);
         }
-        let k = crate::error::name_key(name);
+        let k = crate::core::names::name_key(name);
         self.gpus.iter().find(|g| {
-            crate::error::name_key(&g.id) == k
-                || g.aliases.iter().any(|a| crate::error::name_key(a) == k)
+            crate::core::names::name_key(&g.id) == k
+                || g.aliases
+                    .iter()
+                    .any(|a| crate::core::names::name_key(a) == k)
         })
     }
 
     /// The GPU id or alias closest to an unknown `name`, for a "did you mean" hint.
     pub fn gpu_suggestion(&self, name: &str) -> Option<&str> {
-        crate::error::did_you_mean(
+        crate::core::names::did_you_mean(
             name,
             self.gpus.iter().flat_map(|g| {
                 std::iter::once(g.id.as_str()).chain(g.aliases.iter().map(String::as_str))
@@ -1357,7 +1359,7 @@ fn ingest(
         let mut d = Diagnostic::new(Stage::Catalog, format!("unknown catalog family `{fam}`"))
             .at_offset(path, text, text.find("family").unwrap_or(0))
             .hint(format!("`family` is one of: {}", FAMILIES.join(", ")));
-        if let Some(s) = crate::error::did_you_mean(fam, FAMILIES.iter().copied()) {
+        if let Some(s) = crate::core::names::did_you_mean(fam, FAMILIES.iter().copied()) {
             d = d.hint(format!("did you mean `{s}`?"));
         }
         diags.push(d);
@@ -2346,7 +2348,7 @@ fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
         }
         let mut arch_list = Vec::new();
         for a in &w.arch_list {
-            match crate::arch::parse_torch_entry(a) {
+            match crate::core::arch::parse_torch_entry(a) {
                 Ok(x) => arch_list.extend(x),
                 Err(e) => v.fail(&o, e),
             }
@@ -2599,9 +2601,10 @@ fn build_extras(
         );
         let Some(component) = Component::from_name(&e.name).filter(|c| c.is_extra()) else {
             let mut hint = format!("gpustack knows the extras {}", known());
-            if let Some(s) =
-                crate::error::did_you_mean(&e.name, Component::EXTRAS.iter().map(|c| c.name()))
-            {
+            if let Some(s) = crate::core::names::did_you_mean(
+                &e.name,
+                Component::EXTRAS.iter().map(|c| c.name()),
+            ) {
                 hint = format!("did you mean `{s}`? {hint}");
             }
             v.fail_hint(&o, format!("unknown extra `{}`", e.name), hint);
@@ -2852,9 +2855,10 @@ fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
         }
         if !env_names::allowed(&e.name) {
             let mut hint = "an `[[env]]` entry may set the NCCL, libfabric, UCX, CUDA and PyTorch NCCL variables those projects document (the list, with sources, is in the book's catalog chapter); set others in the site's own image or job script".to_string();
-            if let Some(s) =
-                crate::error::did_you_mean(&e.name, env_names::ALLOWED.iter().map(|(n, _)| *n))
-            {
+            if let Some(s) = crate::core::names::did_you_mean(
+                &e.name,
+                env_names::ALLOWED.iter().map(|(n, _)| *n),
+            ) {
                 hint = format!("did you mean `{s}`? {hint}");
             }
             v.fail_hint(
@@ -2954,10 +2958,10 @@ fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
         }
         let follows = match (p.follows.as_deref(), p.follows_driver) {
             (None, false) => None,
-            (None, true) | (Some("driver"), _) => Some(crate::spec::Component::Driver),
-            (Some("cuda"), false) => Some(crate::spec::Component::Cuda),
-            (Some("cudnn"), false) => Some(crate::spec::Component::Cudnn),
-            (Some("nccl"), false) => Some(crate::spec::Component::Nccl),
+            (None, true) | (Some("driver"), _) => Some(crate::core::Component::Driver),
+            (Some("cuda"), false) => Some(crate::core::Component::Cuda),
+            (Some("cudnn"), false) => Some(crate::core::Component::Cudnn),
+            (Some("nccl"), false) => Some(crate::core::Component::Nccl),
             (Some(other), _) => {
                 v.fail(
                     &o,
@@ -3073,7 +3077,7 @@ fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
             image_digest: p.image_digest.clone(),
             image_tags: p.image_tags.clone(),
             minimum_safe: p.minimum_safe,
-            follows_driver: follows == Some(crate::spec::Component::Driver),
+            follows_driver: follows == Some(crate::core::Component::Driver),
             follows: follows.map(|c| (c, follows_versions)),
             requires: p.requires.clone(),
             origin: o,

@@ -32,9 +32,9 @@ use std::fmt;
 pub use http::{Fetch, FetchError, Http, Request, Response};
 
 use crate::catalog::Catalog;
+use crate::core::version::{Version, VersionReq};
+use crate::core::Component;
 use crate::error::{Diagnostic, Stage};
-use crate::spec::Component;
-use crate::version::{Version, VersionReq};
 
 /// PyPI's simple index, the default `--index`.
 pub const PYPI: &str = "https://pypi.org/simple";
@@ -1075,7 +1075,7 @@ impl Ctx<'_> {
                         .filter(|b| !b.arch_list.is_empty())
                         .map(|b| {
                             (
-                                Value::Strs(crate::arch::torch_list(&b.arch_list)),
+                                Value::Strs(crate::core::arch::torch_list(&b.arch_list)),
                                 b.origin.location(),
                             )
                         }),

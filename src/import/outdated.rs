@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::{pypi, redist::Manifest, Fetch, ImportError};
 use crate::catalog::Catalog;
-use crate::version::Version;
+use crate::core::version::Version;
 
 /// One family's comparison.
 #[derive(Clone, Debug, PartialEq, Eq)]

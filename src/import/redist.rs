@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use super::{Entry, Family, Import, ImportError, Value};
 use crate::catalog::Catalog;
-use crate::version::Version;
+use crate::core::version::Version;
 
 /// The URL NVIDIA publishes a manifest at: the citable source of its entries.
 pub fn canonical_url(product: &str, label: &str) -> String {

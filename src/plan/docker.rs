@@ -21,10 +21,10 @@
 use serde::Serialize;
 
 use super::Common;
+use crate::core::{Component, Layer};
 use crate::error::{Diagnostic, Error, Stage as ErrStage};
 use crate::lock::{Lock, LockedComponent, LockedPackage};
 use crate::render::RenderedFile;
-use crate::spec::{Component, Layer};
 
 /// A source tarball built in the `fabric` or `validate-build` stage.
 #[derive(Clone, Debug, Serialize)]
@@ -582,7 +582,7 @@ fn common_gencode(common: &Common) -> String {
 /// for `80`, `90`, `100`, `110` and `120` only (`add_cuda_gencodes`), so each locked target
 /// maps to its major's entry (an sm_80 cubin runs on sm_86 and sm_89); flash-attn 2 does not
 /// build for architectures older than Ampere. `None` when no locked target qualifies.
-fn flash_attn_archs(arch_list: &[crate::arch::Target]) -> Option<String> {
+fn flash_attn_archs(arch_list: &[crate::core::arch::Target]) -> Option<String> {
     let mut out: Vec<u32> = arch_list
         .iter()
         .filter_map(|t| match t.cc.major {

@@ -22,11 +22,12 @@ use serde::Serialize;
 
 use super::workload::{Resources, WorkloadPlan, MAX_RESTARTS};
 use super::{Common, Mount};
-use crate::deploy::{Fabric, TrainingApi};
+use crate::core::Component;
+use crate::core::Fabric;
 use crate::error::{Diagnostic, Error, Stage};
 use crate::lock::Lock;
 use crate::render::RenderedFile;
-use crate::spec::Component;
+use crate::spec::deploy::TrainingApi;
 
 /// Namespace when the spec has no `[k8s]` table.
 pub const DEFAULT_NAMESPACE: &str = "gpustack";

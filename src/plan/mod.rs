@@ -21,11 +21,11 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::catalog::hex;
-use crate::deploy::{Fabric, StorageRef};
+use crate::core::{Component, Layer};
+use crate::core::{Fabric, StorageRef};
 use crate::error::{Diagnostic, Error, Stage};
 use crate::lock::Lock;
 use crate::render::RenderedFile;
-use crate::spec::{Component, Layer};
 
 /// Where AWS's EFA installer puts libfabric (with the EFA provider).
 pub const EFA_LIBFABRIC: &str = "/opt/amazon/efa";
@@ -377,7 +377,8 @@ impl Common {
             .iter()
             .map(|p| (p.name.clone(), p.version.clone()))
             .collect();
-        let torch_cuda_arch_list = crate::arch::torch_list(&lock.hardware.arch_list).join(";");
+        let torch_cuda_arch_list =
+            crate::core::arch::torch_list(&lock.hardware.arch_list).join(";");
         let lock_hash = format!("sha256:{}", hex(&Sha256::digest(lock.to_toml().as_bytes())));
         let network = network::NetworkPlan::new(lock);
         let runtime_env = env

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use super::host::{Flavour, HostPlan};
 use super::EnvVar;
-use crate::deploy::Fabric;
+use crate::core::Fabric;
 use crate::lock::Lock;
 
 /// The GPU Operator's GPUDirect RDMA page: DMA-BUF (recommended, open kernel modules) or the
@@ -202,7 +202,7 @@ impl NetworkPlan {
 
 #[cfg(test)]
 mod tests {
-    use crate::deploy::{is_hca, is_interface};
+    use crate::spec::deploy::{is_hca, is_interface};
 
     #[test]
     fn interface_and_device_names() {

@@ -33,11 +33,11 @@ use serde::Serialize;
 use super::docker::{DockerPlan, Requirement, SourceBuild};
 use super::host::{HostPlan, OsPins};
 use super::Common;
-use crate::deploy::Cloud;
+use crate::core::Cloud;
+use crate::core::{Component, Layer};
 use crate::error::{Diagnostic, Error, Stage};
 use crate::lock::Lock;
 use crate::render::RenderedFile;
-use crate::spec::{Component, Layer};
 
 /// GCP image names are at most 63 characters; the suffix takes 1 + 12 + 1 + 8.
 const IMAGE_NAME_MAX: usize = 63 - 22;

@@ -23,10 +23,10 @@ use super::workload::{
     Launch as WorkloadLaunch, Resources, ServeWorkload, TrainWorkload, WorkloadImage, WorkloadPlan,
 };
 use super::{Common, Mount};
-use crate::deploy::SlurmContainer;
 use crate::error::{Diagnostic, Error, Stage};
 use crate::lock::Lock;
 use crate::render::RenderedFile;
+use crate::spec::deploy::SlurmContainer;
 
 /// The VM image's paths bare-metal jobs use: decided by the host plan.
 pub use super::host::{HOST_NCCL_TESTS, HOST_VENV};

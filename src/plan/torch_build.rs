@@ -10,9 +10,9 @@
 use serde::Serialize;
 
 use crate::catalog::torch_build_env;
+use crate::core::Component;
 use crate::error::{Diagnostic, Error, Stage};
 use crate::lock::Lock;
-use crate::spec::Component;
 
 /// The nvcc flags of every source build: compress the fatbinary (NVIDIA's `-Xfatbin`
 /// passes `-compress-all` to `fatbinary`), as PyTorch's own release builds set

@@ -21,10 +21,10 @@
 use serde::Serialize;
 
 use super::{Common, Mount};
-use crate::deploy::{Entry, MODELS_DIR};
+use crate::core::{Component, Layer};
 use crate::error::{Diagnostic, Error, Stage};
 use crate::lock::Lock;
-use crate::spec::{Component, Layer};
+use crate::spec::deploy::{Entry, MODELS_DIR};
 
 /// torchrun's default rendezvous port (`--master-port`/c10d endpoint default), used on
 /// every target.

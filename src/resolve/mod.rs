@@ -29,7 +29,7 @@ pub mod dnf;
 pub mod http;
 pub mod oci;
 pub mod python;
-pub mod spec;
+pub use crate::spec::resolve as spec;
 
 use std::collections::BTreeMap;
 use std::fmt;

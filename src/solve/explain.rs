@@ -11,8 +11,9 @@ use std::fmt;
 use super::rules::{Cand, Compat, Ctx, Rule, Violation};
 use super::{solve_assignment, Problem, Removal};
 use crate::catalog::Origin;
-use crate::spec::{Component, Spec};
-use crate::version::{Clause, Version, VersionReq};
+use crate::core::version::{Clause, Version, VersionReq};
+use crate::core::Component;
+use crate::spec::Spec;
 
 /// Why no stack exists.
 #[derive(Clone, Debug, PartialEq, Eq)]

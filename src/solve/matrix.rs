@@ -55,9 +55,10 @@ use std::fmt::Write as _;
 use super::rules::{Cand, Ctx};
 use super::{members, solve, sort_cuda, Problem};
 use crate::catalog::Catalog;
+use crate::core::version::Version;
+use crate::core::Component;
 use crate::error::{Diagnostic, Error, Stage};
-use crate::spec::{Component, Spec};
-use crate::version::Version;
+use crate::spec::Spec;
 
 /// Every stack a spec allows, best first.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -702,8 +703,8 @@ impl<'p, 'a, 'c> Enum<'p, 'a, 'c> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::version::VersionReq;
     use crate::solve::proptests::{random_catalog, random_spec, Rng};
-    use crate::version::VersionReq;
 
     /// The spec with each axis narrowed to `==` a version (kept with its own requirement).
     fn pinned(spec: &Spec, pins: &[(Component, &Version)]) -> Spec {

@@ -41,11 +41,12 @@ pub mod rules;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::arch::{Cc, Target};
 use crate::catalog::{Catalog, Origin};
+use crate::core::arch::{Cc, Target};
+use crate::core::version::Version;
+use crate::core::Component;
 use crate::error::Error;
-use crate::spec::{Component, Spec};
-use crate::version::Version;
+use crate::spec::Spec;
 
 pub use explain::{Cause, Explanation};
 use rules::{Cand, Ctx, Join, PairKey};
@@ -769,7 +770,7 @@ fn because(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)]) -
             if let Some(t) = idx(get(Component::Torch)) {
                 let t = &ctx.cat.torch[t];
                 if let Some(archs) = &ctx.source_archs {
-                    out.push(format!("torch {} is built from source with this toolkit's nvcc, which accepts {} [{}]", t.full, crate::arch::torch_list(archs).join(";"), Rule::TorchSourceToolkit.id()));
+                    out.push(format!("torch {} is built from source with this toolkit's nvcc, which accepts {} [{}]", t.full, crate::core::arch::torch_list(archs).join(";"), Rule::TorchSourceToolkit.id()));
                 } else {
                     out.push(format!("torch {} bundles the CUDA {} runtime: same major as the toolkit, not newer [{}]", t.full, t.cuda, Rule::TorchToolkit.id()));
                 }
@@ -786,7 +787,7 @@ fn because(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)]) -
         }
         (Component::Torch, Some(i)) => {
             let t = &ctx.cat.torch[i];
-            let list: Vec<String> = crate::arch::torch_list(ctx.torch_archs(i));
+            let list: Vec<String> = crate::core::arch::torch_list(ctx.torch_archs(i));
             let ccs = ctx
                 .ccs
                 .iter()
@@ -869,7 +870,7 @@ fn because(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)]) -
                 }
             }
         }
-        (crate::spec::extra_pattern!(), Some(i)) => {
+        (crate::core::extra_pattern!(), Some(i)) => {
             let e = &ctx.cat.extras[i];
             let name = format!("{} {}", c.display(), e.label());
             if let Some(t) = idx(get(Component::Torch)) {
@@ -1175,7 +1176,7 @@ mod extras_tests {
             let lock = Lock::from_resolution(&cat, &r);
             let c = lock.component(Component::Cupy).unwrap();
             assert_eq!(c.get("pypi-name"), Some(want));
-            assert_eq!(c.layer, crate::spec::Layer::Framework);
+            assert_eq!(c.layer, crate::core::Layer::Framework);
         }
     }
 

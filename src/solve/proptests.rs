@@ -22,8 +22,9 @@ use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRu
 use super::rules::{Cand, Ctx};
 use super::{members, solve, sort_cuda, ORDER};
 use crate::catalog::Catalog;
-use crate::spec::{Component, Spec};
-use crate::version::{Version, VersionReq};
+use crate::core::version::{Version, VersionReq};
+use crate::core::Component;
+use crate::spec::Spec;
 use crate::Error;
 
 /// Random cases outside a property (`solve::matrix`'s tests draw their catalogs and specs

@@ -6,10 +6,11 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::arch::{best_way, Cc, RunsVia, Target};
 use crate::catalog::{Catalog, Origin};
-use crate::spec::{extra_pattern, Component, Spec};
-use crate::version::{Version, VersionReq};
+use crate::core::arch::{best_way, Cc, RunsVia, Target};
+use crate::core::version::{Version, VersionReq};
+use crate::core::{extra_pattern, Component};
+use crate::spec::Spec;
 
 /// Every rule the solver applies. The id (`Rule::id`) is stable and documented.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -582,7 +583,7 @@ impl<'c> Ctx<'c> {
                 let archs = self.torch_archs(i);
                 for cc in &self.ccs {
                     if best_way(archs, *cc).is_none() {
-                        return Err(self.violation(Rule::TorchSourceArchs, || format!("the requested arch list `{}` has no kernels for compute capability {cc}{}, and a source build has no other", crate::arch::torch_list(archs).join(";"), self.gpu_names_for(*cc)), Vec::new));
+                        return Err(self.violation(Rule::TorchSourceArchs, || format!("the requested arch list `{}` has no kernels for compute capability {cc}{}, and a source build has no other", crate::core::arch::torch_list(archs).join(";"), self.gpu_names_for(*cc)), Vec::new));
                     }
                 }
             }
@@ -599,7 +600,7 @@ impl<'c> Ctx<'c> {
                 for cc in &self.ccs {
                     if best_way(&b.arch_list, *cc).is_none() {
                         // The list is formatted only for a message (not in the quiet search).
-                        return Err(self.violation(Rule::TorchArchList, || format!("torch {} is built for `{}`, which has no kernels for compute capability {cc}{}", b.full, crate::arch::torch_list(&b.arch_list).join(";"), self.gpu_names_for(*cc)), || vec![b.origin.clone()]));
+                        return Err(self.violation(Rule::TorchArchList, || format!("torch {} is built for `{}`, which has no kernels for compute capability {cc}{}", b.full, crate::core::arch::torch_list(&b.arch_list).join(";"), self.gpu_names_for(*cc)), || vec![b.origin.clone()]));
                     }
                 }
             }
@@ -1410,7 +1411,7 @@ impl<'c> Ctx<'c> {
             (C::Torch, extra_pattern!()) => release(&cat.torch[i].version, 0),
             (extra_pattern!(), C::Torch) => match cat.extras[i].torch.as_ref().map(|r| r.clauses())
             {
-                Some([crate::version::Clause::Eq(v)]) => release(v, 0),
+                Some([crate::core::version::Clause::Eq(v)]) => release(v, 0),
                 _ => Join::Any,
             },
             _ => Join::Any,
@@ -1573,7 +1574,7 @@ pub(crate) enum KeyPart<'c> {
 
 impl Ord for KeyPart<'_> {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        use crate::version::Clause;
+        use crate::core::version::Clause;
         fn clause(c: &Clause) -> (u8, Option<&Version>) {
             match c {
                 Clause::Any => (0, None),

@@ -7,50 +7,13 @@
 //! quote every value for their target, so validation and escaping are two independent
 //! defences. The lock records these tables inside `[request]`, so `gen` needs only the lock.
 
-use std::fmt;
+pub use crate::core::{Cloud, Fabric, StorageRef};
 
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::error::{Diagnostic, Stage};
-use crate::spec::Layer;
-
-/// The network fabric between nodes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Fabric {
-    /// InfiniBand (RDMA, UCX, SHARP where supported).
-    Infiniband,
-    /// RDMA over Converged Ethernet.
-    Roce,
-    /// AWS Elastic Fabric Adapter (libfabric, aws-ofi-nccl).
-    Efa,
-    /// HPE Slingshot (libfabric CXI, aws-ofi-nccl).
-    Slingshot,
-    /// Plain TCP sockets.
-    Ethernet,
-}
-
-impl Fabric {
-    /// Every fabric.
-    pub const ALL: [Fabric; 5] = [
-        Fabric::Infiniband,
-        Fabric::Roce,
-        Fabric::Efa,
-        Fabric::Slingshot,
-        Fabric::Ethernet,
-    ];
-
-    /// The spec spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            Fabric::Infiniband => "infiniband",
-            Fabric::Roce => "roce",
-            Fabric::Efa => "efa",
-            Fabric::Slingshot => "slingshot",
-            Fabric::Ethernet => "ethernet",
-        }
-    }
-}
+use crate::core::Layer;
+use crate::spec::at::At;
 
 /// `[cluster]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -335,34 +298,6 @@ impl TrainingApi {
     }
 }
 
-/// A cloud for Packer sources.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Cloud {
-    /// `amazon-ebs`.
-    Aws,
-    /// `googlecompute`.
-    Gcp,
-    /// `azure-arm`.
-    Azure,
-    /// `qemu` (on premises).
-    Qemu,
-}
-
-impl Cloud {
-    /// Every cloud.
-    pub const ALL: [Cloud; 4] = [Cloud::Aws, Cloud::Gcp, Cloud::Azure, Cloud::Qemu];
-
-    /// The spec spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            Cloud::Aws => "aws",
-            Cloud::Gcp => "gcp",
-            Cloud::Azure => "azure",
-            Cloud::Qemu => "qemu",
-        }
-    }
-}
-
 /// `[packer]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Packer {
@@ -426,44 +361,6 @@ pub struct Slurm {
     pub time: String,
 }
 
-/// A storage location.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StorageRef {
-    /// `nfs://host/path`.
-    Nfs {
-        /// Server.
-        host: String,
-        /// Export path.
-        path: String,
-    },
-    /// `lustre:/mount/path` (mounted on the hosts).
-    Lustre {
-        /// Mount path.
-        path: String,
-    },
-    /// `hostpath:/path`.
-    HostPath {
-        /// Path on the host.
-        path: String,
-    },
-    /// `pvc:name`: an existing PersistentVolumeClaim.
-    Pvc {
-        /// Claim name.
-        name: String,
-    },
-}
-
-impl fmt::Display for StorageRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StorageRef::Nfs { host, path } => write!(f, "nfs://{host}{path}"),
-            StorageRef::Lustre { path } => write!(f, "lustre:{path}"),
-            StorageRef::HostPath { path } => write!(f, "hostpath:{path}"),
-            StorageRef::Pvc { name } => write!(f, "pvc:{name}"),
-        }
-    }
-}
-
 /// `[storage]`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Storage {
@@ -498,9 +395,9 @@ pub struct Deploy {
     /// `[storage]`.
     pub storage: Option<Storage>,
     /// `[resolve]`: where `gpustack lock` resolves digests and package versions.
-    pub resolve: Option<crate::resolve::spec::Resolve>,
+    pub resolve: Option<crate::spec::resolve::Resolve>,
     /// `[python]`: the user's own Python requirements per layer.
-    pub python: crate::resolve::python::PythonReqs,
+    pub python: crate::spec::python::PythonReqs,
 }
 
 type S<T> = Spanned<T>;
@@ -519,8 +416,8 @@ pub(crate) struct DeployWire {
     pub(crate) k8s: Option<S<K8sWire>>,
     pub(crate) slurm: Option<S<SlurmWire>>,
     pub(crate) storage: Option<S<StorageWire>>,
-    pub(crate) resolve: Option<S<crate::resolve::spec::ResolveWire>>,
-    pub(crate) python: Option<S<crate::resolve::python::PythonWire>>,
+    pub(crate) resolve: Option<S<crate::spec::resolve::ResolveWire>>,
+    pub(crate) python: Option<S<crate::spec::python::PythonWire>>,
 }
 
 #[derive(Deserialize)]
@@ -614,61 +511,6 @@ struct SlurmFields {
     partition: S<String>,
     container: Option<S<String>>,
     time: Option<S<String>>,
-}
-
-/// Reports problems at a span of the spec text.
-pub(crate) struct At<'a> {
-    pub(crate) file: &'a str,
-    pub(crate) text: &'a str,
-    pub(crate) diags: &'a mut Vec<Diagnostic>,
-}
-
-impl At<'_> {
-    pub(crate) fn fail(&mut self, span: std::ops::Range<usize>, msg: String, hint: &str) {
-        let mut d = Diagnostic::new(Stage::Spec, msg).at_offset(self.file, self.text, span.start);
-        if !hint.is_empty() {
-            d = d.hint(hint);
-        }
-        self.diags.push(d);
-    }
-
-    /// A required key: reported at its table when missing (every missing key of every
-    /// table, each with the line to add), and a placeholder returned so the other checks
-    /// still run.
-    fn need<T>(
-        &mut self,
-        v: Option<S<T>>,
-        table: (&str, &std::ops::Range<usize>),
-        key: &str,
-        example: &str,
-        placeholder: T,
-    ) -> S<T> {
-        match v {
-            Some(v) => v,
-            None => {
-                let (name, span) = table;
-                self.fail(
-                    span.clone(),
-                    format!("`[{name}]` needs `{key}`"),
-                    &format!("add `{key} = {example}` to [{name}] (the spec reference in the book lists every key)"),
-                );
-                S::new(span.clone(), placeholder)
-            }
-        }
-    }
-
-    fn count(&mut self, v: &S<i64>, what: &str, max: i64) -> u32 {
-        let n = *v.get_ref();
-        if !(1..=max).contains(&n) {
-            self.fail(
-                v.span(),
-                format!("`{what}` must be between 1 and {max}, not {n}"),
-                "",
-            );
-            return 1;
-        }
-        u32::try_from(n).unwrap_or(1)
-    }
 }
 
 /// Where every target mounts `[storage].models`.

@@ -55,11 +55,13 @@ use serde::de::{self, Deserialize, Deserializer, Visitor};
 use serde_json::{json, Map, Value};
 
 use crate::catalog::Catalog;
-use crate::deploy::{
-    Cloud, ClusterWire, Fabric, ImageWire, K8sWire, NetworkWire, PackerWire, ServeWire,
-    SlurmContainer, SlurmWire, StorageWire, TrainWire,
+use crate::core::{Cloud, Fabric};
+use crate::core::{Component, Layer};
+use crate::spec::deploy::{
+    ClusterWire, ImageWire, K8sWire, NetworkWire, PackerWire, ServeWire, SlurmContainer, SlurmWire,
+    StorageWire, TrainWire,
 };
-use crate::spec::{Component, HardwareWire, Layer, SpecWire, StackWire};
+use crate::spec::{HardwareWire, SpecWire, StackWire};
 
 /// The JSON Schema dialect, the schema's `$schema`.
 pub const DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
@@ -648,7 +650,7 @@ fn resolve() -> Value {
     };
     object(table(
         "[resolve]",
-        fields_of::<crate::resolve::spec::ResolveWire>(),
+        fields_of::<crate::spec::resolve::ResolveWire>(),
         "Where `gpustack lock` resolves image digests and package versions: mirrors for registries, Python indexes and apt/dnf repositories, and the index snapshot time. Recorded in the lock's [request.resolve].",
         &[],
         vec![
@@ -710,7 +712,7 @@ fn python() -> Value {
     };
     object(table(
         "[python]",
-        fields_of::<crate::resolve::python::PythonWire>(),
+        fields_of::<crate::spec::python::PythonWire>(),
         "Your own Python packages per layer, locked with hashes into pylock.<layer>.toml beside gpustack.lock. Recorded in the lock's [request.python].",
         &[],
         vec![

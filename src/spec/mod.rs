@@ -16,276 +16,25 @@
 //! Parsing is two steps: TOML into private wire types (`SpecWire`; unknown keys and
 //! tables are errors with a hint), then validation against the catalog (GPU names) into a
 //! [`Spec`], which is exactly the request the lock records. The same wire types define the
-//! keys of the spec's JSON Schema ([`crate::schema`]).
+//! keys of the spec's JSON Schema ([`crate::spec::schema`]).
+
+pub use crate::core::{Component, Layer};
+pub(crate) mod at;
+pub mod deploy;
+pub mod python;
+pub mod resolve;
+pub mod schema;
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::arch::{Cc, Target};
 use crate::catalog::{valid_id, Catalog};
-use crate::error::{did_you_mean, toml_diagnostic, Diagnostic, Error, Location, Stage};
-use crate::version::{Version, VersionReq};
-
-/// A component of the stack. The set grows with the catalog's families.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Component {
-    /// The NVIDIA kernel driver.
-    Driver,
-    /// The CUDA toolkit (`nvidia/cuda` base image, `nvcc`).
-    Cuda,
-    /// cuDNN.
-    Cudnn,
-    /// NCCL.
-    Nccl,
-    /// CPython.
-    Python,
-    /// PyTorch, one CUDA wheel variant.
-    Torch,
-    /// vLLM.
-    Vllm,
-    /// DeepSpeed.
-    Deepspeed,
-    /// flash-attn (FlashAttention), an optional framework component ("extra").
-    FlashAttn,
-    /// xFormers, an extra.
-    Xformers,
-    /// Hugging Face Transformers, an extra.
-    Transformers,
-    /// Hugging Face Accelerate, an extra.
-    Accelerate,
-    /// bitsandbytes, an extra.
-    Bitsandbytes,
-    /// TensorRT-LLM, an extra.
-    TensorrtLlm,
-    /// CuPy, an extra.
-    Cupy,
-    /// NVIDIA DALI, an extra.
-    NvidiaDali,
-}
-
-impl Component {
-    /// Every component, in lock order.
-    pub const ALL: [Component; 16] = [
-        Component::Driver,
-        Component::Cuda,
-        Component::Cudnn,
-        Component::Nccl,
-        Component::Python,
-        Component::Torch,
-        Component::Vllm,
-        Component::Deepspeed,
-        Component::FlashAttn,
-        Component::Xformers,
-        Component::Transformers,
-        Component::Accelerate,
-        Component::Bitsandbytes,
-        Component::TensorrtLlm,
-        Component::Cupy,
-        Component::NvidiaDali,
-    ];
-
-    /// The optional framework components ("extras"): Python packages installed on top of
-    /// torch, each from the catalog's `extra` family. Their ids are the PyPI project names.
-    pub const EXTRAS: [Component; 8] = [
-        Component::FlashAttn,
-        Component::Xformers,
-        Component::Transformers,
-        Component::Accelerate,
-        Component::Bitsandbytes,
-        Component::TensorrtLlm,
-        Component::Cupy,
-        Component::NvidiaDali,
-    ];
-
-    /// `true` for the optional framework components ([`Component::EXTRAS`]).
-    pub fn is_extra(self) -> bool {
-        Component::EXTRAS.contains(&self)
-    }
-
-    /// The id used in specs and locks.
-    pub fn name(self) -> &'static str {
-        match self {
-            Component::Driver => "driver",
-            Component::Cuda => "cuda",
-            Component::Cudnn => "cudnn",
-            Component::Nccl => "nccl",
-            Component::Python => "python",
-            Component::Torch => "torch",
-            Component::Vllm => "vllm",
-            Component::Deepspeed => "deepspeed",
-            Component::FlashAttn => "flash-attn",
-            Component::Xformers => "xformers",
-            Component::Transformers => "transformers",
-            Component::Accelerate => "accelerate",
-            Component::Bitsandbytes => "bitsandbytes",
-            Component::TensorrtLlm => "tensorrt-llm",
-            Component::Cupy => "cupy",
-            Component::NvidiaDali => "nvidia-dali",
-        }
-    }
-
-    /// How users write it in prose.
-    pub fn display(self) -> &'static str {
-        match self {
-            Component::Driver => "driver",
-            Component::Cuda => "CUDA",
-            Component::Cudnn => "cuDNN",
-            Component::Nccl => "NCCL",
-            Component::Python => "Python",
-            Component::Torch => "torch",
-            Component::Vllm => "vLLM",
-            Component::Deepspeed => "DeepSpeed",
-            Component::FlashAttn => "flash-attn",
-            Component::Xformers => "xFormers",
-            Component::Transformers => "Transformers",
-            Component::Accelerate => "Accelerate",
-            Component::Bitsandbytes => "bitsandbytes",
-            Component::TensorrtLlm => "TensorRT-LLM",
-            Component::Cupy => "CuPy",
-            Component::NvidiaDali => "DALI",
-        }
-    }
-
-    /// Parses a component id.
-    pub fn from_name(s: &str) -> Option<Component> {
-        Component::ALL.into_iter().find(|c| c.name() == s)
-    }
-
-    /// A component named on the command line: exact, or after [`crate::error::name_key`]
-    /// (`TORCH`, `flash_attn`, `Flash Attn`); `Err` carries the closest name, if any, for a
-    /// "did you mean" hint (`pytorch` → `torch`).
-    ///
-    /// ```
-    /// use gpustack::Component;
-    /// assert_eq!(Component::lookup("TORCH"), Ok(Component::Torch));
-    /// assert_eq!(Component::lookup("flash_attn"), Ok(Component::FlashAttn));
-    /// assert_eq!(Component::lookup("pytorch"), Err(Some("torch")));
-    /// ```
-    pub fn lookup(s: &str) -> Result<Component, Option<&'static str>> {
-        if let Some(c) = Component::from_name(s) {
-            return Ok(c);
-        }
-        let k = crate::error::name_key(s);
-        Component::ALL
-            .into_iter()
-            .find(|c| crate::error::name_key(c.name()) == k)
-            .ok_or_else(|| did_you_mean(s, Component::ALL.iter().map(|c| c.name())))
-    }
-
-    /// The image/VM layer the component belongs to. An extra's layer is the one every
-    /// catalog entry of it states (checked when the catalog loads).
-    pub fn layer(self) -> Layer {
-        match self {
-            Component::Driver | Component::Cuda | Component::Cudnn | Component::Nccl => Layer::Base,
-            Component::Python | Component::Torch => Layer::Framework,
-            Component::Vllm => Layer::Inference,
-            Component::Deepspeed => Layer::Training,
-            Component::FlashAttn
-            | Component::Xformers
-            | Component::Transformers
-            | Component::Bitsandbytes
-            | Component::Cupy => Layer::Framework,
-            Component::TensorrtLlm => Layer::Inference,
-            Component::Accelerate | Component::NvidiaDali => Layer::Training,
-        }
-    }
-}
-
-/// A pattern matching every extra component, for exhaustive `match`es (in step with
-/// [`Component::EXTRAS`]; the compiler checks the variants exist).
-macro_rules! extra_pattern {
-    () => {
-        $crate::spec::Component::FlashAttn
-            | $crate::spec::Component::Xformers
-            | $crate::spec::Component::Transformers
-            | $crate::spec::Component::Accelerate
-            | $crate::spec::Component::Bitsandbytes
-            | $crate::spec::Component::TensorrtLlm
-            | $crate::spec::Component::Cupy
-            | $crate::spec::Component::NvidiaDali
-    };
-}
-pub(crate) use extra_pattern;
-
-impl fmt::Display for Component {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// A layer of the images and VM templates. Each layer's closure hash covers its own pins
-/// and the hashes of the layers below.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Layer {
-    /// Driver, CUDA, cuDNN, NCCL, the arch list.
-    Base,
-    /// Python and torch; the extras flash-attn, xFormers, Transformers, bitsandbytes, CuPy.
-    Framework,
-    /// vLLM; the extra TensorRT-LLM.
-    Inference,
-    /// DeepSpeed; the extras Accelerate and DALI.
-    Training,
-    /// The acceptance test (nccl-tests) on top of the base.
-    Validate,
-    /// What only a VM image installs on top of the base (Container Toolkit, DCGM, Fabric
-    /// Manager); not a container image layer.
-    Host,
-}
-
-impl Layer {
-    /// Every container image layer, bottom first (the default of `[image].layers`).
-    pub const ALL: [Layer; 5] = [
-        Layer::Base,
-        Layer::Framework,
-        Layer::Inference,
-        Layer::Training,
-        Layer::Validate,
-    ];
-
-    /// Every layer a lock may hold, in lock order.
-    pub const EVERY: [Layer; 6] = [
-        Layer::Base,
-        Layer::Framework,
-        Layer::Inference,
-        Layer::Training,
-        Layer::Validate,
-        Layer::Host,
-    ];
-
-    /// `base`, `framework`, `inference`, `training`, `validate`, `host`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Layer::Base => "base",
-            Layer::Framework => "framework",
-            Layer::Inference => "inference",
-            Layer::Training => "training",
-            Layer::Validate => "validate",
-            Layer::Host => "host",
-        }
-    }
-
-    /// The layer directly below, if any.
-    pub fn parent(self) -> Option<Layer> {
-        match self {
-            Layer::Base => None,
-            Layer::Framework | Layer::Validate | Layer::Host => Some(Layer::Base),
-            Layer::Inference | Layer::Training => Some(Layer::Framework),
-        }
-    }
-
-    /// Parses a container image layer name.
-    pub fn from_name(s: &str) -> Option<Layer> {
-        Layer::ALL.into_iter().find(|l| l.name() == s)
-    }
-
-    /// Parses any layer name, `host` included.
-    pub fn from_any_name(s: &str) -> Option<Layer> {
-        Layer::EVERY.into_iter().find(|l| l.name() == s)
-    }
-}
+use crate::core::arch::{Cc, Target};
+use crate::core::names::did_you_mean;
+use crate::core::version::{Version, VersionReq};
+use crate::error::{toml_diagnostic, Diagnostic, Error, Location, Stage};
 
 /// The validated request.
 ///
@@ -314,7 +63,7 @@ pub struct Spec {
     /// source against the lock's CUDA, cuDNN and NCCL instead of installed as a wheel.
     pub torch_source: Option<TorchSourceReq>,
     /// The generators' tables.
-    pub deploy: crate::deploy::Deploy,
+    pub deploy: crate::spec::deploy::Deploy,
     /// `[check].allow`: warnings the spec acknowledges, each with a reason. Review policy,
     /// not part of the request: the lock does not record it and changing it does not make
     /// the lock stale.
@@ -401,7 +150,7 @@ fn torch_table(
                     "write `archs = [\"8.0\", \"9.0\"]`".into(),
                 ));
             };
-            match crate::arch::parse_torch_entry(s) {
+            match crate::core::arch::parse_torch_entry(s) {
                 Ok(ts) => archs.extend(ts),
                 Err(e) => {
                     return Err((
@@ -427,7 +176,7 @@ fn torch_table(
     Ok((req, source.then_some(TorchSourceReq { archs })))
 }
 
-/// The spec as written (also read by `crate::schema`, which lists its keys).
+/// The spec as written (also read by `crate::spec::schema`, which lists its keys).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SpecWire {
@@ -436,17 +185,17 @@ pub(crate) struct SpecWire {
     hardware: Option<Spanned<HardwareWire>>,
     #[serde(default)]
     components: Option<BTreeMap<Spanned<String>, Spanned<toml::Value>>>,
-    cluster: Option<Spanned<crate::deploy::ClusterWire>>,
-    network: Option<Spanned<crate::deploy::NetworkWire>>,
-    image: Option<Spanned<crate::deploy::ImageWire>>,
-    train: Option<Spanned<crate::deploy::TrainWire>>,
-    serve: Option<Spanned<crate::deploy::ServeWire>>,
-    packer: Option<Spanned<crate::deploy::PackerWire>>,
-    k8s: Option<Spanned<crate::deploy::K8sWire>>,
-    slurm: Option<Spanned<crate::deploy::SlurmWire>>,
-    storage: Option<Spanned<crate::deploy::StorageWire>>,
-    resolve: Option<Spanned<crate::resolve::spec::ResolveWire>>,
-    python: Option<Spanned<crate::resolve::python::PythonWire>>,
+    cluster: Option<Spanned<crate::spec::deploy::ClusterWire>>,
+    network: Option<Spanned<crate::spec::deploy::NetworkWire>>,
+    image: Option<Spanned<crate::spec::deploy::ImageWire>>,
+    train: Option<Spanned<crate::spec::deploy::TrainWire>>,
+    serve: Option<Spanned<crate::spec::deploy::ServeWire>>,
+    packer: Option<Spanned<crate::spec::deploy::PackerWire>>,
+    k8s: Option<Spanned<crate::spec::deploy::K8sWire>>,
+    slurm: Option<Spanned<crate::spec::deploy::SlurmWire>>,
+    storage: Option<Spanned<crate::spec::deploy::StorageWire>>,
+    resolve: Option<Spanned<crate::spec::resolve::ResolveWire>>,
+    python: Option<Spanned<crate::spec::python::PythonWire>>,
     check: Option<Spanned<crate::check::CheckWire>>,
 }
 
@@ -788,7 +537,7 @@ impl Spec {
         }
         // An installed driver and a `driver` requirement may both be given: the installed
         // one must then satisfy the requirement (rule `host.driver`).
-        let deploy_wire = crate::deploy::DeployWire {
+        let deploy_wire = crate::spec::deploy::DeployWire {
             cluster: wire.cluster,
             network: wire.network,
             image: wire.image,
@@ -802,7 +551,7 @@ impl Spec {
             python: wire.python,
         };
         let serve_span = deploy_wire.serve.as_ref().map(toml::Spanned::span);
-        let deploy = deploy_wire.validate(&mut crate::deploy::At {
+        let deploy = deploy_wire.validate(&mut crate::spec::at::At {
             file,
             text,
             diags: &mut diags,

@@ -1,0 +1,15 @@
+//! The shared vocabulary of every stage: versions, GPU targets, components and layers, the
+//! kinds a spec names (fabric, cloud, storage), and how typed names are compared.
+//!
+//! Nothing here depends on another module of the crate; every other module may depend on
+//! this one (book/src/architecture.md, "Layout").
+
+pub mod arch;
+pub mod component;
+pub mod kinds;
+pub mod names;
+pub mod version;
+
+pub(crate) use component::extra_pattern;
+pub use component::{Component, Layer};
+pub use kinds::{Cloud, Fabric, StorageRef};
