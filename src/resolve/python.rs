@@ -39,7 +39,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use crate::core::{Component, Layer};
-use crate::lock::{Lock, PyBuild, PyLockFile, PythonLock};
+use crate::lock::{Lock, LockedComponent, PyBuild, PyLockFile, PythonLock};
 
 /// The torch family: bound to the torch variant's index, never taken from PyPI.
 pub const TORCH_FAMILY: &[&str] = &["torch", "torchvision", "torchaudio"];
@@ -224,76 +224,10 @@ pub fn inputs(lock: &Lock) -> Vec<LayerInput> {
         return Vec::new();
     };
     let user = &lock.request.deploy.python;
-    // The PyPI-default variant is the same build on PyPI (the catalog's `pypi-default`):
-    // taken from there, without its local version, unless `[resolve] variant-index`.
-    let variant_index = lock
-        .request
-        .deploy
-        .resolve
-        .as_ref()
-        .is_some_and(|r| r.variant_index);
-    let from_pypi = torch.get("pypi-default") == Some("true") && !variant_index;
-    let torch_index = torch
-        .get("index-url")
-        .filter(|_| !from_pypi)
-        .map(str::to_string);
-    let torch_pin = if from_pypi {
-        torch
-            .version
-            .to_string()
-            .split('+')
-            .next()
-            .unwrap_or_default()
-            .to_string()
-    } else {
-        torch.version.to_string()
-    };
-    let mut sources: BTreeMap<String, String> = BTreeMap::new();
-    let mut by_layer: BTreeMap<Layer, Vec<String>> = BTreeMap::new();
-    // A source-built torch is not installed from an index: the framework layer gets what
-    // its wheel requires and the cuDNN it is built against; the build layer, its build
-    // requirements (see `crate::plan::torch_build`).
+    let (from_pypi, torch_index, torch_pin) = torch_install(lock, torch);
     let source_built = torch.get("build") == Some("source");
-    if source_built {
-        let fw = by_layer.entry(Layer::Framework).or_default();
-        fw.extend(torch.list("runtime-requires").iter().cloned());
-        if let (Some(cudnn), Some(major)) = (
-            lock.component(Component::Cudnn),
-            torch.get("cuda").and_then(|c| c.split('.').next()),
-        ) {
-            fw.push(format!("nvidia-cudnn-cu{major}=={}", cudnn.version));
-        }
-    }
-    for c in &lock.components {
-        if matches!(
-            c.name,
-            Component::Python
-                | Component::Driver
-                | Component::Cuda
-                | Component::Cudnn
-                | Component::Nccl
-        ) {
-            continue;
-        }
-        if c.name == Component::Torch && source_built {
-            continue;
-        }
-        let Some((name, version, index)) = pypi_name(lock, c.name) else {
-            continue;
-        };
-        let version = if c.name == Component::Torch {
-            torch_pin.clone()
-        } else {
-            version
-        };
-        if let Some(i) = index.filter(|_| c.name != Component::Torch || !from_pypi) {
-            sources.insert(normalize(&name), i);
-        }
-        by_layer
-            .entry(c.layer)
-            .or_default()
-            .push(format!("{name}=={version}"));
-    }
+    let (mut sources, by_layer) =
+        requirements_by_layer(lock, torch, from_pypi, &torch_pin, source_built);
     if let Some(i) = &torch_index {
         for f in TORCH_FAMILY {
             sources.insert((*f).to_string(), i.clone());
@@ -366,6 +300,92 @@ pub fn inputs(lock: &Lock) -> Vec<LayerInput> {
         });
     }
     out
+}
+
+/// Where torch comes from: PyPI (`true`) or its variant's index, and the pin written.
+fn torch_install(lock: &Lock, torch: &LockedComponent) -> (bool, Option<String>, String) {
+    // The PyPI-default variant is the same build on PyPI (the catalog's `pypi-default`):
+    // taken from there, without its local version, unless `[resolve] variant-index`.
+    let variant_index = lock
+        .request
+        .deploy
+        .resolve
+        .as_ref()
+        .is_some_and(|r| r.variant_index);
+    let from_pypi = torch.get("pypi-default") == Some("true") && !variant_index;
+    let torch_index = torch
+        .get("index-url")
+        .filter(|_| !from_pypi)
+        .map(str::to_string);
+    let torch_pin = if from_pypi {
+        torch
+            .version
+            .to_string()
+            .split('+')
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    } else {
+        torch.version.to_string()
+    };
+    (from_pypi, torch_index, torch_pin)
+}
+
+/// The locked components' requirements per layer, and the explicit index of each package
+/// that has one.
+fn requirements_by_layer(
+    lock: &Lock,
+    torch: &LockedComponent,
+    from_pypi: bool,
+    torch_pin: &str,
+    source_built: bool,
+) -> (BTreeMap<String, String>, BTreeMap<Layer, Vec<String>>) {
+    let mut sources: BTreeMap<String, String> = BTreeMap::new();
+    let mut by_layer: BTreeMap<Layer, Vec<String>> = BTreeMap::new();
+    // A source-built torch is not installed from an index: the framework layer gets what
+    // its wheel requires and the cuDNN it is built against; the build layer, its build
+    // requirements (see `crate::plan::torch_build`).
+    if source_built {
+        let fw = by_layer.entry(Layer::Framework).or_default();
+        fw.extend(torch.list("runtime-requires").iter().cloned());
+        if let (Some(cudnn), Some(major)) = (
+            lock.component(Component::Cudnn),
+            torch.get("cuda").and_then(|c| c.split('.').next()),
+        ) {
+            fw.push(format!("nvidia-cudnn-cu{major}=={}", cudnn.version));
+        }
+    }
+    for c in &lock.components {
+        if matches!(
+            c.name,
+            Component::Python
+                | Component::Driver
+                | Component::Cuda
+                | Component::Cudnn
+                | Component::Nccl
+        ) {
+            continue;
+        }
+        if c.name == Component::Torch && source_built {
+            continue;
+        }
+        let Some((name, version, index)) = pypi_name(lock, c.name) else {
+            continue;
+        };
+        let version = if c.name == Component::Torch {
+            torch_pin.to_string()
+        } else {
+            version
+        };
+        if let Some(i) = index.filter(|_| c.name != Component::Torch || !from_pypi) {
+            sources.insert(normalize(&name), i);
+        }
+        by_layer
+            .entry(c.layer)
+            .or_default()
+            .push(format!("{name}=={version}"));
+    }
+    (sources, by_layer)
 }
 
 /// The manylinux platforms of the lock's hosts: `x86_64-manylinux_2_35` from the OS's
@@ -476,97 +496,15 @@ pub fn resolve(lock: &Lock, opts: &Options<'_>) -> Result<PythonLock, ClosureErr
             None,
         );
         // Which files can be reused; the others are resolved below.
-        let mut plan: Vec<(&LayerInput, String, String, Option<&PyLockFile>)> = Vec::new();
-        for input in &layer_inputs {
-            let file = file_name(&input.layer, platform, several);
-            let inputs = input_digest(
-                input,
-                platform,
-                &python,
-                &opts.exclude_newer,
-                &opts.uv_version,
-                Some(&union_digest),
-            );
-            let fresh = opts.upgrade || !opts.upgrade_packages.is_empty();
-            let reused = opts.previous.filter(|_| !fresh).and_then(|p| {
-                p.files
-                    .iter()
-                    .find(|f| f.file == file && f.inputs == inputs && f.contents.is_some())
-            });
-            if reused.is_none() && opts.uv.is_none() {
-                let edited = opts.previous.is_some_and(|p| {
-                    p.files
-                        .iter()
-                        .any(|f| f.file == file && f.inputs == inputs && f.contents.is_none())
-                });
-                return Err(ClosureError::Offline {
-                    detail: if edited {
-                        format!("`{file}` must be resolved again: the file beside the lock does not match the digest the lock records")
-                    } else {
-                        format!("`{file}` must be resolved (its inputs changed, or there is no previous lock beside the output)")
-                    },
-                });
-            }
-            plan.push((input, file, inputs, reused));
-        }
-        // uv prefers the versions of an existing output file: the previous files keep
-        // every pick that still fits (Cargo's and uv's stable re-lock).
-        let seed = |layer: &str| {
-            opts.previous
-                .and_then(|p| {
-                    p.files
-                        .iter()
-                        .find(|f| f.layer == layer && f.platform == *platform)
-                })
-                .and_then(|f| f.contents.as_deref())
-        };
-        let mut resolved: BTreeMap<String, Result<String, ClosureError>> = BTreeMap::new();
-        if let Some(uv) = opts.uv.filter(|_| plan.iter().any(|p| p.3.is_none())) {
-            let widest = opts.previous.and_then(|p| {
-                p.files
-                    .iter()
-                    .filter(|f| f.platform == *platform && f.contents.is_some())
-                    .max_by_key(|f| f.packages)
-            });
-            let raw = compile(
-                uv,
-                &union,
-                platform,
-                &python,
-                opts,
-                None,
-                widest.and_then(|f| f.contents.as_deref()),
-            )?;
-            let pins = constraints_of(&raw);
-            // The layers are independent given the pins: resolved side by side.
-            std::thread::scope(|s| {
-                let handles: Vec<_> = plan
-                    .iter()
-                    .filter(|p| p.3.is_none())
-                    .map(|p| {
-                        let (input, pins, python) = (p.0, &pins, &python);
-                        let h = s.spawn(move || {
-                            compile(
-                                uv,
-                                input,
-                                platform,
-                                python,
-                                opts,
-                                Some(pins),
-                                seed(&input.layer),
-                            )
-                        });
-                        (input.layer.clone(), h)
-                    })
-                    .collect();
-                for (layer, h) in handles {
-                    let r = h
-                        .join()
-                        .unwrap_or_else(|_| Err(ClosureError::Other("a uv run panicked".into())));
-                    resolved.insert(layer, r);
-                }
-            });
-        }
+        let plan = reuse_plan(
+            &layer_inputs,
+            platform,
+            several,
+            &python,
+            &union_digest,
+            opts,
+        )?;
+        let mut resolved = run_uv(&union, &plan, platform, &python, opts)?;
         for (input, file, inputs, reused) in plan {
             let (contents, built) = if let Some(prev) = reused {
                 let built: Vec<PyBuild> = opts
@@ -608,6 +546,126 @@ pub fn resolve(lock: &Lock, opts: &Options<'_>) -> Result<PythonLock, ClosureErr
         files,
         builds,
     })
+}
+
+/// A layer's file on one platform: its input, file name, input digest, and the previous
+/// file when it can be reused as is.
+type Planned<'a> = (&'a LayerInput, String, String, Option<&'a PyLockFile>);
+
+/// Which files of a platform can be reused from the previous lock (same inputs); offline,
+/// a file that must be resolved again is an error.
+fn reuse_plan<'a>(
+    layer_inputs: &'a [LayerInput],
+    platform: &str,
+    several: bool,
+    python: &str,
+    union_digest: &str,
+    opts: &Options<'a>,
+) -> Result<Vec<Planned<'a>>, ClosureError> {
+    let mut plan: Vec<Planned<'a>> = Vec::new();
+    for input in layer_inputs {
+        let file = file_name(&input.layer, platform, several);
+        let inputs = input_digest(
+            input,
+            platform,
+            python,
+            &opts.exclude_newer,
+            &opts.uv_version,
+            Some(union_digest),
+        );
+        let fresh = opts.upgrade || !opts.upgrade_packages.is_empty();
+        let reused = opts.previous.filter(|_| !fresh).and_then(|p| {
+            p.files
+                .iter()
+                .find(|f| f.file == file && f.inputs == inputs && f.contents.is_some())
+        });
+        if reused.is_none() && opts.uv.is_none() {
+            let edited = opts.previous.is_some_and(|p| {
+                p.files
+                    .iter()
+                    .any(|f| f.file == file && f.inputs == inputs && f.contents.is_none())
+            });
+            return Err(ClosureError::Offline {
+                detail: if edited {
+                    format!("`{file}` must be resolved again: the file beside the lock does not match the digest the lock records")
+                } else {
+                    format!("`{file}` must be resolved (its inputs changed, or there is no previous lock beside the output)")
+                },
+            });
+        }
+        plan.push((input, file, inputs, reused));
+    }
+    Ok(plan)
+}
+
+/// The files that cannot be reused, resolved with uv: the union of every layer once, then
+/// each layer under the union's pins, side by side.
+fn run_uv(
+    union: &LayerInput,
+    plan: &[Planned<'_>],
+    platform: &str,
+    python: &str,
+    opts: &Options<'_>,
+) -> Result<BTreeMap<String, Result<String, ClosureError>>, ClosureError> {
+    // uv prefers the versions of an existing output file: the previous files keep
+    // every pick that still fits (Cargo's and uv's stable re-lock).
+    let seed = |layer: &str| {
+        opts.previous
+            .and_then(|p| {
+                p.files
+                    .iter()
+                    .find(|f| f.layer == layer && f.platform == *platform)
+            })
+            .and_then(|f| f.contents.as_deref())
+    };
+    let mut resolved: BTreeMap<String, Result<String, ClosureError>> = BTreeMap::new();
+    if let Some(uv) = opts.uv.filter(|_| plan.iter().any(|p| p.3.is_none())) {
+        let widest = opts.previous.and_then(|p| {
+            p.files
+                .iter()
+                .filter(|f| f.platform == *platform && f.contents.is_some())
+                .max_by_key(|f| f.packages)
+        });
+        let raw = compile(
+            uv,
+            &union,
+            platform,
+            &python,
+            opts,
+            None,
+            widest.and_then(|f| f.contents.as_deref()),
+        )?;
+        let pins = constraints_of(&raw);
+        // The layers are independent given the pins: resolved side by side.
+        std::thread::scope(|s| {
+            let handles: Vec<_> = plan
+                .iter()
+                .filter(|p| p.3.is_none())
+                .map(|p| {
+                    let (input, pins, python) = (p.0, &pins, &python);
+                    let h = s.spawn(move || {
+                        compile(
+                            uv,
+                            input,
+                            platform,
+                            python,
+                            opts,
+                            Some(pins),
+                            seed(&input.layer),
+                        )
+                    });
+                    (input.layer.clone(), h)
+                })
+                .collect();
+            for (layer, h) in handles {
+                let r = h
+                    .join()
+                    .unwrap_or_else(|_| Err(ClosureError::Other("a uv run panicked".into())));
+                resolved.insert(layer, r);
+            }
+        });
+    }
+    Ok(resolved)
 }
 
 /// All layers' requirements in one input (named `all`), first occurrence kept.
