@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use gpustack::gen::LockFile;
+use gpustack::generate::LockFile;
 use gpustack::Error;
 
 use crate::{out_text, stdout};

@@ -1,4 +1,4 @@
-//! `gpustack gen`: render the lock's targets under `--out` ([`gpustack::gen::run`]), or
+//! `gpustack gen`: render the lock's targets under `--out` ([`gpustack::generate::run`]), or
 //! compare them with what is there (`--check`).
 
 use std::ffi::OsStr;
@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::builder::{EnumValueParser, PossibleValue, TypedValueParser};
 use clap::ValueEnum;
-use gpustack::gen::{LockFile, Mode, Options, Outcome};
+use gpustack::generate::{LockFile, Mode, Options, Outcome};
 use gpustack::plan::Target;
 use gpustack::Error;
 
@@ -107,7 +107,7 @@ pub(crate) fn run(args: Args) -> Result<u8, Error> {
         "create it with `gpustack lock`, or pass `--lock PATH`",
     )?;
     let out_shown = gpustack::emit::shown(&args.out);
-    match gpustack::gen::run(&lock, &opts)? {
+    match gpustack::generate::run(&lock, &opts)? {
         Outcome::Written { targets, recovered } => {
             if let Some(r) = recovered {
                 info!(
@@ -138,7 +138,7 @@ pub(crate) fn run(args: Args) -> Result<u8, Error> {
             note!("\nhint: run `{}` and commit the result", again(&args));
             Ok(1)
         }
-        _ => unreachable!("gen::run returns the outcomes above"),
+        _ => unreachable!("generate::run returns the outcomes above"),
     }
 }
 

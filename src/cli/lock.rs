@@ -1,10 +1,10 @@
 //! `gpustack lock`: resolve the spec, then write the lock and its pylock files
-//! ([`gpustack::gen::write_lock`]) or compare them with the ones on disk (`--check`).
+//! ([`gpustack::generate::write_lock`]) or compare them with the ones on disk (`--check`).
 
 use std::path::{Path, PathBuf};
 
 use gpustack::error::{Diagnostic, Stage};
-use gpustack::gen::{LockOutput, LockStatus};
+use gpustack::generate::{LockOutput, LockStatus};
 use gpustack::{Catalog, Error, Lock, PythonOutcome};
 
 use super::{json_text, load_catalog, read_spec, TextOrJson};
@@ -55,7 +55,7 @@ pub(crate) fn run(args: Args, verbose: bool) -> Result<u8, Error> {
     // The lock being replaced: its registry digests stand when a registry cannot be asked
     // (`--offline`, unreachable), and its picks are kept unless upgraded.
     let previous = (args.out != "-")
-        .then(|| gpustack::gen::previous_lock(Path::new(&args.out)))
+        .then(|| gpustack::generate::previous_lock(Path::new(&args.out)))
         .flatten();
     let Some(resolved) = resolve(&args, &catalog, offline, previous.as_ref(), verbose)? else {
         return Ok(1);
@@ -83,7 +83,7 @@ pub(crate) fn run(args: Args, verbose: bool) -> Result<u8, Error> {
     if args.check {
         return check(&args, &out_path, &output);
     }
-    gpustack::gen::write_lock(&out_path, &args.spec, &output, previous.as_ref())?;
+    gpustack::generate::write_lock(&out_path, &args.spec, &output, previous.as_ref())?;
     if args.format == TextOrJson::Json {
         let _ = stdout(&json_text(&crate::show::lock_summary_json(
             &resolved.lock,
@@ -220,7 +220,7 @@ fn check(args: &Args, out_path: &Path, output: &LockOutput) -> Result<u8, Error>
             gpustack::render::sh_quote(&out_shown)
         ));
     }
-    match gpustack::gen::check_lock(out_path, output)? {
+    match gpustack::generate::check_lock(out_path, output)? {
         LockStatus::UpToDate => {
             crate::info!("{out_shown} is up to date");
             Ok(0)

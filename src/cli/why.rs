@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use gpustack::error::{Diagnostic, Stage};
-use gpustack::gen::LockFile;
+use gpustack::generate::LockFile;
 use gpustack::{Component, Error};
 
 use super::{json_text, TextOrJson};

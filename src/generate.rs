@@ -11,7 +11,7 @@
 //!   with or written over the ones on disk.
 //!
 //! ```
-//! use gpustack::gen::{run, LockFile, Mode, Options, Outcome};
+//! use gpustack::generate::{run, LockFile, Mode, Options, Outcome};
 //! use gpustack::plan::Target;
 //! use std::path::Path;
 //!
