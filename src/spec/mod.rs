@@ -19,6 +19,7 @@
 //! keys of the spec's JSON Schema ([`crate::spec::schema`]).
 
 pub use crate::core::{Component, Layer};
+pub(crate) mod check;
 pub mod deploy;
 pub mod schema;
 
@@ -64,7 +65,7 @@ pub struct Spec {
     /// `[check].allow`: warnings the spec acknowledges, each with a reason. Review policy,
     /// not part of the request: the lock does not record it and changing it does not make
     /// the lock stale.
-    pub check: Vec<crate::check::Allowance>,
+    pub check: Vec<check::Allowance>,
 }
 
 /// A torch source build, as requested.
@@ -193,7 +194,7 @@ pub(crate) struct SpecWire {
     storage: Option<Spanned<crate::spec::deploy::StorageWire>>,
     resolve: Option<Spanned<crate::resolve::spec::ResolveWire>>,
     python: Option<Spanned<crate::resolve::python::PythonWire>>,
-    check: Option<Spanned<crate::check::CheckWire>>,
+    check: Option<Spanned<check::CheckWire>>,
 }
 
 #[derive(Deserialize)]
@@ -568,7 +569,7 @@ impl Spec {
         }
         let check = wire
             .check
-            .map(|c| crate::check::allowances(c, file, text, &mut diags))
+            .map(|c| check::allowances(c, file, text, &mut diags))
             .unwrap_or_default();
         if !diags.is_empty() {
             return Err(Error::Invalid(diags));
