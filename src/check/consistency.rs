@@ -19,6 +19,7 @@ struct Seen {
     value: String,
 }
 
+/// Reads the shared values back from the files of every target and compares them.
 pub(super) fn consistency(
     lock: &Lock,
     lock_file: &str,
@@ -26,19 +27,34 @@ pub(super) fn consistency(
     files: &BTreeMap<String, Vec<u8>>,
     f: &mut Vec<Finding>,
 ) {
-    let text = |p: &str| {
-        files
-            .get(p)
-            .map(|b| String::from_utf8_lossy(b).into_owned())
-    };
+    driver(lock, lock_file, dir, files, f);
+    images(dir, files, f);
+    command(dir, files, f);
+    environment(lock, dir, files, f);
+}
+
+/// A generated file's text, when the output has it.
+fn text(files: &BTreeMap<String, Vec<u8>>, p: &str) -> Option<String> {
+    files
+        .get(p)
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+}
+
+fn driver(
+    lock: &Lock,
+    lock_file: &str,
+    dir: &str,
+    files: &BTreeMap<String, Vec<u8>>,
+    f: &mut Vec<Finding>,
+) {
     // The driver: lock = Packer scripts = Packer manifest versions = GPU Operator values.
     let mut drivers = Vec::new();
-    if let Some(t) = text("packer/scripts/base.sh") {
+    if let Some(t) = text(files, "packer/scripts/base.sh") {
         drivers.extend(find_values(&t, "packer/scripts/base.sh", |l| {
             l.strip_prefix("readonly DRIVER_VERSION=").map(unquote_sh)
         }));
     }
-    if let Some(t) = text("packer/build.pkr.hcl") {
+    if let Some(t) = text(files, "packer/build.pkr.hcl") {
         drivers.extend(find_values(&t, "packer/build.pkr.hcl", |l| {
             let v = l
                 .trim()
@@ -51,7 +67,7 @@ pub(super) fn consistency(
                 .map(str::to_string)
         }));
     }
-    if let Some(t) = text("k8s/gpu-operator-values.yaml") {
+    if let Some(t) = text(files, "k8s/gpu-operator-values.yaml") {
         let mut in_driver = false;
         for (i, l) in t.lines().enumerate() {
             if !l.starts_with(' ') && !l.starts_with('#') && !l.is_empty() {
@@ -101,9 +117,11 @@ pub(super) fn consistency(
             .hint("regenerate every target from the one lock: `gpustack gen all`"),
         );
     }
+}
 
+fn images(dir: &str, files: &BTreeMap<String, Vec<u8>>, f: &mut Vec<Finding>) {
     // Images: every reference to the stack's images = the bake file's tag for that layer.
-    if let Some(bake) = text("docker/docker-bake.hcl") {
+    if let Some(bake) = text(files, "docker/docker-bake.hcl") {
         let tags = bake_tags(&bake);
         let repos: BTreeSet<&str> = tags
             .values()
@@ -181,14 +199,16 @@ pub(super) fn consistency(
             }
         }
     }
+}
 
+fn command(dir: &str, files: &BTreeMap<String, Vec<u8>>, f: &mut Vec<Finding>) {
     // What torchrun runs: the pods' args after the rendezvous options = train.sbatch's
     // `entry` array (both render the workload plan's entry). The TrainJob carries them
     // (Kubeflow Trainer v2), or the PyTorchJob (`training_api = "pytorchjob"`).
     let job = ["k8s/trainjob.yaml", "k8s/pytorchjob.yaml"]
         .into_iter()
-        .find_map(|f| text(f).map(|t| (f, t)));
-    if let (Some((job, k)), Some(sl)) = (job, text("slurm/train.sbatch")) {
+        .find_map(|f| text(files, f).map(|t| (f, t)));
+    if let (Some((job, k)), Some(sl)) = (job, text(files, "slurm/train.sbatch")) {
         let (k_line, k_entry) = k8s_entry(&k);
         let (s_line, s_entry) = slurm_entry(&sl);
         if k_entry != s_entry {
@@ -218,10 +238,12 @@ pub(super) fn consistency(
             );
         }
     }
+}
 
+fn environment(lock: &Lock, dir: &str, files: &BTreeMap<String, Vec<u8>>, f: &mut Vec<Finding>) {
     // The NCCL/fabric environment: Dockerfile ENV = ConfigMap data = nccl.env.
     let mut envs: Vec<(String, EnvMap)> = Vec::new();
-    if let Some(t) = text("docker/Dockerfile") {
+    if let Some(t) = text(files, "docker/Dockerfile") {
         envs.push(("docker/Dockerfile".into(), dockerfile_env(&t)));
     }
     // Every namespace's ConfigMap (`nccl-env.yaml`, `nccl-env-training.yaml`, …), in name
@@ -234,7 +256,7 @@ pub(super) fn consistency(
             envs.push((path.clone(), configmap_env(&String::from_utf8_lossy(bytes))));
         }
     }
-    if let Some(t) = text("slurm/env/nccl.env") {
+    if let Some(t) = text(files, "slurm/env/nccl.env") {
         envs.push(("slurm/env/nccl.env".into(), shell_env(&t)));
     }
     let mut names: BTreeSet<String> = lock

@@ -8,8 +8,12 @@ use serde::Serialize;
 
 /// What kind of problem a finding is. The kebab-case names are the stable `code` of the
 /// JSON output.
+///
+/// New checks add codes, so a `match` on it needs a `_` arm (`#[non_exhaustive]`); an
+/// existing code keeps its name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum Code {
     /// A digest recorded in the lock does not match its content: the lock was edited.
     TamperedLock,
