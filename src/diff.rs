@@ -65,6 +65,7 @@ pub const SCHEMA: u32 = 1;
 /// What a change costs, costliest first (the declaration order is the severity order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum Class {
     /// The GPU models changed.
     Gpu,
@@ -230,6 +231,7 @@ impl Class {
 /// What a change is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum Kind {
     /// A `[[component]]`.
     Component,

@@ -1,8 +1,12 @@
 //! Errors. Each stage reports [`Diagnostic`]s (what was wrong, where, and how to fix it);
-//! the solver reports an [`crate::solve::Explanation`]. Text is produced by `Display` only;
+//! the solver reports an [`Explanation`]. Text is produced by `Display` only;
 //! the library never prints.
 
 use std::fmt;
+
+mod explanation;
+
+pub use explanation::{Cause, Explanation, Fact, Rule, Violation};
 
 /// A place in an input file: `gpustack.toml:4:9`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -169,7 +173,7 @@ pub enum Error {
     /// Invalid input: one or more diagnostics (exit code 2).
     Invalid(Vec<Diagnostic>),
     /// The request has no solution (exit code 1).
-    NoSolution(Box<crate::solve::Explanation>),
+    NoSolution(Box<Explanation>),
     /// A resolver after the solver (uv, for the Python closure) found no solution: its
     /// explanation (exit code 1).
     Unresolvable(Vec<Diagnostic>),

@@ -247,308 +247,353 @@ fn src(o: &mut String, origin: &Origin) {
 pub(crate) fn family(c: &Catalog, fam: &str) -> Option<String> {
     let mut o = String::new();
     match fam {
-        "driver" => {
-            for (i, b) in c.branches.iter().enumerate() {
-                let vs: Vec<String> = c
-                    .drivers
-                    .iter()
-                    .filter(|d| d.branch == i)
-                    .map(|d| d.version.to_string())
-                    .collect();
-                let _ = writeln!(
-                    o,
-                    "R{} {} {}{}: {}",
-                    b.number,
-                    b.kind.as_str(),
-                    if b.supported { "supported" } else { "eol" },
-                    b.eol
-                        .as_ref()
-                        .map(|e| format!(" (eol {e})"))
-                        .unwrap_or_default(),
-                    vs.join(", ")
-                );
-                src(&mut o, &b.origin);
-            }
-        }
-        "cuda" => {
-            for m in &c.minor_compat {
-                let _ = writeln!(
-                    o,
-                    "CUDA {}.x minor-version compatibility: driver ≥ {}",
-                    m.major, m.driver_min
-                );
-                src(&mut o, &m.origin);
-            }
-            for f in &c.forward_compat {
-                let _ = writeln!(
-                    o,
-                    "{}: base branches {}",
-                    f.package,
-                    f.bases
-                        .iter()
-                        .map(|b| format!("R{b}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-                src(&mut o, &f.origin);
-            }
-            for t in &c.targets {
-                let _ = writeln!(
-                    o,
-                    "nvcc targets for CUDA `{}`: {}",
-                    t.cuda,
-                    t.sm.iter().map(|s| s.short()).collect::<Vec<_>>().join(" ")
-                );
-                src(&mut o, &t.origin);
-            }
-            for r in &c.cuda {
-                let _ = writeln!(
-                    o,
-                    "CUDA {}: driver ≥ {}",
-                    r.version,
-                    r.driver_min
-                        .as_ref()
-                        .map_or_else(|| "unpublished".to_string(), ToString::to_string)
-                );
-                src(&mut o, &r.origin);
-            }
-        }
-        "gpu" => {
-            for g in &c.gpus {
-                let _ = writeln!(
-                    o,
-                    "{} ({}): cc {}, {}{}{}{}{}",
-                    g.id,
-                    g.name,
-                    g.cc,
-                    g.arch,
-                    if g.datacenter { ", data center" } else { "" },
-                    if g.nvswitch { ", NVSwitch" } else { "" },
-                    g.memory_gib
-                        .map(|m| format!(", {m} GiB"))
-                        .unwrap_or_default(),
-                    if g.aliases.is_empty() {
-                        String::new()
-                    } else {
-                        format!(", aliases {}", g.aliases.join(" "))
-                    }
-                );
-                src(&mut o, &g.origin);
-            }
-        }
-        "os" => {
-            for x in &c.os {
-                let _ = writeln!(o, "{}: CUDA `{}`", x.id, x.cuda);
-                src(&mut o, &x.origin);
-            }
-        }
-        "python" => {
-            for r in &c.python {
-                let _ = writeln!(
-                    o,
-                    "Python {}{}",
-                    r.version,
-                    r.eol
-                        .as_ref()
-                        .map(|e| format!(" (eol {e})"))
-                        .unwrap_or_default()
-                );
-                src(&mut o, &r.origin);
-            }
-        }
-        "cudnn" | "nccl" => {
-            for r in if fam == "cudnn" { &c.cudnn } else { &c.nccl } {
-                let _ = writeln!(
-                    o,
-                    "{} {}: CUDA {}{}",
-                    fam,
-                    r.version,
-                    r.cuda_majors
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    r.min_cc.map(|m| format!(", cc ≥ {m}")).unwrap_or_default()
-                );
-                src(&mut o, &r.origin);
-            }
-        }
-        "torch" => {
-            for b in &c.torch {
-                let _ = writeln!(
-                    o,
-                    "torch {}{}: CUDA {}, Python `{}`, archs {}{}{}",
-                    b.full,
-                    if b.pypi_default {
-                        " (PyPI default)"
-                    } else {
-                        ""
-                    },
-                    b.cuda,
-                    b.python,
-                    gpustack::arch::torch_list(&b.arch_list).join(";"),
-                    b.cudnn
-                        .as_ref()
-                        .map(|v| format!(", cuDNN {v}"))
-                        .unwrap_or_default(),
-                    b.nccl
-                        .as_ref()
-                        .map(|v| format!(", NCCL {v}"))
-                        .unwrap_or_default()
-                );
-                src(&mut o, &b.origin);
-            }
-        }
-        "vllm" => {
-            for r in &c.vllm {
-                let _ = writeln!(
-                    o,
-                    "vllm {}: torch =={}, CUDA {} wheel, Python `{}`{}",
-                    r.version,
-                    r.torch,
-                    r.cuda,
-                    r.python,
-                    r.min_cc.map(|m| format!(", cc ≥ {m}")).unwrap_or_default()
-                );
-                src(&mut o, &r.origin);
-            }
-        }
-        "image" => {
-            for i in &c.images {
-                let _ = writeln!(
-                    o,
-                    "nvidia/cuda {} on {} ({}): {}",
-                    i.cuda,
-                    i.os,
-                    if i.supported {
-                        "supported"
-                    } else {
-                        "unsupported"
-                    },
-                    i.tags.join(", ")
-                );
-                src(&mut o, &i.origin);
-            }
-        }
-        "package" => {
-            for p in &c.packages {
-                let _ = writeln!(
-                    o,
-                    "{} {}{}{}",
-                    p.name,
-                    p.version.as_deref().unwrap_or("(follows the driver)"),
-                    p.variant
-                        .as_deref()
-                        .map(|v| format!(" [{v}]"))
-                        .unwrap_or_default(),
-                    if p.sha256.is_some() {
-                        ", sha256 known"
-                    } else {
-                        ""
-                    }
-                );
-                src(&mut o, &p.origin);
-            }
-        }
-        "instance" => {
-            for i in &c.instances {
-                let _ = writeln!(
-                    o,
-                    "{} on {}: {}{}",
-                    i.gpu,
-                    i.cloud,
-                    i.instance_type.as_deref().unwrap_or("(type not sourced)"),
-                    i.gpus.map(|n| format!(", {n} GPUs")).unwrap_or_default()
-                );
-                src(&mut o, &i.origin);
-            }
-        }
-        "env" => {
-            for e in &c.env {
-                let _ = writeln!(o, "{}: {}={}", e.fabric, e.name, e.value);
-                src(&mut o, &e.origin);
-            }
-        }
-        "bandwidth" => {
-            for b in &c.bandwidth {
-                let _ = writeln!(
-                    o,
-                    "{} over {}, {}×{}: {} GB/s ({}{})",
-                    b.gpu,
-                    b.fabric,
-                    b.nodes,
-                    b.gpus_per_node,
-                    b.busbw_gbps,
-                    b.test,
-                    b.size
-                        .as_deref()
-                        .map(|s| format!(", {s}"))
-                        .unwrap_or_default()
-                );
-                src(&mut o, &b.origin);
-            }
-        }
-        "deepspeed" => {
-            for r in &c.deepspeed {
-                let _ = writeln!(
-                    o,
-                    "deepspeed {}: torch `{}`, Python `{}`, nvcc/torch CUDA mismatches allowed: {}",
-                    r.version,
-                    r.torch
-                        .as_ref()
-                        .map_or_else(|| "*".to_string(), ToString::to_string),
-                    r.python
-                        .as_ref()
-                        .map_or_else(|| "*".to_string(), ToString::to_string),
-                    if r.cuda_mismatch_ok.is_empty() {
-                        "none".to_string()
-                    } else {
-                        r.cuda_mismatch_ok
-                            .iter()
-                            .map(ToString::to_string)
-                            .collect::<Vec<_>>()
-                            .join(" ")
-                    }
-                );
-                src(&mut o, &r.origin);
-            }
-        }
-        "extra" => {
-            for e in &c.extras {
-                let mut facts = vec![format!("layer {}", e.layer.name())];
-                if let Some(t) = &e.torch {
-                    facts.push(format!("torch `{t}`"));
-                }
-                if let Some(p) = &e.python {
-                    facts.push(format!("Python `{p}`"));
-                }
-                if let Some(m) = &e.cuda_majors {
-                    facts.push(format!(
-                        "CUDA {}",
-                        m.iter()
-                            .map(ToString::to_string)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ));
-                }
-                if let Some(cc) = e.min_cc {
-                    facts.push(format!("cc ≥ {cc}"));
-                }
-                facts.push(format!("from {}", e.index));
-                let _ = writeln!(
-                    o,
-                    "{} {} ({}): {}",
-                    e.component.name(),
-                    e.version,
-                    e.pypi_name,
-                    facts.join(", ")
-                );
-                src(&mut o, &e.origin);
-            }
-        }
+        "driver" => drivers(&mut o, c),
+        "cuda" => cuda(&mut o, c),
+        "gpu" => gpus(&mut o, c),
+        "os" => oses(&mut o, c),
+        "python" => pythons(&mut o, c),
+        "cudnn" | "nccl" => libraries(&mut o, c, fam),
+        "torch" => torch_builds(&mut o, c),
+        "vllm" => vllm(&mut o, c),
+        "image" => images(&mut o, c),
+        "package" => packages(&mut o, c),
+        "instance" => instances(&mut o, c),
+        "env" => env(&mut o, c),
+        "bandwidth" => bandwidth(&mut o, c),
+        "deepspeed" => deepspeed(&mut o, c),
+        "extra" => extras(&mut o, c),
         _ => return None,
     }
     Some(o)
+}
+
+/// Driver branches and their releases.
+fn drivers(o: &mut String, c: &Catalog) {
+    for (i, b) in c.branches.iter().enumerate() {
+        let vs: Vec<String> = c
+            .drivers
+            .iter()
+            .filter(|d| d.branch == i)
+            .map(|d| d.version.to_string())
+            .collect();
+        let _ = writeln!(
+            o,
+            "R{} {} {}{}: {}",
+            b.number,
+            b.kind.as_str(),
+            if b.supported { "supported" } else { "eol" },
+            b.eol
+                .as_ref()
+                .map(|e| format!(" (eol {e})"))
+                .unwrap_or_default(),
+            vs.join(", ")
+        );
+        src(o, &b.origin);
+    }
+}
+
+/// CUDA compatibility facts, nvcc targets and releases.
+fn cuda(o: &mut String, c: &Catalog) {
+    for m in &c.minor_compat {
+        let _ = writeln!(
+            o,
+            "CUDA {}.x minor-version compatibility: driver ≥ {}",
+            m.major, m.driver_min
+        );
+        src(o, &m.origin);
+    }
+    for f in &c.forward_compat {
+        let _ = writeln!(
+            o,
+            "{}: base branches {}",
+            f.package,
+            f.bases
+                .iter()
+                .map(|b| format!("R{b}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        src(o, &f.origin);
+    }
+    for t in &c.targets {
+        let _ = writeln!(
+            o,
+            "nvcc targets for CUDA `{}`: {}",
+            t.cuda,
+            t.sm.iter().map(|s| s.short()).collect::<Vec<_>>().join(" ")
+        );
+        src(o, &t.origin);
+    }
+    for r in &c.cuda {
+        let _ = writeln!(
+            o,
+            "CUDA {}: driver ≥ {}",
+            r.version,
+            r.driver_min
+                .as_ref()
+                .map_or_else(|| "unpublished".to_string(), ToString::to_string)
+        );
+        src(o, &r.origin);
+    }
+}
+
+/// GPUs.
+fn gpus(o: &mut String, c: &Catalog) {
+    for g in &c.gpus {
+        let _ = writeln!(
+            o,
+            "{} ({}): cc {}, {}{}{}{}{}",
+            g.id,
+            g.name,
+            g.cc,
+            g.arch,
+            if g.datacenter { ", data center" } else { "" },
+            if g.nvswitch { ", NVSwitch" } else { "" },
+            g.memory_gib
+                .map(|m| format!(", {m} GiB"))
+                .unwrap_or_default(),
+            if g.aliases.is_empty() {
+                String::new()
+            } else {
+                format!(", aliases {}", g.aliases.join(" "))
+            }
+        );
+        src(o, &g.origin);
+    }
+}
+
+/// Operating systems and their CUDA images.
+fn oses(o: &mut String, c: &Catalog) {
+    for x in &c.os {
+        let _ = writeln!(o, "{}: CUDA `{}`", x.id, x.cuda);
+        src(o, &x.origin);
+    }
+}
+
+/// Python releases.
+fn pythons(o: &mut String, c: &Catalog) {
+    for r in &c.python {
+        let _ = writeln!(
+            o,
+            "Python {}{}",
+            r.version,
+            r.eol
+                .as_ref()
+                .map(|e| format!(" (eol {e})"))
+                .unwrap_or_default()
+        );
+        src(o, &r.origin);
+    }
+}
+
+/// cuDNN or NCCL releases (`fam`).
+fn libraries(o: &mut String, c: &Catalog, fam: &str) {
+    for r in if fam == "cudnn" { &c.cudnn } else { &c.nccl } {
+        let _ = writeln!(
+            o,
+            "{} {}: CUDA {}{}",
+            fam,
+            r.version,
+            r.cuda_majors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            r.min_cc.map(|m| format!(", cc ≥ {m}")).unwrap_or_default()
+        );
+        src(o, &r.origin);
+    }
+}
+
+/// torch builds.
+fn torch_builds(o: &mut String, c: &Catalog) {
+    for b in &c.torch {
+        let _ = writeln!(
+            o,
+            "torch {}{}: CUDA {}, Python `{}`, archs {}{}{}",
+            b.full,
+            if b.pypi_default {
+                " (PyPI default)"
+            } else {
+                ""
+            },
+            b.cuda,
+            b.python,
+            gpustack::arch::torch_list(&b.arch_list).join(";"),
+            b.cudnn
+                .as_ref()
+                .map(|v| format!(", cuDNN {v}"))
+                .unwrap_or_default(),
+            b.nccl
+                .as_ref()
+                .map(|v| format!(", NCCL {v}"))
+                .unwrap_or_default()
+        );
+        src(o, &b.origin);
+    }
+}
+
+/// vLLM releases.
+fn vllm(o: &mut String, c: &Catalog) {
+    for r in &c.vllm {
+        let _ = writeln!(
+            o,
+            "vllm {}: torch =={}, CUDA {} wheel, Python `{}`{}",
+            r.version,
+            r.torch,
+            r.cuda,
+            r.python,
+            r.min_cc.map(|m| format!(", cc ≥ {m}")).unwrap_or_default()
+        );
+        src(o, &r.origin);
+    }
+}
+
+/// `nvidia/cuda` images.
+fn images(o: &mut String, c: &Catalog) {
+    for i in &c.images {
+        let _ = writeln!(
+            o,
+            "nvidia/cuda {} on {} ({}): {}",
+            i.cuda,
+            i.os,
+            if i.supported {
+                "supported"
+            } else {
+                "unsupported"
+            },
+            i.tags.join(", ")
+        );
+        src(o, &i.origin);
+    }
+}
+
+/// Host and image packages.
+fn packages(o: &mut String, c: &Catalog) {
+    for p in &c.packages {
+        let _ = writeln!(
+            o,
+            "{} {}{}{}",
+            p.name,
+            p.version.as_deref().unwrap_or("(follows the driver)"),
+            p.variant
+                .as_deref()
+                .map(|v| format!(" [{v}]"))
+                .unwrap_or_default(),
+            if p.sha256.is_some() {
+                ", sha256 known"
+            } else {
+                ""
+            }
+        );
+        src(o, &p.origin);
+    }
+}
+
+/// Cloud instances.
+fn instances(o: &mut String, c: &Catalog) {
+    for i in &c.instances {
+        let _ = writeln!(
+            o,
+            "{} on {}: {}{}",
+            i.gpu,
+            i.cloud,
+            i.instance_type.as_deref().unwrap_or("(type not sourced)"),
+            i.gpus.map(|n| format!(", {n} GPUs")).unwrap_or_default()
+        );
+        src(o, &i.origin);
+    }
+}
+
+/// Fabric environment variables.
+fn env(o: &mut String, c: &Catalog) {
+    for e in &c.env {
+        let _ = writeln!(o, "{}: {}={}", e.fabric, e.name, e.value);
+        src(o, &e.origin);
+    }
+}
+
+/// Published bandwidth figures.
+fn bandwidth(o: &mut String, c: &Catalog) {
+    for b in &c.bandwidth {
+        let _ = writeln!(
+            o,
+            "{} over {}, {}×{}: {} GB/s ({}{})",
+            b.gpu,
+            b.fabric,
+            b.nodes,
+            b.gpus_per_node,
+            b.busbw_gbps,
+            b.test,
+            b.size
+                .as_deref()
+                .map(|s| format!(", {s}"))
+                .unwrap_or_default()
+        );
+        src(o, &b.origin);
+    }
+}
+
+/// DeepSpeed releases.
+fn deepspeed(o: &mut String, c: &Catalog) {
+    for r in &c.deepspeed {
+        let _ = writeln!(
+            o,
+            "deepspeed {}: torch `{}`, Python `{}`, nvcc/torch CUDA mismatches allowed: {}",
+            r.version,
+            r.torch
+                .as_ref()
+                .map_or_else(|| "*".to_string(), ToString::to_string),
+            r.python
+                .as_ref()
+                .map_or_else(|| "*".to_string(), ToString::to_string),
+            if r.cuda_mismatch_ok.is_empty() {
+                "none".to_string()
+            } else {
+                r.cuda_mismatch_ok
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            }
+        );
+        src(o, &r.origin);
+    }
+}
+
+/// Extras (flash-attn, xformers, …).
+fn extras(o: &mut String, c: &Catalog) {
+    for e in &c.extras {
+        let mut facts = vec![format!("layer {}", e.layer.name())];
+        if let Some(t) = &e.torch {
+            facts.push(format!("torch `{t}`"));
+        }
+        if let Some(p) = &e.python {
+            facts.push(format!("Python `{p}`"));
+        }
+        if let Some(m) = &e.cuda_majors {
+            facts.push(format!(
+                "CUDA {}",
+                m.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if let Some(cc) = e.min_cc {
+            facts.push(format!("cc ≥ {cc}"));
+        }
+        facts.push(format!("from {}", e.index));
+        let _ = writeln!(
+            o,
+            "{} {} ({}): {}",
+            e.component.name(),
+            e.version,
+            e.pypi_name,
+            facts.join(", ")
+        );
+        src(o, &e.origin);
+    }
 }
 
 /// `why`: the pick, its facts and the rules behind it. The source is shortened to one URL

@@ -8,42 +8,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use super::rules::{Cand, Compat, Ctx, Rule, Violation};
+use super::rules::{Cand, Compat, Ctx};
 use super::{solve_assignment, Problem, Removal};
-use crate::catalog::Origin;
 use crate::core::version::{Clause, Version, VersionReq};
 use crate::core::Component;
+pub use crate::error::{Cause, Explanation};
+use crate::error::{Fact, Rule, Violation};
 use crate::spec::Spec;
-
-/// Why no stack exists.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Explanation {
-    /// The stack's name.
-    pub stack: String,
-    /// The conflicts, most direct first.
-    pub causes: Vec<Cause>,
-    /// Changes to the request that resolve (each checked by the solver).
-    pub hints: Vec<String>,
-}
-
-/// One component that has no usable candidate, or a neighbour that explains why.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Cause {
-    /// The component.
-    pub component: Component,
-    /// What the user asked for it.
-    pub requested: String,
-    /// `true` for the component whose domain emptied; `false` for context.
-    pub primary: bool,
-    /// Groups of candidates ruled out by the same rule: (versions, the first violation).
-    pub groups: Vec<(Vec<String>, Violation)>,
-    /// Candidates still possible (context causes only).
-    pub remaining: Vec<String>,
-    /// How many candidates only your request ruled out.
-    pub outside_request: usize,
-    /// When the request matches nothing: the catalog versions nearest to it.
-    pub nearest: Vec<String>,
-}
 
 pub(crate) fn explain(
     ctx: &Ctx<'_>,
@@ -210,133 +181,145 @@ fn summary<V: fmt::Display>(assign: &BTreeMap<Component, V>, focus: &[Component]
 }
 
 fn hints(ctx: &Ctx<'_>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    if let Some(host) = &ctx.spec.driver {
+        driver_upgrades(ctx, host, &mut out);
+    }
+    relaxed_requirements(ctx, &mut out);
+    blocking_archs(ctx, &mut out);
+    blocking_components(ctx, &mut out);
+    out
+}
+
+/// Adds a hint unless it is already there; at most four.
+fn push(out: &mut Vec<String>, h: String) {
+    if !out.contains(&h) && out.len() < 4 {
+        out.push(h);
+    }
+}
+
+/// An installed driver: the smallest catalog driver that works instead, and the
+/// smallest that runs the result with full (not minor-version) compatibility.
+fn driver_upgrades(ctx: &Ctx<'_>, host: &Version, out: &mut Vec<String>) {
     let spec = ctx.spec;
     let cat = ctx.cat;
-    let mut out: Vec<String> = Vec::new();
-    let push = |out: &mut Vec<String>, h: String| {
-        if !out.contains(&h) && out.len() < 4 {
-            out.push(h);
-        }
+    let mut ups: Vec<&Version> = cat
+        .drivers
+        .iter()
+        .map(|d| &d.version)
+        .filter(|v| *v > host)
+        .collect();
+    ups.sort();
+    let branch_note = |v: &Version| match cat.branch_of(v) {
+        Some(b) if !b.supported => format!("R{}, end of life", b.number),
+        Some(b) => format!("R{} {}", b.number, b.kind.as_str()),
+        None => format!("R{}", v.major()),
     };
-
-    // An installed driver: the smallest catalog driver that works instead, and the
-    // smallest that runs the result with full (not minor-version) compatibility.
-    if let Some(host) = &spec.driver {
-        let mut ups: Vec<&Version> = cat
-            .drivers
-            .iter()
-            .map(|d| &d.version)
-            .filter(|v| *v > host)
-            .collect();
-        ups.sort();
-        let branch_note = |v: &Version| match cat.branch_of(v) {
-            Some(b) if !b.supported => format!("R{}, end of life", b.number),
-            Some(b) => format!("R{} {}", b.number, b.kind.as_str()),
-            None => format!("R{}", v.major()),
-        };
-        let supported = |v: &Version| {
-            cat.branch_of(v)
-                .is_some_and(|b| b.supported && b.kind != crate::catalog::BranchKind::Nfb)
-        };
-        // Whether any upgrade can resolve: one solve with the driver left to the solver,
-        // among the catalog drivers from the installed one up (the same rules apply to a
-        // catalog driver as to an installed one of that version). Only then are upgrades
-        // tried one by one.
-        let req = spec.components.get(&Component::Driver);
-        let floor = match req {
-            Some(r) if !r.is_any() => format!("{r}, >={host}"),
-            _ => format!(">={host}"),
-        };
-        let possible = VersionReq::parse(&floor).map_or(true, |floor| {
-            let mut s = spec.clone();
-            s.driver = None;
-            s.components.insert(Component::Driver, floor);
-            solve_assignment(cat, &s).is_some()
-        });
-        if !possible {
-            ups.clear();
+    let supported = |v: &Version| {
+        cat.branch_of(v)
+            .is_some_and(|b| b.supported && b.kind != crate::catalog::BranchKind::Nfb)
+    };
+    // Whether any upgrade can resolve: one solve with the driver left to the solver,
+    // among the catalog drivers from the installed one up (the same rules apply to a
+    // catalog driver as to an installed one of that version). Only then are upgrades
+    // tried one by one.
+    let req = spec.components.get(&Component::Driver);
+    let floor = match req {
+        Some(r) if !r.is_any() => format!("{r}, >={host}"),
+        _ => format!(">={host}"),
+    };
+    let possible = VersionReq::parse(&floor).map_or(true, |floor| {
+        let mut s = spec.clone();
+        s.driver = None;
+        s.components.insert(Component::Driver, floor);
+        solve_assignment(cat, &s).is_some()
+    });
+    if !possible {
+        ups.clear();
+    }
+    // Drivers of one branch that compare alike with every driver threshold the rules
+    // read (the CUDA releases' full-support minimums, the minor-version floors, the GPUs'
+    // minimum drivers) and with the driver requirement are interchangeable to the
+    // solver, so only the lowest of each such class is solved: the others would give
+    // the same result, hence no other hint.
+    let mut thresholds: Vec<&Version> = cat
+        .cuda
+        .iter()
+        .filter_map(|r| r.driver_min.as_ref())
+        .chain(cat.minor_compat.iter().map(|m| &m.driver_min))
+        .chain(cat.gpus.iter().filter_map(|g| g.min_driver.as_ref()))
+        .collect();
+    thresholds.sort();
+    thresholds.dedup();
+    let class = |v: &Version| {
+        (
+            v.major(),
+            thresholds.partition_point(|t| *t <= v),
+            req.is_none_or(|r| r.matches(v)),
+        )
+    };
+    let mut tried = BTreeSet::new();
+    let (mut any, mut on_supported, mut full_done) = (false, false, false);
+    for up in ups {
+        if any && on_supported && full_done {
+            break;
         }
-        // Drivers of one branch that compare alike with every driver threshold the rules
-        // read (the CUDA releases' full-support minimums, the minor-version floors, the GPUs'
-        // minimum drivers) and with the driver requirement are interchangeable to the
-        // solver, so only the lowest of each such class is solved: the others would give
-        // the same result, hence no other hint.
-        let mut thresholds: Vec<&Version> = cat
-            .cuda
-            .iter()
-            .filter_map(|r| r.driver_min.as_ref())
-            .chain(cat.minor_compat.iter().map(|m| &m.driver_min))
-            .chain(cat.gpus.iter().filter_map(|g| g.min_driver.as_ref()))
-            .collect();
-        thresholds.sort();
-        thresholds.dedup();
-        let class = |v: &Version| {
-            (
-                v.major(),
-                thresholds.partition_point(|t| *t <= v),
-                req.is_none_or(|r| r.matches(v)),
-            )
+        if !tried.insert(class(up)) {
+            continue;
+        }
+        let mut s = spec.clone();
+        s.driver = Some(up.clone());
+        let Some(r) = super::solve_quiet(cat, &s) else {
+            continue;
         };
-        let mut tried = BTreeSet::new();
-        let (mut any, mut on_supported, mut full_done) = (false, false, false);
-        for up in ups {
-            if any && on_supported && full_done {
-                break;
-            }
-            if !tried.insert(class(up)) {
-                continue;
-            }
-            let mut s = spec.clone();
-            s.driver = Some(up.clone());
-            let Some(r) = super::solve_quiet(cat, &s) else {
-                continue;
-            };
-            let full = r.cuda_compat.as_ref().is_none_or(|c| *c == Compat::Full)
-                && r.torch_compat.as_ref().is_none_or(|c| *c == Compat::Full);
-            let picks = r.versions;
-            let how = match r.cuda_compat.as_ref().or(r.torch_compat.as_ref()) {
-                Some(Compat::MinorVersion) => " through minor-version compatibility",
-                Some(Compat::Forward { .. }) => " through forward compatibility (cuda-compat)",
-                _ => "",
-            };
-            if !any {
-                any = true;
-                on_supported = supported(up);
-                full_done = full;
-                push(
-                    &mut out,
-                    format!(
-                        "upgrade the driver to ≥ {up} ({}); with it the stack resolves{how} to {}",
-                        branch_note(up),
-                        summary(&picks, &[])
-                    ),
-                );
-            } else if !on_supported && supported(up) {
-                on_supported = true;
-                full_done |= full;
-                push(
-                    &mut out,
-                    format!(
-                        "on a supported branch: ≥ {up} ({}), resolving{how} to {}",
-                        branch_note(up),
-                        summary(&picks, &[])
-                    ),
-                );
-            } else if !full_done && full {
-                full_done = true;
-                push(
-                    &mut out,
-                    format!(
-                        "for full driver support instead: ≥ {up} ({}), with {}",
-                        branch_note(up),
-                        summary(&picks, &[])
-                    ),
-                );
-            }
+        let full = r.cuda_compat.as_ref().is_none_or(|c| *c == Compat::Full)
+            && r.torch_compat.as_ref().is_none_or(|c| *c == Compat::Full);
+        let picks = r.versions;
+        let how = match r.cuda_compat.as_ref().or(r.torch_compat.as_ref()) {
+            Some(Compat::MinorVersion) => " through minor-version compatibility",
+            Some(Compat::Forward { .. }) => " through forward compatibility (cuda-compat)",
+            _ => "",
+        };
+        if !any {
+            any = true;
+            on_supported = supported(up);
+            full_done = full;
+            push(
+                out,
+                format!(
+                    "upgrade the driver to ≥ {up} ({}); with it the stack resolves{how} to {}",
+                    branch_note(up),
+                    summary(&picks, &[])
+                ),
+            );
+        } else if !on_supported && supported(up) {
+            on_supported = true;
+            full_done |= full;
+            push(
+                out,
+                format!(
+                    "on a supported branch: ≥ {up} ({}), resolving{how} to {}",
+                    branch_note(up),
+                    summary(&picks, &[])
+                ),
+            );
+        } else if !full_done && full {
+            full_done = true;
+            push(
+                out,
+                format!(
+                    "for full driver support instead: ≥ {up} ({}), with {}",
+                    branch_note(up),
+                    summary(&picks, &[])
+                ),
+            );
         }
     }
+}
 
-    // One requirement relaxed.
+/// One requirement relaxed, or (when none resolves alone) two together.
+fn relaxed_requirements(ctx: &Ctx<'_>, out: &mut Vec<String>) {
+    let (spec, cat) = (ctx.spec, ctx.cat);
     let listed: Vec<(Component, VersionReq)> = spec
         .components
         .iter()
@@ -351,7 +334,7 @@ fn hints(ctx: &Ctx<'_>) -> Vec<String> {
             single_found = true;
             let v = a.get(c).map(ToString::to_string).unwrap_or_default();
             push(
-                &mut out,
+                out,
                 format!(
                     "relax `{} = \"{req}\"`: {} {v} works with the rest of your request ({})",
                     c.name(),
@@ -370,7 +353,7 @@ fn hints(ctx: &Ctx<'_>) -> Vec<String> {
                 s.components.insert(*c2, VersionReq::any());
                 if let Some(a) = solve_assignment(cat, &s) {
                     push(
-                        &mut out,
+                        out,
                         format!(
                             "relax both `{} = \"{r1}\"` and `{} = \"{r2}\"`: {} resolves",
                             c1.name(),
@@ -382,15 +365,23 @@ fn hints(ctx: &Ctx<'_>) -> Vec<String> {
             }
         }
     }
-    // Explicit archs that block.
+}
+
+/// Explicit archs that block.
+fn blocking_archs(ctx: &Ctx<'_>, out: &mut Vec<String>) {
+    let (spec, cat) = (ctx.spec, ctx.cat);
     for t in &spec.archs {
         let mut s = spec.clone();
         s.archs.retain(|x| x != t);
         if (!s.archs.is_empty() || !s.gpus.is_empty()) && solve_assignment(cat, &s).is_some() {
-            push(&mut out, format!("remove `{t}` from `[hardware].archs`"));
+            push(out, format!("remove `{t}` from `[hardware].archs`"));
         }
     }
-    // Optional components that block.
+}
+
+/// Optional components that block.
+fn blocking_components(ctx: &Ctx<'_>, out: &mut Vec<String>) {
+    let (spec, cat) = (ctx.spec, ctx.cat);
     for c in [
         Component::Deepspeed,
         Component::Vllm,
@@ -406,7 +397,7 @@ fn hints(ctx: &Ctx<'_>) -> Vec<String> {
             if !s.components.is_empty() {
                 if let Some(a) = solve_assignment(cat, &s) {
                     push(
-                        &mut out,
+                        out,
                         format!(
                             "remove `{}` from `[components]`: the rest resolves ({})",
                             c.name(),
@@ -417,7 +408,6 @@ fn hints(ctx: &Ctx<'_>) -> Vec<String> {
             }
         }
     }
-    out
 }
 
 /// Sources are shortened to `catalog/FILE:LINE — URL`; the alternate form (`{:#}`) writes
@@ -509,7 +499,7 @@ fn list(vs: &[String]) -> String {
 
 /// Each fact as `catalog/FILE:LINE — URL`; with `full` (`{:#}`, `--verbose`) the whole
 /// source text.
-fn facts(fs: &[Origin], full: bool) -> String {
+fn facts(fs: &[Fact], full: bool) -> String {
     let mut out = String::new();
     for o in fs {
         let source = if full {

@@ -4,7 +4,6 @@
 //! a [`Violation`] in the user's words, naming the facts (with their sources) that decide.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use crate::catalog::{Catalog, Origin};
 use crate::core::arch::{best_way, Cc, RunsVia, Target};
@@ -12,132 +11,7 @@ use crate::core::version::{Version, VersionReq};
 use crate::core::{extra_pattern, Component};
 use crate::spec::Spec;
 
-/// Every rule the solver applies. The id (`Rule::id`) is stable and documented.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Rule {
-    /// The version must satisfy the user's requirement.
-    Request,
-    /// The installed driver is a host fact.
-    HostDriver,
-    /// Legacy GPUs stop at a driver branch (Volta: R580).
-    GpuLastBranch,
-    /// Some GPUs need a minimum driver.
-    GpuMinDriver,
-    /// A GPU architecture is supported from a first driver to a last branch.
-    GpuGenerationDriver,
-    /// nvcc must accept a target for every GPU.
-    NvccTargets,
-    /// A CUDA release known only from NVIDIA's redistrib manifest is listed, never locked.
-    CudaRedistOnly,
-    /// The OS must have images for the CUDA release.
-    OsImages,
-    /// The driver must support the CUDA toolkit (full, minor-version or forward compatibility).
-    DriverCuda,
-    /// A torch wheel's arch list must run on every GPU.
-    TorchArchList,
-    /// The driver must run the CUDA runtime a wheel bundles.
-    WheelRuntimeDriver,
-    /// A torch wheel's CUDA must share the toolkit's major and not be newer.
-    TorchToolkit,
-    /// Wheels exist only for some Python versions.
-    WheelPython,
-    /// cuDNN comes from the torch wheel's pin.
-    TorchCudnnPin,
-    /// NCCL comes from the torch wheel's pin.
-    TorchNcclPin,
-    /// cuDNN/NCCL ship builds per CUDA major.
-    LibCudaMajor,
-    /// cuDNN/NCCL drop old GPUs.
-    LibMinCc,
-    /// cuDNN/NCCL have kernels for new GPUs only from some release on.
-    LibGpuSupport,
-    /// Every locked wheel must have a file pip installs on the OS's glibc and CPU.
-    WheelPlatform,
-    /// vLLM pins torch exactly and its wheel's CUDA major.
-    VllmTorchPin,
-    /// vLLM needs a minimum compute capability.
-    VllmMinCc,
-    /// DeepSpeed's torch requirement.
-    DeepspeedTorch,
-    /// The oldest DeepSpeed that works with a torch minor.
-    DeepspeedTorchMinimum,
-    /// DeepSpeed builds its ops with nvcc, which must match torch's CUDA.
-    DeepspeedNvcc,
-    /// An extra's own requirement on torch (release, without the `+cuXXX` label).
-    ExtraTorch,
-    /// An extra's published Python range.
-    ExtraPython,
-    /// An extra needs a minimum compute capability on every GPU.
-    ExtraMinCc,
-    /// An extra's binaries exist for some CUDA majors only: torch's CUDA variant must be one.
-    ExtraCudaMajor,
-    /// A torch source build needs the release's `[[source]]` entry.
-    TorchSource,
-    /// A torch source build's arch list must run on every GPU.
-    TorchSourceArchs,
-    /// A torch source build compiles with the toolkit: the same CUDA minor, and nvcc must
-    /// accept every arch it builds.
-    TorchSourceToolkit,
-    /// A torch source build needs a minimum cuDNN.
-    TorchSourceCudnn,
-}
-
-impl Rule {
-    /// The stable id used in messages, locks and the book.
-    pub fn id(self) -> &'static str {
-        match self {
-            Rule::Request => "request",
-            Rule::HostDriver => "host.driver",
-            Rule::GpuLastBranch => "gpu.last-driver-branch",
-            Rule::GpuMinDriver => "gpu.min-driver",
-            Rule::GpuGenerationDriver => "gpu.generation-driver",
-            Rule::NvccTargets => "cuda.nvcc-targets",
-            Rule::CudaRedistOnly => "cuda.redist-only",
-            Rule::OsImages => "os.cuda-images",
-            Rule::DriverCuda => "cuda.driver",
-            Rule::TorchArchList => "torch.arch-list",
-            Rule::WheelRuntimeDriver => "wheel.runtime-driver",
-            Rule::TorchToolkit => "torch.cuda-toolkit",
-            Rule::WheelPython => "wheel.python",
-            Rule::TorchCudnnPin => "torch.cudnn-pin",
-            Rule::TorchNcclPin => "torch.nccl-pin",
-            Rule::LibCudaMajor => "lib.cuda-major",
-            Rule::LibMinCc => "lib.min-cc",
-            Rule::LibGpuSupport => "lib.gpu-support",
-            Rule::WheelPlatform => "wheel.platform",
-            Rule::VllmTorchPin => "vllm.torch-pin",
-            Rule::VllmMinCc => "vllm.min-cc",
-            Rule::DeepspeedTorch => "deepspeed.torch",
-            Rule::DeepspeedTorchMinimum => "deepspeed.torch-minimum",
-            Rule::DeepspeedNvcc => "deepspeed.nvcc-matches-torch",
-            Rule::ExtraTorch => "extra.torch",
-            Rule::ExtraPython => "extra.python",
-            Rule::ExtraMinCc => "extra.min-cc",
-            Rule::ExtraCudaMajor => "extra.cuda-major",
-            Rule::TorchSource => "torch.source",
-            Rule::TorchSourceArchs => "torch.source-archs",
-            Rule::TorchSourceToolkit => "torch.source-toolkit",
-            Rule::TorchSourceCudnn => "torch.source-cudnn",
-        }
-    }
-}
-
-/// A broken rule, in the user's words.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Violation {
-    /// Which rule.
-    pub rule: Rule,
-    /// What is wrong, lowercase, no trailing period.
-    pub message: String,
-    /// The catalog facts that decide it.
-    pub facts: Vec<Origin>,
-}
-
-impl fmt::Display for Violation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
+pub use crate::error::{Fact, Rule, Violation};
 
 /// How a driver runs a CUDA release.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -210,6 +84,15 @@ pub(crate) struct Ctx<'c> {
     /// A torch source build's arch list (the request's `archs`, else the GPUs' list);
     /// `None` for wheels.
     pub(crate) source_archs: Option<Vec<Target>>,
+}
+
+/// A catalog entry's origin as an explanation cites it.
+fn fact_of(o: &Origin) -> Fact {
+    Fact {
+        file: o.file.clone(),
+        line: o.line,
+        source: o.source.clone(),
+    }
 }
 
 /// The support row every GPU of the stack needs: for each GPU, the newest row at or below
@@ -321,7 +204,7 @@ impl<'c> Ctx<'c> {
             Violation {
                 rule,
                 message: message(),
-                facts: facts(),
+                facts: facts().iter().map(fact_of).collect(),
             }
         } else {
             Violation {
@@ -507,200 +390,228 @@ impl<'c> Ctx<'c> {
             }
         }
         let Cand::Idx(i) = k else { return Ok(()) };
-        let gpus = || self.spec.gpus.iter().filter_map(|g| self.cat.gpu(g));
         match c {
-            Component::Driver => {
-                let d = &self.cat.drivers[i];
-                self.driver_fits_gpus(&d.version)?;
-            }
-            Component::Cuda => {
-                let r = &self.cat.cuda[i];
-                if r.redist_only {
-                    return Err(self.violation(
-                        Rule::CudaRedistOnly,
-                        || {
-                            format!(
-                                "CUDA {} is known only from NVIDIA's redistrib manifest: the release notes give it no driver minimum and no install package or image is recorded, so it is never locked",
-                                r.version
-                            )
-                        },
-                        || vec![r.origin.clone()],
-                    ));
-                }
-                let Some(ts) = self.cat.targets_for(&r.version) else {
-                    return Err(self.violation(
-                        Rule::NvccTargets,
-                        || {
-                            format!(
-                                "the catalog does not know which GPU targets CUDA {} accepts",
-                                r.version
-                            )
-                        },
-                        || vec![r.origin.clone()],
-                    ));
-                };
-                let missing: Vec<&Target> = self
-                    .targets
-                    .iter()
-                    .filter(|t| !ts.sm.iter().any(|s| s.cc == t.cc && s.suffix == t.suffix))
-                    .collect();
-                if !missing.is_empty() {
-                    let names = missing
-                        .iter()
-                        .map(|t| format!("`{t}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    let first = ts.sm.first().map(|t| t.to_string()).unwrap_or_default();
-                    let last = ts.sm.last().map(|t| t.to_string()).unwrap_or_default();
-                    return Err(self.violation(
-                        Rule::NvccTargets,
-                        || {
-                            format!(
-                            "nvcc of CUDA {} does not accept {names} (it accepts {first} … {last})",
-                            r.version
-                        )
-                        },
-                        || vec![ts.origin.clone()],
-                    ));
-                }
-                if let Some(os_id) = &self.spec.os {
-                    if let Some(os) = self.cat.os.iter().find(|o| &o.id == os_id) {
-                        if !os.cuda.matches(&r.version) {
-                            return Err(self.violation(Rule::OsImages, || format!("NVIDIA publishes CUDA {} for {os_id} only in `{}`; {} is not among them", r.version, os.cuda, r.version), || vec![os.origin.clone()]));
-                        }
-                    }
-                }
-            }
-            Component::Torch if self.source_archs.is_some() => {
-                let b = &self.cat.torch[i];
-                if self.cat.torch_source(&b.version).is_none() {
-                    return Err(self.violation(
-                        Rule::TorchSource,
-                        || format!("the catalog has no source entry (`[[source]]`: tag, build requirements) for torch {}, so it cannot be built from source", b.version),
-                        || vec![b.release_origin.clone()],
-                    ));
-                }
-                let archs = self.torch_archs(i);
-                for cc in &self.ccs {
-                    if best_way(archs, *cc).is_none() {
-                        return Err(self.violation(Rule::TorchSourceArchs, || format!("the requested arch list `{}` has no kernels for compute capability {cc}{}, and a source build has no other", crate::core::arch::torch_list(archs).join(";"), self.gpu_names_for(*cc)), Vec::new));
-                    }
-                }
-            }
-            Component::Torch => {
-                let b = &self.cat.torch[i];
-                self.wheel_installs(
-                    &b.platforms,
-                    || format!("torch {}", b.full),
-                    || b.release_origin.clone(),
-                )?;
-                if b.arch_list.is_empty() {
-                    return Err(self.violation(Rule::TorchArchList, || format!("the catalog has no verified arch list for torch {}, so it is never picked", b.full), || vec![b.origin.clone()]));
-                }
-                for cc in &self.ccs {
-                    if best_way(&b.arch_list, *cc).is_none() {
-                        // The list is formatted only for a message (not in the quiet search).
-                        return Err(self.violation(Rule::TorchArchList, || format!("torch {} is built for `{}`, which has no kernels for compute capability {cc}{}", b.full, crate::core::arch::torch_list(&b.arch_list).join(";"), self.gpu_names_for(*cc)), || vec![b.origin.clone()]));
-                    }
-                }
-            }
-            Component::Vllm => {
-                let r = &self.cat.vllm[i];
-                self.wheel_installs(
-                    &r.platforms,
-                    || format!("vLLM {}", r.version),
-                    || r.origin.clone(),
-                )?;
-                if let Some(min) = r.min_cc {
-                    if let Some(cc) = self.ccs.iter().find(|cc| **cc < min) {
-                        return Err(self.violation(
-                            Rule::VllmMinCc,
-                            || {
-                                format!(
-                                    "vLLM {} needs compute capability ≥ {min}, but {cc}{} is older",
-                                    r.version,
-                                    self.gpu_names_for(*cc)
-                                )
-                            },
-                            || vec![r.origin.clone()],
-                        ));
-                    }
-                }
-            }
-            Component::Cudnn | Component::Nccl => {
-                let r = if c == Component::Cudnn {
-                    &self.cat.cudnn[i]
-                } else {
-                    &self.cat.nccl[i]
-                };
-                let floor = if c == Component::Cudnn {
-                    self.cudnn_floor
-                } else {
-                    self.nccl_floor
-                };
-                if let Some((row, cc)) = floor {
-                    if r.version < row.since {
-                        return Err(self.violation(
-                            Rule::LibGpuSupport,
-                            || {
-                                format!(
-                                    "{} {} has no kernels for compute capability {cc}{}: support for compute capability ≥ {} starts with {} {}",
-                                    c.display(),
-                                    r.version,
-                                    self.gpu_names_for(cc),
-                                    row.cc,
-                                    c.display(),
-                                    row.since
-                                )
-                            },
-                            || vec![row.origin.clone()],
-                        ));
-                    }
-                }
-                if let Some(min) = r.min_cc {
-                    if let Some(cc) = self.ccs.iter().find(|cc| **cc < min) {
-                        return Err(self.violation(
-                            Rule::LibMinCc,
-                            || {
-                                format!(
-                                    "{} {} supports compute capability ≥ {min} only, not {cc}{}",
-                                    c.display(),
-                                    r.version,
-                                    self.gpu_names_for(*cc)
-                                )
-                            },
-                            || vec![r.origin.clone()],
-                        ));
-                    }
-                }
-            }
-            extra_pattern!() => {
-                let e = &self.cat.extras[i];
-                self.wheel_installs(
-                    &e.platforms,
-                    || format!("{} {}", c.display(), e.label()),
-                    || e.origin.clone(),
-                )?;
-                if let Some(min) = e.min_cc {
-                    if let Some(cc) = self.ccs.iter().find(|cc| **cc < min) {
-                        return Err(self.violation(
-                            Rule::ExtraMinCc,
-                            || {
-                                format!(
-                                    "{} {} needs compute capability ≥ {min}, but {cc}{} is older",
-                                    c.display(),
-                                    e.label(),
-                                    self.gpu_names_for(*cc)
-                                )
-                            },
-                            || vec![e.origin.clone()],
-                        ));
-                    }
-                }
-            }
-            _ => {}
+            Component::Driver => self.driver_fits_gpus(&self.cat.drivers[i].version),
+            Component::Cuda => self.unary_cuda(i),
+            Component::Torch if self.source_archs.is_some() => self.unary_torch_source(i),
+            Component::Torch => self.unary_torch_wheel(i),
+            Component::Vllm => self.unary_vllm(i),
+            Component::Cudnn | Component::Nccl => self.unary_lib(c, i),
+            extra_pattern!() => self.unary_extra(c, i),
+            _ => Ok(()),
         }
-        let _ = gpus;
+    }
+
+    /// A CUDA release: never a redistrib-only one; nvcc accepts every GPU; the OS has
+    /// images for it.
+    fn unary_cuda(&self, i: usize) -> Result<(), Violation> {
+        let r = &self.cat.cuda[i];
+        if r.redist_only {
+            return Err(self.violation(
+                Rule::CudaRedistOnly,
+                || {
+                    format!(
+                        "CUDA {} is known only from NVIDIA's redistrib manifest: the release notes give it no driver minimum and no install package or image is recorded, so it is never locked",
+                        r.version
+                    )
+                },
+                || vec![r.origin.clone()],
+            ));
+        }
+        let Some(ts) = self.cat.targets_for(&r.version) else {
+            return Err(self.violation(
+                Rule::NvccTargets,
+                || {
+                    format!(
+                        "the catalog does not know which GPU targets CUDA {} accepts",
+                        r.version
+                    )
+                },
+                || vec![r.origin.clone()],
+            ));
+        };
+        let missing: Vec<&Target> = self
+            .targets
+            .iter()
+            .filter(|t| !ts.sm.iter().any(|s| s.cc == t.cc && s.suffix == t.suffix))
+            .collect();
+        if !missing.is_empty() {
+            let names = missing
+                .iter()
+                .map(|t| format!("`{t}`"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let first = ts.sm.first().map(|t| t.to_string()).unwrap_or_default();
+            let last = ts.sm.last().map(|t| t.to_string()).unwrap_or_default();
+            return Err(self.violation(
+                Rule::NvccTargets,
+                || {
+                    format!(
+                        "nvcc of CUDA {} does not accept {names} (it accepts {first} … {last})",
+                        r.version
+                    )
+                },
+                || vec![ts.origin.clone()],
+            ));
+        }
+        if let Some(os_id) = &self.spec.os {
+            if let Some(os) = self.cat.os.iter().find(|o| &o.id == os_id) {
+                if !os.cuda.matches(&r.version) {
+                    return Err(self.violation(Rule::OsImages, || format!("NVIDIA publishes CUDA {} for {os_id} only in `{}`; {} is not among them", r.version, os.cuda, r.version), || vec![os.origin.clone()]));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// torch built from source: a source entry, and the requested arch list covers every GPU.
+    fn unary_torch_source(&self, i: usize) -> Result<(), Violation> {
+        let b = &self.cat.torch[i];
+        if self.cat.torch_source(&b.version).is_none() {
+            return Err(self.violation(
+                Rule::TorchSource,
+                || format!("the catalog has no source entry (`[[source]]`: tag, build requirements) for torch {}, so it cannot be built from source", b.version),
+                || vec![b.release_origin.clone()],
+            ));
+        }
+        let archs = self.torch_archs(i);
+        for cc in &self.ccs {
+            if best_way(archs, *cc).is_none() {
+                return Err(self.violation(Rule::TorchSourceArchs, || format!("the requested arch list `{}` has no kernels for compute capability {cc}{}, and a source build has no other", crate::core::arch::torch_list(archs).join(";"), self.gpu_names_for(*cc)), Vec::new));
+            }
+        }
+        Ok(())
+    }
+
+    /// A torch wheel: it installs on the platform and its arch list covers every GPU.
+    fn unary_torch_wheel(&self, i: usize) -> Result<(), Violation> {
+        let b = &self.cat.torch[i];
+        self.wheel_installs(
+            &b.platforms,
+            || format!("torch {}", b.full),
+            || b.release_origin.clone(),
+        )?;
+        if b.arch_list.is_empty() {
+            return Err(self.violation(
+                Rule::TorchArchList,
+                || {
+                    format!(
+                        "the catalog has no verified arch list for torch {}, so it is never picked",
+                        b.full
+                    )
+                },
+                || vec![b.origin.clone()],
+            ));
+        }
+        for cc in &self.ccs {
+            if best_way(&b.arch_list, *cc).is_none() {
+                // The list is formatted only for a message (not in the quiet search).
+                return Err(self.violation(Rule::TorchArchList, || format!("torch {} is built for `{}`, which has no kernels for compute capability {cc}{}", b.full, crate::core::arch::torch_list(&b.arch_list).join(";"), self.gpu_names_for(*cc)), || vec![b.origin.clone()]));
+            }
+        }
+        Ok(())
+    }
+
+    /// A vLLM wheel: it installs on the platform and runs on every GPU.
+    fn unary_vllm(&self, i: usize) -> Result<(), Violation> {
+        let r = &self.cat.vllm[i];
+        self.wheel_installs(
+            &r.platforms,
+            || format!("vLLM {}", r.version),
+            || r.origin.clone(),
+        )?;
+        if let Some(min) = r.min_cc {
+            if let Some(cc) = self.ccs.iter().find(|cc| **cc < min) {
+                return Err(self.violation(
+                    Rule::VllmMinCc,
+                    || {
+                        format!(
+                            "vLLM {} needs compute capability ≥ {min}, but {cc}{} is older",
+                            r.version,
+                            self.gpu_names_for(*cc)
+                        )
+                    },
+                    || vec![r.origin.clone()],
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// cuDNN or NCCL: kernels for every GPU.
+    fn unary_lib(&self, c: Component, i: usize) -> Result<(), Violation> {
+        let r = if c == Component::Cudnn {
+            &self.cat.cudnn[i]
+        } else {
+            &self.cat.nccl[i]
+        };
+        let floor = if c == Component::Cudnn {
+            self.cudnn_floor
+        } else {
+            self.nccl_floor
+        };
+        if let Some((row, cc)) = floor {
+            if r.version < row.since {
+                return Err(self.violation(
+                    Rule::LibGpuSupport,
+                    || {
+                        format!(
+                            "{} {} has no kernels for compute capability {cc}{}: support for compute capability ≥ {} starts with {} {}",
+                            c.display(),
+                            r.version,
+                            self.gpu_names_for(cc),
+                            row.cc,
+                            c.display(),
+                            row.since
+                        )
+                    },
+                    || vec![row.origin.clone()],
+                ));
+            }
+        }
+        if let Some(min) = r.min_cc {
+            if let Some(cc) = self.ccs.iter().find(|cc| **cc < min) {
+                return Err(self.violation(
+                    Rule::LibMinCc,
+                    || {
+                        format!(
+                            "{} {} supports compute capability ≥ {min} only, not {cc}{}",
+                            c.display(),
+                            r.version,
+                            self.gpu_names_for(*cc)
+                        )
+                    },
+                    || vec![r.origin.clone()],
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// An extra: it installs on the platform and runs on every GPU.
+    fn unary_extra(&self, c: Component, i: usize) -> Result<(), Violation> {
+        let e = &self.cat.extras[i];
+        self.wheel_installs(
+            &e.platforms,
+            || format!("{} {}", c.display(), e.label()),
+            || e.origin.clone(),
+        )?;
+        if let Some(min) = e.min_cc {
+            if let Some(cc) = self.ccs.iter().find(|cc| **cc < min) {
+                return Err(self.violation(
+                    Rule::ExtraMinCc,
+                    || {
+                        format!(
+                            "{} {} needs compute capability ≥ {min}, but {cc}{} is older",
+                            c.display(),
+                            e.label(),
+                            self.gpu_names_for(*cc)
+                        )
+                    },
+                    || vec![e.origin.clone()],
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -914,7 +825,7 @@ impl<'c> Ctx<'c> {
         Err(Violation {
             rule,
             message: msg,
-            facts,
+            facts: facts.iter().map(fact_of).collect(),
         })
     }
 
@@ -934,335 +845,406 @@ impl<'c> Ctx<'c> {
         };
         match (ca, cb) {
             (C::Driver, _) => self.check_pair_driver(&self.cat.drivers[ia].version, ca, cb, b),
-            (C::Cuda, C::Cudnn) | (C::Cuda, C::Nccl) => {
-                let cu = &self.cat.cuda[ia];
-                let lib = if cb == C::Cudnn {
-                    &self.cat.cudnn[ib.unwrap_or(0)]
-                } else {
-                    &self.cat.nccl[ib.unwrap_or(0)]
-                };
-                if lib.cuda_majors.contains(&cu.version.major()) {
-                    Ok(())
-                } else {
-                    Err(self.violation(
-                        Rule::LibCudaMajor,
-                        || {
-                            format!(
-                                "{} {} ships builds for CUDA {} only, not CUDA {}",
-                                cb.display(),
-                                lib.version,
-                                lib.cuda_majors
-                                    .iter()
-                                    .map(ToString::to_string)
-                                    .collect::<Vec<_>>()
-                                    .join(", "),
-                                cu.version.major()
-                            )
-                        },
-                        || vec![lib.origin.clone()],
-                    ))
-                }
-            }
+            (C::Cuda, C::Cudnn) | (C::Cuda, C::Nccl) => self.pair_cuda_lib(ia, cb, ib.unwrap_or(0)),
             (C::Cuda, C::Torch) if self.source_archs.is_some() => {
-                let cu = &self.cat.cuda[ia];
-                let t = &self.cat.torch[ib.unwrap_or(0)];
-                if (cu.version.major(), cu.version.minor()) != (t.cuda.major(), t.cuda.minor()) {
-                    return Err(self.violation(Rule::TorchSourceToolkit, || format!("torch {} is built from source with the CUDA {} toolkit, not CUDA {}", t.full, t.cuda, cu.version), || vec![t.origin.clone()]));
-                }
-                let archs = self.source_archs.as_deref().unwrap_or_default();
-                let Some(ts) = self.cat.targets_for(&cu.version) else {
-                    return Err(self.violation(Rule::TorchSourceToolkit, || format!("the catalog does not know which GPU targets nvcc of CUDA {} accepts", cu.version), || vec![cu.origin.clone()]));
-                };
-                let missing: Vec<&Target> = archs
-                    .iter()
-                    .filter(|a| !ts.sm.iter().any(|s| s.cc == a.cc && s.suffix == a.suffix))
-                    .collect();
-                if missing.is_empty() {
-                    Ok(())
-                } else {
-                    Err(self.violation(Rule::TorchSourceToolkit, || format!("nvcc of CUDA {} does not accept {}, which the torch source build compiles for", cu.version, missing.iter().map(|t| format!("`{}`", t.torch_form())).collect::<Vec<_>>().join(", ")), || vec![ts.origin.clone()]))
-                }
+                self.pair_cuda_torch_source(ia, ib.unwrap_or(0))
             }
-            (C::Cuda, C::Torch) => {
-                let cu = &self.cat.cuda[ia];
-                let t = &self.cat.torch[ib.unwrap_or(0)];
-                let same_major = cu.version.major() == t.cuda.major();
-                let not_newer =
-                    (t.cuda.major(), t.cuda.minor()) <= (cu.version.major(), cu.version.minor());
-                if same_major && not_newer {
-                    Ok(())
-                } else {
-                    Err(self.violation(Rule::TorchToolkit, || if same_major {
-                                format!("torch {} bundles the CUDA {} runtime, newer than the CUDA {} toolkit", t.full, t.cuda, cu.version)
-                            } else {
-                                format!(
-                                    "torch {} is a CUDA {} build, but the toolkit is CUDA {}",
-                                    t.full,
-                                    t.cuda.major(),
-                                    cu.version
-                                )
-                            }, || vec![t.origin.clone()]))
-                }
-            }
+            (C::Cuda, C::Torch) => self.pair_cuda_torch(ia, ib.unwrap_or(0)),
             (C::Cudnn, C::Torch) | (C::Nccl, C::Torch) if self.source_archs.is_some() => {
-                let lib = if ca == C::Cudnn {
-                    &self.cat.cudnn[ia]
-                } else {
-                    &self.cat.nccl[ia]
-                };
-                let t = &self.cat.torch[ib.unwrap_or(0)];
-                if !lib.cuda_majors.contains(&t.cuda.major()) {
-                    return Err(self.violation(
-                        Rule::LibCudaMajor,
-                        || {
-                            format!(
-                                "{} {} ships builds for CUDA {} only, not CUDA {}",
-                                ca.display(),
-                                lib.version,
-                                lib.cuda_majors
-                                    .iter()
-                                    .map(ToString::to_string)
-                                    .collect::<Vec<_>>()
-                                    .join(", "),
-                                t.cuda.major()
-                            )
-                        },
-                        || vec![lib.origin.clone()],
-                    ));
-                }
-                match self.cat.torch_source(&t.version) {
-                    Some(src) if ca == C::Cudnn && lib.version < src.cudnn_min => Err(self
-                        .violation(
-                            Rule::TorchSourceCudnn,
-                            || {
-                                format!(
-                                    "building torch {} from source needs cuDNN ≥ {}, not {}",
-                                    t.version, src.cudnn_min, lib.version
-                                )
-                            },
-                            || vec![src.origin.clone()],
-                        )),
-                    _ => Ok(()),
-                }
+                self.pair_lib_torch_source(ca, ia, ib.unwrap_or(0))
             }
             (C::Cudnn, C::Torch) | (C::Nccl, C::Torch) => {
-                let lib = if ca == C::Cudnn {
-                    &self.cat.cudnn[ia]
-                } else {
-                    &self.cat.nccl[ia]
-                };
-                let t = &self.cat.torch[ib.unwrap_or(0)];
-                let pin = if ca == C::Cudnn { &t.cudnn } else { &t.nccl };
-                let rule = if ca == C::Cudnn {
-                    Rule::TorchCudnnPin
-                } else {
-                    Rule::TorchNcclPin
-                };
-                match pin {
-                    Some(p) if *p != lib.version => Err(Violation {
-                        rule,
-                        message: if self.verbose {
-                            format!(
-                                "torch {} pins {} {p}, not {}",
-                                t.full,
-                                ca.display(),
-                                lib.version
-                            )
-                        } else {
-                            String::new()
-                        },
-                        facts: if self.verbose {
-                            vec![t.origin.clone()]
-                        } else {
-                            Vec::new()
-                        },
-                    }),
-                    Some(_) => Ok(()),
-                    None if lib.cuda_majors.contains(&t.cuda.major()) => Ok(()),
-                    None => Err(self.violation(
-                        Rule::LibCudaMajor,
-                        || {
-                            format!(
-                                "{} {} has no CUDA {} build for torch {}",
-                                ca.display(),
-                                lib.version,
-                                t.cuda.major(),
-                                t.full
-                            )
-                        },
-                        || vec![lib.origin.clone()],
-                    )),
-                }
+                self.pair_lib_torch(ca, ia, ib.unwrap_or(0))
             }
-            (C::Python, C::Torch) => {
-                let py = &self.cat.python[ia].version;
-                let t = &self.cat.torch[ib.unwrap_or(0)];
-                if t.python.matches(py) {
-                    Ok(())
-                } else {
-                    Err(self.violation(
-                        Rule::WheelPython,
-                        || {
-                            format!(
-                                "torch {} publishes wheels for Python `{}` only, not {py}",
-                                t.full, t.python
-                            )
-                        },
-                        || vec![t.python_origin.clone()],
-                    ))
-                }
-            }
-            (C::Python, C::Vllm) => {
-                let py = &self.cat.python[ia].version;
-                let r = &self.cat.vllm[ib.unwrap_or(0)];
-                if r.python.matches(py) {
-                    Ok(())
-                } else {
-                    Err(self.violation(
-                        Rule::WheelPython,
-                        || {
-                            format!(
-                                "vLLM {} supports Python `{}` only, not {py}",
-                                r.version, r.python
-                            )
-                        },
-                        || vec![r.origin.clone()],
-                    ))
-                }
-            }
-            (C::Python, C::Deepspeed) => {
-                let py = &self.cat.python[ia].version;
-                let r = &self.cat.deepspeed[ib.unwrap_or(0)];
-                match &r.python {
-                    Some(req) if !req.matches(py) => Err(self.violation(
-                        Rule::WheelPython,
-                        || {
-                            format!(
-                                "DeepSpeed {} supports Python `{req}` only, not {py}",
-                                r.version
-                            )
-                        },
-                        || vec![r.origin.clone()],
-                    )),
-                    _ => Ok(()),
-                }
-            }
-            (C::Torch, C::Vllm) => {
-                let t = &self.cat.torch[ia];
-                let r = &self.cat.vllm[ib.unwrap_or(0)];
-                if t.version.cmp_release(&r.torch).is_ne() {
-                    Err(self.violation(
-                        Rule::VllmTorchPin,
-                        || {
-                            format!(
-                                "vLLM {} pins torch =={}, not {}",
-                                r.version, r.torch, t.version
-                            )
-                        },
-                        || vec![r.origin.clone()],
-                    ))
-                } else if t.cuda.major() != r.cuda.major() {
-                    Err(self.violation(Rule::VllmTorchPin, || format!("vLLM {}'s wheel is built with CUDA {}, so torch must be a CUDA {} build, not {}", r.version, r.cuda, r.cuda.major(), t.full), || vec![r.origin.clone()]))
-                } else {
-                    Ok(())
-                }
-            }
-            (C::Python, extra_pattern!()) => {
-                let py = &self.cat.python[ia].version;
-                let e = &self.cat.extras[ib.unwrap_or(0)];
-                match &e.python {
-                    Some(req) if !req.matches(py) => Err(self.violation(
-                        Rule::ExtraPython,
-                        || {
-                            format!(
-                                "{} {} requires Python `{req}`, not {py}",
-                                cb.display(),
-                                e.label()
-                            )
-                        },
-                        || vec![e.origin.clone()],
-                    )),
-                    _ => Ok(()),
-                }
-            }
-            (C::Torch, extra_pattern!()) => {
-                let t = &self.cat.torch[ia];
-                let e = &self.cat.extras[ib.unwrap_or(0)];
-                if let Some(req) = &e.torch {
-                    // `t.version` is the release without its `+cuXXX` label.
-                    if !req.matches(&t.version) {
-                        return Err(self.violation(
-                            Rule::ExtraTorch,
-                            || {
-                                format!(
-                                    "{} {} requires torch `{req}`, not {}",
-                                    cb.display(),
-                                    e.label(),
-                                    t.version
-                                )
-                            },
-                            || vec![e.origin.clone()],
-                        ));
+            (C::Python, C::Torch) => self.pair_python_torch(ia, ib.unwrap_or(0)),
+            (C::Python, C::Vllm) => self.pair_python_vllm(ia, ib.unwrap_or(0)),
+            (C::Python, C::Deepspeed) => self.pair_python_deepspeed(ia, ib.unwrap_or(0)),
+            (C::Torch, C::Vllm) => self.pair_torch_vllm(ia, ib.unwrap_or(0)),
+            (C::Python, extra_pattern!()) => self.pair_python_extra(ia, cb, ib.unwrap_or(0)),
+            (C::Torch, extra_pattern!()) => self.pair_torch_extra(ia, cb, ib.unwrap_or(0)),
+            (C::Torch, C::Deepspeed) => self.pair_torch_deepspeed(ia, ib.unwrap_or(0)),
+            _ => Ok(()),
+        }
+    }
+
+    /// The toolkit and cuDNN or NCCL: a build for its CUDA major.
+    fn pair_cuda_lib(&self, ia: usize, cb: Component, ib: usize) -> Result<(), Violation> {
+        use Component as C;
+        let cu = &self.cat.cuda[ia];
+        let lib = if cb == C::Cudnn {
+            &self.cat.cudnn[ib]
+        } else {
+            &self.cat.nccl[ib]
+        };
+        if lib.cuda_majors.contains(&cu.version.major()) {
+            Ok(())
+        } else {
+            Err(self.violation(
+                Rule::LibCudaMajor,
+                || {
+                    format!(
+                        "{} {} ships builds for CUDA {} only, not CUDA {}",
+                        cb.display(),
+                        lib.version,
+                        lib.cuda_majors
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        cu.version.major()
+                    )
+                },
+                || vec![lib.origin.clone()],
+            ))
+        }
+    }
+
+    /// The toolkit and a torch source build: the same CUDA minor, and nvcc accepts every arch.
+    fn pair_cuda_torch_source(&self, ia: usize, ib: usize) -> Result<(), Violation> {
+        let cu = &self.cat.cuda[ia];
+        let t = &self.cat.torch[ib];
+        if (cu.version.major(), cu.version.minor()) != (t.cuda.major(), t.cuda.minor()) {
+            return Err(self.violation(
+                Rule::TorchSourceToolkit,
+                || {
+                    format!(
+                        "torch {} is built from source with the CUDA {} toolkit, not CUDA {}",
+                        t.full, t.cuda, cu.version
+                    )
+                },
+                || vec![t.origin.clone()],
+            ));
+        }
+        let archs = self.source_archs.as_deref().unwrap_or_default();
+        let Some(ts) = self.cat.targets_for(&cu.version) else {
+            return Err(self.violation(
+                Rule::TorchSourceToolkit,
+                || {
+                    format!(
+                        "the catalog does not know which GPU targets nvcc of CUDA {} accepts",
+                        cu.version
+                    )
+                },
+                || vec![cu.origin.clone()],
+            ));
+        };
+        let missing: Vec<&Target> = archs
+            .iter()
+            .filter(|a| !ts.sm.iter().any(|s| s.cc == a.cc && s.suffix == a.suffix))
+            .collect();
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(self.violation(Rule::TorchSourceToolkit, || format!("nvcc of CUDA {} does not accept {}, which the torch source build compiles for", cu.version, missing.iter().map(|t| format!("`{}`", t.torch_form())).collect::<Vec<_>>().join(", ")), || vec![ts.origin.clone()]))
+        }
+    }
+
+    /// The toolkit and a torch wheel: the same CUDA major, and the wheel's runtime not newer.
+    fn pair_cuda_torch(&self, ia: usize, ib: usize) -> Result<(), Violation> {
+        let cu = &self.cat.cuda[ia];
+        let t = &self.cat.torch[ib];
+        let same_major = cu.version.major() == t.cuda.major();
+        let not_newer =
+            (t.cuda.major(), t.cuda.minor()) <= (cu.version.major(), cu.version.minor());
+        if same_major && not_newer {
+            Ok(())
+        } else {
+            Err(self.violation(
+                Rule::TorchToolkit,
+                || {
+                    if same_major {
+                        format!(
+                            "torch {} bundles the CUDA {} runtime, newer than the CUDA {} toolkit",
+                            t.full, t.cuda, cu.version
+                        )
+                    } else {
+                        format!(
+                            "torch {} is a CUDA {} build, but the toolkit is CUDA {}",
+                            t.full,
+                            t.cuda.major(),
+                            cu.version
+                        )
                     }
-                }
-                match &e.cuda_majors {
-                    Some(majors) if !majors.contains(&t.cuda.major()) => Err(self.violation(
-                        Rule::ExtraCudaMajor,
-                        || {
-                            format!(
-                                "{} {} ships builds for CUDA {} only, but torch {} is a CUDA {} build",
-                                cb.display(),
-                                e.label(),
-                                majors
-                                    .iter()
-                                    .map(ToString::to_string)
-                                    .collect::<Vec<_>>()
-                                    .join(", "),
-                                t.full,
-                                t.cuda.major()
-                            )
-                        },
-                        || vec![e.origin.clone(), t.origin.clone()],
-                    )),
-                    _ => Ok(()),
-                }
+                },
+                || vec![t.origin.clone()],
+            ))
+        }
+    }
+
+    /// cuDNN or NCCL and a torch source build: a build for its CUDA major, and the cuDNN it needs.
+    fn pair_lib_torch_source(&self, ca: Component, ia: usize, ib: usize) -> Result<(), Violation> {
+        use Component as C;
+        let lib = if ca == C::Cudnn {
+            &self.cat.cudnn[ia]
+        } else {
+            &self.cat.nccl[ia]
+        };
+        let t = &self.cat.torch[ib];
+        if !lib.cuda_majors.contains(&t.cuda.major()) {
+            return Err(self.violation(
+                Rule::LibCudaMajor,
+                || {
+                    format!(
+                        "{} {} ships builds for CUDA {} only, not CUDA {}",
+                        ca.display(),
+                        lib.version,
+                        lib.cuda_majors
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        t.cuda.major()
+                    )
+                },
+                || vec![lib.origin.clone()],
+            ));
+        }
+        match self.cat.torch_source(&t.version) {
+            Some(src) if ca == C::Cudnn && lib.version < src.cudnn_min => Err(self.violation(
+                Rule::TorchSourceCudnn,
+                || {
+                    format!(
+                        "building torch {} from source needs cuDNN ≥ {}, not {}",
+                        t.version, src.cudnn_min, lib.version
+                    )
+                },
+                || vec![src.origin.clone()],
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// cuDNN or NCCL and a torch wheel: the wheel's pin, or a build for its CUDA major.
+    fn pair_lib_torch(&self, ca: Component, ia: usize, ib: usize) -> Result<(), Violation> {
+        use Component as C;
+        let lib = if ca == C::Cudnn {
+            &self.cat.cudnn[ia]
+        } else {
+            &self.cat.nccl[ia]
+        };
+        let t = &self.cat.torch[ib];
+        let pin = if ca == C::Cudnn { &t.cudnn } else { &t.nccl };
+        let rule = if ca == C::Cudnn {
+            Rule::TorchCudnnPin
+        } else {
+            Rule::TorchNcclPin
+        };
+        match pin {
+            Some(p) if *p != lib.version => Err(Violation {
+                rule,
+                message: if self.verbose {
+                    format!(
+                        "torch {} pins {} {p}, not {}",
+                        t.full,
+                        ca.display(),
+                        lib.version
+                    )
+                } else {
+                    String::new()
+                },
+                facts: if self.verbose {
+                    vec![fact_of(&t.origin)]
+                } else {
+                    Vec::new()
+                },
+            }),
+            Some(_) => Ok(()),
+            None if lib.cuda_majors.contains(&t.cuda.major()) => Ok(()),
+            None => Err(self.violation(
+                Rule::LibCudaMajor,
+                || {
+                    format!(
+                        "{} {} has no CUDA {} build for torch {}",
+                        ca.display(),
+                        lib.version,
+                        t.cuda.major(),
+                        t.full
+                    )
+                },
+                || vec![lib.origin.clone()],
+            )),
+        }
+    }
+
+    /// Python and torch: the wheel's Python range.
+    fn pair_python_torch(&self, ia: usize, ib: usize) -> Result<(), Violation> {
+        let py = &self.cat.python[ia].version;
+        let t = &self.cat.torch[ib];
+        if t.python.matches(py) {
+            Ok(())
+        } else {
+            Err(self.violation(
+                Rule::WheelPython,
+                || {
+                    format!(
+                        "torch {} publishes wheels for Python `{}` only, not {py}",
+                        t.full, t.python
+                    )
+                },
+                || vec![t.python_origin.clone()],
+            ))
+        }
+    }
+
+    /// Python and vLLM: its Python range.
+    fn pair_python_vllm(&self, ia: usize, ib: usize) -> Result<(), Violation> {
+        let py = &self.cat.python[ia].version;
+        let r = &self.cat.vllm[ib];
+        if r.python.matches(py) {
+            Ok(())
+        } else {
+            Err(self.violation(
+                Rule::WheelPython,
+                || {
+                    format!(
+                        "vLLM {} supports Python `{}` only, not {py}",
+                        r.version, r.python
+                    )
+                },
+                || vec![r.origin.clone()],
+            ))
+        }
+    }
+
+    /// Python and DeepSpeed: its Python range.
+    fn pair_python_deepspeed(&self, ia: usize, ib: usize) -> Result<(), Violation> {
+        let py = &self.cat.python[ia].version;
+        let r = &self.cat.deepspeed[ib];
+        match &r.python {
+            Some(req) if !req.matches(py) => Err(self.violation(
+                Rule::WheelPython,
+                || {
+                    format!(
+                        "DeepSpeed {} supports Python `{req}` only, not {py}",
+                        r.version
+                    )
+                },
+                || vec![r.origin.clone()],
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// torch and vLLM: the exact torch pin and the wheel's CUDA major.
+    fn pair_torch_vllm(&self, ia: usize, ib: usize) -> Result<(), Violation> {
+        let t = &self.cat.torch[ia];
+        let r = &self.cat.vllm[ib];
+        if t.version.cmp_release(&r.torch).is_ne() {
+            Err(self.violation(
+                Rule::VllmTorchPin,
+                || {
+                    format!(
+                        "vLLM {} pins torch =={}, not {}",
+                        r.version, r.torch, t.version
+                    )
+                },
+                || vec![r.origin.clone()],
+            ))
+        } else if t.cuda.major() != r.cuda.major() {
+            Err(self.violation(Rule::VllmTorchPin, || format!("vLLM {}'s wheel is built with CUDA {}, so torch must be a CUDA {} build, not {}", r.version, r.cuda, r.cuda.major(), t.full), || vec![r.origin.clone()]))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Python and an extra: its Python range.
+    fn pair_python_extra(&self, ia: usize, cb: Component, ib: usize) -> Result<(), Violation> {
+        let py = &self.cat.python[ia].version;
+        let e = &self.cat.extras[ib];
+        match &e.python {
+            Some(req) if !req.matches(py) => Err(self.violation(
+                Rule::ExtraPython,
+                || {
+                    format!(
+                        "{} {} requires Python `{req}`, not {py}",
+                        cb.display(),
+                        e.label()
+                    )
+                },
+                || vec![e.origin.clone()],
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// torch and an extra: its torch requirement and CUDA majors.
+    fn pair_torch_extra(&self, ia: usize, cb: Component, ib: usize) -> Result<(), Violation> {
+        let t = &self.cat.torch[ia];
+        let e = &self.cat.extras[ib];
+        if let Some(req) = &e.torch {
+            // `t.version` is the release without its `+cuXXX` label.
+            if !req.matches(&t.version) {
+                return Err(self.violation(
+                    Rule::ExtraTorch,
+                    || {
+                        format!(
+                            "{} {} requires torch `{req}`, not {}",
+                            cb.display(),
+                            e.label(),
+                            t.version
+                        )
+                    },
+                    || vec![e.origin.clone()],
+                ));
             }
-            (C::Torch, C::Deepspeed) => {
-                let t = &self.cat.torch[ia];
-                let r = &self.cat.deepspeed[ib.unwrap_or(0)];
-                if let Some(m) = self
-                    .cat
-                    .deepspeed_torch_minimum
-                    .iter()
-                    .find(|m| m.torch == (t.version.major(), t.version.minor()))
-                {
-                    if r.version < m.deepspeed {
-                        return Err(self.violation(
-                            Rule::DeepspeedTorchMinimum,
-                            || {
-                                format!(
-                                    "DeepSpeed {} does not work with torch {}.{} (torch {}): the oldest DeepSpeed that does is {}",
-                                    r.version, m.torch.0, m.torch.1, t.version, m.deepspeed
-                                )
-                            },
-                            || vec![m.origin.clone()],
-                        ));
-                    }
-                }
-                match &r.torch {
-                    Some(req) if !req.matches(&t.version) => Err(self.violation(
-                        Rule::DeepspeedTorch,
-                        || {
-                            format!(
-                                "DeepSpeed {} requires torch `{req}`, not {}",
-                                r.version, t.version
-                            )
-                        },
-                        || vec![r.origin.clone()],
-                    )),
-                    _ => Ok(()),
-                }
+        }
+        match &e.cuda_majors {
+            Some(majors) if !majors.contains(&t.cuda.major()) => Err(self.violation(
+                Rule::ExtraCudaMajor,
+                || {
+                    format!(
+                        "{} {} ships builds for CUDA {} only, but torch {} is a CUDA {} build",
+                        cb.display(),
+                        e.label(),
+                        majors
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        t.full,
+                        t.cuda.major()
+                    )
+                },
+                || vec![e.origin.clone(), t.origin.clone()],
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// torch and DeepSpeed: its torch requirement and the oldest release per torch minor.
+    fn pair_torch_deepspeed(&self, ia: usize, ib: usize) -> Result<(), Violation> {
+        let t = &self.cat.torch[ia];
+        let r = &self.cat.deepspeed[ib];
+        if let Some(m) = self
+            .cat
+            .deepspeed_torch_minimum
+            .iter()
+            .find(|m| m.torch == (t.version.major(), t.version.minor()))
+        {
+            if r.version < m.deepspeed {
+                return Err(self.violation(
+                    Rule::DeepspeedTorchMinimum,
+                    || {
+                        format!(
+                            "DeepSpeed {} does not work with torch {}.{} (torch {}): the oldest DeepSpeed that does is {}",
+                            r.version, m.torch.0, m.torch.1, t.version, m.deepspeed
+                        )
+                    },
+                    || vec![m.origin.clone()],
+                ));
             }
+        }
+        match &r.torch {
+            Some(req) if !req.matches(&t.version) => Err(self.violation(
+                Rule::DeepspeedTorch,
+                || {
+                    format!(
+                        "DeepSpeed {} requires torch `{req}`, not {}",
+                        r.version, t.version
+                    )
+                },
+                || vec![r.origin.clone()],
+            )),
             _ => Ok(()),
         }
     }

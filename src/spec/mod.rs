@@ -20,6 +20,7 @@
 
 pub use crate::core::{Component, Layer};
 pub(crate) mod at;
+pub(crate) mod check;
 pub mod deploy;
 pub mod python;
 pub mod resolve;
@@ -67,7 +68,7 @@ pub struct Spec {
     /// `[check].allow`: warnings the spec acknowledges, each with a reason. Review policy,
     /// not part of the request: the lock does not record it and changing it does not make
     /// the lock stale.
-    pub check: Vec<crate::check::Allowance>,
+    pub check: Vec<check::Allowance>,
 }
 
 /// A torch source build, as requested.
@@ -196,7 +197,7 @@ pub(crate) struct SpecWire {
     storage: Option<Spanned<crate::spec::deploy::StorageWire>>,
     resolve: Option<Spanned<crate::spec::resolve::ResolveWire>>,
     python: Option<Spanned<crate::spec::python::PythonWire>>,
-    check: Option<Spanned<crate::check::CheckWire>>,
+    check: Option<Spanned<check::CheckWire>>,
 }
 
 #[derive(Deserialize)]
@@ -305,7 +306,7 @@ impl Spec {
         }
         let check = wire
             .check
-            .map(|c| crate::check::allowances(c, file, text, &mut diags))
+            .map(|c| check::allowances(c, file, text, &mut diags))
             .unwrap_or_default();
         if !diags.is_empty() {
             return Err(Error::Invalid(diags));

@@ -724,7 +724,7 @@ fn python() -> Value {
 }
 
 fn check() -> Value {
-    use crate::check::{Code, Severity};
+    use super::check::{Code, Severity};
     let codes: Vec<&str> = Code::ALL
         .into_iter()
         .filter(|c| c.severity() == Severity::Warning && *c != Code::UnusedAllow)
@@ -732,7 +732,7 @@ fn check() -> Value {
         .collect();
     let entry = table(
         "[check].allow entry",
-        fields_of::<crate::check::AllowWire>(),
+        fields_of::<super::check::AllowWire>(),
         "One acknowledged warning: its code, optionally the component or package it is about, and why.",
         &["code", "reason"],
         vec![
@@ -767,7 +767,7 @@ fn check() -> Value {
     );
     object(table(
         "[check]",
-        fields_of::<crate::check::CheckWire>(),
+        fields_of::<super::check::CheckWire>(),
         "What `gpustack check` accepts on purpose. Review policy, not part of the request: the lock does not record it, and editing it does not make the lock stale.",
         &[],
         vec![(

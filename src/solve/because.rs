@@ -1,0 +1,357 @@
+//! Why each pick: the `because` lines the lock records for a component: the catalog's
+//! tested stacks it appears in, how it fits its neighbours (with the rule ids), and why
+//! better-ranked candidates lost.
+
+use super::rules::{Cand, Ctx, Rule};
+use super::{explain, ranked_after, sort_cuda, ORDER};
+use crate::core::version::Version;
+use crate::core::Component;
+
+/// Why this pick: how it fits its neighbours, and why better-ranked candidates lost.
+pub(super) fn because(
+    ctx: &Ctx<'_>,
+    c: Component,
+    k: Cand,
+    assign: &[(Component, Cand)],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let version = ctx.version(c, k).clone();
+    for t in &ctx.cat.tested {
+        if t.version_of(c) == Some(&version) {
+            out.push(format!("tested in {} ({})", t.name, t.origin.lock_name));
+        }
+    }
+    fits(ctx, c, k, assign, &mut out);
+    lost(ctx, c, k, assign, &mut out);
+    out
+}
+
+/// The candidate picked for `x`, when it is decided.
+fn get(assign: &[(Component, Cand)], x: Component) -> Option<Cand> {
+    assign.iter().find(|(y, _)| *y == x).map(|(_, k)| *k)
+}
+
+/// A catalog candidate's index (not the host driver).
+fn idx(k: Option<Cand>) -> Option<usize> {
+    match k {
+        Some(Cand::Idx(i)) => Some(i),
+        _ => None,
+    }
+}
+
+/// How the pick fits its neighbours.
+fn fits(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)], out: &mut Vec<String>) {
+    let driver = get(assign, Component::Driver).map(|d| ctx.version(Component::Driver, d).clone());
+    match (c, idx(Some(k))) {
+        (Component::Cuda, Some(i)) => cuda_fits(ctx, i, driver.as_ref(), assign, out),
+        (Component::Torch, Some(i)) => torch_fits(ctx, i, driver.as_ref(), assign, out),
+        (Component::Cudnn | Component::Nccl, Some(_)) if ctx.source_archs.is_some() => {
+            lib_source_fits(ctx, c, assign, out)
+        }
+        (Component::Cudnn | Component::Nccl, Some(_)) => lib_fits(ctx, c, assign, out),
+        (crate::core::extra_pattern!(), Some(i)) => extra_fits(ctx, c, i, assign, out),
+        (Component::Driver, _) => driver_fits(ctx, c, k, out),
+        _ => {}
+    }
+}
+
+/// A CUDA release: the driver's compatibility mode, torch's runtime, nvcc's targets.
+fn cuda_fits(
+    ctx: &Ctx<'_>,
+    i: usize,
+    driver: Option<&Version>,
+    assign: &[(Component, Cand)],
+    out: &mut Vec<String>,
+) {
+    let r = &ctx.cat.cuda[i];
+    if let Some(d) = driver {
+        let mode = ctx.compat_for(d, &r.version, r.driver_min.as_ref(), false);
+        out.push(format!(
+            "driver {d} runs CUDA {} with {} compatibility [{}]",
+            r.version,
+            mode.as_str(),
+            Rule::DriverCuda.id()
+        ));
+    }
+    if let Some(t) = idx(get(assign, Component::Torch)) {
+        let t = &ctx.cat.torch[t];
+        if let Some(archs) = &ctx.source_archs {
+            out.push(format!(
+                "torch {} is built from source with this toolkit's nvcc, which accepts {} [{}]",
+                t.full,
+                crate::core::arch::torch_list(archs).join(";"),
+                Rule::TorchSourceToolkit.id()
+            ));
+        } else {
+            out.push(format!(
+                "torch {} bundles the CUDA {} runtime: same major as the toolkit, not newer [{}]",
+                t.full,
+                t.cuda,
+                Rule::TorchToolkit.id()
+            ));
+        }
+    }
+    if let Some(ts) = ctx.cat.targets_for(&r.version) {
+        let names: Vec<String> = ctx.targets.iter().map(ToString::to_string).collect();
+        out.push(format!(
+            "nvcc accepts {} ({}) [{}]",
+            names.join(", "),
+            ts.origin.lock_name,
+            Rule::NvccTargets.id()
+        ));
+    }
+}
+
+/// torch: its arch list (or source build), the driver's mode for its runtime, vLLM's pin.
+fn torch_fits(
+    ctx: &Ctx<'_>,
+    i: usize,
+    driver: Option<&Version>,
+    assign: &[(Component, Cand)],
+    out: &mut Vec<String>,
+) {
+    let t = &ctx.cat.torch[i];
+    let list: Vec<String> = crate::core::arch::torch_list(ctx.torch_archs(i));
+    let ccs = ctx
+        .ccs
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if ctx.source_archs.is_some() {
+        if let Some(src) = ctx.cat.torch_source(&t.version) {
+            out.push(format!(
+                "built from source: {} at tag {} with the CUDA {} toolkit ({}) [{}]",
+                src.repository,
+                src.tag,
+                t.cuda,
+                src.origin.lock_name,
+                Rule::TorchSource.id()
+            ));
+        }
+        out.push(format!(
+            "its requested arch list {} runs on compute capability {ccs}; a source build has no other kernels to fall back to [{}]",
+            list.join(";"),
+            Rule::TorchSourceArchs.id()
+        ));
+    } else {
+        out.push(format!(
+            "its arch list {} runs on compute capability {ccs} [{}]",
+            list.join(";"),
+            Rule::TorchArchList.id()
+        ));
+    }
+    if let Some(d) = driver {
+        let mode = ctx.compat_for(
+            d,
+            &t.cuda,
+            ctx.full_min_for_runtime(&t.cuda),
+            ctx.needs_ptx(ctx.torch_archs(i)),
+        );
+        out.push(format!(
+            "driver {d} runs its CUDA {} runtime with {} compatibility [{}]",
+            t.cuda,
+            mode.as_str(),
+            Rule::WheelRuntimeDriver.id()
+        ));
+    }
+    if let Some(v) = idx(get(assign, Component::Vllm)) {
+        let r = &ctx.cat.vllm[v];
+        out.push(format!(
+            "vLLM {} pins torch =={} and ships a CUDA {} wheel [{}]",
+            r.version,
+            r.torch,
+            r.cuda,
+            Rule::VllmTorchPin.id()
+        ));
+    }
+}
+
+/// cuDNN or NCCL under a torch source build: what the build compiles against.
+fn lib_source_fits(
+    ctx: &Ctx<'_>,
+    c: Component,
+    assign: &[(Component, Cand)],
+    out: &mut Vec<String>,
+) {
+    if let Some(t) = idx(get(assign, Component::Torch)) {
+        let t = &ctx.cat.torch[t];
+        match (c, ctx.cat.torch_source(&t.version)) {
+            (Component::Cudnn, Some(src)) => out.push(format!("torch {} is built from source against this cuDNN (≥ {}, {}) [{}]", t.version, src.cudnn_min, src.origin.lock_name, Rule::TorchSourceCudnn.id())),
+            _ => out.push(format!("torch {} is built from source against this NCCL (USE_SYSTEM_NCCL=1); the newest build for CUDA {} is used", t.version, t.cuda.major())),
+        }
+    }
+}
+
+/// cuDNN or NCCL: torch's pin, or the newest build for its CUDA major.
+fn lib_fits(ctx: &Ctx<'_>, c: Component, assign: &[(Component, Cand)], out: &mut Vec<String>) {
+    if let Some(t) = idx(get(assign, Component::Torch)) {
+        let t = &ctx.cat.torch[t];
+        let pin = if c == Component::Cudnn {
+            &t.cudnn
+        } else {
+            &t.nccl
+        };
+        let rule = if c == Component::Cudnn {
+            Rule::TorchCudnnPin
+        } else {
+            Rule::TorchNcclPin
+        };
+        match pin {
+            Some(p) => out.push(format!("torch {} pins {} {p} [{}]", t.full, c.display(), rule.id())),
+            None => out.push(format!("torch {} has no known {} pin in the catalog, so the newest build for CUDA {} is used", t.full, c.display(), t.cuda.major())),
+        }
+    }
+}
+
+/// An extra: its requirements on torch, CUDA, Python and the GPUs.
+fn extra_fits(
+    ctx: &Ctx<'_>,
+    c: Component,
+    i: usize,
+    assign: &[(Component, Cand)],
+    out: &mut Vec<String>,
+) {
+    let e = &ctx.cat.extras[i];
+    let name = format!("{} {}", c.display(), e.label());
+    if let Some(t) = idx(get(assign, Component::Torch)) {
+        let t = &ctx.cat.torch[t];
+        if let Some(req) = &e.torch {
+            out.push(format!(
+                "{name} requires torch `{req}`: torch {} fits [{}]",
+                t.version,
+                Rule::ExtraTorch.id()
+            ));
+        }
+        if let Some(m) = &e.cuda_majors {
+            out.push(format!(
+                "{name} ships builds for CUDA {}: torch {} is a CUDA {} build [{}]",
+                m.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                t.full,
+                t.cuda.major(),
+                Rule::ExtraCudaMajor.id()
+            ));
+        }
+        if let Some(v) = &e.pypi_variant {
+            if *v != t.variant {
+                out.push(format!(
+                    "its wheel on {} is a {v} build, not torch's {}, so the lock names no wheel: `prebuilt` says where other builds are",
+                    e.index, t.variant
+                ));
+            }
+        }
+    }
+    if let (Some(req), Some(p)) = (&e.python, idx(get(assign, Component::Python))) {
+        out.push(format!(
+            "{name} requires Python `{req}`: Python {} fits [{}]",
+            ctx.cat.python[p].version,
+            Rule::ExtraPython.id()
+        ));
+    }
+    if let Some(min) = e.min_cc {
+        out.push(format!(
+            "{name} needs compute capability ≥ {min}: the stack runs on {} [{}]",
+            ctx.ccs
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            Rule::ExtraMinCc.id()
+        ));
+    }
+}
+
+/// The driver: a host fact, or the newest of a supported branch.
+fn driver_fits(ctx: &Ctx<'_>, c: Component, k: Cand, out: &mut Vec<String>) {
+    if ctx.host_driver.is_some() {
+        out.push(
+            "the installed driver is a host fact: gpustack checks it, never changes it".to_string(),
+        );
+    } else if let Some(b) = ctx.cat.branch_of(ctx.version(c, k)) {
+        out.push(format!(
+            "newest driver of a supported production/LTS branch that runs the stack (R{} {}, {})",
+            b.number,
+            b.kind.as_str(),
+            if b.supported {
+                "supported"
+            } else {
+                "end of life"
+            }
+        ));
+    }
+}
+
+/// Better-ranked candidates that lost, grouped by reason.
+fn lost(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)], out: &mut Vec<String>) {
+    let mut ranked = ctx.candidates(c);
+    if c == Component::Cuda {
+        sort_cuda(ctx, &mut ranked, assign);
+    }
+    let pick_rank = ranked.iter().position(|x| *x == k).unwrap_or(usize::MAX);
+    // Every newer candidate is explained: a better-ranked one by the rule it broke, a
+    // worse-ranked one (the pick won on preference) by the preference, nearest first.
+    // Nearest first: the versions a reader expects next are named first.
+    let mut newer: Vec<(usize, Cand)> = ranked
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|&(r, x)| {
+            x != k
+                && if r < pick_rank {
+                    ctx.version(c, x) >= ctx.version(c, k)
+                } else {
+                    ctx.version(c, x) > ctx.version(c, k)
+                }
+        })
+        .collect();
+    newer.sort_by(|a, b| {
+        ctx.version(c, a.1)
+            .cmp(ctx.version(c, b.1))
+            .then(a.0.cmp(&b.0))
+    });
+    let mut groups: Vec<(Vec<String>, String)> = Vec::new();
+    for (rank, other) in newer {
+        let reason = ctx.check_unary(c, other).err().or_else(|| {
+            // Only picks decided before this one, and the installed driver, can explain
+            // why it lost; later picks would be circular.
+            let pos = |x: Component| ORDER.iter().position(|y| *y == x).unwrap_or(usize::MAX);
+            let earlier = |x: Component| {
+                x != c && (pos(x) < pos(c) || (x == Component::Driver && ctx.host_driver.is_some()))
+            };
+            assign
+                .iter()
+                .filter(|(x, _)| earlier(*x))
+                .find_map(|&(x, a)| {
+                    if x < c {
+                        ctx.check_pair(x, a, c, other).err()
+                    } else {
+                        ctx.check_pair(c, other, x, a).err()
+                    }
+                })
+        });
+        let text = match reason {
+            Some(r) => format!("{} [{}]", r.message, r.rule.id()),
+            None if rank > pick_rank => ranked_after(ctx, c, k, other, assign),
+            None => "no complete stack with it satisfies the rest of the request".to_string(),
+        };
+        let v = ctx.label(c, other);
+        match groups
+            .iter_mut()
+            .find(|(_, t)| explain::shape(t) == explain::shape(&text))
+        {
+            Some((vs, _)) => vs.push(v),
+            None => groups.push((vec![v], text)),
+        }
+    }
+    for (vs, text) in groups.into_iter().take(4) {
+        let head = if vs.len() > 3 {
+            format!("{} and {} more", vs[..3].join(", "), vs.len() - 3)
+        } else {
+            vs.join(", ")
+        };
+        out.push(format!("not {head}: {text}"));
+    }
+}
