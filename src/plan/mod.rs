@@ -5,15 +5,14 @@
 //! construction: the content-addressed image references, the NCCL/fabric environment, the
 //! storage mounts, the expected bandwidth, the component versions.
 
-pub mod docker;
 pub mod host;
-pub mod k8s;
 pub mod network;
-pub mod packer;
 pub mod python;
-pub mod slurm;
+pub mod targets;
 pub mod torch_build;
 pub mod workload;
+
+pub use targets::{apptainer, docker, k8s, packer, slurm};
 
 use std::collections::BTreeMap;
 
@@ -116,14 +115,17 @@ pub fn generate_with(
     let common = common.clone();
     let files = match target {
         Target::Docker => docker::render(lock, &common),
-        Target::Apptainer => docker::render_apptainer(lock, &common),
+        Target::Apptainer => apptainer::render(lock, &common),
         Target::Packer => packer::render(lock, &common),
         Target::K8s => k8s::render(lock, &common),
         Target::Slurm => slurm::render(lock, &common),
     }?;
     // Every path stays inside the target's directory, whatever the lock holds: checked
     // here, before anything is written, so a bad path fails the whole run.
-    if let Some(f) = files.iter().find(|f| !crate::emit::relative_ok(&f.path)) {
+    if let Some(f) = files
+        .iter()
+        .find(|f| !crate::core::names::relative_ok(&f.path))
+    {
         return Err(Diagnostic::new(
             Stage::Generate,
             format!(

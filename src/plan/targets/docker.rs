@@ -20,10 +20,11 @@
 
 use serde::Serialize;
 
-use super::Common;
+use crate::core::compiled::compile_env;
 use crate::core::{Component, Layer};
 use crate::error::{Diagnostic, Error, Stage as ErrStage};
 use crate::lock::{Lock, LockedComponent, LockedPackage};
+use crate::plan::Common;
 use crate::render::RenderedFile;
 
 /// A source tarball built in the `fabric` or `validate-build` stage.
@@ -177,14 +178,14 @@ pub struct DockerPlan {
     /// Lines saying what is not verified (printed as comments).
     pub unverified: Vec<String>,
     /// The code image, when Kubernetes runs the training code from an image (the workload
-    /// plan's [`Code::image`](super::workload::Code)).
+    /// plan's [`Code::image`](crate::plan::workload::Code)).
     pub code: Option<CodeImage>,
     /// The Python closure's install plan (a closed lock); `None` for an open lock, whose
     /// stages install requirement files.
-    pub python_install: Option<super::python::PythonInstall>,
+    pub python_install: Option<crate::plan::python::PythonInstall>,
     /// torch built from source in the `torch-build` stage (`build = "source"` in the lock);
     /// the framework stage installs its wheel with `--no-deps`.
-    pub torch_build: Option<super::torch_build::TorchBuildPlan>,
+    pub torch_build: Option<crate::plan::torch_build::TorchBuildPlan>,
 }
 
 /// The `code` stage and bake target: the training workload's image with the project
@@ -342,9 +343,9 @@ fn source_build(p: &LockedPackage, common: &Common) -> Result<SourceBuild, Error
             "autotools",
             vec![
                 prefix,
-                format!("--with-libfabric={}", super::EFA_LIBFABRIC),
+                format!("--with-libfabric={}", crate::plan::EFA_LIBFABRIC),
                 "--with-cuda=/usr/local/cuda".into(),
-                format!("--with-mpi={}", super::EFA_OPENMPI),
+                format!("--with-mpi={}", crate::plan::EFA_OPENMPI),
                 "--enable-platform-aws".into(),
             ],
             None,
@@ -600,29 +601,6 @@ fn flash_attn_archs(arch_list: &[crate::core::arch::Target]) -> Option<String> {
     })
 }
 
-/// Components that must be compiled against torch in the `build` stage, and how.
-/// Whether the build stage compiles this Python package from source (decided here, once:
-/// the closure splits it out of the pylocks and locks its sdist).
-pub(crate) fn is_compiled(name: &str) -> bool {
-    compile_env(name).is_some()
-}
-
-fn compile_env(name: &str) -> Option<Vec<(&'static str, &'static str)>> {
-    match name {
-        // DeepSpeed compiles its ops just in time by default, which needs nvcc in the
-        // runtime image; pre-building the common ones avoids that.
-        "deepspeed" => Some(vec![
-            ("DS_BUILD_CPU_ADAM", "1"),
-            ("DS_BUILD_FUSED_ADAM", "1"),
-            ("DS_BUILD_UTILS", "1"),
-        ]),
-        // flash-attn falls back to compiling when no prebuilt wheel matches; force it so
-        // the result does not depend on which wheels a release happens to carry.
-        "flash-attn" => Some(vec![("FLASH_ATTENTION_FORCE_BUILD", "TRUE")]),
-        _ => None,
-    }
-}
-
 impl DockerPlan {
     /// Plans the container build from the lock.
     pub fn new(lock: &Lock, common: &Common) -> Result<DockerPlan, Error> {
@@ -673,10 +651,10 @@ impl DockerPlan {
                 .and_then(|t| t.get("nccl"))
                 .map(str::to_string)
         });
-        let nccl_build = super::host::HostPlan::new(lock)
+        let nccl_build = crate::plan::host::HostPlan::new(lock)
             .nccl
             .filter(|b| nccl_version.as_deref() == Some(b.version.as_str()));
-        let locked_nccl = super::host::OsPins::of(lock, "libnccl", &pkg)
+        let locked_nccl = crate::plan::host::OsPins::of(lock, "libnccl", &pkg)
             .filter(|o| o.pins.len() == 2 && cuda.is_some());
         let (nccl_runtime, nccl_dev) = match (nccl_version, cuda) {
             _ if locked_nccl.is_some() => {
@@ -782,7 +760,7 @@ impl DockerPlan {
             ));
         }
 
-        let torch_build = super::torch_build::TorchBuildPlan::new(lock)?;
+        let torch_build = crate::plan::torch_build::TorchBuildPlan::new(lock)?;
         if let Some(tb) = &torch_build {
             if nccl_dev.is_none() {
                 return Err(bad(
@@ -953,7 +931,7 @@ impl DockerPlan {
                     .collect()
             })
             .unwrap_or_default();
-        let python_install = super::python::PythonInstall::new(lock)?;
+        let python_install = crate::plan::python::PythonInstall::new(lock)?;
         if let Some(pi) = &python_install {
             // A closed lock: every stage installs its pylock; what `build` compiles comes
             // from its locked sdist, so nothing above is unverified any more.
@@ -995,7 +973,7 @@ impl DockerPlan {
 
         let validate_ssh = nccl_tests
             .as_ref()
-            .and(super::workload::mpi_ssh(common))
+            .and(crate::plan::workload::mpi_ssh(common))
             .map(|ssh| {
                 let apt = pkg == "apt";
                 ValidateSsh {
@@ -1036,7 +1014,7 @@ impl DockerPlan {
         let code = match lock.request.deploy.train {
             None => None,
             Some(_) => {
-                let w = super::workload::WorkloadPlan::new(lock, common)?;
+                let w = crate::plan::workload::WorkloadPlan::new(lock, common)?;
                 w.train.and_then(|t| {
                     Some(CodeImage {
                         from: t.image.runs.clone(),
@@ -1100,7 +1078,7 @@ pub struct ValidateSsh {
     /// Where the package names are listed.
     pub packages_source: String,
     /// The user, port and configuration.
-    pub ssh: super::workload::MpiSsh,
+    pub ssh: crate::plan::workload::MpiSsh,
 }
 
 /// `out/docker/`: Dockerfile, requirement files, bake file, .dockerignore.
@@ -1118,7 +1096,10 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
         RenderedFile::new(".dockerignore", t("docker/dockerignore.j2")?),
     ];
     if let Some(tb) = &plan.torch_build {
-        files.push(RenderedFile::new(super::torch_build::SCRIPT, tb.script()?));
+        files.push(RenderedFile::new(
+            crate::plan::torch_build::SCRIPT,
+            tb.script()?,
+        ));
     }
     if let Some(pi) = &plan.python_install {
         for l in &pi.layers {
@@ -1197,32 +1178,4 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(files)
-}
-
-/// `out/apptainer/<stack>.def`.
-pub fn render_apptainer(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> {
-    let plan = DockerPlan::new(lock, common)?;
-    let top = ["training", "inference", "framework", "base"]
-        .into_iter()
-        .find(|l| common.images.contains_key(*l))
-        .unwrap_or("base");
-    #[derive(Serialize)]
-    struct Ctx<'a> {
-        plan: &'a DockerPlan,
-        layer: &'a str,
-        image: &'a str,
-    }
-    let image = common.images.get(top).map_or("", String::as_str);
-    let text = crate::render::render(
-        "apptainer/stack.def.j2",
-        &Ctx {
-            plan: &plan,
-            layer: top,
-            image,
-        },
-    )?;
-    Ok(vec![RenderedFile::new(
-        format!("{}.def", common.stack),
-        text,
-    )])
 }

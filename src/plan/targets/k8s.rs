@@ -20,12 +20,12 @@
 
 use serde::Serialize;
 
-use super::workload::{Resources, WorkloadPlan, MAX_RESTARTS};
-use super::{Common, Mount};
 use crate::core::Component;
 use crate::core::Fabric;
 use crate::error::{Diagnostic, Error, Stage};
 use crate::lock::Lock;
+use crate::plan::workload::{Resources, WorkloadPlan, MAX_RESTARTS};
+use crate::plan::{Common, Mount};
 use crate::render::RenderedFile;
 use crate::spec::deploy::TrainingApi;
 
@@ -227,7 +227,7 @@ pub struct NcclTestsPlan {
     /// The MPI launch, when nccl-tests is built with MPI.
     pub mpi: Option<MpiLaunch>,
     /// `osu-trainjob.yaml`: the OSU bandwidth run on the same runtime, one rank on each of
-    /// two nodes ([`super::workload::Acceptance::osu`]).
+    /// two nodes ([`crate::plan::workload::Acceptance::osu`]).
     pub osu: Option<OsuPlan>,
 }
 
@@ -248,7 +248,7 @@ pub struct MpiLaunch {
     /// `mlPolicy.mpi.numProcPerNode` (the hostfile's slots): GPUs per node.
     pub procs_per_node: u32,
     /// The SSH set-up of the validate image (user, port, key directory).
-    pub ssh: super::workload::MpiSsh,
+    pub ssh: crate::plan::workload::MpiSsh,
     /// `mpirun`.
     pub command: Vec<String>,
     /// mpirun's options, then the workload plan's per-GPU `all_reduce_perf` and its
@@ -591,7 +591,7 @@ fn nic_policy(
             });
             let mut notes = vec![
                 format!("provides {resource}, the resource every multi-node pod of this stack requests"),
-                format!("source: {}", super::network::NIC_CLUSTER_POLICY),
+                format!("source: {}", crate::plan::network::NIC_CLUSTER_POLICY),
 
                 "no `ofedDriver`: the hosts keep their RDMA driver (inbox rdma-core, or DOCA-OFED where GPUDirect RDMA uses nvidia-peermem)".into(),
                 HOST_NETWORK_NOTE.into(),
@@ -670,35 +670,36 @@ impl K8sPlan {
         let storage: Vec<Volume> = common.mounts.iter().map(volume_of).collect();
         // A pod of the stack, with what every GPU pod has: the locked image, GPUs, CPUs and
         // memory as requests and limits, the NCCL environment, /dev/shm.
-        let pod = |container: &str, image: &super::workload::WorkloadImage, res: &Resources| Pod {
-            container: container.into(),
-            image: image.reference.clone(),
-            image_notes: image.note.iter().cloned().collect(),
-            command: Vec::new(),
-            args: Vec::new(),
-            command_notes: Vec::new(),
-            ports: Vec::new(),
-            gpus: res.gpus,
-            cpus: res.cpus,
-            memory_gib: res.memory_gib,
-            resources_note: res.note.clone(),
-            working_dir: None,
-            image_pull_policy: None,
-            env: Vec::new(),
-            rdma_resource: None,
-            fabric_notes: Vec::new(),
-            host_network: false,
-            ipc_lock: false,
-            probes: None,
-            volumes: vec![shm()],
-            gfd_product: common.gfd_product.clone(),
-            env_from: env_config.clone(),
-            restart_policy: None,
-            spread: None,
-            lock_hash: common.lock_hash.clone(),
-            run_as: None,
-            tcp_ready: None,
-        };
+        let pod =
+            |container: &str, image: &crate::plan::workload::WorkloadImage, res: &Resources| Pod {
+                container: container.into(),
+                image: image.reference.clone(),
+                image_notes: image.note.iter().cloned().collect(),
+                command: Vec::new(),
+                args: Vec::new(),
+                command_notes: Vec::new(),
+                ports: Vec::new(),
+                gpus: res.gpus,
+                cpus: res.cpus,
+                memory_gib: res.memory_gib,
+                resources_note: res.note.clone(),
+                working_dir: None,
+                image_pull_policy: None,
+                env: Vec::new(),
+                rdma_resource: None,
+                fabric_notes: Vec::new(),
+                host_network: false,
+                ipc_lock: false,
+                probes: None,
+                volumes: vec![shm()],
+                gfd_product: common.gfd_product.clone(),
+                env_from: env_config.clone(),
+                restart_policy: None,
+                spread: None,
+                lock_hash: common.lock_hash.clone(),
+                run_as: None,
+                tcp_ready: None,
+            };
 
         let k8s = lock.request.deploy.k8s.as_ref();
         let api = k8s.map_or(TrainingApi::TrainJob, |k| k.training_api);
@@ -1296,7 +1297,7 @@ fn operator_plan(lock: &Lock, common: &Common) -> OperatorPlan {
             ],
         }),
     }
-    let host = super::host::HostPlan::new(lock);
+    let host = crate::plan::host::HostPlan::new(lock);
     match &host.exporter {
         // The host plan's reference: the image Packer's dcgm-exporter service runs.
         Some(e) => {
@@ -1360,7 +1361,7 @@ fn operator_plan(lock: &Lock, common: &Common) -> OperatorPlan {
 /// `driver.rdma`: set only when GPUDirect RDMA needs nvidia-peermem (the proprietary
 /// kernel modules); DMA-BUF (the open modules) needs no operator setting.
 fn operator_rdma(common: &Common, installed: bool) -> (Option<OperatorRdma>, Vec<String>) {
-    use super::network::{GpuDirect, GPU_OPERATOR_RDMA};
+    use crate::plan::network::{GpuDirect, GPU_OPERATOR_RDMA};
     if !(common.rdma && common.nodes > 1) {
         return (None, Vec::new());
     }

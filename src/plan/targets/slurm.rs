@@ -19,17 +19,17 @@
 
 use serde::Serialize;
 
-use super::workload::{
-    Launch as WorkloadLaunch, Resources, ServeWorkload, TrainWorkload, WorkloadImage, WorkloadPlan,
-};
-use super::{Common, Mount};
 use crate::error::{Diagnostic, Error, Stage};
 use crate::lock::Lock;
+use crate::plan::workload::{
+    Launch as WorkloadLaunch, Resources, ServeWorkload, TrainWorkload, WorkloadImage, WorkloadPlan,
+};
+use crate::plan::{Common, Mount};
 use crate::render::RenderedFile;
 use crate::spec::deploy::SlurmContainer;
 
 /// The VM image's paths bare-metal jobs use: decided by the host plan.
-pub use super::host::{HOST_NCCL_TESTS, HOST_VENV};
+pub use crate::plan::host::{HOST_NCCL_TESTS, HOST_VENV};
 
 /// A bind mount of a job, or (bare metal) an exported directory.
 #[derive(Clone, Debug, Serialize)]
@@ -158,7 +158,7 @@ pub struct NcclTestsJob {
     /// The nccl-tests version in the lock.
     pub version: Option<String>,
     /// The OSU bandwidth run after it, one task on each of two nodes
-    /// ([`super::workload::Acceptance::osu`]).
+    /// ([`crate::plan::workload::Acceptance::osu`]).
     pub osu: Option<WorkloadLaunch>,
 }
 
@@ -224,7 +224,7 @@ pub fn enroot_uri(reference: &str) -> String {
 }
 
 /// The layer `gen apptainer` writes the definition file for (see
-/// `docker::render_apptainer`): the highest built of training, inference, framework, base.
+/// `apptainer::render`): the highest built of training, inference, framework, base.
 /// `tests/slurm.rs` checks that the two agree.
 fn apptainer_layer(common: &Common) -> Option<&'static str> {
     ["training", "inference", "framework", "base"]

@@ -31,12 +31,12 @@
 use serde::Serialize;
 
 use super::docker::{DockerPlan, Requirement, SourceBuild};
-use super::host::{HostPlan, OsPins};
-use super::Common;
 use crate::core::Cloud;
 use crate::core::{Component, Layer};
 use crate::error::{Diagnostic, Error, Stage};
 use crate::lock::Lock;
+use crate::plan::host::{HostPlan, OsPins};
+use crate::plan::Common;
 use crate::render::RenderedFile;
 
 /// GCP image names are at most 63 characters; the suffix takes 1 + 12 + 1 + 8.
@@ -253,7 +253,7 @@ pub struct PyLayer {
     /// installs wheels compiled on the VM.
     pub build_pylock: Option<PyLockOnVm>,
     /// A closed lock: the locked sdists compiled on the VM for this layer.
-    pub sdists: Vec<super::python::Sdist>,
+    pub sdists: Vec<crate::plan::python::Sdist>,
     /// A closed lock: wheel file name prefixes it installs from /opt/gpustack/wheels.
     pub built: Vec<String>,
 }
@@ -280,7 +280,7 @@ pub struct NcclTests {
     /// Whether the MPI build is possible (Open MPI in the fabric stack).
     pub mpi: bool,
     /// The acceptance run on one node, from the workload plan (`all_reduce_perf -b 8 …`).
-    pub run: super::workload::Launch,
+    pub run: crate::plan::workload::Launch,
 }
 
 /// The Packer plan. LOAD-BEARING: `generators/packer/*.j2` print these fields.
@@ -290,7 +290,7 @@ pub struct PackerPlan {
     pub common: Common,
     /// torch built from source on the VM by the container image's `build-torch.sh`
     /// (`torch_build_script`, the same bytes).
-    pub torch_build: Option<super::torch_build::TorchBuildPlan>,
+    pub torch_build: Option<crate::plan::torch_build::TorchBuildPlan>,
     /// The text of `build-torch.sh`, when torch is built from source.
     pub torch_build_script: Option<String>,
     /// Host decisions shared with the GPU Operator values and Slurm (kernel modules,
@@ -400,7 +400,7 @@ struct OsImages {
 }
 
 /// The hash of the site values a VM image's profile carries ([`PackerPlan::site_hash`]).
-fn site_hash(site_env: &[super::EnvVar]) -> Option<String> {
+fn site_hash(site_env: &[crate::plan::EnvVar]) -> Option<String> {
     use sha2::{Digest, Sha256};
     if site_env.is_empty() {
         return None;
@@ -1105,7 +1105,7 @@ fn toolkit(lock: &Lock, apt: bool) -> Option<Toolkit> {
 
 /// The Python layers of the container plan, with what each compiles on the VM.
 fn py_layers(lock: &Lock, dp: &DockerPlan) -> Result<Vec<PyLayer>, Error> {
-    let on_vm = |l: &super::python::LayerInstall| -> Result<PyLockOnVm, Error> {
+    let on_vm = |l: &crate::plan::python::LayerInstall| -> Result<PyLockOnVm, Error> {
         // Written with a quoted heredoc: no line of it may be the terminator.
         if l.contents.lines().any(|x| x.trim() == PYLOCK_EOF) {
             return Err(Diagnostic::new(
@@ -1132,7 +1132,7 @@ fn py_layers(lock: &Lock, dp: &DockerPlan) -> Result<Vec<PyLayer>, Error> {
             } else {
                 pi.and_then(|p| p.layer("build")).map(on_vm).transpose()?
             };
-            let sdists: Vec<super::python::Sdist> = pi
+            let sdists: Vec<crate::plan::python::Sdist> = pi
                 .filter(|_| !built.is_empty())
                 .map(|p| {
                     p.sdists
@@ -1332,7 +1332,7 @@ impl PackerPlan {
                 "re-lock with `gpustack lock`",
             ));
         }
-        let acceptance = super::workload::acceptance(lock, common)?;
+        let acceptance = crate::plan::workload::acceptance(lock, common)?;
         let nccl_tests = dp
             .nccl_tests
             .clone()
@@ -1534,7 +1534,7 @@ impl PackerPlan {
             torch_build_script: dp
                 .torch_build
                 .as_ref()
-                .map(super::torch_build::TorchBuildPlan::script)
+                .map(crate::plan::torch_build::TorchBuildPlan::script)
                 .transpose()?,
             torch_build: dp.torch_build.clone(),
             fabric: dp.fabric.clone(),
