@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use super::docker::DockerPlan;
+use crate::core::Layer;
 use crate::error::Error;
 use crate::lock::Lock;
 use crate::plan::Common;
@@ -13,22 +14,19 @@ use crate::render::RenderedFile;
 /// `out/apptainer/<stack>.def`.
 pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> {
     let plan = DockerPlan::new(lock, common)?;
-    let top = ["training", "inference", "framework", "base"]
-        .into_iter()
-        .find(|l| common.images.contains_key(*l))
-        .unwrap_or("base");
+    let top = common.top_image_layer().unwrap_or(Layer::Base);
     #[derive(Serialize)]
     struct Ctx<'a> {
         plan: &'a DockerPlan,
         layer: &'a str,
         image: &'a str,
     }
-    let image = common.images.get(top).map_or("", String::as_str);
+    let image = common.images.get(&top).map_or("", String::as_str);
     let text = crate::render::render(
         "apptainer/stack.def.j2",
         &Ctx {
             plan: &plan,
-            layer: top,
+            layer: top.name(),
             image,
         },
     )?;
