@@ -63,6 +63,7 @@ pub mod emit;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod generate;
 pub mod import;
 pub mod lock;
 pub mod plan;

@@ -274,130 +274,161 @@ fn entries_str(t: &Table, key: &str) -> Vec<String> {
 
 /// The synthetic entries of one (non-driver) file, as a table of entry arrays.
 fn copies(fam: &str, table: &Table, factor: usize, torch_releases: &BTreeSet<String>) -> Table {
-    let mut out = Table::new();
-    let mut add = |key: &str, e: Table| {
-        out.entry(key.to_string())
-            .or_insert_with(|| Value::Array(Vec::new()))
-            .as_array_mut()
-            .expect("an entry array")
-            .push(Value::Table(e));
-    };
     let versioned = matches!(
         fam,
         "cuda" | "cudnn" | "nccl" | "python" | "deepspeed" | "torch" | "vllm"
     );
+    let mut out = Table::new();
+    let mut add = |key: &str, copies: Vec<Table>| {
+        if !copies.is_empty() {
+            out.insert(
+                key.to_string(),
+                Value::Array(copies.into_iter().map(Value::Table).collect()),
+            );
+        }
+    };
     if versioned {
-        for r in entries(table, "release") {
-            let Some(v) = str_field(r, "version") else {
-                continue;
-            };
-            for k in 1..factor {
-                let mut e = r.clone();
-                set_str(&mut e, "version", synthetic_version(&v, k));
-                if fam == "vllm" {
-                    if let Some(t) = str_field(r, "torch") {
-                        set_str(&mut e, "torch", synthetic_version(&t, k));
-                    }
+        add("release", release_copies(fam, table, factor));
+    }
+    match fam {
+        "torch" => add("wheel", wheel_copies(table, factor)),
+        "extra" => add("extra", extra_copies(table, factor, torch_releases)),
+        "image" => add("image", image_copies(table, factor)),
+        "package" => add("package", package_copies(table, factor)),
+        _ => {}
+    }
+    out
+}
+
+/// Copies of each `[[release]]` (vLLM's exact torch pin follows to copy `k`).
+fn release_copies(fam: &str, table: &Table, factor: usize) -> Vec<Table> {
+    let mut out = Vec::new();
+    for r in entries(table, "release") {
+        let Some(v) = str_field(r, "version") else {
+            continue;
+        };
+        for k in 1..factor {
+            let mut e = r.clone();
+            set_str(&mut e, "version", synthetic_version(&v, k));
+            if fam == "vllm" {
+                if let Some(t) = str_field(r, "torch") {
+                    set_str(&mut e, "torch", synthetic_version(&t, k));
                 }
-                mark(&mut e, &format!("{fam} {v}"));
-                add("release", e);
             }
+            mark(&mut e, &format!("{fam} {v}"));
+            out.push(e);
         }
     }
-    if fam == "torch" {
-        for w in entries(table, "wheel") {
-            let releases = entries_str(w, "torch");
-            let variant = str_field(w, "variant").unwrap_or_default();
-            for k in 1..factor {
-                let mut e = w.clone();
-                let syn: Vec<Value> = releases
-                    .iter()
-                    .map(|t| Value::String(synthetic_version(t, k)))
-                    .collect();
-                e.insert("torch".into(), Value::Array(syn));
-                for pin in ["cudnn", "nccl"] {
-                    if let Some(p) = str_field(w, pin) {
-                        set_str(&mut e, pin, synthetic_version(&p, k));
-                    }
+    out
+}
+
+/// Copies of each torch `[[wheel]]`: its torch releases and cuDNN / NCCL pins to copy `k`.
+fn wheel_copies(table: &Table, factor: usize) -> Vec<Table> {
+    let mut out = Vec::new();
+    for w in entries(table, "wheel") {
+        let releases = entries_str(w, "torch");
+        let variant = str_field(w, "variant").unwrap_or_default();
+        for k in 1..factor {
+            let mut e = w.clone();
+            let syn: Vec<Value> = releases
+                .iter()
+                .map(|t| Value::String(synthetic_version(t, k)))
+                .collect();
+            e.insert("torch".into(), Value::Array(syn));
+            for pin in ["cudnn", "nccl"] {
+                if let Some(p) = str_field(w, pin) {
+                    set_str(&mut e, pin, synthetic_version(&p, k));
                 }
-                mark(
-                    &mut e,
-                    &format!("torch wheel {} +{variant}", releases.join(", ")),
-                );
-                add("wheel", e);
             }
+            mark(
+                &mut e,
+                &format!("torch wheel {} +{variant}", releases.join(", ")),
+            );
+            out.push(e);
         }
     }
-    if fam == "extra" {
-        for x in entries(table, "extra") {
-            let (Some(name), Some(v)) = (str_field(x, "name"), str_field(x, "version")) else {
-                continue;
-            };
-            for k in 1..factor {
-                let mut e = x.clone();
-                set_str(&mut e, "version", synthetic_version(&v, k));
-                if let Some(req) = str_field(x, "torch") {
-                    if let Some(t) = req.strip_prefix("==").map(str::trim) {
-                        if torch_releases.contains(t) {
-                            set_str(&mut e, "torch", format!("=={}", synthetic_version(t, k)));
-                        }
+    out
+}
+
+/// Copies of each `[[extra]]`; a `torch = "==V"` naming a catalog torch release follows.
+fn extra_copies(table: &Table, factor: usize, torch_releases: &BTreeSet<String>) -> Vec<Table> {
+    let mut out = Vec::new();
+    for x in entries(table, "extra") {
+        let (Some(name), Some(v)) = (str_field(x, "name"), str_field(x, "version")) else {
+            continue;
+        };
+        for k in 1..factor {
+            let mut e = x.clone();
+            set_str(&mut e, "version", synthetic_version(&v, k));
+            if let Some(req) = str_field(x, "torch") {
+                if let Some(t) = req.strip_prefix("==").map(str::trim) {
+                    if torch_releases.contains(t) {
+                        set_str(&mut e, "torch", format!("=={}", synthetic_version(t, k)));
                     }
                 }
-                mark(&mut e, &format!("{name} {v}"));
-                add("extra", e);
             }
+            mark(&mut e, &format!("{name} {v}"));
+            out.push(e);
         }
     }
-    if fam == "image" {
-        for i in entries(table, "image") {
-            let (Some(cuda), Some(os)) = (str_field(i, "cuda"), str_field(i, "os")) else {
-                continue;
-            };
-            for k in 1..factor {
-                let mut e = i.clone();
-                let syn = synthetic_version(&cuda, k);
-                let tags: Vec<Value> = entries_str(i, "tags")
-                    .iter()
-                    .map(|t| {
-                        Value::String(match t.strip_prefix(cuda.as_str()) {
-                            Some(rest) => format!("{syn}{rest}"),
-                            None => t.clone(),
-                        })
+    out
+}
+
+/// Copies of each `[[image]]` of a CUDA release: the release and the tags' prefix.
+fn image_copies(table: &Table, factor: usize) -> Vec<Table> {
+    let mut out = Vec::new();
+    for i in entries(table, "image") {
+        let (Some(cuda), Some(os)) = (str_field(i, "cuda"), str_field(i, "os")) else {
+            continue;
+        };
+        for k in 1..factor {
+            let mut e = i.clone();
+            let syn = synthetic_version(&cuda, k);
+            let tags: Vec<Value> = entries_str(i, "tags")
+                .iter()
+                .map(|t| {
+                    Value::String(match t.strip_prefix(cuda.as_str()) {
+                        Some(rest) => format!("{syn}{rest}"),
+                        None => t.clone(),
                     })
-                    .collect();
-                e.insert("tags".into(), Value::Array(tags));
-                set_str(&mut e, "cuda", syn);
-                mark(&mut e, &format!("image {cuda} {os}"));
-                add("image", e);
-            }
+                })
+                .collect();
+            e.insert("tags".into(), Value::Array(tags));
+            set_str(&mut e, "cuda", syn);
+            mark(&mut e, &format!("image {cuda} {os}"));
+            out.push(e);
         }
     }
-    if fam == "package" {
-        for p in entries(table, "package") {
-            let (Some(name), Some(v)) = (str_field(p, "name"), str_field(p, "version")) else {
-                continue; // follows the driver: one entry per package name
-            };
-            for k in 1..factor {
-                let mut e = p.clone();
-                let syn = synthetic_version(&v, k);
-                for key in ["url", "apt_pin"] {
-                    if let Some(s) = str_field(p, key) {
-                        set_str(&mut e, key, s.replace(&v, &syn));
-                    }
+    out
+}
+
+/// Copies of each versioned `[[package]]`: the version inside `url`, pins and package lists.
+fn package_copies(table: &Table, factor: usize) -> Vec<Table> {
+    let mut out = Vec::new();
+    for p in entries(table, "package") {
+        let (Some(name), Some(v)) = (str_field(p, "name"), str_field(p, "version")) else {
+            continue; // follows the driver: one entry per package name
+        };
+        for k in 1..factor {
+            let mut e = p.clone();
+            let syn = synthetic_version(&v, k);
+            for key in ["url", "apt_pin"] {
+                if let Some(s) = str_field(p, key) {
+                    set_str(&mut e, key, s.replace(&v, &syn));
                 }
-                for key in ["apt_packages", "dnf_packages"] {
-                    if p.contains_key(key) {
-                        let list: Vec<Value> = entries_str(p, key)
-                            .iter()
-                            .map(|s| Value::String(s.replace(&v, &syn)))
-                            .collect();
-                        e.insert(key.into(), Value::Array(list));
-                    }
-                }
-                set_str(&mut e, "version", syn);
-                mark(&mut e, &format!("package {name} {v}"));
-                add("package", e);
             }
+            for key in ["apt_packages", "dnf_packages"] {
+                if p.contains_key(key) {
+                    let list: Vec<Value> = entries_str(p, key)
+                        .iter()
+                        .map(|s| Value::String(s.replace(&v, &syn)))
+                        .collect();
+                    e.insert(key.into(), Value::Array(list));
+                }
+            }
+            set_str(&mut e, "version", syn);
+            mark(&mut e, &format!("package {name} {v}"));
+            out.push(e);
         }
     }
     out

@@ -7,27 +7,6 @@ mod common;
 
 use common::*;
 
-fn blocks(text: &str) -> Vec<(String, String, usize)> {
-    let mut out = Vec::new();
-    let mut lines = text.lines().enumerate();
-    while let Some((n, line)) = lines.next() {
-        let Some(info) = line.trim_start().strip_prefix("```") else {
-            continue;
-        };
-        let info = info.trim().to_string();
-        let mut body = String::new();
-        for (_, l) in lines.by_ref() {
-            if l.trim_start().starts_with("```") {
-                break;
-            }
-            body.push_str(l);
-            body.push('\n');
-        }
-        out.push((info, body, n + 1));
-    }
-    out
-}
-
 #[test]
 fn book_spec_examples_behave_as_labelled() {
     let root = root();
@@ -37,7 +16,8 @@ fn book_spec_examples_behave_as_labelled() {
     let mut failures = Vec::new();
     for page in sorted_files(&dir, "md") {
         let text = std::fs::read_to_string(&page).unwrap();
-        for (info, body, line) in blocks(&text) {
+        for block in code_blocks(&text) {
+            let (info, body, line) = (&block.info, block.text(&text), block.line);
             let want = match info.as_str() {
                 "toml spec" => 0,
                 "toml spec-conflict" => 1,
@@ -111,7 +91,8 @@ fn book_rust_blocks_are_ignored_fragments_of_tested_code() {
     for page in sorted_files(&dir, "md") {
         let text = std::fs::read_to_string(&page).unwrap();
         let name = page.file_name().unwrap().to_string_lossy().into_owned();
-        for (info, _, line) in blocks(&text) {
+        for block in code_blocks(&text) {
+            let (info, line) = (&block.info, block.line);
             let lang = info.split(',').next().unwrap_or("");
             if lang != "rust" {
                 continue;

@@ -25,14 +25,15 @@
 //! The page's directory links `fixtures/`, `lockfiles/` and `examples/` from the
 //! repository, so `--lock lockfiles/…` works as it does from a checkout.
 //!
-//! `GPUSTACK_BLESS=1` rewrites the expected output in the book instead of comparing.
+//! `INSTA_UPDATE=always` (or `GPUSTACK_BLESS=1`) rewrites the expected output in the book
+//! instead of comparing; `git diff book/` is the review.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{bless, root, tempdir};
+use common::{bless, code_blocks, root, tempdir, unified_diff, Block};
 
 /// The commands a transcript runs: gpustack and the file tools the book uses around it
 /// (`sed -i` on the spec, `grep` in generated files). Others (`cargo`, `docker`, `sbatch`,
@@ -45,36 +46,12 @@ const RUN: &[&str] = &[
 /// Transcripts that cannot run in this test, each with its reason in the page.
 const SKIPPED_AT_MOST: usize = 0;
 
-struct Block {
-    /// Byte range of the block's body in the page.
-    body: std::ops::Range<usize>,
-    info: String,
-}
-
+/// The blocks a reader follows: those at the start of a line (not inside a list item).
 fn blocks(page: &str) -> Vec<Block> {
-    let mut out = Vec::new();
-    let mut at = 0;
-    while let Some(i) = page[at..].find("```") {
-        let start = at + i;
-        // Only fences at the start of a line.
-        if start > 0 && &page[start - 1..start] != "\n" {
-            at = start + 3;
-            continue;
-        }
-        let info_end = start + page[start..].find('\n').unwrap_or(page.len() - start);
-        let info = page[start + 3..info_end].trim().to_string();
-        let body_start = (info_end + 1).min(page.len());
-        let Some(close) = page[body_start..].find("\n```") else {
-            break;
-        };
-        let body_end = body_start + close + 1;
-        out.push(Block {
-            body: body_start..body_end,
-            info,
-        });
-        at = body_end + 3;
-    }
-    out
+    code_blocks(page)
+        .into_iter()
+        .filter(|b| !b.indented)
+        .collect()
 }
 
 /// Whether `actual` matches `expected`, where `…` is a wildcard (a whole line: any lines;
@@ -292,9 +269,11 @@ fn every_console_transcript_in_the_book_is_what_gpustack_prints() {
                         new_body.push('\n');
                     }
                 } else {
+                    let mut want = expected.join("\n");
+                    want.push('\n');
                     failures.push(format!(
-                        "{name}.md: `{cmd}`\n--- expected\n{}\n--- actual (exit {code})\n{actual}",
-                        expected.join("\n")
+                        "{name}.md: `{cmd}` (exit {code})\n{}",
+                        unified_diff(&want, &actual, &format!("{name}.md: {cmd}"))
                     ));
                     for e in &expected {
                         new_body.push_str(e);
@@ -333,7 +312,8 @@ fn every_console_transcript_in_the_book_is_what_gpustack_prints() {
     assert!(ran >= 40, "only {ran} transcript commands found");
     assert!(
         failures.is_empty(),
-        "{} of {ran} book transcript commands differ (GPUSTACK_BLESS=1 rewrites them):\n\n{}",
+        "{} of {ran} book transcript commands differ (`INSTA_UPDATE=always cargo test --test \
+         book_transcripts` rewrites them; review with `git diff book/`):\n\n{}",
         failures.len(),
         failures.join("\n\n")
     );

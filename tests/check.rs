@@ -5,7 +5,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{copy_dir, root, run_in, tempdir, Output};
+use common::{code_block, copy_dir, root, run_in, tempdir, Output};
 
 const STACK: &str = "h100-ib-train-serve";
 
@@ -700,13 +700,7 @@ fn the_books_json_example_has_the_real_shape() {
         }
     }
     let book = std::fs::read_to_string(root().join("book/src/checks.md")).unwrap();
-    let block = book
-        .split("```json\n")
-        .nth(1)
-        .unwrap()
-        .split("```")
-        .next()
-        .unwrap();
+    let block = code_block(&book, "json").expect("a json block");
     let documented: serde_json::Value = serde_json::from_str(block).unwrap();
     let dir = project("book-json");
     edit(

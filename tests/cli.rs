@@ -5,7 +5,9 @@
 //! * `fixtures/bad-input/<case>/` run `args` in a copy of the directory and must exit 2
 //!   with the message in `expected.snap`, writing nothing.
 //!
-//! `GPUSTACK_BLESS=1 cargo test --test cli` rewrites the snapshots and locks.
+//! The `.snap` files are insta snapshots: a changed message leaves `*.snap.new` beside the
+//! snapshot for `cargo insta review`. The lockfiles are compared byte for byte;
+//! `INSTA_UPDATE=always cargo test --test cli` rewrites them (review with `git diff`).
 
 mod common;
 
@@ -29,7 +31,7 @@ fn example_specs_lock_to_the_committed_lockfiles() {
             failures.push(format!("{rel}: exit {}\n{}", out.code, out.stderr));
             continue;
         }
-        if let Some(f) = check_snapshot(&root.join(format!("lockfiles/{name}.lock")), &out.stdout) {
+        if let Some(f) = check_file(&root.join(format!("lockfiles/{name}.lock")), &out.stdout) {
             failures.push(f);
         }
     }
@@ -68,12 +70,7 @@ fn conflicts_are_explained() {
                 ));
             }
         }
-        if let Some(f) = check_snapshot(
-            &root.join(format!("fixtures/conflicts/{name}.snap")),
-            &out.stderr,
-        ) {
-            failures.push(f);
-        }
+        failures.extend(check_insta("fixtures/conflicts", name, &out.stderr));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
@@ -130,7 +127,9 @@ fn bad_input_is_rejected_with_exit_2_and_nothing_written() {
         let name = case.file_name().unwrap().to_str().unwrap().to_string();
         let work = tempdir(&format!("bad-{name}"));
         copy_dir(case, &work);
-        let _ = std::fs::remove_file(work.join("expected.snap"));
+        for snap in ["expected.snap", "expected.snap.new"] {
+            let _ = std::fs::remove_file(work.join(snap));
+        }
         let args_text = std::fs::read_to_string(case.join("args")).unwrap();
         let args: Vec<&str> = args_text.split_whitespace().collect();
         let before = tree(&work);
@@ -159,9 +158,11 @@ fn bad_input_is_rejected_with_exit_2_and_nothing_written() {
             failures.push(format!("{name}: no `hint:` in\n{}", out.stderr));
         }
         let text = format!("exit: {}\n{}", out.code, out.stderr);
-        if let Some(f) = check_snapshot(&case.join("expected.snap"), &text) {
-            failures.push(f);
-        }
+        failures.extend(check_insta(
+            &format!("fixtures/bad-input/{name}"),
+            "expected",
+            &text,
+        ));
         let _ = std::fs::remove_dir_all(&work);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
@@ -449,12 +450,13 @@ fn gen_usage_errors_and_check() {
     let out = run_in(&dir, &["gen", "dockr"]);
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(
-        out.stderr.contains("unknown target `dockr`"),
+        out.stderr
+            .contains("invalid value 'dockr' for '<TARGET>...'"),
         "{}",
         out.stderr
     );
     assert!(
-        out.stderr.contains("did you mean `docker`?"),
+        out.stderr.contains("a similar value exists: 'docker'"),
         "{}",
         out.stderr
     );

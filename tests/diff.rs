@@ -1,15 +1,16 @@
 //! `gpustack diff`: every case under `fixtures/diff/<case>/` locks `old.toml` and
 //! `new.toml` with the stock catalog and checks the exact set of classes the diff reports;
-//! some cases also compare the text, JSON and Markdown reports with the snapshots next to
-//! them (`diff.txt`, `diff.json`, `diff.md`; bless with
-//! `GPUSTACK_BLESS=1 cargo test --test diff`).
+//! some cases also compare the text, JSON and Markdown reports with the insta snapshots
+//! next to them (`diff.txt.snap`, `diff.json.snap`, `diff.md.snap`; review a change with
+//! `cargo insta review`, or accept every change with `INSTA_UPDATE=always cargo test --test
+//! diff`, which also rewrites the example in `book/src/diff.md`).
 
 mod common;
 
 use common::*;
 use gpustack::diff::{diff, Class, Kind, LockDiff, Status};
 use gpustack::lock::Field;
-use gpustack::{Catalog, Component, Lock};
+use gpustack::{Component, Lock};
 
 /// Every case and the classes its diff must report, costliest first.
 const CASES: &[(&str, &[Class])] = &[
@@ -74,11 +75,6 @@ const CASES: &[(&str, &[Class])] = &[
 /// The cases whose three reports are snapshot-tested.
 const SNAPSHOTS: &[&str] = &["driver-branch", "framework", "fabric", "no-change"];
 
-fn catalog() -> &'static Catalog {
-    static C: std::sync::OnceLock<Catalog> = std::sync::OnceLock::new();
-    C.get_or_init(|| Catalog::stock().expect("stock catalog"))
-}
-
 fn lock(case: &str, side: &str) -> Lock {
     let rel = format!("fixtures/diff/{case}/{side}.toml");
     let text = std::fs::read_to_string(root().join(&rel)).unwrap();
@@ -138,13 +134,13 @@ fn reports_match_the_snapshots() {
     let mut failures = Vec::new();
     for case in SNAPSHOTS {
         let d = case_diff(case);
-        let dir = root().join("fixtures/diff").join(case);
-        for (file, text) in [
+        let dir = format!("fixtures/diff/{case}");
+        for (name, text) in [
             ("diff.txt", d.to_text()),
             ("diff.json", d.to_json()),
             ("diff.md", d.to_markdown()),
         ] {
-            failures.extend(check_snapshot(&dir.join(file), &text));
+            failures.extend(check_insta(&dir, name, &text));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
@@ -363,16 +359,20 @@ fn the_book_lists_every_class() {
 fn the_book_example_is_the_driver_branch_snapshot() {
     let path = root().join("book/src/diff.md");
     let book = std::fs::read_to_string(&path).unwrap();
-    let start = book.find("```markdown\n").expect("a ```markdown block") + "```markdown\n".len();
-    let end = start + book[start..].find("```\n").unwrap();
+    let block = code_blocks(&book)
+        .into_iter()
+        .find(|b| b.info == "markdown")
+        .expect("a ```markdown block");
+    let (start, end) = (block.body.start, block.body.end);
     let actual = case_diff("driver-branch").to_markdown();
     if bless() {
         std::fs::write(&path, format!("{}{actual}{}", &book[..start], &book[end..])).unwrap();
         return;
     }
-    assert_eq!(
-        book[start..end],
-        actual,
-        "book/src/diff.md's example is stale; run `GPUSTACK_BLESS=1 cargo test --test diff`"
+    assert!(
+        book[start..end] == actual,
+        "book/src/diff.md's example is stale:\n{}\nrun `INSTA_UPDATE=always cargo test --test diff` \
+         and review `git diff book/src/diff.md`",
+        unified_diff(&book[start..end], &actual, "book/src/diff.md")
     );
 }

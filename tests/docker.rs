@@ -8,67 +8,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::*;
-use gpustack::lock::Lock;
 use gpustack::spec::Layer;
-
-/// One `FROM … AS name` stage of a Dockerfile: its parent and its instructions (with line
-/// continuations joined).
-#[derive(Debug, Default)]
-struct Stage {
-    from: String,
-    instructions: Vec<(String, String)>,
-}
-
-/// A small Dockerfile parser: enough structure to check stages, parents, ENV, RUN and
-/// COPY; comments and parser directives dropped.
-fn parse(text: &str) -> (Vec<String>, BTreeMap<String, Stage>) {
-    let mut order = Vec::new();
-    let mut stages: BTreeMap<String, Stage> = BTreeMap::new();
-    let mut current: Option<String> = None;
-    let mut logical = String::new();
-    for line in text.lines() {
-        let t = line.trim_start();
-        if logical.is_empty() && (t.starts_with('#') || t.is_empty()) {
-            continue;
-        }
-        if t.starts_with('#') {
-            continue;
-        }
-        if let Some(x) = line.strip_suffix('\\') {
-            logical.push_str(x);
-            logical.push(' ');
-            continue;
-        }
-        logical.push_str(line);
-        let full = std::mem::take(&mut logical);
-        let (kw, rest) = full.trim().split_once(' ').unwrap_or((full.trim(), ""));
-        let kw = kw.to_ascii_uppercase();
-        if kw == "FROM" {
-            let words: Vec<&str> = rest.split_whitespace().collect();
-            let name = if words.len() == 3 && words[1].eq_ignore_ascii_case("as") {
-                words[2].to_string()
-            } else {
-                format!("#{}", order.len())
-            };
-            order.push(name.clone());
-            stages.insert(
-                name.clone(),
-                Stage {
-                    from: words[0].to_string(),
-                    instructions: Vec::new(),
-                },
-            );
-            current = Some(name);
-        } else if let Some(c) = &current {
-            stages
-                .get_mut(c)
-                .unwrap()
-                .instructions
-                .push((kw, rest.to_string()));
-        }
-    }
-    (order, stages)
-}
 
 /// The stage and its ancestors inside the file, nearest first.
 fn chain<'a>(stages: &'a BTreeMap<String, Stage>, name: &str) -> Vec<&'a str> {
@@ -84,11 +24,6 @@ fn chain<'a>(stages: &'a BTreeMap<String, Stage>, name: &str) -> Vec<&'a str> {
     out
 }
 
-fn lock_of(name: &str) -> Lock {
-    let path = root().join("lockfiles").join(format!("{name}.lock"));
-    Lock::parse("l", &std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
 /// Every component of every image layer is installed, at its locked version, in that
 /// layer's stage or an ancestor; the requirement file of the stage names it; every
 /// `COPY --from`/`--mount from=` names an earlier stage or an image; runtime stages descend
@@ -100,7 +35,7 @@ fn every_component_reaches_its_layer_and_nothing_is_dropped() {
         let out = generate(&name, "docker");
         let text = std::fs::read_to_string(out.join("Dockerfile")).unwrap();
         assert_copies_are_in_the_context(&out);
-        let (order, stages) = parse(&text);
+        let (order, stages) = parse_dockerfile(&text);
         assert!(text.starts_with("# syntax=docker/dockerfile:1."), "{name}");
         assert!(stages.contains_key("base"), "{name}: no base stage");
 

@@ -286,45 +286,35 @@ fn quotable_lines(text: &str) -> Vec<String> {
 
 #[test]
 fn book_library_code_is_quoted_from_tested_code() {
+    // Every source file under examples/ and src/ (the refactor moves modules around).
     let mut corpus = Vec::new();
-    for dir in [
-        "examples",
-        "src",
-        "src/catalog",
-        "src/emit",
-        "src/plan",
-        "src/solve",
-    ] {
-        for path in sorted_files(&root().join(dir), "rs") {
-            let text = std::fs::read_to_string(&path).unwrap();
-            corpus.push((path, quotable_lines(&text)));
+    for dir in ["examples", "src"] {
+        for e in walkdir::WalkDir::new(root().join(dir)).sort_by_file_name() {
+            let path = e.unwrap().into_path();
+            if path.extension().is_some_and(|x| x == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                corpus.push((path, quotable_lines(&text)));
+            }
         }
     }
     let page = std::fs::read_to_string(root().join("book/src/library.md")).unwrap();
     let mut blocks = 0;
     let mut failures = Vec::new();
-    let mut lines = page.lines().enumerate();
-    while let Some((n, line)) = lines.next() {
+    for block in code_blocks(&page) {
         // Fragments: `mdbook test` must skip them (`ignore`); this test checks they are
         // quoted from code that `cargo test` compiles and runs.
+        let n = block.line - 1;
         assert_ne!(
-            line.trim(),
-            "```rust",
+            block.info,
+            "rust",
             "book/src/library.md:{}: mark the block `rust,ignore` (it is a fragment)",
             n + 1
         );
-        if line.trim() != "```rust,ignore" {
+        if block.info != "rust,ignore" {
             continue;
         }
         blocks += 1;
-        let mut body = String::new();
-        for (_, l) in lines.by_ref() {
-            if l.trim_start().starts_with("```") {
-                break;
-            }
-            body.push_str(l);
-            body.push('\n');
-        }
+        let body = block.text(&page);
         // `// …` marks a cut: each piece must appear, contiguous, in one tested file.
         for piece in body.split("// …\n") {
             let want = quotable_lines(piece);

@@ -1,37 +1,23 @@
 //! Golden files: for every example spec, every generated file of every target equals the
 //! committed copy under `fixtures/gen/<spec>/<target>/`, byte for byte, and regenerating
-//! into the same directory changes nothing (`gen --check`). Bless with
-//! `GPUSTACK_BLESS=1 cargo test --test golden`.
+//! into the same directory changes nothing (`gen --check`). A difference fails with a
+//! unified diff; after an intended change, `INSTA_UPDATE=always cargo test --test golden`
+//! rewrites the tree and `git diff fixtures/gen` is the review (these are real files that
+//! `tests/check.rs`, the benches and the book read, so they carry no snapshot header).
 
 mod common;
 
 use common::*;
 
-/// The targets with generators in this build.
-const TARGETS: &[&str] = &["docker", "apptainer", "packer", "k8s", "slurm"];
-
-fn available(target: &str) -> bool {
-    let dir = tempdir(&format!("probe-{target}"));
-    let lock = root().join("lockfiles/a100-pytorch.lock");
-    let out = run_in(
-        &dir,
-        &[
-            "gen",
-            target,
-            "--lock",
-            lock.to_str().unwrap(),
-            "--out",
-            "o",
-        ],
-    );
-    !out.stderr.contains("is not available in this build")
-}
-
 #[test]
 fn generated_files_match_the_goldens() {
     let mut failures = Vec::new();
-    let targets: Vec<&str> = TARGETS.iter().copied().filter(|t| available(t)).collect();
-    assert!(targets.contains(&"docker"));
+    // Every target is built into every binary (none is behind a feature).
+    let targets: Vec<&str> = gpustack::plan::Target::ALL
+        .iter()
+        .map(|t| t.name())
+        .collect();
+    assert_eq!(targets, ["docker", "apptainer", "packer", "k8s", "slurm"]);
     for name in example_names() {
         for target in &targets {
             let got = generate(&name, target);
@@ -58,11 +44,11 @@ fn generated_files_match_the_goldens() {
             for (path, bytes) in &actual {
                 if expected.get(path) != Some(bytes) {
                     failures.push(format!(
-                        "{name}/{target}/{}:\n{}",
-                        path.display(),
-                        diff(
+                        "{}",
+                        unified_diff(
                             &String::from_utf8_lossy(&expected[path]),
-                            &String::from_utf8_lossy(bytes)
+                            &String::from_utf8_lossy(bytes),
+                            &format!("fixtures/gen/{name}/{target}/{}", path.display()),
                         )
                     ));
                 }
@@ -92,7 +78,8 @@ fn generated_files_match_the_goldens() {
     }
     assert!(
         failures.is_empty(),
-        "{}\n\nrun `GPUSTACK_BLESS=1 cargo test --test golden` if the change is intended",
+        "{}\n\nif the change is intended, run `INSTA_UPDATE=always cargo test --test golden` \
+         and review `git diff fixtures/gen`",
         failures.join("\n")
     );
 }

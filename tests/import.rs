@@ -740,11 +740,7 @@ fn without_lines(s: &str) -> String {
 #[test]
 fn book_import_example_is_what_the_commands_do() {
     let book = std::fs::read_to_string(root().join("book/src/catalog.md")).unwrap();
-    let start = book
-        .find("```console import-example\n")
-        .expect("the example block");
-    let body = &book[start + "```console import-example\n".len()..];
-    let body = &body[..body.find("\n```").unwrap() + 1];
+    let body = common::code_block(&book, "console import-example").expect("the example block");
     let dir = tempdir("book-import");
     common::copy_dir(
         &fixtures().join("redist"),

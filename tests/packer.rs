@@ -25,11 +25,6 @@ fn serial() -> MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn lock_of(name: &str) -> Lock {
-    let path = root().join("lockfiles").join(format!("{name}.lock"));
-    Lock::parse("l", &std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
 fn read(dir: &Path, file: &str) -> String {
     std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
 }

@@ -3,18 +3,13 @@
 //! unknown input is rejected with its message, location and hints, and the `[hardware]`
 //! table it prints is one the spec parser accepts.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
+use common::{catalog, root};
 use gpustack::probe::{self, Format, Match, Probe};
 use gpustack::{Catalog, Error, Spec};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn catalog() -> Catalog {
-    Catalog::stock().expect("stock catalog")
-}
 
 /// Reads a fixture; its path relative to the repository is the name used in messages.
 fn fixture(rel: &str) -> (String, String) {

@@ -189,11 +189,6 @@ fn provision_dir(packer: &Path, os: &str, tag: &str) -> Record {
     }
 }
 
-fn lock_of(name: &str) -> Lock {
-    let path = root().join("lockfiles").join(format!("{name}.lock"));
-    Lock::parse("l", &std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
 fn os_of(lock: &Lock) -> String {
     lock.package("cuda-image")
         .and_then(|p| p.get("os"))

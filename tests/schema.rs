@@ -1,7 +1,7 @@
 //! The spec's JSON Schema, `schema/gpustack.schema.json`:
 //!
 //! * the committed file is what `gpustack::schema::spec_schema_json` generates for the
-//!   stock catalog (bless with `GPUSTACK_BLESS=1`);
+//!   stock catalog (accept a change with `INSTA_UPDATE=always`, review with `git diff`);
 //! * the schema and the parser agree: a spec built from the schema's own examples, with
 //!   every table and every key, parses; every enum value parses and a non-member does not;
 //!   required keys, integer bounds and defaults are the parser's; an unknown key is
@@ -20,10 +20,6 @@ use std::path::Path;
 use common::*;
 use gpustack::{Catalog, Spec};
 use serde_json::Value;
-
-fn catalog() -> Catalog {
-    Catalog::stock().unwrap()
-}
 
 fn schema() -> Value {
     gpustack::schema::spec_schema(&catalog())
@@ -111,8 +107,8 @@ fn committed_schema_is_current() {
     if bless() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     }
-    if let Some(failure) = check_snapshot(&path, &text) {
-        panic!("{failure}\nthe schema changed: review it and run `GPUSTACK_BLESS=1 cargo test --test schema`");
+    if let Some(failure) = check_file(&path, &text) {
+        panic!("{failure}\nthe schema changed: if intended, run `INSTA_UPDATE=always cargo test --test schema` and review `git diff`");
     }
     // Byte-level properties of the committed text.
     assert!(text.ends_with("}\n") && !text.ends_with("\n\n"));
@@ -541,20 +537,11 @@ fn book_specs() -> Vec<(String, String)> {
     for page in sorted_files(&root().join("book/src"), "md") {
         let text = std::fs::read_to_string(&page).unwrap();
         let stem = page.file_stem().unwrap().to_string_lossy().into_owned();
-        let mut lines = text.lines().enumerate();
-        while let Some((n, line)) = lines.next() {
-            if line.trim() != "```toml spec" {
-                continue;
-            }
-            let mut body = String::new();
-            for (_, l) in lines.by_ref() {
-                if l.trim_start().starts_with("```") {
-                    break;
-                }
-                body.push_str(l);
-                body.push('\n');
-            }
-            out.push((format!("book-{stem}-{}", n + 1), body));
+        for b in code_blocks(&text)
+            .into_iter()
+            .filter(|b| b.info == "toml spec")
+        {
+            out.push((format!("book-{stem}-{}", b.line), b.text(&text).to_string()));
         }
     }
     out

@@ -63,11 +63,6 @@ fn option<'a>(directives: &'a [String], name: &str) -> Option<&'a str> {
     })
 }
 
-fn lock_of(path: &Path) -> gpustack::Lock {
-    let text = std::fs::read_to_string(path).unwrap();
-    gpustack::Lock::parse(&path.display().to_string(), &text).unwrap()
-}
-
 /// The NCCL/fabric environment the lock records, by name.
 fn lock_env(lock: &gpustack::Lock) -> BTreeMap<String, String> {
     lock.facts
@@ -123,7 +118,7 @@ fn generated_example(name: &str) -> Generated {
         ],
     );
     assert_eq!(out.code, 0, "gen {name}: {}", out.stderr);
-    finish(name, lock_of(&lock_path), &dir)
+    finish(name, read_lock(&lock_path), &dir)
 }
 
 fn finish(name: &str, lock: gpustack::Lock, dir: &Path) -> Generated {
@@ -163,7 +158,7 @@ fn generated_spec(name: &str, spec: &str, overlay: Option<&str>) -> Generated {
     assert_eq!(out.code, 0, "lock {name}: {}", out.stderr);
     let out = run_in(&dir, &["gen", "slurm", "docker", "apptainer"]);
     assert_eq!(out.code, 0, "gen {name}: {}", out.stderr);
-    finish(name, lock_of(&dir.join("gpustack.lock")), &dir)
+    finish(name, read_lock(&dir.join("gpustack.lock")), &dir)
 }
 
 fn base_spec() -> String {

@@ -298,6 +298,50 @@ pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
     Ok(buf)
 }
 
+/// Reads a UTF-8 text input of at most `limit` bytes ([`read_bounded`]) with the CLI's
+/// messages: `{what} \`PATH\` not found`, `… is larger than 1 MiB`, `… is not UTF-8`, each
+/// with `hint` where it helps. `what` names the input (`spec`, `lock`, `manifest`).
+pub fn read_text(
+    path: &Path,
+    stage: Stage,
+    what: &str,
+    hint: &str,
+    limit: u64,
+) -> Result<String, Diagnostic> {
+    let shown = shown(path);
+    let bytes = read_bounded(path, limit).map_err(|e| match e {
+        ReadError::NotFound => {
+            Diagnostic::new(stage, format!("{what} `{shown}` not found")).hint(hint)
+        }
+        ReadError::NotRegular(kind) => Diagnostic::new(
+            stage,
+            format!("cannot read {what} `{shown}`: it is {kind}, not a regular file"),
+        )
+        .hint(hint),
+        ReadError::TooLarge(n) => Diagnostic::new(
+            stage,
+            format!("{what} `{shown}` is larger than {}", human_size(n)),
+        )
+        .hint(format!(
+            "gpustack reads a {what} of at most {}; is this the right file?",
+            human_size(n)
+        )),
+        ReadError::Io(e) => {
+            Diagnostic::new(stage, format!("cannot read {what} `{shown}`: {e}")).hint(hint)
+        }
+    })?;
+    String::from_utf8(bytes).map_err(|e| {
+        Diagnostic::new(
+            stage,
+            format!(
+                "{what} `{shown}` is not UTF-8 (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ),
+        )
+        .hint("save it as UTF-8, e.g. `iconv -f latin1 -t utf-8 FILE`")
+    })
+}
+
 /// A limit for messages: `1 MiB`.
 pub fn human_size(n: u64) -> String {
     if n >= 1 << 20 && n.is_multiple_of(1 << 20) {

@@ -34,8 +34,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 pub use file::{
-    check_destination, human_size, limits, read_bounded, shown, sweep_temporaries, write_atomic,
-    write_new, DirLock, ReadError,
+    check_destination, human_size, limits, read_bounded, read_text, shown, sweep_temporaries,
+    write_atomic, write_new, DirLock, ReadError,
 };
 pub(crate) use file::{fault, kind_of};
 
@@ -505,6 +505,42 @@ pub fn write_targets(
     targets: &[TargetFiles<'_>],
 ) -> Result<(Vec<Written>, Option<Vec<String>>), Diagnostic> {
     let so = shown(out);
+    check_names(out, targets)?;
+    std::fs::create_dir_all(out).map_err(io_err(format!("cannot create `{so}`")))?;
+    let _lock = DirLock::acquire(out)?;
+    let recovered = recover_locked(out)?;
+    let (report, changed) = survey_targets(out, targets)?;
+    if changed.is_empty() {
+        return Ok((report, recovered));
+    }
+    let r = random_suffix();
+    let j = Journal {
+        stage: format!("{STAGE}{r}"),
+        old: format!("{OLD}{r}"),
+        targets: changed.iter().map(|t| t.name.to_string()).collect(),
+    };
+    stage_and_journal(out, &j, &changed)?;
+    swap(out, &j, &changed)?;
+    // Commit: from here on the new tree stands, whatever happens.
+    let committed = std::fs::remove_file(out.join(JOURNAL))
+        .and_then(|()| sync_dir(out))
+        .and_then(|()| fault("gen:committed"));
+    if let Err(e) = committed {
+        // Could not commit: undo, so the result is all or nothing.
+        let _ = roll_back(out, &j);
+        return Err(io_err(format!("cannot commit the new targets in `{so}`"))(
+            e,
+        ));
+    }
+    let _ = std::fs::remove_dir_all(out.join(&j.old));
+    let _ = std::fs::remove_dir_all(out.join(&j.stage));
+    Ok((report, recovered))
+}
+
+/// Step 0: every target name is one plain path component, every file path is relative and
+/// inside its target, and every target directory can be replaced ([`check_target_dir`]).
+fn check_names(out: &Path, targets: &[TargetFiles<'_>]) -> Result<(), Diagnostic> {
+    let so = shown(out);
     for t in targets {
         if !relative_ok(t.name) || t.name.contains('/') || t.name.starts_with('.') {
             return Err(Diagnostic::new(
@@ -529,9 +565,16 @@ pub fn write_targets(
         }
         check_target_dir(&out.join(t.name))?;
     }
-    std::fs::create_dir_all(out).map_err(io_err(format!("cannot create `{so}`")))?;
-    let _lock = DirLock::acquire(out)?;
-    let recovered = recover_locked(out)?;
+    Ok(())
+}
+
+/// Step 2, survey: what each target would become, and the targets that change. A file
+/// gpustack did not write, or anything that is not a regular file, is an error naming
+/// them all.
+fn survey_targets<'t, 'a>(
+    out: &Path,
+    targets: &'t [TargetFiles<'a>],
+) -> Result<(Vec<Written>, Vec<&'t TargetFiles<'a>>), Diagnostic> {
     let mut problems = Vec::new();
     let mut changed = Vec::new();
     let mut report = Vec::new();
@@ -556,22 +599,25 @@ pub fn write_targets(
         let mut d = Diagnostic::new(
             Stage::Io,
             format!(
-                "`{so}` holds files gpustack did not write, so it cannot replace their directories:\n    {}",
+                "`{}` holds files gpustack did not write, so it cannot replace their directories:\n    {}",
+                shown(out),
                 problems.iter().map(|p| crate::error::escape_control(p).into_owned()).collect::<Vec<_>>().join("\n    ")
             ),
         );
         d = d.hint("gpustack deletes only the files it wrote (each target's `.gpustack-manifest` lists them); move these out of the target directories, then run `gpustack gen` again");
         return Err(d);
     }
-    if changed.is_empty() {
-        return Ok((report, recovered));
-    }
-    let r = random_suffix();
-    let j = Journal {
-        stage: format!("{STAGE}{r}"),
-        old: format!("{OLD}{r}"),
-        targets: changed.iter().map(|t| t.name.to_string()).collect(),
-    };
+    Ok((report, changed))
+}
+
+/// Steps 3 and 4, stage and journal: every changed target written and synced under the
+/// stage directory, the backup directory created, then the journal. On an error nothing
+/// was swapped, and what was made is removed (or swept by the next run).
+fn stage_and_journal(
+    out: &Path,
+    j: &Journal,
+    changed: &[&TargetFiles<'_>],
+) -> Result<(), Diagnostic> {
     let stage = out.join(&j.stage);
     let old = out.join(&j.old);
     let staged = (|| {
@@ -579,7 +625,7 @@ pub fn write_targets(
             .map_err(io_err(format!("cannot create `{}`", shown(&stage))))?;
         // Every file is written first and synced after: one journal commit for all.
         let mut pending = Unsynced::default();
-        for t in &changed {
+        for t in changed {
             stage_target(&stage.join(t.name), &t.files, &mut pending)?;
             fault("gen:staged").map_err(io_err(format!("cannot stage `{}`", t.name)))?;
         }
@@ -588,16 +634,22 @@ pub fn write_targets(
         std::fs::create_dir(&old).map_err(io_err(format!("cannot create `{}`", shown(&old))))?;
         write_atomic(&out.join(JOURNAL), j.to_text().as_bytes())
     })();
-    if let Err(e) = staged {
-        // Nothing was swapped yet; the next run sweeps what could not be removed now.
+    if staged.is_err() {
         let _ = std::fs::remove_file(out.join(JOURNAL));
         let _ = std::fs::remove_dir_all(&stage);
         let _ = std::fs::remove_dir_all(&old);
-        return Err(e);
     }
+    staged
+}
+
+/// Step 5, swap: each changed target moves to the backup directory and its staged
+/// directory takes its place; on an error everything is rolled back.
+fn swap(out: &Path, j: &Journal, changed: &[&TargetFiles<'_>]) -> Result<(), Diagnostic> {
+    let stage = out.join(&j.stage);
+    let old = out.join(&j.old);
     let swapped = (|| -> std::io::Result<()> {
         fault("gen:journal")?;
-        for t in &changed {
+        for t in changed {
             let cur = out.join(t.name);
             if exists_nofollow(&cur) {
                 std::fs::rename(&cur, old.join(t.name))?;
@@ -610,8 +662,11 @@ pub fn write_targets(
         sync_dir(out)
     })();
     if let Err(e) = swapped {
-        let back = roll_back(out, &j);
-        let mut d = io_err(format!("cannot replace the target directories in `{so}`"))(e);
+        let back = roll_back(out, j);
+        let mut d = io_err(format!(
+            "cannot replace the target directories in `{}`",
+            shown(out)
+        ))(e);
         if let Err(b) = back {
             d = d.hint(format!(
                 "rolling back failed too ({b}); the next `gpustack gen` finishes it"
@@ -619,20 +674,7 @@ pub fn write_targets(
         }
         return Err(d);
     }
-    // Commit: from here on the new tree stands, whatever happens.
-    let committed = std::fs::remove_file(out.join(JOURNAL))
-        .and_then(|()| sync_dir(out))
-        .and_then(|()| fault("gen:committed"));
-    if let Err(e) = committed {
-        // Could not commit: undo, so the result is all or nothing.
-        let _ = roll_back(out, &j);
-        return Err(io_err(format!("cannot commit the new targets in `{so}`"))(
-            e,
-        ));
-    }
-    let _ = std::fs::remove_dir_all(&old);
-    let _ = std::fs::remove_dir_all(&stage);
-    Ok((report, recovered))
+    Ok(())
 }
 
 /// Replaces directory `dir` with exactly `files` (and its manifest): [`write_targets`]

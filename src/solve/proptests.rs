@@ -3,8 +3,21 @@
 //! The oracle enumerates the whole cartesian product of candidates, keeps the assignments
 //! that satisfy every rule, and picks the best by the documented preference order. The
 //! solver must agree exactly: same success/failure (complete and sound), same stack.
+//!
+//! The random catalogs and specs are `proptest` strategies: every entry the small catalog
+//! can have is kept or dropped at random, with random fields. When a property fails,
+//! proptest shrinks the case (dropping entries, narrowing fields, relaxing requirements)
+//! and reports the smallest catalog, printed as its TOML files, and spec that still fail.
+//! The runs are deterministic: the same cases on every run, no regression files.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::fmt;
+
+use proptest::prelude::Rng as _;
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 
 use super::rules::{Cand, Ctx};
 use super::{members, solve, sort_cuda, ORDER};
@@ -14,34 +27,86 @@ use crate::core::Component;
 use crate::spec::Spec;
 use crate::Error;
 
-/// xorshift64*: small, deterministic, no dependency.
-pub(crate) struct Rng(u64);
+/// Random cases outside a property (`solve::matrix`'s tests draw their catalogs and specs
+/// here): values of the same strategies, deterministic per seed, not shrunk.
+pub(crate) struct Rng(TestRunner);
 
 impl Rng {
     pub(crate) fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    pub(crate) fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        let mut bytes = [0u8; 32];
+        bytes[..8].copy_from_slice(&seed.to_le_bytes());
+        let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &bytes);
+        Rng(TestRunner::new_with_rng(Config::default(), rng))
     }
     pub(crate) fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
+        self.0.rng().next_u64() % 100 < percent
     }
-    pub(crate) fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
-        &v[self.below(v.len())]
-    }
-    pub(crate) fn subset<T: Clone>(&mut self, v: &[T], percent: u64) -> Vec<T> {
-        v.iter().filter(|_| self.chance(percent)).cloned().collect()
+    fn draw<S: Strategy>(&mut self, strategy: S) -> S::Value {
+        strategy
+            .new_tree(&mut self.0)
+            .expect("the strategies reject nothing")
+            .current()
     }
 }
 
-const DRIVERS: [&str; 6] = [
+/// A random small catalog as TOML files (one layer).
+pub(crate) fn random_catalog(rng: &mut Rng) -> Vec<(String, String)> {
+    rng.draw(catalog()).0
+}
+
+/// A random spec over a small catalog of [`random_catalog`] (whose GPUs are always the same).
+pub(crate) fn random_spec(rng: &mut Rng, cat: &Catalog) -> Spec {
+    let spec = rng.draw(spec());
+    debug_assert!(spec
+        .gpus
+        .iter()
+        .all(|g| cat.gpus.iter().any(|x| &x.id == g)));
+    spec
+}
+
+/// A catalog layer's files (name, TOML text), shown as the text itself when a case fails.
+#[derive(Clone, PartialEq)]
+pub(crate) struct Files(pub(crate) Vec<(String, String)>);
+
+impl fmt::Debug for Files {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (name, text) in &self.0 {
+            writeln!(f, "--- {name}\n{text}")?;
+        }
+        Ok(())
+    }
+}
+
+/// `true` with `percent` % probability; shrinks to `false`.
+fn chance(percent: u32) -> prop::bool::Weighted {
+    prop::bool::weighted(f64::from(percent) / 100.0)
+}
+
+/// `Some` with `percent` % probability; shrinks to `None`.
+fn maybe<S: Strategy>(percent: u32, s: S) -> impl Strategy<Value = Option<S::Value>> {
+    prop::option::weighted(f64::from(percent) / 100.0, s)
+}
+
+/// One of `items`; shrinks to the first.
+fn pick(items: &'static [&'static str]) -> impl Strategy<Value = &'static str> {
+    prop::sample::select(items)
+}
+
+/// Each of `items` kept with `percent` % probability, in order; shrinks to fewer.
+fn subset(
+    items: &'static [&'static str],
+    percent: u32,
+) -> impl Strategy<Value = Vec<&'static str>> {
+    prop::collection::vec(chance(percent), items.len()).prop_map(move |keep| {
+        items
+            .iter()
+            .zip(keep)
+            .filter_map(|(item, k)| k.then_some(*item))
+            .collect()
+    })
+}
+
+const DRIVERS: &[&str] = &[
     "470.82.01",
     "525.60.13",
     "535.104.05",
@@ -49,207 +114,328 @@ const DRIVERS: [&str; 6] = [
     "570.124.06",
     "580.65.06",
 ];
+const BRANCHES: [(&str, &str); 6] = [
+    ("470", "ltsb"),
+    ("525", "pb"),
+    ("535", "ltsb"),
+    ("550", "pb"),
+    ("570", "pb"),
+    ("580", "ltsb"),
+];
 const CUDAS: [&str; 7] = [
     "11.8.0", "12.1.1", "12.4.0", "12.4.1", "12.8.0", "12.8.1", "13.0.0",
 ];
 const CCS: [&str; 5] = ["7.0", "7.5", "8.0", "9.0", "12.0"];
+/// The ids of the random catalog's GPUs, one per entry of [`CCS`].
+const GPU_IDS: &[&str] = &["g0", "g1", "g2", "g3", "g4"];
+const _: () = assert!(GPU_IDS.len() == CCS.len());
 const PYTHONS: [&str; 3] = ["3.10", "3.11", "3.12"];
 
-/// A random small catalog as TOML files (one layer).
-pub(crate) fn random_catalog(rng: &mut Rng) -> Vec<(String, String)> {
-    let mut files = Vec::new();
-    let mut d = String::from("family = \"driver\"\n");
-    for (branch, kind) in [
-        ("470", "ltsb"),
-        ("525", "pb"),
-        ("535", "ltsb"),
-        ("550", "pb"),
-        ("570", "pb"),
-        ("580", "ltsb"),
-    ] {
-        let vs: Vec<&&str> = DRIVERS
-            .iter()
-            .filter(|v| v.starts_with(branch))
-            .filter(|_| rng.chance(80))
-            .collect();
-        if vs.is_empty() {
-            continue;
-        }
-        let status = if rng.chance(50) { "supported" } else { "eol" };
-        let list = vs
-            .iter()
-            .map(|v| format!("\"{v}\""))
-            .collect::<Vec<_>>()
-            .join(", ");
-        d.push_str(&format!("\n[[branch]]\nbranch = \"R{branch}\"\ntype = \"{kind}\"\nstatus = \"{status}\"\nversions = [{list}]\nsource = \"test\"\n"));
-    }
-    files.push(("driver.toml".to_string(), d));
+/// A random small catalog: every file of one layer.
+pub(crate) fn catalog() -> impl Strategy<Value = Files> {
+    (
+        driver_file(),
+        cuda_file(),
+        gpus_file(),
+        lib_files(),
+        torch_releases(),
+        vllm_releases(),
+        deepspeed_releases(),
+        extras_file(),
+    )
+        .prop_map(|(driver, cuda, gpus, libs, torch, vllm, ds, extras)| {
+            let mut files = vec![
+                ("driver.toml".to_string(), driver),
+                ("cuda.toml".to_string(), cuda),
+                ("gpus.toml".to_string(), gpus),
+                ("python.toml".to_string(), python_file()),
+                (
+                    "os.toml".to_string(),
+                    "family = \"os\"\n\n[[os]]\nid = \"ubuntu22.04\"\ncuda = \"<13\"\nsource = \"test\"\n"
+                        .to_string(),
+                ),
+            ];
+            for lib in &libs {
+                files.push((format!("{}.toml", lib.family), lib.text.clone()));
+            }
+            let (torch, torches) = torch_file(&torch, &libs);
+            files.push(("torch.toml".to_string(), torch));
+            files.push(("vllm.toml".to_string(), vllm_file(&vllm, &torches)));
+            files.push(("deepspeed.toml".to_string(), deepspeed_file(&ds, &torches)));
+            files.push(("extras.toml".to_string(), extras));
+            Files(files)
+        })
+}
 
-    let mut c = String::from("family = \"cuda\"\n");
-    for (major, floor) in [(11, "450.80.02"), (12, "525.60.13"), (13, "580.65.06")] {
-        c.push_str(&format!(
-            "\n[[minor_compat]]\nmajor = {major}\ndriver_min = \"{floor}\"\nsource = \"test\"\n"
-        ));
-    }
-    for (cuda, pkg) in [
+/// `driver.toml`: each branch's version kept or not, supported or end of life.
+fn driver_file() -> impl Strategy<Value = String> {
+    prop::collection::vec((chance(80), chance(50)), BRANCHES.len()).prop_map(|branches| {
+        let mut d = String::from("family = \"driver\"\n");
+        for ((branch, kind), (kept, supported)) in BRANCHES.iter().zip(branches) {
+            let vs: Vec<String> = DRIVERS
+                .iter()
+                .filter(|v| kept && v.starts_with(branch))
+                .map(|v| format!("\"{v}\""))
+                .collect();
+            if vs.is_empty() {
+                continue;
+            }
+            let status = if supported { "supported" } else { "eol" };
+            d.push_str(&format!("\n[[branch]]\nbranch = \"R{branch}\"\ntype = \"{kind}\"\nstatus = \"{status}\"\nversions = [{}]\nsource = \"test\"\n", vs.join(", ")));
+        }
+        d
+    })
+}
+
+/// `cuda.toml`: fixed compatibility floors and nvcc targets; forward-compatibility packages
+/// over random driver bases; releases with a random driver minimum (or none).
+fn cuda_file() -> impl Strategy<Value = String> {
+    const FORWARD: [(&str, &str); 3] = [
         ("12.4", "cuda-compat-12-4"),
         ("12.8", "cuda-compat-12-8"),
         ("13.0", "cuda-compat-13-0"),
-    ] {
-        if rng.chance(60) {
-            let bases = rng
-                .subset(&["\"R535\"", "\"R550\"", "\"R570\""], 50)
-                .join(", ");
-            c.push_str(&format!("\n[[forward_compat]]\ncuda = \"{cuda}\"\npackage = \"{pkg}\"\nbases = [{bases}]\nsource = \"test\"\n"));
-        }
-    }
-    c.push_str("\n[[targets]]\ncuda = \"<12.8\"\nsm = [\"70\", \"75\", \"80\", \"90\", \"90a\"]\nsource = \"test\"\n");
-    c.push_str("\n[[targets]]\ncuda = \">=12.8, <13\"\nsm = [\"70\", \"75\", \"80\", \"90\", \"90a\", \"120\"]\nsource = \"test\"\n");
-    c.push_str("\n[[targets]]\ncuda = \">=13\"\nsm = [\"75\", \"80\", \"90\", \"90a\", \"120\"]\nsource = \"test\"\n");
-    for v in CUDAS {
-        if rng.chance(70) {
-            let min = if rng.chance(85) {
-                format!("driver_min = \"{}\"\n", rng.pick(&DRIVERS))
-            } else {
-                String::new()
-            };
+    ];
+    let forward = prop::collection::vec(
+        maybe(60, subset(&["\"R535\"", "\"R550\"", "\"R570\""], 50)),
+        FORWARD.len(),
+    );
+    let releases = prop::collection::vec(maybe(70, maybe(85, pick(DRIVERS))), CUDAS.len());
+    (forward, releases).prop_map(|(forward, releases)| {
+        let mut c = String::from("family = \"cuda\"\n");
+        for (major, floor) in [(11, "450.80.02"), (12, "525.60.13"), (13, "580.65.06")] {
             c.push_str(&format!(
-                "\n[[release]]\nversion = \"{v}\"\n{min}source = \"test\"\n"
+                "\n[[minor_compat]]\nmajor = {major}\ndriver_min = \"{floor}\"\nsource = \"test\"\n"
             ));
         }
-    }
-    files.push(("cuda.toml".to_string(), c));
+        for ((cuda, pkg), bases) in FORWARD.iter().zip(forward) {
+            if let Some(bases) = bases {
+                let bases = bases.join(", ");
+                c.push_str(&format!("\n[[forward_compat]]\ncuda = \"{cuda}\"\npackage = \"{pkg}\"\nbases = [{bases}]\nsource = \"test\"\n"));
+            }
+        }
+        c.push_str("\n[[targets]]\ncuda = \"<12.8\"\nsm = [\"70\", \"75\", \"80\", \"90\", \"90a\"]\nsource = \"test\"\n");
+        c.push_str("\n[[targets]]\ncuda = \">=12.8, <13\"\nsm = [\"70\", \"75\", \"80\", \"90\", \"90a\", \"120\"]\nsource = \"test\"\n");
+        c.push_str("\n[[targets]]\ncuda = \">=13\"\nsm = [\"75\", \"80\", \"90\", \"90a\", \"120\"]\nsource = \"test\"\n");
+        for (v, release) in CUDAS.iter().zip(releases) {
+            if let Some(min) = release {
+                let min = min.map(|d| format!("driver_min = \"{d}\"\n"));
+                c.push_str(&format!(
+                    "\n[[release]]\nversion = \"{v}\"\n{}source = \"test\"\n",
+                    min.unwrap_or_default()
+                ));
+            }
+        }
+        c
+    })
+}
 
-    let mut g = String::from("family = \"gpu\"\n");
-    for (i, cc) in CCS.iter().enumerate() {
-        let dc = rng.chance(60);
-        let last = if *cc == "7.0" && rng.chance(70) {
-            "last_driver_branch = \"R550\"\n"
-        } else {
-            ""
-        };
-        g.push_str(&format!("\n[[gpu]]\nid = \"g{i}\"\nname = \"GPU {i}\"\ncc = \"{cc}\"\narch = \"a{i}\"\ndatacenter = {dc}\n{last}source = \"test\"\n"));
-    }
-    files.push(("gpus.toml".to_string(), g));
+/// `gpus.toml`: one GPU per compute capability, data center or not; the Volta one may stop
+/// at a last driver branch.
+fn gpus_file() -> impl Strategy<Value = String> {
+    prop::collection::vec((chance(60), chance(70)), CCS.len()).prop_map(|gpus| {
+        let mut g = String::from("family = \"gpu\"\n");
+        for (i, (cc, (dc, last))) in CCS.iter().zip(gpus).enumerate() {
+            let last = if *cc == "7.0" && last {
+                "last_driver_branch = \"R550\"\n"
+            } else {
+                ""
+            };
+            g.push_str(&format!("\n[[gpu]]\nid = \"{}\"\nname = \"GPU {i}\"\ncc = \"{cc}\"\narch = \"a{i}\"\ndatacenter = {dc}\n{last}source = \"test\"\n", GPU_IDS[i]));
+        }
+        g
+    })
+}
 
+fn python_file() -> String {
     let mut p = String::from("family = \"python\"\n");
     for v in PYTHONS {
         p.push_str(&format!(
             "\n[[release]]\nversion = \"{v}\"\nsource = \"test\"\n"
         ));
     }
-    files.push(("python.toml".to_string(), p));
-    files.push((
-        "os.toml".to_string(),
-        "family = \"os\"\n\n[[os]]\nid = \"ubuntu22.04\"\ncuda = \"<13\"\nsource = \"test\"\n"
-            .to_string(),
-    ));
+    p
+}
 
-    let mut libs = BTreeMap::new();
-    for (fam, vs) in [
+/// `cudnn.toml` or `nccl.toml` and the versions it keeps (torch wheels pin them).
+#[derive(Clone, Debug)]
+struct Lib {
+    family: &'static str,
+    text: String,
+    kept: Vec<&'static str>,
+}
+
+/// cuDNN and NCCL: each release for a random set of CUDA majors (none: left out), some with
+/// a minimum compute capability.
+fn lib_files() -> impl Strategy<Value = [Lib; 2]> {
+    const LIBS: [(&str, [&str; 3]); 2] = [
         ("cudnn", ["8.9.2.26", "9.1.0.70", "9.8.0.87"]),
         ("nccl", ["2.18.1", "2.21.5", "2.26.2"]),
-    ] {
-        let mut t = format!("family = \"{fam}\"\n");
-        let mut kept = Vec::new();
-        for v in vs {
-            let majors = rng.subset(&["11", "12", "13"], 60);
-            if majors.is_empty() {
-                continue;
-            }
-            let min = if rng.chance(20) {
-                "min_cc = \"7.5\"\n"
-            } else {
-                ""
+    ];
+    let release = (subset(&["11", "12", "13"], 60), chance(20));
+    prop::collection::vec(release, 6).prop_map(|releases| {
+        LIBS.map(|(family, versions)| {
+            let mut lib = Lib {
+                family,
+                text: format!("family = \"{family}\"\n"),
+                kept: Vec::new(),
             };
-            t.push_str(&format!(
-                "\n[[release]]\nversion = \"{v}\"\ncuda_majors = [{}]\n{min}source = \"test\"\n",
-                majors.join(", ")
-            ));
-            kept.push(v);
-        }
-        libs.insert(fam, kept);
-        files.push((format!("{fam}.toml"), t));
-    }
+            let first = if family == "cudnn" { 0 } else { 3 };
+            for (v, (majors, min)) in versions.into_iter().zip(&releases[first..first + 3]) {
+                if majors.is_empty() {
+                    continue;
+                }
+                let min = if *min { "min_cc = \"7.5\"\n" } else { "" };
+                lib.text.push_str(&format!(
+                    "\n[[release]]\nversion = \"{v}\"\ncuda_majors = [{}]\n{min}source = \"test\"\n",
+                    majors.join(", ")
+                ));
+                lib.kept.push(v);
+            }
+            lib
+        })
+    })
+}
 
+/// A torch release's random part: its Python range and, per CUDA variant, a wheel or none.
+#[derive(Clone, Debug)]
+struct TorchRelease {
+    python: &'static str,
+    wheels: Vec<Option<Wheel>>,
+}
+
+/// A wheel's arch list and its cuDNN and NCCL pins (an index into the kept releases).
+#[derive(Clone, Debug)]
+struct Wheel {
+    archs: Vec<&'static str>,
+    pins: [Option<usize>; 2],
+}
+
+const TORCHES: [&str; 3] = ["2.4.0", "2.5.1", "2.7.0"];
+const VARIANTS: [(&str, &str); 4] = [
+    ("cu118", "11.8"),
+    ("cu124", "12.4"),
+    ("cu128", "12.8"),
+    ("cu130", "13.0"),
+];
+
+fn torch_releases() -> impl Strategy<Value = Vec<Option<TorchRelease>>> {
+    let archs = &[
+        "\"7.0\"",
+        "\"7.5\"",
+        "\"8.0\"",
+        "\"9.0\"",
+        "\"12.0\"",
+        "\"9.0+PTX\"",
+    ];
+    // Pins index the kept releases modulo their number (1 to 3): 0..6 picks evenly.
+    let wheel = (
+        subset(archs, 60),
+        maybe(50, 0..6usize),
+        maybe(50, 0..6usize),
+    )
+        .prop_map(|(archs, cudnn, nccl)| Wheel {
+            archs,
+            pins: [cudnn, nccl],
+        });
+    let python = pick(&["\">=3.10, <3.13\"", "\">=3.11\"", "\"<3.12\""]);
+    let release = (
+        python,
+        prop::collection::vec(maybe(55, wheel), VARIANTS.len()),
+    )
+        .prop_map(|(python, wheels)| TorchRelease { python, wheels });
+    prop::collection::vec(maybe(80, release), TORCHES.len())
+}
+
+/// `torch.toml` and the torch versions it has (a release without wheels is left out).
+fn torch_file(releases: &[Option<TorchRelease>], libs: &[Lib; 2]) -> (String, Vec<&'static str>) {
     let mut t = String::from("family = \"torch\"\n");
     let mut torches = Vec::new();
-    for v in ["2.4.0", "2.5.1", "2.7.0"] {
-        if !rng.chance(80) {
+    for (v, release) in TORCHES.iter().zip(releases) {
+        let Some(r) = release else { continue };
+        let wheels: Vec<(&(&str, &str), &Wheel)> = VARIANTS
+            .iter()
+            .zip(&r.wheels)
+            .filter_map(|(variant, w)| w.as_ref().map(|w| (variant, w)))
+            .collect();
+        let Some(((first, _), _)) = wheels.first() else {
             continue;
-        }
-        let variants: Vec<(&str, &str)> = [
-            ("cu118", "11.8"),
-            ("cu124", "12.4"),
-            ("cu128", "12.8"),
-            ("cu130", "13.0"),
-        ]
-        .into_iter()
-        .filter(|_| rng.chance(55))
-        .collect();
-        if variants.is_empty() {
-            continue;
-        }
-        let py = rng.pick(&["\">=3.10, <3.13\"", "\">=3.11\"", "\"<3.12\""]);
-        t.push_str(&format!("\n[[release]]\nversion = \"{v}\"\npython = {py}\npypi_variant = \"{}\"\nsource = \"test\"\n", variants[0].0));
-        for (var, cu) in &variants {
-            let archs = rng.subset(
-                &[
-                    "\"7.0\"",
-                    "\"7.5\"",
-                    "\"8.0\"",
-                    "\"9.0\"",
-                    "\"12.0\"",
-                    "\"9.0+PTX\"",
-                ],
-                60,
-            );
+        };
+        t.push_str(&format!("\n[[release]]\nversion = \"{v}\"\npython = {}\npypi_variant = \"{first}\"\nsource = \"test\"\n", r.python));
+        for ((variant, cuda), w) in wheels {
             let mut pins = String::new();
-            for fam in ["cudnn", "nccl"] {
-                if rng.chance(50) && !libs[fam].is_empty() {
-                    pins.push_str(&format!("{fam} = \"{}\"\n", rng.pick(&libs[fam])));
+            for (lib, pin) in libs.iter().zip(w.pins) {
+                if let (Some(i), false) = (pin, lib.kept.is_empty()) {
+                    let version = lib.kept[i % lib.kept.len()];
+                    pins.push_str(&format!("{} = \"{version}\"\n", lib.family));
                 }
             }
             t.push_str(&format!(
-                "\n[[wheel]]\ntorch = [\"{v}\"]\nvariant = \"{var}\"\ncuda = \"{cu}\"\nindex_url = \"https://example.org/{var}\"\narch_list = [{}]\n{pins}source = \"test\"\n",
-                archs.join(", ")
+                "\n[[wheel]]\ntorch = [\"{v}\"]\nvariant = \"{variant}\"\ncuda = \"{cuda}\"\nindex_url = \"https://example.org/{variant}\"\narch_list = [{}]\n{pins}source = \"test\"\n",
+                w.archs.join(", ")
             ));
         }
-        torches.push(v);
+        torches.push(*v);
     }
-    files.push(("torch.toml".to_string(), t));
+    (t, torches)
+}
 
+/// vLLM releases: the torch they pin (an index into the torch versions), CUDA, minimum
+/// compute capability.
+fn vllm_releases() -> impl Strategy<Value = Vec<Option<(usize, &'static str, &'static str)>>> {
+    let release = (
+        0..6usize,
+        pick(&["12.1", "12.4", "13.0", "11.8"]),
+        pick(&["7.0", "7.5", "8.0"]),
+    );
+    prop::collection::vec(maybe(70, release), 3)
+}
+
+/// `vllm.toml` (empty without torch).
+fn vllm_file(releases: &[Option<(usize, &str, &str)>], torches: &[&str]) -> String {
     let mut vl = String::from("family = \"vllm\"\n");
-    let mut ds = String::from("family = \"deepspeed\"\n");
-    if !torches.is_empty() {
-        for (i, v) in ["0.5.0", "0.6.3.post1", "0.8.0"].iter().enumerate() {
-            if rng.chance(70) {
-                let tv = rng.pick(&torches);
-                let cu = rng.pick(&["12.1", "12.4", "13.0", "11.8"]);
-                let min = rng.pick(&["7.0", "7.5", "8.0"]);
-                vl.push_str(&format!("\n[[release]]\nversion = \"{v}\"\ntorch = \"{tv}\"\ncuda = \"{cu}\"\npython = \">=3.{}\"\nmin_cc = \"{min}\"\nsource = \"test\"\n", 9 + i));
-            }
-        }
-        for v in ["0.12.0", "0.16.4"] {
-            if rng.chance(70) {
-                let ok = rng.pick(&[
-                    "[]",
-                    "[\"12.0\", \"12.1\"]",
-                    "[\"12.1\", \"12.4\", \"12.8\"]",
-                ]);
-                let torch = if rng.chance(50) {
-                    "torch = \">=2.5\"\n"
-                } else {
-                    ""
-                };
-                ds.push_str(&format!("\n[[release]]\nversion = \"{v}\"\n{torch}cuda_mismatch_ok = {ok}\nsource = \"test\"\n"));
-            }
+    if torches.is_empty() {
+        return vl;
+    }
+    for (i, (v, release)) in ["0.5.0", "0.6.3.post1", "0.8.0"]
+        .iter()
+        .zip(releases)
+        .enumerate()
+    {
+        if let Some((torch, cu, min)) = release {
+            let tv = torches[torch % torches.len()];
+            vl.push_str(&format!("\n[[release]]\nversion = \"{v}\"\ntorch = \"{tv}\"\ncuda = \"{cu}\"\npython = \">=3.{}\"\nmin_cc = \"{min}\"\nsource = \"test\"\n", 9 + i));
         }
     }
-    files.push(("vllm.toml".to_string(), vl));
-    files.push(("deepspeed.toml".to_string(), ds));
-    files.push(("extras.toml".to_string(), random_extras(rng)));
-    files
+    vl
+}
+
+/// DeepSpeed releases: the CUDA mismatches they accept, whether they need torch ≥ 2.5.
+fn deepspeed_releases() -> impl Strategy<Value = Vec<Option<(&'static str, bool)>>> {
+    let ok = pick(&[
+        "[]",
+        "[\"12.0\", \"12.1\"]",
+        "[\"12.1\", \"12.4\", \"12.8\"]",
+    ]);
+    prop::collection::vec(maybe(70, (ok, chance(50))), 2)
+}
+
+/// `deepspeed.toml` (empty without torch).
+fn deepspeed_file(releases: &[Option<(&str, bool)>], torches: &[&str]) -> String {
+    let mut ds = String::from("family = \"deepspeed\"\n");
+    if torches.is_empty() {
+        return ds;
+    }
+    for (v, release) in ["0.12.0", "0.16.4"].iter().zip(releases) {
+        if let Some((ok, needs_torch)) = release {
+            let torch = if *needs_torch {
+                "torch = \">=2.5\"\n"
+            } else {
+                ""
+            };
+            ds.push_str(&format!("\n[[release]]\nversion = \"{v}\"\n{torch}cuda_mismatch_ok = {ok}\nsource = \"test\"\n"));
+        }
+    }
+    ds
 }
 
 /// The extras the random specs use: flash-attn (with a differently named distribution, to
@@ -257,9 +443,9 @@ pub(crate) fn random_catalog(rng: &mut Rng) -> Vec<(String, String)> {
 /// version, keyed apart by `pypi_name`).
 const EXTRAS: [Component; 3] = [Component::FlashAttn, Component::Xformers, Component::Cupy];
 
-fn random_extras(rng: &mut Rng) -> String {
-    let mut x = String::from("family = \"extra\"\n");
-    let entries: [(&str, &str, &str); 7] = [
+/// `extras.toml`: each entry kept or not, with random torch, Python, CUDA and GPU bounds.
+fn extras_file() -> impl Strategy<Value = String> {
+    const ENTRIES: [(&str, &str, &str); 7] = [
         ("flash-attn", "2.6.3", "flash-attn"),
         ("flash-attn", "2.8.3", "flash-attn"),
         ("flash-attn", "3.0.0", "flash_attn_3"),
@@ -268,110 +454,92 @@ fn random_extras(rng: &mut Rng) -> String {
         ("cupy", "14.2.0", "cupy-cuda12x"),
         ("cupy", "14.2.0", "cupy-cuda13x"),
     ];
-    for (name, version, pypi) in entries {
-        if !rng.chance(75) {
-            continue;
-        }
-        let mut e = format!(
-            "\n[[extra]]\nname = \"{name}\"\nversion = \"{version}\"\nlayer = \"framework\"\npypi_name = \"{pypi}\"\nindex = \"https://example.org/simple\"\nsource = \"test\"\n"
-        );
-        if rng.chance(60) {
-            let t = rng.pick(&[">=2.5", "==2.5.1", "<2.7", ">=2.4, <3"]);
-            e.push_str(&format!("torch = \"{t}\"\n"));
-        }
-        if rng.chance(50) {
-            let p = rng.pick(&[">=3.11", "<3.12", ">=3.10"]);
-            e.push_str(&format!("python = \"{p}\"\n"));
-        }
-        if rng.chance(60) {
-            let m = match pypi {
-                "cupy-cuda12x" => "[12]",
-                "cupy-cuda13x" => "[13]",
-                _ => rng.pick(&["[11, 12]", "[12]", "[12, 13]", "[13]"]),
+    let bounds = (
+        maybe(60, pick(&[">=2.5", "==2.5.1", "<2.7", ">=2.4, <3"])),
+        maybe(50, pick(&[">=3.11", "<3.12", ">=3.10"])),
+        maybe(60, pick(&["[11, 12]", "[12]", "[12, 13]", "[13]"])),
+        maybe(40, pick(&["7.5", "8.0", "9.0"])),
+    );
+    prop::collection::vec(maybe(75, bounds), ENTRIES.len()).prop_map(|entries| {
+        let mut x = String::from("family = \"extra\"\n");
+        for ((name, version, pypi), entry) in ENTRIES.iter().zip(entries) {
+            let Some((torch, python, majors, min_cc)) = entry else {
+                continue;
             };
-            e.push_str(&format!("cuda_majors = {m}\n"));
+            x.push_str(&format!(
+                "\n[[extra]]\nname = \"{name}\"\nversion = \"{version}\"\nlayer = \"framework\"\npypi_name = \"{pypi}\"\nindex = \"https://example.org/simple\"\nsource = \"test\"\n"
+            ));
+            if let Some(t) = torch {
+                x.push_str(&format!("torch = \"{t}\"\n"));
+            }
+            if let Some(p) = python {
+                x.push_str(&format!("python = \"{p}\"\n"));
+            }
+            if let Some(m) = majors {
+                let m = match *pypi {
+                    "cupy-cuda12x" => "[12]",
+                    "cupy-cuda13x" => "[13]",
+                    _ => m,
+                };
+                x.push_str(&format!("cuda_majors = {m}\n"));
+            }
+            if let Some(c) = min_cc {
+                x.push_str(&format!("min_cc = \"{c}\"\n"));
+            }
         }
-        if rng.chance(40) {
-            let c = rng.pick(&["7.5", "8.0", "9.0"]);
-            e.push_str(&format!("min_cc = \"{c}\"\n"));
-        }
-        x.push_str(&e);
-    }
-    x
+        x
+    })
 }
 
 /// A random spec over the small catalog.
-pub(crate) fn random_spec(rng: &mut Rng, cat: &Catalog) -> Spec {
-    let mut gpus: Vec<String> = cat
-        .gpus
-        .iter()
-        .map(|g| g.id.clone())
-        .filter(|_| rng.chance(35))
-        .collect();
-    if gpus.is_empty() {
-        gpus.push(rng.pick(&cat.gpus).id.clone());
-    }
-    let driver = if rng.chance(50) {
-        Some(Version::parse(rng.pick::<&str>(&DRIVERS[..])).unwrap())
-    } else {
-        None
+pub(crate) fn spec() -> impl Strategy<Value = Spec> {
+    let gpus = (subset(GPU_IDS, 35), 0..GPU_IDS.len());
+    let driver = maybe(50, pick(DRIVERS));
+    let components: Vec<_> = Component::ALL.iter().map(|c| requirement(*c)).collect();
+    (gpus, driver, components, chance(20)).prop_map(|((gpus, fallback), driver, requested, os)| {
+        let mut gpus: Vec<String> = gpus.into_iter().map(str::to_string).collect();
+        if gpus.is_empty() {
+            gpus.push(GPU_IDS[fallback].to_string());
+        }
+        let mut components: BTreeMap<Component, VersionReq> =
+            requested.into_iter().flatten().collect();
+        if components.keys().all(|c| *c == Component::Driver) {
+            components.insert(Component::Cuda, VersionReq::any());
+        }
+        Spec {
+            name: "prop".into(),
+            os: os.then(|| "ubuntu22.04".to_string()),
+            gpus,
+            archs: vec![],
+            driver: driver.map(|d| Version::parse(d).unwrap()),
+            components,
+            torch_source: None,
+            deploy: Default::default(),
+            check: Vec::new(),
+        }
+    })
+}
+
+/// Whether a random spec asks for `c`, and how: `*` or a narrower requirement. Only the
+/// extras the random catalog has, and fewer of them: each multiplies the oracle's work.
+fn requirement(c: Component) -> BoxedStrategy<Option<(Component, VersionReq)>> {
+    let (percent, narrow_percent, options): (u32, u32, &'static [&'static str]) = match c {
+        c if c.is_extra() && !EXTRAS.contains(&c) => return Just(None).boxed(),
+        c if c.is_extra() => (20, 30, &["<3", ">=2.8", "14.2"]),
+        Component::Driver => (20, 40, &["550", ">=535", "<560"]),
+        Component::Cuda => (45, 40, &["12", "12.4", ">=12.8", "<12.8"]),
+        Component::Torch => (45, 40, &["==2.5.1+cu124", ">=2.5", "<2.7"]),
+        Component::Python => (45, 40, &["3.11", ">=3.11"]),
+        _ => (45, 40, &[">=0", "<2.20"]),
     };
-    let mut components = BTreeMap::new();
-    for c in Component::ALL {
-        if c.is_extra() {
-            // Only the extras the random catalog has, and fewer of them: each multiplies
-            // the oracle's search space.
-            if EXTRAS.contains(&c) && rng.chance(20) {
-                let req = if rng.chance(70) {
-                    VersionReq::any()
-                } else {
-                    VersionReq::parse(rng.pick::<&str>(&["<3", ">=2.8", "14.2"])).unwrap()
-                };
-                components.insert(c, req);
-            }
-            continue;
-        }
-        if c == Component::Driver && !rng.chance(20) {
-            continue;
-        }
-        if c != Component::Driver && !rng.chance(45) {
-            continue;
-        }
-        let req = if rng.chance(60) {
-            VersionReq::any()
-        } else {
-            let options: Vec<String> = match c {
-                Component::Driver => vec!["550".into(), ">=535".into(), "<560".into()],
-                Component::Cuda => {
-                    vec!["12".into(), "12.4".into(), ">=12.8".into(), "<12.8".into()]
-                }
-                Component::Torch => vec!["==2.5.1+cu124".into(), ">=2.5".into(), "<2.7".into()],
-                Component::Python => vec!["3.11".into(), ">=3.11".into()],
-                _ => vec![">=0".into(), "<2.20".into()],
-            };
-            VersionReq::parse(rng.pick(&options[..]).as_str()).unwrap()
-        };
-        components.insert(c, req);
-    }
-    if components.keys().all(|c| *c == Component::Driver) {
-        components.insert(Component::Cuda, VersionReq::any());
-    }
-    let os = if rng.chance(20) {
-        Some("ubuntu22.04".to_string())
-    } else {
-        None
-    };
-    Spec {
-        name: "prop".into(),
-        os,
-        gpus,
-        archs: vec![],
-        driver,
-        components,
-        torch_source: None,
-        deploy: Default::default(),
-        check: Vec::new(),
-    }
+    maybe(percent, maybe(narrow_percent, pick(options)))
+        .prop_map(move |asked| {
+            asked.map(|narrow| {
+                let req = narrow.map_or_else(VersionReq::any, |r| VersionReq::parse(r).unwrap());
+                (c, req)
+            })
+        })
+        .boxed()
 }
 
 /// An assignment with its rank vector (lower is better).
@@ -529,39 +697,54 @@ fn outcome(cat: &Catalog, spec: &Spec) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
+/// A deterministic runner of `cases` cases (the same ones on every run) that writes no
+/// regression files and shrinks a failure before reporting it.
+fn runner(cases: u64) -> TestRunner {
+    let config = Config {
+        cases: u32::try_from(cases).unwrap_or(u32::MAX),
+        failure_persistence: None,
+        ..Config::default()
+    };
+    TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha))
+}
+
+/// Runs `test` on `cases` values of `strategy`; on failure, panics with proptest's report
+/// of the minimal failing input.
+fn check<S: Strategy>(
+    cases: u64,
+    strategy: S,
+    test: impl Fn(S::Value) -> Result<(), TestCaseError>,
+) {
+    if let Err(e) = runner(cases).run(&strategy, test) {
+        panic!("{e}");
+    }
+}
+
+fn load(files: &Files) -> Result<Catalog, TestCaseError> {
+    Catalog::from_layers(std::slice::from_ref(&files.0))
+        .map_err(|e| TestCaseError::fail(format!("random catalog invalid: {e}")))
+}
+
 #[test]
 fn solver_agrees_with_brute_force() {
-    let (mut sat, mut unsat) = (0, 0);
-    let (mut extra_sat, mut extra_unsat) = (0, 0);
-    for seed in 0..cases() {
-        let mut rng = Rng::new(seed + 1);
-        let files = random_catalog(&mut rng);
-        let cat = match Catalog::from_layers(std::slice::from_ref(&files)) {
-            Ok(c) => c,
-            Err(e) => panic!("seed {seed}: random catalog invalid: {e}\n{files:#?}"),
-        };
-        for _ in 0..4 {
-            let spec = random_spec(&mut rng, &cat);
-            let want = oracle(&cat, &spec);
-            let got = solver(&cat, &spec);
-            assert_eq!(
-                got, want,
-                "seed {seed}: solver and oracle disagree on {spec:#?}"
-            );
-            if got.is_some() {
-                sat += 1
-            } else {
-                unsat += 1
-            }
+    // Solved and unsolvable requests, all and those with extras.
+    let counts = RefCell::new([0u64; 4]);
+    let case = (catalog(), prop::collection::vec(spec(), 4));
+    check(cases(), case, |(files, specs)| {
+        let cat = load(&files)?;
+        for spec in &specs {
+            let got = solver(&cat, spec);
+            let want = oracle(&cat, spec);
+            prop_assert_eq!(&got, &want, "solver and oracle disagree on {:#?}", spec);
+            let mut n = counts.borrow_mut();
+            n[usize::from(got.is_none())] += 1;
             if spec.components.keys().any(|c| c.is_extra()) {
-                if got.is_some() {
-                    extra_sat += 1
-                } else {
-                    extra_unsat += 1
-                }
+                n[2 + usize::from(got.is_none())] += 1;
             }
         }
-    }
+        Ok(())
+    });
+    let [sat, unsat, extra_sat, extra_unsat] = counts.into_inner();
     // The generator must exercise both outcomes, or the test proves little.
     assert!(sat > 50 && unsat > 50, "sat {sat}, unsat {unsat}");
     let min = cases() / 30;
@@ -573,56 +756,50 @@ fn solver_agrees_with_brute_force() {
 
 #[test]
 fn catalog_order_does_not_change_the_lock() {
-    for seed in 0..cases() / 4 {
-        let mut rng = Rng::new(seed + 7);
-        let files = random_catalog(&mut rng);
-        let cat = Catalog::from_layers(std::slice::from_ref(&files)).unwrap();
-        let reordered = reorder(&files, seed as usize);
-        assert_ne!(
-            files, reordered,
-            "seed {seed}: the reorder must change something"
-        );
-        let cat2 = Catalog::from_layers(&[reordered]).unwrap();
-        let spec = random_spec(&mut rng, &cat);
-        // Locks byte for byte; failures by their explanation, whose `file:line` citations
-        // may move with the entries, so only the text before the first citation is compared.
-        match (outcome(&cat, &spec), outcome(&cat2, &spec)) {
-            (Ok(a), Ok(b)) => assert_eq!(a, b, "seed {seed}"),
-            (Err(a), Err(b)) => {
-                let head = |e: &str| e.lines().take(2).collect::<Vec<_>>().join("\n");
-                assert_eq!(head(&a), head(&b), "seed {seed}")
+    check(
+        cases() / 4,
+        (catalog(), spec(), 0..64usize),
+        |(files, spec, turn)| {
+            let cat = load(&files)?;
+            let reordered = reorder(&files.0, turn);
+            prop_assert_ne!(&files.0, &reordered, "the reorder must change something");
+            let cat2 = Catalog::from_layers(&[reordered]).unwrap();
+            // Locks byte for byte; failures by their explanation, whose `file:line` citations
+            // may move with the entries, so only the text before the first citation is compared.
+            match (outcome(&cat, &spec), outcome(&cat2, &spec)) {
+                (Ok(a), Ok(b)) => prop_assert_eq!(a, b),
+                (Err(a), Err(b)) => {
+                    let head = |e: &str| e.lines().take(2).collect::<Vec<_>>().join("\n");
+                    prop_assert_eq!(head(&a), head(&b));
+                }
+                (a, b) => prop_assert!(false, "{:?}\nvs reordered\n{:?}", a, b),
             }
-            (a, b) => panic!("seed {seed}: {a:?}\nvs reordered\n{b:?}"),
-        }
-    }
+            Ok(())
+        },
+    );
 }
 
 #[test]
 fn relaxing_a_requirement_never_breaks_a_solution() {
-    let mut relaxed_ok = 0;
-    for seed in 0..cases() / 2 {
-        let mut rng = Rng::new(seed + 99);
-        let cat = Catalog::from_layers(&[random_catalog(&mut rng)]).unwrap();
-        let spec = random_spec(&mut rng, &cat);
+    let relaxed_ok = RefCell::new(0);
+    check(cases() / 2, (catalog(), spec()), |(files, spec)| {
+        let cat = load(&files)?;
         if solver(&cat, &spec).is_none() {
-            continue;
+            return Ok(());
         }
         for c in spec.components.keys() {
             let mut relaxed = spec.clone();
             relaxed.components.insert(*c, VersionReq::any());
-            assert!(
-                solver(&cat, &relaxed).is_some(),
-                "seed {seed}: relaxing {c} broke {spec:#?}"
-            );
-            relaxed_ok += 1;
+            prop_assert!(solver(&cat, &relaxed).is_some(), "relaxing {} broke it", c);
+            *relaxed_ok.borrow_mut() += 1;
         }
         // Fewer GPUs to serve is a relaxation too.
         if spec.gpus.len() > 1 {
             let mut relaxed = spec.clone();
             relaxed.gpus.pop();
-            assert!(
+            prop_assert!(
                 solver(&cat, &relaxed).is_some(),
-                "seed {seed}: serving fewer GPUs broke {spec:#?}"
+                "serving fewer GPUs broke it"
             );
         }
         // An installed driver is a host fact, not a requirement: forgetting it is a
@@ -632,73 +809,86 @@ fn relaxing_a_requirement_never_breaks_a_solution() {
             if cat.drivers.iter().any(|r| &r.version == d) {
                 let mut relaxed = spec.clone();
                 relaxed.driver = None;
-                assert!(
+                prop_assert!(
                     solver(&cat, &relaxed).is_some(),
-                    "seed {seed}: resolving the installed driver {d} broke {spec:#?}"
+                    "resolving the installed driver {} broke it",
+                    d
                 );
             }
         }
-    }
+        Ok(())
+    });
+    let relaxed_ok = relaxed_ok.into_inner();
     assert!(
         relaxed_ok > cases() / 10,
         "only {relaxed_ok} relaxations tried"
     );
 }
 
-/// An `[[extra]]` entry for `c` that nothing in the request mentions.
-fn unrelated_extra(rng: &mut Rng, c: Component) -> String {
+/// An `[[extra]]` entry that nothing in the request mentions: its version, torch bound and
+/// CUDA majors.
+fn unrelated_extra(
+) -> impl Strategy<Value = (&'static str, Option<&'static str>, Option<&'static str>)> {
+    (
+        pick(&["0.1.0", "9.9.9", "2.6.3"]),
+        maybe(50, pick(&[">=2.5", "<2.4"])),
+        maybe(50, pick(&["[11]", "[12]", "[13]"])),
+    )
+}
+
+/// The text of that entry, for component `c`.
+fn unrelated_entry(
+    c: Component,
+    (version, torch, majors): (&str, Option<&str>, Option<&str>),
+) -> String {
     let mut e = format!(
-        "\n[[extra]]\nname = \"{}\"\nversion = \"{}\"\nlayer = \"framework\"\npypi_name = \"unrelated-{}\"\nindex = \"https://example.org/simple\"\nsource = \"test\"\n",
+        "\n[[extra]]\nname = \"{}\"\nversion = \"{version}\"\nlayer = \"framework\"\npypi_name = \"unrelated-{}\"\nindex = \"https://example.org/simple\"\nsource = \"test\"\n",
         c.name(),
-        rng.pick(&["0.1.0", "9.9.9", "2.6.3"]),
         c.name()
     );
-    if rng.chance(50) {
-        e.push_str(&format!("torch = \"{}\"\n", rng.pick(&[">=2.5", "<2.4"])));
+    if let Some(t) = torch {
+        e.push_str(&format!("torch = \"{t}\"\n"));
     }
-    if rng.chance(50) {
-        e.push_str(&format!(
-            "cuda_majors = {}\n",
-            rng.pick(&["[11]", "[12]", "[13]"])
-        ));
+    if let Some(m) = majors {
+        e.push_str(&format!("cuda_majors = {m}\n"));
     }
     e
 }
 
 #[test]
 fn an_unrelated_component_never_changes_the_result() {
-    let mut added = 0;
-    for seed in 0..cases() / 4 {
-        let mut rng = Rng::new(seed + 4242);
-        let files = random_catalog(&mut rng);
-        let cat = Catalog::from_layers(std::slice::from_ref(&files)).unwrap();
-        let spec = random_spec(&mut rng, &cat);
+    let added = RefCell::new(0);
+    let case = (catalog(), spec(), 0..64usize, unrelated_extra());
+    check(cases() / 4, case, |(files, spec, which, extra)| {
+        let cat = load(&files)?;
         let unrelated: Vec<Component> = Component::EXTRAS
             .iter()
             .copied()
             .filter(|c| !spec.components.contains_key(c))
             .collect();
         if unrelated.is_empty() {
-            continue;
+            return Ok(());
         }
-        let c = *rng.pick(&unrelated);
-        let mut more = files.clone();
-        let entry = unrelated_extra(&mut rng, c);
+        let c = unrelated[which % unrelated.len()];
+        let mut more = files.0.clone();
+        let entry = unrelated_entry(c, extra);
         match more.iter_mut().find(|(n, _)| n == "extras.toml") {
             Some((_, t)) => t.push_str(&entry),
             None => more.push(("extras.toml".into(), format!("family = \"extra\"\n{entry}"))),
         }
-        let cat2 = match Catalog::from_layers(&[more]) {
-            Ok(c) => c,
+        let Ok(cat2) = Catalog::from_layers(&[more]) else {
             // Same name and version as an existing entry: a duplicate, refused at load.
-            Err(_) => continue,
+            return Ok(());
         };
-        assert_eq!(
+        prop_assert_eq!(
             outcome(&cat, &spec),
             outcome(&cat2, &spec),
-            "seed {seed}: adding an unrelated {c} changed the result"
+            "adding an unrelated {} changed the result",
+            c
         );
-        added += 1;
-    }
+        *added.borrow_mut() += 1;
+        Ok(())
+    });
+    let added = added.into_inner();
     assert!(added > cases() / 8, "only {added} cases");
 }

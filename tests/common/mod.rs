@@ -1,5 +1,18 @@
-//! Shared helpers for the integration tests: run the binary, compare with snapshots.
+//! What the integration tests share: running the binary, temporary directories and file
+//! trees, the stock catalog and the committed locks, validators and the network check,
+//! snapshots (`snapshot.rs`), the book's code blocks (`markdown.rs`) and generated
+//! Dockerfiles read back (`dockerfile.rs`). A helper two test files need lives here.
 #![allow(dead_code)]
+
+mod dockerfile;
+mod markdown;
+mod snapshot;
+#[allow(unused_imports)] // each test binary uses a part
+pub(crate) use dockerfile::*;
+#[allow(unused_imports)]
+pub(crate) use markdown::*;
+#[allow(unused_imports)]
+pub(crate) use snapshot::*;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -9,9 +22,21 @@ pub(crate) fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `GPUSTACK_BLESS=1 cargo test` rewrites snapshots instead of comparing.
-pub(crate) fn bless() -> bool {
-    std::env::var_os("GPUSTACK_BLESS").is_some_and(|v| v == "1")
+/// The stock catalog, loaded once per test binary.
+pub(crate) fn catalog() -> &'static gpustack::Catalog {
+    static C: std::sync::OnceLock<gpustack::Catalog> = std::sync::OnceLock::new();
+    C.get_or_init(|| gpustack::Catalog::stock().expect("stock catalog"))
+}
+
+/// The committed lock of the example spec `name` (`lockfiles/<name>.lock`).
+pub(crate) fn lock_of(name: &str) -> gpustack::Lock {
+    read_lock(&root().join("lockfiles").join(format!("{name}.lock")))
+}
+
+/// The lock at `path`.
+pub(crate) fn read_lock(path: &Path) -> gpustack::Lock {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    gpustack::Lock::parse(&path.display().to_string(), &text).unwrap()
 }
 
 pub(crate) struct Output {
@@ -34,41 +59,6 @@ pub(crate) fn run_in(dir: &Path, args: &[&str]) -> Output {
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
-}
-
-/// Compares `actual` with the file at `path`, or writes it when blessing. Returns a
-/// failure description instead of panicking so a test can report every mismatch.
-pub(crate) fn check_snapshot(path: &Path, actual: &str) -> Option<String> {
-    if bless() {
-        std::fs::write(path, actual).expect("write snapshot");
-        return None;
-    }
-    match std::fs::read_to_string(path) {
-        Ok(expected) if expected == actual => None,
-        Ok(expected) => Some(format!("{} differs:\n{}", path.display(), diff(&expected, actual))),
-        Err(_) => Some(format!("{} is missing; run `GPUSTACK_BLESS=1 cargo test` to create it\n--- actual ---\n{actual}", path.display())),
-    }
-}
-
-pub(crate) fn diff(expected: &str, actual: &str) -> String {
-    let e: Vec<&str> = expected.lines().collect();
-    let a: Vec<&str> = actual.lines().collect();
-    let mut out = String::new();
-    for i in 0..e.len().max(a.len()) {
-        let (x, y) = (e.get(i), a.get(i));
-        if x != y {
-            out.push_str(&format!(
-                "line {}:\n  - {}\n  + {}\n",
-                i + 1,
-                x.unwrap_or(&"<none>"),
-                y.unwrap_or(&"<none>")
-            ));
-            if out.len() > 3000 {
-                break;
-            }
-        }
-    }
-    out
 }
 
 /// Every file under `dir` with its contents, for "nothing was written" checks; the
@@ -280,77 +270,6 @@ pub(crate) fn write_training_code(dir: &Path) {
         use std::os::unix::fs::PermissionsExt;
         for f in ["train.py", "run.sh"] {
             std::fs::set_permissions(dir.join(f), std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
-    }
-}
-
-/// Whether `path` is in the Docker build context after `.dockerignore` (Docker's rule: the
-/// last pattern that matches decides; `!` re-includes; `*` matches within one name).
-#[allow(dead_code)]
-pub(crate) fn in_build_context(dockerignore: &str, path: &str) -> bool {
-    fn glob(p: &[u8], s: &[u8]) -> bool {
-        match (p.first(), s.first()) {
-            (None, None) => true,
-            (Some(b'*'), _) => {
-                glob(&p[1..], s) || (!s.is_empty() && s[0] != b'/' && glob(p, &s[1..]))
-            }
-            (Some(a), Some(b)) if a == b => glob(&p[1..], &s[1..]),
-            _ => false,
-        }
-    }
-    let mut included = true;
-    for line in dockerignore.lines().map(str::trim) {
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let (neg, pat) = match line.strip_prefix('!') {
-            Some(p) => (true, p),
-            None => (false, line),
-        };
-        if glob(pat.as_bytes(), path.as_bytes()) {
-            included = neg;
-        }
-    }
-    included
-}
-
-/// Every local source of a `COPY`/`ADD` in the generated Dockerfile of `docker_dir` exists
-/// there and is in the build context its `.dockerignore` leaves (a file the ignore list
-/// drops fails `docker build` with "not found").
-#[allow(dead_code)]
-pub(crate) fn assert_copies_are_in_the_context(docker_dir: &Path) {
-    let dockerfile = std::fs::read_to_string(docker_dir.join("Dockerfile")).unwrap();
-    let ignore = std::fs::read_to_string(docker_dir.join(".dockerignore")).unwrap();
-    let joined = dockerfile.replace("\\\n", " ");
-    for line in joined.lines().map(str::trim) {
-        let Some(rest) = line
-            .strip_prefix("COPY ")
-            .or_else(|| line.strip_prefix("ADD "))
-        else {
-            continue;
-        };
-        let words: Vec<&str> = rest.split_whitespace().collect();
-        if words.iter().any(|w| w.starts_with("--from=")) {
-            continue;
-        }
-        let args: Vec<&str> = words.into_iter().filter(|w| !w.starts_with("--")).collect();
-        for src in &args[..args.len().saturating_sub(1)] {
-            let src = src.trim_matches('"');
-            if src.contains("://") {
-                continue;
-            }
-            assert!(
-                in_build_context(&ignore, src),
-                "{}: `{line}` copies `{src}`, which .dockerignore leaves out of the build context",
-                docker_dir.display()
-            );
-            if !src.contains('*') {
-                assert!(
-                    docker_dir.join(src).exists(),
-                    "{}: `{line}` copies `{src}`, which gen did not write",
-                    docker_dir.display()
-                );
-            }
         }
     }
 }

@@ -1,0 +1,175 @@
+//! `gpustack catalog import`: overlay TOML from upstream metadata (PyPI, NVIDIA redistrib
+//! manifests).
+
+use std::path::{Path, PathBuf};
+
+use gpustack::error::{Diagnostic, Stage};
+use gpustack::import::redist::Manifest;
+use gpustack::import::{Fetch, Http, ImportError, Request};
+use gpustack::Error;
+
+use super::{load_catalog, read_text};
+use crate::stdout;
+
+#[derive(clap::Subcommand)]
+pub(crate) enum Command {
+    /// Releases from a Python simple index (PEP 691/503 + PEP 658 metadata)
+    Pypi {
+        /// `NAME` (newest release) or `NAME==VERSION`: torch, vllm, deepspeed,
+        /// nvidia-cudnn-cuXX, nvidia-nccl-cuXX or an extra's distribution
+        #[arg(required = true, value_name = "NAME[==VERSION]")]
+        requests: Vec<String>,
+        /// The simple index (a PyTorch variant index gives `torch-<variant>.toml`)
+        #[arg(long, default_value = gpustack::import::PYPI, value_name = "URL")]
+        index: String,
+        /// When --index is a mirror: the index URL the entries record (`files`, an
+        /// extra's `index`), e.g. https://pypi.org/simple
+        #[arg(long, value_name = "URL")]
+        record_index: Option<String>,
+        /// Overlay directory to write into (files are replaced whole)
+        #[arg(long, default_value = "catalog-import", value_name = "DIR")]
+        out: PathBuf,
+        /// The catalog the overlay sits on (repeatable): facts not derived are kept from it
+        #[arg(long = "catalog", value_name = "DIR")]
+        catalogs: Vec<PathBuf>,
+        /// The date entries record as read (YYYY-MM-DD); default: the Date header
+        #[arg(long, value_name = "YYYY-MM-DD")]
+        date: Option<String>,
+        /// Do not also import the cuDNN/NCCL/torch releases a pin names
+        #[arg(long)]
+        no_follow: bool,
+        /// Fail instead of using the network
+        #[arg(long)]
+        offline: bool,
+    },
+    /// CUDA and cuDNN releases from NVIDIA `redistrib_X.Y.Z.json` manifests
+    Redist {
+        /// Manifest files or URLs
+        #[arg(required = true, value_name = "FILE_OR_URL")]
+        manifests: Vec<String>,
+        /// Overlay directory to write into (files are replaced whole)
+        #[arg(long, default_value = "catalog-import", value_name = "DIR")]
+        out: PathBuf,
+        /// The catalog the overlay sits on (repeatable): facts not derived are kept from it
+        #[arg(long = "catalog", value_name = "DIR")]
+        catalogs: Vec<PathBuf>,
+        /// The date entries record as read (YYYY-MM-DD); default: the Date header of a
+        /// URL, today for a file
+        #[arg(long, value_name = "YYYY-MM-DD")]
+        date: Option<String>,
+        /// Fail instead of using the network (files still work)
+        #[arg(long)]
+        offline: bool,
+    },
+}
+
+pub(crate) fn run(from: Command) -> Result<u8, Error> {
+    match from {
+        Command::Pypi {
+            requests,
+            index,
+            record_index,
+            out,
+            catalogs,
+            date,
+            no_follow,
+            offline,
+        } => {
+            let base = load_catalog(&catalogs)?;
+            let http = Http::new(offline);
+            let opts = gpustack::import::PypiOptions {
+                index,
+                record_index,
+                date,
+                follow_pins: !no_follow,
+            };
+            let imp = gpustack::import::import_pypi(&http, &base, &requests, &opts)?;
+            write_import(&imp, &out, &catalogs)
+        }
+        Command::Redist {
+            manifests,
+            out,
+            catalogs,
+            date,
+            offline,
+        } => {
+            let base = load_catalog(&catalogs)?;
+            let http = Http::new(offline);
+            let (parsed, header_date) = read_manifests(&http, &manifests)?;
+            let date = match date.or(header_date) {
+                Some(d) => d,
+                None => {
+                    let d = gpustack::import::today();
+                    note!("note: no --date given; entries record today ({d}) as the day read");
+                    d
+                }
+            };
+            let imp = gpustack::import::redist::import(&base, &parsed, &date)?;
+            write_import(&imp, &out, &catalogs)
+        }
+    }
+}
+
+/// Reads manifests from files or URLs, with the date the first URL's response gives.
+pub(crate) fn read_manifests(
+    http: &Http,
+    sources: &[String],
+) -> Result<(Vec<Manifest>, Option<String>), Error> {
+    let mut out = Vec::new();
+    let mut date = None;
+    for s in sources {
+        let text = if s.starts_with("https://") || s.starts_with("http://") {
+            let r = http
+                .fetch(&Request::get(s.clone()))
+                .map_err(ImportError::Fetch)?;
+            if r.status != 200 {
+                return Err(ImportError::Status {
+                    url: s.clone(),
+                    status: r.status,
+                }
+                .into());
+            }
+            if date.is_none() {
+                date = r.date.as_deref().and_then(gpustack::import::http_date);
+            }
+            String::from_utf8_lossy(&r.body).into_owned()
+        } else {
+            read_text(
+                Path::new(s),
+                Stage::Usage,
+                "manifest",
+                "pass a redistrib_X.Y.Z.json file or its URL",
+            )?
+        };
+        out.push(gpustack::import::redist::parse(s, &text)?);
+    }
+    Ok((out, date))
+}
+
+/// Writes an import's overlay files into `out`, checks that the overlay loads on top of
+/// the base catalog, and prints the summary.
+fn write_import(
+    imp: &gpustack::import::Import,
+    out: &Path,
+    catalogs: &[PathBuf],
+) -> Result<u8, Error> {
+    let io = |e: std::io::Error, p: &Path| -> Error {
+        Diagnostic::new(Stage::Io, format!("cannot write `{}`: {e}", p.display())).into()
+    };
+    std::fs::create_dir_all(out).map_err(|e| io(e, out))?;
+    let files = imp.files();
+    for f in &files {
+        let p = out.join(&f.name);
+        std::fs::write(&p, &f.contents).map_err(|e| io(e, &p))?;
+    }
+    let mut dirs = catalogs.to_vec();
+    dirs.push(out.to_path_buf());
+    load_catalog(&dirs)?;
+    let mut text = String::new();
+    for f in &files {
+        text.push_str(&format!("wrote {}\n", out.join(&f.name).display()));
+    }
+    text.push_str(&imp.summary());
+    let _ = stdout(&text);
+    Ok(0)
+}

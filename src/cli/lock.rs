@@ -1,0 +1,237 @@
+//! `gpustack lock`: resolve the spec, then write the lock and its pylock files
+//! ([`gpustack::generate::write_lock`]) or compare them with the ones on disk (`--check`).
+
+use std::path::{Path, PathBuf};
+
+use gpustack::error::{Diagnostic, Stage};
+use gpustack::generate::{LockOutput, LockStatus};
+use gpustack::{Catalog, Error, Lock, PythonOutcome};
+
+use super::{json_text, load_catalog, read_spec, TextOrJson};
+use crate::stdout;
+
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// The spec to read
+    #[arg(long, default_value = "gpustack.toml", value_name = "PATH")]
+    spec: PathBuf,
+    /// Where to write the lock (`-` for standard output)
+    #[arg(long, default_value = "gpustack.lock", value_name = "PATH|-")]
+    out: String,
+    /// A catalog overlay directory (repeatable; later ones win)
+    #[arg(long = "catalog", value_name = "DIR")]
+    catalogs: Vec<PathBuf>,
+    /// Do not write; exit 1 if the existing lock differs from the resolved one
+    /// (never uses the network)
+    #[arg(long)]
+    check: bool,
+    /// Use no network: digests and package versions come from the existing lock and the
+    /// catalog (also `GPUSTACK_OFFLINE=1`)
+    #[arg(long)]
+    offline: bool,
+    /// Re-resolve every pick; without it, the existing lock's picks that still fit the
+    /// spec and catalog are kept
+    #[arg(long, conflicts_with = "upgrade_package")]
+    upgrade: bool,
+    /// Re-resolve this component or Python package only (repeatable)
+    #[arg(long = "upgrade-package", value_name = "NAME")]
+    upgrade_package: Vec<String>,
+    /// The summary's format: a line on standard error, or JSON on standard output
+    #[arg(long, value_enum, default_value_t = TextOrJson::Text)]
+    format: TextOrJson,
+}
+
+/// A resolved lock and what to say about it after it is written.
+struct Resolved {
+    lock: Lock,
+    notes: Vec<String>,
+}
+
+pub(crate) fn run(args: Args, verbose: bool) -> Result<u8, Error> {
+    let catalog = load_catalog(&args.catalogs)?;
+    let offline = args.offline
+        || args.check
+        || std::env::var_os("GPUSTACK_OFFLINE").is_some_and(|v| !v.is_empty() && v != "0");
+    // The lock being replaced: its registry digests stand when a registry cannot be asked
+    // (`--offline`, unreachable), and its picks are kept unless upgraded.
+    let previous = (args.out != "-")
+        .then(|| gpustack::generate::previous_lock(Path::new(&args.out)))
+        .flatten();
+    let Some(resolved) = resolve(&args, &catalog, offline, previous.as_ref(), verbose)? else {
+        return Ok(1);
+    };
+    // The process ends right after; freeing the catalog would only cost time.
+    std::mem::forget(catalog);
+    let output = LockOutput::of(&resolved.lock);
+    if args.out == "-" {
+        if args.check {
+            return Err(Diagnostic::new(
+                Stage::Usage,
+                "`--check` compares against a lock file; it cannot be used with `--out -`",
+            )
+            .hint("name the lock: `gpustack lock --check --out gpustack.lock`")
+            .into());
+        }
+        let _ = stdout(&output.text);
+        for n in &resolved.notes {
+            note!("{n}");
+        }
+        return Ok(0);
+    }
+    let out_path = PathBuf::from(&args.out);
+    let out_shown = gpustack::emit::shown(&out_path);
+    if args.check {
+        return check(&args, &out_path, &output);
+    }
+    gpustack::generate::write_lock(&out_path, &args.spec, &output, previous.as_ref())?;
+    if args.format == TextOrJson::Json {
+        let _ = stdout(&json_text(&crate::show::lock_summary_json(
+            &resolved.lock,
+            &out_shown,
+            &resolved.notes,
+        )));
+        return Ok(0);
+    }
+    let summary: Vec<String> = resolved
+        .lock
+        .components
+        .iter()
+        .map(|c| format!("{} {}", c.name, c.version))
+        .collect();
+    crate::info!(
+        "locked `{}` into {out_shown}: {}",
+        resolved.lock.request.name,
+        summary.join(", ")
+    );
+    for n in &resolved.notes {
+        note!("{n}");
+    }
+    Ok(0)
+}
+
+/// Solves the spec and locks the Python closure. `None`: `--check` found that the closure
+/// would have to be resolved again (said already; exit 1).
+fn resolve(
+    args: &Args,
+    catalog: &Catalog,
+    offline: bool,
+    previous: Option<&Lock>,
+    verbose: bool,
+) -> Result<Option<Resolved>, Error> {
+    let python_upgrade = gpustack::PythonUpgrade {
+        all: args.upgrade,
+        packages: args.upgrade_package.clone(),
+    };
+    let upgrade = if args.upgrade {
+        gpustack::Upgrade::All
+    } else if args.upgrade_package.is_empty() {
+        gpustack::Upgrade::Nothing
+    } else {
+        gpustack::Upgrade::Packages(args.upgrade_package.clone())
+    };
+    let spec_shown = gpustack::emit::shown(&args.spec);
+    let text = read_spec(&args.spec)?;
+    let (mut lock, report) = if offline {
+        gpustack::lock_spec_upgrading(
+            catalog,
+            &spec_shown,
+            &text,
+            &gpustack::resolve::http::Offline,
+            previous,
+            &upgrade,
+        )?
+    } else {
+        let http = gpustack::resolve::http::Http::new(false);
+        gpustack::lock_spec_upgrading(catalog, &spec_shown, &text, &http, previous, &upgrade)?
+    };
+    let outcome =
+        match gpustack::lock_python(catalog, &mut lock, offline, previous, &python_upgrade) {
+            Ok(o) => o,
+            // `--check` never resolves: a closure that would have to be is stale.
+            Err(e) if args.check => {
+                note!(
+                "error: {} is stale: `gpustack lock` would resolve the Python closure again\n\n{e}",
+                gpustack::emit::shown(Path::new(&args.out))
+            );
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+    // Offline by request (`--offline`, `GPUSTACK_OFFLINE`), digests from the lock or the
+    // catalog are what was asked for: those notes are printed with `-v` only.
+    let quiet_fallback = offline && !verbose;
+    let notes = notes(catalog, &lock, &report, &outcome, quiet_fallback);
+    Ok(Some(Resolved { lock, notes }))
+}
+
+/// Said after the lock is written: an unknown driver branch, where each digest came from
+/// when not the registry, and the Python closure's state.
+fn notes(
+    catalog: &Catalog,
+    lock: &Lock,
+    report: &gpustack::resolve::Report,
+    outcome: &PythonOutcome,
+    quiet_fallback: bool,
+) -> Vec<String> {
+    let mut notes: Vec<String> = report
+        .fallback
+        .iter()
+        .map(|(r, why)| format!("note: `{r}`: digest from the {why}"))
+        .collect();
+    if quiet_fallback {
+        notes.clear();
+    }
+    if !report.unpinned.is_empty() && !quiet_fallback {
+        notes.push(format!(
+            "note: pinned by tag only (no registry was asked or answered, and the catalog has no digest): {}",
+            report.unpinned.join(", ")
+        ));
+    }
+    if let Some(w) = catalog.unknown_branch(&lock.hardware.driver) {
+        notes.insert(0, format!("warning: {w}\n\nhint: check the version `nvidia-smi` prints; `gpustack catalog show driver` lists the branches, and a catalog overlay can add one"));
+    }
+    match outcome {
+        PythonOutcome::Open(why) => notes.push(format!(
+            "warning: the Python closure is not locked: {why}\n  the generated builds resolve Python packages at build time until it is"
+        )),
+        PythonOutcome::Closed { resolved } if !resolved.is_empty() => {
+            notes.push(format!("note: resolved the Python closure: {}", resolved.join(", ")));
+        }
+        _ => {}
+    }
+    notes
+}
+
+/// `--check`: exit 0 when the lock and its pylock files are what would be written, 1 (with
+/// the command to run) when not.
+fn check(args: &Args, out_path: &Path, output: &LockOutput) -> Result<u8, Error> {
+    let out_shown = gpustack::emit::shown(out_path);
+    // `gpustack lock` as the user would re-run it: their --spec and --out repeated.
+    let mut again = String::from("gpustack lock");
+    if args.spec != Path::new("gpustack.toml") {
+        again.push_str(&format!(
+            " --spec {}",
+            gpustack::render::sh_quote(&gpustack::emit::shown(&args.spec))
+        ));
+    }
+    if args.out != "gpustack.lock" {
+        again.push_str(&format!(
+            " --out {}",
+            gpustack::render::sh_quote(&out_shown)
+        ));
+    }
+    match gpustack::generate::check_lock(out_path, output)? {
+        LockStatus::UpToDate => {
+            crate::info!("{out_shown} is up to date");
+            Ok(0)
+        }
+        LockStatus::Missing => {
+            note!("error: {out_shown} does not exist: `gpustack lock` would create it\n\nhint: run `{again}` and commit the result");
+            Ok(1)
+        }
+        _ => {
+            note!("error: {out_shown} is stale: `gpustack lock` would change it\n\nhint: run `{again}` and commit the result");
+            Ok(1)
+        }
+    }
+}
