@@ -5,6 +5,7 @@
 //! this one (book/src/architecture.md, "Layout").
 
 pub mod arch;
+pub(crate) mod compiled;
 pub mod component;
 pub mod kinds;
 pub mod names;

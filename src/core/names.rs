@@ -48,3 +48,11 @@ pub(crate) fn levenshtein(a: &str, b: &str) -> usize {
     }
     prev[b.len()]
 }
+
+/// A relative, `/`-separated path with no empty, `.` or `..` component: the only file names
+/// a plan may produce and `emit` may write (both check it, so it lives below both).
+pub(crate) fn relative_ok(p: &str) -> bool {
+    !p.is_empty()
+        && !p.starts_with('/')
+        && p.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
+}

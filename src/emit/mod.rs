@@ -77,12 +77,7 @@ pub struct Written {
     pub changed: bool,
 }
 
-/// A relative, `/`-separated path with no empty, `.` or `..` component.
-pub(crate) fn relative_ok(p: &str) -> bool {
-    !p.is_empty()
-        && !p.starts_with('/')
-        && p.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
-}
+pub(crate) use crate::core::names::relative_ok;
 
 fn exists_nofollow(p: &Path) -> bool {
     std::fs::symlink_metadata(p).is_ok()

@@ -16,6 +16,7 @@
 
 use serde::Serialize;
 
+use super::locked::{self, HostPackage, PinSource};
 use crate::lock::Lock;
 
 /// Where bare-metal jobs find torchrun and vLLM: the virtual environment of the VM image.
@@ -133,9 +134,10 @@ pub struct OsPins {
 impl OsPins {
     /// The pins of lock package `name` for `manager` (`apt`, `dnf`); `None` when the lock
     /// has none (a lock written before the stack's OS packages were locked).
-    pub fn of(lock: &Lock, name: &str, manager: &str) -> Option<OsPins> {
-        let p = lock.package(name)?;
-        let pins = p.list(manager).to_vec();
+    pub(crate) fn of(lock: &Lock, package: HostPackage, manager: &str) -> Option<OsPins> {
+        let p = locked::host_package(lock, package)?;
+        let (pins, from) = p.pins(manager);
+        let pins = pins.to_vec();
         if pins.is_empty() {
             return None;
         }
@@ -144,12 +146,12 @@ impl OsPins {
             .map(|x| format!("`{x}`"))
             .collect::<Vec<_>>()
             .join(", ");
-        let unverified = match p.get(&format!("{manager}-source")) {
-            Some("repository") => Vec::new(),
-            Some("naming") => vec![format!(
+        let unverified = match from {
+            PinSource::Repository => Vec::new(),
+            PinSource::Naming => vec![format!(
                 "{shown}: NVIDIA's naming (the catalog's rule), not read from the repository's index; `gpustack lock` with the repository or a `[resolve] {manager}` mirror reachable checks and corrects it"
             )],
-            _ => vec![format!(
+            PinSource::Catalog => vec![format!(
                 "{shown}: as the catalog observed it, not read from the repository's index at lock time"
             )],
         };
@@ -189,8 +191,8 @@ impl HostPlan {
     /// # Ok::<(), gpustack::Error>(())
     /// ```
     pub fn new(lock: &Lock) -> HostPlan {
-        let kernel_modules = lock.fact("kernel-modules", "driver").and_then(|f| {
-            let flavour = match f.get("flavour")? {
+        let kernel_modules = locked::kernel_modules(lock).and_then(|f| {
+            let flavour = match f.flavour.as_str() {
                 "open" => Flavour::Open,
                 "proprietary" => Flavour::Proprietary,
                 _ => return None,
@@ -198,19 +200,19 @@ impl HostPlan {
             Some(KernelModules {
                 flavour,
                 name: flavour.name().into(),
-                because: f.because.clone(),
-                source: f.source.clone(),
+                because: f.because,
+                source: f.source,
             })
         });
-        let exporter = lock.package("dcgm-exporter").and_then(|p| {
-            let image = p.get("image")?;
+        let exporter = locked::dcgm_exporter(lock).and_then(|p| {
+            let image = p.image.as_deref()?;
             let (repository, name) = image.rsplit_once('/')?;
-            let (tag, tag_sourced) = match p.get("image-tag") {
-                Some(t) => (t.to_string(), true),
+            let (tag, tag_sourced) = match &p.tag {
+                Some(t) => (t.clone(), true),
                 None => (p.version.clone(), false),
             };
             // Pulled by digest where the lock resolved one (`gpustack lock`, src/resolve).
-            let digest = p.get("image-digest");
+            let digest = p.digest.as_deref();
             let mut unverified = Vec::new();
             if digest.is_none() {
                 unverified.push(
@@ -239,25 +241,16 @@ impl HostPlan {
                 unverified,
             })
         });
-        let dcgm_diag = lock.package("dcgm").and_then(|p| {
-            let m = p.get("cuda-major")?;
-            Some(DcgmDiag {
-                cuda_major: m.to_string(),
-                package: format!("datacenter-gpu-manager-4-cuda{m}"),
-            })
+        let dcgm_diag = locked::dcgm_cuda_major(lock).map(|m| DcgmDiag {
+            package: format!("datacenter-gpu-manager-4-cuda{m}"),
+            cuda_major: m,
         });
-        let nccl = lock
-            .facts
-            .iter()
-            .find(|f| f.kind == "nccl-build")
-            .and_then(|f| {
-                Some(NcclBuild {
-                    version: f.get("nccl").unwrap_or(&f.key).to_string(),
-                    cuda: f.get("cuda")?.to_string(),
-                    known: f.get("known") == Some("true"),
-                    because: f.because.clone(),
-                })
-            });
+        let nccl = locked::nccl_build(lock).map(|f| NcclBuild {
+            version: f.nccl,
+            cuda: f.cuda,
+            known: f.known,
+            because: f.because,
+        });
         HostPlan {
             kernel_modules,
             exporter,

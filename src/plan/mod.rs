@@ -5,15 +5,15 @@
 //! construction: the content-addressed image references, the NCCL/fabric environment, the
 //! storage mounts, the expected bandwidth, the component versions.
 
-pub mod docker;
 pub mod host;
-pub mod k8s;
+pub(crate) mod locked;
 pub mod network;
-pub mod packer;
 pub mod python;
-pub mod slurm;
+pub mod targets;
 pub mod torch_build;
 pub mod workload;
+
+pub use targets::{apptainer, docker, k8s, packer, slurm};
 
 use std::collections::BTreeMap;
 
@@ -116,14 +116,17 @@ pub fn generate_with(
     let common = common.clone();
     let files = match target {
         Target::Docker => docker::render(lock, &common),
-        Target::Apptainer => docker::render_apptainer(lock, &common),
+        Target::Apptainer => apptainer::render(lock, &common),
         Target::Packer => packer::render(lock, &common),
         Target::K8s => k8s::render(lock, &common),
         Target::Slurm => slurm::render(lock, &common),
     }?;
     // Every path stays inside the target's directory, whatever the lock holds: checked
     // here, before anything is written, so a bad path fails the whole run.
-    if let Some(f) = files.iter().find(|f| !crate::emit::relative_ok(&f.path)) {
+    if let Some(f) = files
+        .iter()
+        .find(|f| !crate::core::names::relative_ok(&f.path))
+    {
         return Err(Diagnostic::new(
             Stage::Generate,
             format!(
@@ -149,13 +152,40 @@ pub struct EnvVar {
     pub source: String,
 }
 
+/// What backs a [`Mount`]; serialized as the templates compare it: `nfs`, `lustre`,
+/// `hostpath`, `pvc`.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum MountKind {
+    /// An NFS export, mounted inline.
+    Nfs,
+    /// A Lustre file system mounted on every node.
+    Lustre,
+    /// A directory on every node.
+    HostPath,
+    /// An existing PersistentVolumeClaim.
+    Pvc,
+}
+
+impl MountKind {
+    /// `nfs`, `lustre`, `hostpath` or `pvc`: the spec's scheme.
+    pub fn name(self) -> &'static str {
+        match self {
+            MountKind::Nfs => "nfs",
+            MountKind::Lustre => "lustre",
+            MountKind::HostPath => "hostpath",
+            MountKind::Pvc => "pvc",
+        }
+    }
+}
+
 /// A storage location mounted into every workload.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct Mount {
     /// `datasets` or `checkpoints`.
     pub name: String,
-    /// `nfs`, `lustre`, `hostpath` or `pvc`.
-    pub kind: String,
+    /// NFS, Lustre, a host path or a PVC.
+    pub kind: MountKind,
     /// NFS server.
     pub server: Option<String>,
     /// Path on the host or the NFS export (none for a PVC).
@@ -172,14 +202,16 @@ impl Mount {
     /// The mount of storage `r` named `name` at `container_path`.
     pub fn of(name: &str, r: &StorageRef, container_path: String, read_only: bool) -> Mount {
         let (kind, server, host_path, claim) = match r {
-            StorageRef::Nfs { host, path } => ("nfs", Some(host.clone()), Some(path.clone()), None),
-            StorageRef::Lustre { path } => ("lustre", None, Some(path.clone()), None),
-            StorageRef::HostPath { path } => ("hostpath", None, Some(path.clone()), None),
-            StorageRef::Pvc { name } => ("pvc", None, None, Some(name.clone())),
+            StorageRef::Nfs { host, path } => {
+                (MountKind::Nfs, Some(host.clone()), Some(path.clone()), None)
+            }
+            StorageRef::Lustre { path } => (MountKind::Lustre, None, Some(path.clone()), None),
+            StorageRef::HostPath { path } => (MountKind::HostPath, None, Some(path.clone()), None),
+            StorageRef::Pvc { name } => (MountKind::Pvc, None, None, Some(name.clone())),
         };
         Mount {
             name: name.into(),
-            kind: kind.into(),
+            kind,
             server,
             host_path,
             claim,
@@ -221,15 +253,19 @@ pub struct Common {
     /// Image registry.
     pub registry: String,
     /// Content-addressed image reference per image layer:
-    /// `<registry>/<stack>:<layer>-<first 12 hex of the closure hash>`.
-    pub images: BTreeMap<String, String>,
+    /// `<registry>/<stack>:<layer>-<first 12 hex of the closure hash>` (serialized by
+    /// layer name).
+    #[serde(serialize_with = "by_layer_name")]
+    pub images: BTreeMap<Layer, String>,
     /// Image layers built, bottom first: `[image].layers` (all by default), plus `validate`
-    /// whenever the lock has nccl-tests.
-    pub image_layers: Vec<String>,
+    /// whenever the lock has nccl-tests (serialized as names).
+    #[serde(serialize_with = "layer_names")]
+    pub image_layers: Vec<Layer>,
     /// NCCL/fabric environment, by name.
     pub env: Vec<EnvVar>,
-    /// `[cluster].fabric`, or `none`.
-    pub fabric: String,
+    /// `[cluster].fabric`; `None` without a cluster (serialized as its name, or `none`).
+    #[serde(serialize_with = "fabric_name")]
+    pub fabric: Option<Fabric>,
     /// Whether the fabric uses RDMA verbs (InfiniBand, RoCE).
     pub rdma: bool,
     /// Where the fabric stack is installed (configure's `--prefix`, the images' `PATH`
@@ -274,23 +310,7 @@ pub struct Common {
 impl Common {
     /// Derives the shared values from a lock.
     pub fn new(lock: &Lock) -> Result<Common, Error> {
-        if lock.package("cuda-image").is_none() && lock.component(Component::Cuda).is_some() {
-            let has_any = !lock.packages.is_empty();
-            return Err(Diagnostic::new(
-                Stage::Generate,
-                if has_any {
-                    "the lock names no `nvidia/cuda` base image for its CUDA release and OS".to_string()
-                } else {
-                    "the lock has no deployment picks (it was written by an older gpustack)".to_string()
-                },
-            )
-            .hint(if has_any {
-                "the catalog knows no image tags for this CUDA × OS; pick another `os`, or add an `[[image]]` entry in a catalog overlay, then re-lock"
-            } else {
-                "re-lock with `gpustack lock`"
-            })
-            .into());
-        }
+        check_base_image(lock)?;
         let stack = lock.request.name.clone();
         let registry = lock
             .request
@@ -298,75 +318,18 @@ impl Common {
             .image
             .as_ref()
             .map_or_else(|| DEFAULT_REGISTRY.to_string(), |i| i.registry.clone());
-        let wanted: Vec<Layer> = lock
-            .request
-            .deploy
-            .image
-            .as_ref()
-            .map_or_else(|| Layer::ALL.to_vec(), |i| i.layers.clone());
-        let mut images = BTreeMap::new();
-        let mut image_layers = Vec::new();
-        for l in Layer::ALL {
-            let Some(ll) = lock.layer(l) else { continue };
-            // The validate image is the acceptance test of every target: always built.
-            if !wanted.contains(&l) && l != Layer::Validate {
-                continue;
-            }
-            let short = ll.hash.trim_start_matches("sha256:");
-            let short = &short[..short.len().min(12)];
-            images.insert(
-                l.name().to_string(),
-                format!("{registry}/{stack}:{}-{short}", l.name()),
-            );
-            image_layers.push(l.name().to_string());
-        }
+        let (images, image_layers) = built_images(lock, &registry, &stack);
         let cluster = lock.request.deploy.cluster.as_ref();
-        let env: Vec<EnvVar> = lock
-            .facts
-            .iter()
-            .filter(|f| f.kind == "env")
+        let env: Vec<EnvVar> = locked::env(lock)
+            .into_iter()
             .map(|f| EnvVar {
-                name: f.key.clone(),
-                value: f.get("value").unwrap_or_default().to_string(),
-                source: f.source.clone(),
+                name: f.name,
+                value: f.value,
+                source: f.source,
             })
             .collect();
-        let mut mounts = Vec::new();
-        if let Some(st) = &lock.request.deploy.storage {
-            for (name, r, ro) in [
-                ("datasets", &st.datasets, true),
-                ("checkpoints", &st.checkpoints, false),
-            ] {
-                if let Some(r) = r {
-                    mounts.push(Mount::of(name, r, format!("/data/{name}"), ro));
-                }
-            }
-        }
-        let expected = ["intra-node", "inter-node"]
-            .iter()
-            .filter_map(|scope| lock.fact("bandwidth", scope))
-            .map(|f| Expected {
-                scope: f.key.clone(),
-                busbw_gbps: f.get("busbw-gbps").unwrap_or_default().to_string(),
-                shape: format!(
-                    "{}x{}",
-                    f.get("nodes").unwrap_or("?"),
-                    f.get("gpus-per-node").unwrap_or("?")
-                ),
-                fabric: f.get("fabric").unwrap_or_default().to_string(),
-                size: f.get("size").map(str::to_string),
-                test: f.get("test").unwrap_or_default().to_string(),
-                sharp: f.get("sharp").map(|v| {
-                    if v == "true" {
-                        "with SHARP"
-                    } else {
-                        "without SHARP"
-                    }
-                    .to_string()
-                }),
-                source: f.source.clone(),
-            })
-            .collect();
+        let mounts = storage_mounts(lock);
+        let expected = expected(lock);
         let versions = lock
             .components
             .iter()
@@ -390,10 +353,7 @@ impl Common {
         // The EFA installer's libfabric and Open MPI (its default install locations, as AWS's
         // container sample uses them: LD_LIBRARY_PATH and PATH of
         // aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests/nccl-tests.Dockerfile).
-        let efa = lock
-            .packages
-            .iter()
-            .any(|p| p.name == "efa-installer" && p.layer == Layer::Base);
+        let efa = locked::has_efa_installer(lock);
         let mut fabric_dirs = vec![workload::MPI_PREFIX.to_string()];
         if efa {
             fabric_dirs.extend([EFA_LIBFABRIC.to_string(), EFA_OPENMPI.to_string()]);
@@ -412,7 +372,7 @@ impl Common {
             images,
             image_layers,
             env,
-            fabric: cluster.map_or("none", |c| c.fabric.name()).to_string(),
+            fabric: cluster.map(|c| c.fabric),
             rdma: cluster.is_some_and(|c| matches!(c.fabric, Fabric::Infiniband | Fabric::Roce)),
             fabric_prefix: workload::MPI_PREFIX.to_string(),
             mpi_prefix,
@@ -450,11 +410,131 @@ impl Common {
     pub fn image(&self, layer: Layer) -> Option<&str> {
         let mut l = Some(layer);
         while let Some(x) = l {
-            if let Some(r) = self.images.get(x.name()) {
+            if let Some(r) = self.images.get(&x) {
                 return Some(r);
             }
             l = x.parent();
         }
         None
     }
+}
+
+impl Common {
+    /// `[cluster].fabric` as the spec spells it, or `none`.
+    pub fn fabric_name(&self) -> &'static str {
+        self.fabric.map_or("none", Fabric::name)
+    }
+
+    /// The highest layer built of training, inference, framework and base: the one the
+    /// Apptainer definition builds and Slurm's Apptainer jobs run.
+    pub fn top_image_layer(&self) -> Option<Layer> {
+        [
+            Layer::Training,
+            Layer::Inference,
+            Layer::Framework,
+            Layer::Base,
+        ]
+        .into_iter()
+        .find(|l| self.images.contains_key(l))
+    }
+}
+
+fn fabric_name<S: serde::Serializer>(f: &Option<Fabric>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(f.map_or("none", Fabric::name))
+}
+
+fn layer_names<S: serde::Serializer>(layers: &[Layer], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(layers.iter().map(|l| l.name()))
+}
+
+/// The map by layer name, so the templates index it as before (`images["base"]`) and its
+/// order is the names' order.
+fn by_layer_name<S: serde::Serializer>(
+    images: &BTreeMap<Layer, String>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    let named: BTreeMap<&str, &String> = images.iter().map(|(l, r)| (l.name(), r)).collect();
+    s.collect_map(named)
+}
+
+/// A lock that locks CUDA but names no `nvidia/cuda` base image cannot be built on.
+fn check_base_image(lock: &Lock) -> Result<(), Error> {
+    if !locked::has_cuda_image(lock) && lock.component(Component::Cuda).is_some() {
+        let has_any = !lock.packages.is_empty();
+        return Err(Diagnostic::new(
+            Stage::Generate,
+            if has_any {
+                "the lock names no `nvidia/cuda` base image for its CUDA release and OS".to_string()
+            } else {
+                "the lock has no deployment picks (it was written by an older gpustack)".to_string()
+            },
+        )
+        .hint(if has_any {
+            "the catalog knows no image tags for this CUDA × OS; pick another `os`, or add an `[[image]]` entry in a catalog overlay, then re-lock"
+        } else {
+            "re-lock with `gpustack lock`"
+        })
+        .into());
+    }
+    Ok(())
+}
+
+/// The image reference of every built layer (`[image].layers`, plus `validate` always),
+/// bottom first.
+fn built_images(lock: &Lock, registry: &str, stack: &str) -> (BTreeMap<Layer, String>, Vec<Layer>) {
+    let wanted: Vec<Layer> = lock
+        .request
+        .deploy
+        .image
+        .as_ref()
+        .map_or_else(|| Layer::ALL.to_vec(), |i| i.layers.clone());
+    let mut images = BTreeMap::new();
+    let mut image_layers = Vec::new();
+    for l in Layer::ALL {
+        let Some(ll) = lock.layer(l) else { continue };
+        // The validate image is the acceptance test of every target: always built.
+        if !wanted.contains(&l) && l != Layer::Validate {
+            continue;
+        }
+        let short = ll.hash.trim_start_matches("sha256:");
+        let short = &short[..short.len().min(12)];
+        images.insert(l, format!("{registry}/{stack}:{}-{short}", l.name()));
+        image_layers.push(l);
+    }
+    (images, image_layers)
+}
+
+/// The datasets and checkpoints mounts of `[storage]`.
+fn storage_mounts(lock: &Lock) -> Vec<Mount> {
+    let mut mounts = Vec::new();
+    if let Some(st) = &lock.request.deploy.storage {
+        for (name, r, ro) in [
+            ("datasets", &st.datasets, true),
+            ("checkpoints", &st.checkpoints, false),
+        ] {
+            if let Some(r) = r {
+                mounts.push(Mount::of(name, r, format!("/data/{name}"), ro));
+            }
+        }
+    }
+    mounts
+}
+
+/// The expected nccl-tests bandwidths, intra- then inter-node.
+fn expected(lock: &Lock) -> Vec<Expected> {
+    locked::bandwidth(lock)
+        .into_iter()
+        .map(|f| Expected {
+            shape: format!("{}x{}", f.nodes, f.gpus_per_node),
+            scope: f.scope,
+            busbw_gbps: f.busbw_gbps,
+            fabric: f.fabric,
+            size: f.size,
+            test: f.test,
+            sharp: f
+                .sharp
+                .map(|on| if on { "with SHARP" } else { "without SHARP" }.to_string()),
+            source: f.source,
+        })
+        .collect()
 }

@@ -174,14 +174,14 @@ impl NetworkPlan {
             prerequisites.push("Slingshot: the images carry the CXI user space (libcxi, libfabric with the CXI provider, aws-ofi-nccl) of HPE's SHS 13.0.0 release, as the Alps images build it; the hosts must run the CXI kernel driver and give the job its VNI (Slurm's Slingshot switch plugin), and FI_CXI_RDZV_PROTO=alt_read needs the NIC's rdzv_get_en=0 (srun --network=disable_rdzv_get)".into());
         }
         if multi && cluster.fabric == Fabric::Efa {
-            let installer = lock.package("efa-installer").map_or_else(
+            let installer = super::locked::efa_installer(lock).map_or_else(
                 || "AWS's EFA installer".to_string(),
                 |p| {
                     format!(
                         "AWS's EFA installer {} ({}, sha256 {}; source: {})",
                         p.version,
-                        p.get("url").unwrap_or_default(),
-                        p.get("sha256").unwrap_or("not published"),
+                        p.url.as_deref().unwrap_or_default(),
+                        p.sha256.as_deref().unwrap_or("not published"),
                         p.source
                     )
                 },

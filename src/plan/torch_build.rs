@@ -68,30 +68,30 @@ impl TorchBuildPlan {
 
     /// The plan of the lock's torch source build; `None` for a wheel.
     pub fn new(lock: &Lock) -> Result<Option<TorchBuildPlan>, Error> {
-        let Some(t) = lock.component(Component::Torch) else {
+        let (Some(t), Some(src)) = (
+            lock.component(Component::Torch),
+            super::locked::torch_source(lock),
+        ) else {
             return Ok(None);
         };
-        if t.get("build") != Some("source") {
-            return Ok(None);
-        }
-        let field = |k: &str| {
-            t.get(k).map(str::to_string).ok_or_else(|| {
+        let field = |k: &str, v: &Option<String>| {
+            v.clone().ok_or_else(|| {
                 bad(
                     format!("the lock's torch source build has no `{k}`"),
                     "re-lock with `gpustack lock` to record it",
                 )
             })
         };
-        let list = |k: &str| t.list(k).to_vec();
-        let arch_list = list("arch-list").join(";");
+        let arch_list = src.arch_list.join(";");
         let cudnn = lock.component(Component::Cudnn).ok_or_else(|| {
             bad(
                 "a torch source build needs the lock's cuDNN".into(),
                 "add `cudnn = \"*\"` to [components] and re-lock",
             )
         })?;
-        let cuda_major = t
-            .get("cuda")
+        let cuda_major = src
+            .cuda
+            .as_deref()
             .and_then(|c| c.split('.').next())
             .unwrap_or_default()
             .to_string();
@@ -129,13 +129,13 @@ impl TorchBuildPlan {
         Ok(Some(TorchBuildPlan {
             cudnn_lib_in_venv: format!("lib/python{python}/site-packages/nvidia/cudnn/lib"),
             version: t.version.to_string(),
-            repository: field("source-repository")?,
-            tag: field("source-tag")?,
-            commit: t.get("source-commit").map(str::to_string),
+            repository: field("source-repository", &src.repository)?,
+            tag: field("source-tag", &src.tag)?,
+            commit: src.commit,
             arch_list,
             env,
-            build_requires: list("build-requires"),
-            runtime_requires: list("runtime-requires"),
+            build_requires: src.build_requires,
+            runtime_requires: src.runtime_requires,
             cudnn_wheel: format!("nvidia-cudnn-cu{cuda_major}=={}", cudnn.version),
             cudnn_subdir: "nvidia/cudnn".into(),
         }))

@@ -21,10 +21,11 @@
 use serde::Serialize;
 
 use super::{Common, Mount};
+use crate::core::StorageRef;
 use crate::core::{Component, Layer};
 use crate::error::{Diagnostic, Error, Stage};
 use crate::lock::Lock;
-use crate::spec::deploy::{Entry, MODELS_DIR};
+use crate::spec::deploy::{Entry, Serve, Train, MODELS_DIR};
 
 /// torchrun's default rendezvous port (`--master-port`/c10d endpoint default), used on
 /// every target.
@@ -312,7 +313,7 @@ fn bad(msg: String, hint: &str) -> Error {
 
 /// The image of `layer`: decided once for every target.
 fn image_for(lock: &Lock, common: &Common, layer: Layer) -> Result<WorkloadImage, Error> {
-    if let Some(r) = common.images.get(layer.name()) {
+    if let Some(r) = common.images.get(&layer) {
         return Ok(WorkloadImage {
             layer: layer.name().into(),
             runs: layer.name().into(),
@@ -331,7 +332,7 @@ fn image_for(lock: &Lock, common: &Common, layer: Layer) -> Result<WorkloadImage
     }
     let mut l = layer.parent();
     while let Some(x) = l {
-        if let Some(r) = common.images.get(x.name()) {
+        if let Some(r) = common.images.get(&x) {
             return Ok(WorkloadImage {
                 layer: layer.name().into(),
                 runs: x.name().into(),
@@ -395,11 +396,208 @@ fn code_image(common: &Common, image: &WorkloadImage) -> String {
     format!("{}/{}-code:{tag}", common.registry, common.stack)
 }
 
+/// What torchrun runs for `[train].entry`, and what that means (for a comment).
+fn torchrun_entry(entry: &Entry) -> (Vec<String>, String) {
+    match entry {
+        Entry::Script { path, args } => {
+            let mut v = vec![path.clone()];
+            v.extend(args.iter().cloned());
+            (
+                v,
+                format!("the script `{path}`, which torchrun runs with `python -u` once per GPU"),
+            )
+        }
+        Entry::Module { name, args } => {
+            let mut v = vec!["-m".to_string(), name.clone()];
+            v.extend(args.iter().cloned());
+            (
+                v,
+                format!(
+                    "the module `{name}`, which torchrun runs with `python -u -m` once per GPU"
+                ),
+            )
+        }
+        Entry::Executable { program, args } => {
+            let mut v = vec!["--no-python".to_string(), program.clone()];
+            v.extend(args.iter().cloned());
+            (v, format!("the program `{program}`, which torchrun runs as it is (`--no-python`) once per GPU"))
+        }
+    }
+}
+
+/// The training workload of `[train]`.
+fn train_workload(
+    lock: &Lock,
+    common: &Common,
+    t: &Train,
+    data_env: &[(String, String)],
+) -> Result<TrainWorkload, Error> {
+    if lock.component(Component::Torch).is_none() {
+        return Err(bad(
+            "[train] runs torchrun, but the lock has no torch".into(),
+            "add `torch = \"*\"` to [components] and re-lock",
+        ));
+    }
+    let gpus = common.gpus_per_node;
+    let image = image_for(lock, common, Layer::Training)?;
+    let (entry, entry_note) = torchrun_entry(&t.entry);
+    let volume = t
+        .workdir
+        .as_ref()
+        .map(|r| Mount::of("code", r, CODE_DIR.to_string(), false));
+    let code = Code {
+        dir: CODE_DIR.into(),
+        image: volume.is_none().then(|| code_image(common, &image)),
+        volume,
+    };
+    Ok(TrainWorkload {
+        nodes: common.nodes,
+        resources: resources(lock, common, gpus),
+        torchrun: Launch {
+            program: "torchrun".into(),
+            args: vec![
+                format!("--nnodes={}", common.nodes),
+                format!("--nproc-per-node={gpus}"),
+                "--rdzv-backend=c10d".into(),
+                format!("--max-restarts={MAX_RESTARTS}"),
+            ],
+        },
+        entry,
+        entry_note,
+        rdzv_port: RDZV_PORT,
+        code,
+        mounts: common.mounts.clone(),
+        env: data_env.to_vec(),
+        image,
+    })
+}
+
+/// How the served model reaches vLLM: from `[storage].models` (a path on it, or the
+/// Hugging Face cache there), from the same path on every node, or downloaded at start.
+/// `env` receives `HF_HOME` where the cache is on storage.
+fn served_model(
+    model_name: &str,
+    store: Option<&StorageRef>,
+    env: &mut Vec<(String, String)>,
+) -> Model {
+    let hub = !model_name.starts_with('/');
+    let name = model_name.to_string();
+    match (store, hub) {
+        (Some(r), false) => Model {
+            name,
+            volume: Some(Mount::of("models", r, MODELS_DIR.into(), true)),
+            notes: vec![format!(
+                "{model_name} on [storage].models ({r}), mounted read-only at {MODELS_DIR}"
+            )],
+        },
+        (Some(r), true) => {
+            env.push(("HF_HOME".to_string(), format!("{MODELS_DIR}/huggingface")));
+            Model {
+                name,
+                volume: Some(Mount::of("models", r, MODELS_DIR.into(), false)),
+                notes: vec![format!(
+                    "a Hugging Face id: vLLM downloads it into HF_HOME={MODELS_DIR}/huggingface on [storage].models ({r}), read-write, so replicas share one copy; gated models need HF_TOKEN"
+                )],
+            }
+        }
+        (None, false) => Model {
+            name,
+            volume: Some(Mount {
+                name: "model".into(),
+                kind: super::MountKind::HostPath,
+                server: None,
+                host_path: Some(model_name.to_string()),
+                claim: None,
+                container_path: model_name.to_string(),
+                read_only: true,
+            }),
+            notes: vec![format!(
+                "{model_name} is expected at the same path on every node (mounted read-only); set [storage].models to serve it from shared storage"
+            )],
+        },
+        (None, true) => Model {
+            name,
+            volume: None,
+            notes: vec!["a Hugging Face id: vLLM downloads it at start into the container; set [storage].models to keep one copy on shared storage; gated models need HF_TOKEN".into()],
+        },
+    }
+}
+
+/// `vllm serve`'s arguments for `[serve]` over `nodes` nodes.
+fn vllm_args(s: &Serve, nodes: u32) -> Vec<String> {
+    let mut args = vec![
+        "serve".to_string(),
+        s.model.clone(),
+        "--tensor-parallel-size".into(),
+        s.tensor_parallel.to_string(),
+    ];
+    if s.pipeline_parallel > 1 {
+        args.extend([
+            "--pipeline-parallel-size".to_string(),
+            s.pipeline_parallel.to_string(),
+        ]);
+    }
+    args.extend([
+        "--max-model-len".to_string(),
+        s.max_model_len.to_string(),
+        "--port".into(),
+        SERVE_PORT.to_string(),
+    ]);
+    if nodes > 1 {
+        args.extend(["--nnodes".to_string(), nodes.to_string()]);
+    }
+    args
+}
+
+/// The serving workload of `[serve]`.
+fn serve_workload(
+    lock: &Lock,
+    common: &Common,
+    s: &Serve,
+    data_env: &[(String, String)],
+) -> Result<ServeWorkload, Error> {
+    if lock.component(Component::Vllm).is_none() {
+        return Err(bad(
+            "[serve] runs vLLM, but the lock has no vllm".into(),
+            "add `vllm = \"*\"` to [components] and re-lock, or remove [serve]",
+        ));
+    }
+    // [serve].nodes and the parallelism were checked against [cluster] when
+    // the spec was read (lock time): the GPUs split evenly over the nodes.
+    let nodes = s.nodes.max(1);
+    let gpus_per_server_node = s.gpus() / nodes;
+    let image = image_for(lock, common, Layer::Inference)?;
+    let deploy = &lock.request.deploy;
+    let store = deploy.storage.as_ref().and_then(|st| st.models.as_ref());
+    let mut env = Vec::new();
+    let model = served_model(&s.model, store, &mut env);
+    env.extend(data_env.iter().cloned());
+    Ok(ServeWorkload {
+        resources: resources(lock, common, gpus_per_server_node),
+        nodes,
+        pipeline_parallel: s.pipeline_parallel,
+        vllm: Launch {
+            program: "vllm".into(),
+            args: vllm_args(s, nodes),
+        },
+        worker_args: if nodes > 1 {
+            vec!["--headless".into()]
+        } else {
+            Vec::new()
+        },
+        port: SERVE_PORT,
+        replicas: s.replicas,
+        model,
+        mounts: common.mounts.clone(),
+        env,
+        image,
+    })
+}
+
 impl WorkloadPlan {
     /// Decides every workload of the lock.
     pub fn new(lock: &Lock, common: &Common) -> Result<WorkloadPlan, Error> {
         let deploy = &lock.request.deploy;
-        let gpus = common.gpus_per_node;
         let data_env: Vec<(String, String)> = common
             .mounts
             .iter()
@@ -410,176 +608,18 @@ impl WorkloadPlan {
                 )
             })
             .collect();
-
-        let train = match &deploy.train {
-            None => None,
-            Some(t) => {
-                if lock.component(Component::Torch).is_none() {
-                    return Err(bad(
-                        "[train] runs torchrun, but the lock has no torch".into(),
-                        "add `torch = \"*\"` to [components] and re-lock",
-                    ));
-                }
-                let image = image_for(lock, common, Layer::Training)?;
-                let (entry, entry_note) = match &t.entry {
-                    Entry::Script { path, args } => {
-                        let mut v = vec![path.clone()];
-                        v.extend(args.iter().cloned());
-                        (v, format!("the script `{path}`, which torchrun runs with `python -u` once per GPU"))
-                    }
-                    Entry::Module { name, args } => {
-                        let mut v = vec!["-m".to_string(), name.clone()];
-                        v.extend(args.iter().cloned());
-                        (v, format!("the module `{name}`, which torchrun runs with `python -u -m` once per GPU"))
-                    }
-                    Entry::Executable { program, args } => {
-                        let mut v = vec!["--no-python".to_string(), program.clone()];
-                        v.extend(args.iter().cloned());
-                        (v, format!("the program `{program}`, which torchrun runs as it is (`--no-python`) once per GPU"))
-                    }
-                };
-                let volume = t
-                    .workdir
-                    .as_ref()
-                    .map(|r| Mount::of("code", r, CODE_DIR.to_string(), false));
-                let code = Code {
-                    dir: CODE_DIR.into(),
-                    image: volume.is_none().then(|| code_image(common, &image)),
-                    volume,
-                };
-                Some(TrainWorkload {
-                    nodes: common.nodes,
-                    resources: resources(lock, common, gpus),
-                    torchrun: Launch {
-                        program: "torchrun".into(),
-                        args: vec![
-                            format!("--nnodes={}", common.nodes),
-                            format!("--nproc-per-node={gpus}"),
-                            "--rdzv-backend=c10d".into(),
-                            format!("--max-restarts={MAX_RESTARTS}"),
-                        ],
-                    },
-                    entry,
-                    entry_note,
-                    rdzv_port: RDZV_PORT,
-                    code,
-                    mounts: common.mounts.clone(),
-                    env: data_env.clone(),
-                    image,
-                })
-            }
-        };
-
-        let serve = match &deploy.serve {
-            None => None,
-            Some(s) => {
-                if lock.component(Component::Vllm).is_none() {
-                    return Err(bad(
-                        "[serve] runs vLLM, but the lock has no vllm".into(),
-                        "add `vllm = \"*\"` to [components] and re-lock, or remove [serve]",
-                    ));
-                }
-                // [serve].nodes and the parallelism were checked against [cluster] when
-                // the spec was read (lock time): the GPUs split evenly over the nodes.
-                let nodes = s.nodes.max(1);
-                let gpus_per_server_node = s.gpus() / nodes;
-                let image = image_for(lock, common, Layer::Inference)?;
-                let store = deploy.storage.as_ref().and_then(|st| st.models.as_ref());
-                let hub = !s.model.starts_with('/');
-                let mut env = Vec::new();
-                let model = match (store, hub) {
-                    (Some(r), false) => Model {
-                        name: s.model.clone(),
-                        volume: Some(Mount::of("models", r, MODELS_DIR.into(), true)),
-                        notes: vec![format!(
-                            "{} on [storage].models ({r}), mounted read-only at {MODELS_DIR}",
-                            s.model
-                        )],
-                    },
-                    (Some(r), true) => {
-                        env.push(("HF_HOME".to_string(), format!("{MODELS_DIR}/huggingface")));
-                        Model {
-                            name: s.model.clone(),
-                            volume: Some(Mount::of("models", r, MODELS_DIR.into(), false)),
-                            notes: vec![format!(
-                                "a Hugging Face id: vLLM downloads it into HF_HOME={MODELS_DIR}/huggingface on [storage].models ({r}), read-write, so replicas share one copy; gated models need HF_TOKEN"
-                            )],
-                        }
-                    }
-                    (None, false) => Model {
-                        name: s.model.clone(),
-                        volume: Some(Mount {
-                            name: "model".into(),
-                            kind: "hostpath".into(),
-                            server: None,
-                            host_path: Some(s.model.clone()),
-                            claim: None,
-                            container_path: s.model.clone(),
-                            read_only: true,
-                        }),
-                        notes: vec![format!(
-                            "{} is expected at the same path on every node (mounted read-only); set [storage].models to serve it from shared storage",
-                            s.model
-                        )],
-                    },
-                    (None, true) => Model {
-                        name: s.model.clone(),
-                        volume: None,
-                        notes: vec!["a Hugging Face id: vLLM downloads it at start into the container; set [storage].models to keep one copy on shared storage; gated models need HF_TOKEN".into()],
-                    },
-                };
-                env.extend(data_env.iter().cloned());
-                let mut args = vec![
-                    "serve".to_string(),
-                    s.model.clone(),
-                    "--tensor-parallel-size".into(),
-                    s.tensor_parallel.to_string(),
-                ];
-                if s.pipeline_parallel > 1 {
-                    args.extend([
-                        "--pipeline-parallel-size".to_string(),
-                        s.pipeline_parallel.to_string(),
-                    ]);
-                }
-                args.extend([
-                    "--max-model-len".to_string(),
-                    s.max_model_len.to_string(),
-                    "--port".into(),
-                    SERVE_PORT.to_string(),
-                ]);
-                if nodes > 1 {
-                    args.extend(["--nnodes".to_string(), nodes.to_string()]);
-                }
-                Some(ServeWorkload {
-                    resources: resources(lock, common, gpus_per_server_node),
-                    nodes,
-                    pipeline_parallel: s.pipeline_parallel,
-                    vllm: Launch {
-                        program: "vllm".into(),
-                        args,
-                    },
-                    worker_args: if nodes > 1 {
-                        vec!["--headless".into()]
-                    } else {
-                        Vec::new()
-                    },
-                    port: SERVE_PORT,
-                    replicas: s.replicas,
-                    model,
-                    mounts: common.mounts.clone(),
-                    env,
-                    image,
-                })
-            }
-        };
-
+        let train = (deploy.train.as_ref())
+            .map(|t| train_workload(lock, common, t, &data_env))
+            .transpose()?;
+        let serve = (deploy.serve.as_ref())
+            .map(|s| serve_workload(lock, common, s, &data_env))
+            .transpose()?;
         let acceptance = acceptance(lock, common)?;
-
         Ok(WorkloadPlan {
             train,
             serve,
             acceptance,
-            node: resources(lock, common, gpus),
+            node: resources(lock, common, common.gpus_per_node),
         })
     }
 }
@@ -587,7 +627,7 @@ impl WorkloadPlan {
 /// The acceptance test of the lock (nccl-tests' `all_reduce_perf`), when it has nccl-tests:
 /// what the Slurm and Kubernetes jobs run, and what the VM image's validate script names.
 pub fn acceptance(lock: &Lock, common: &Common) -> Result<Option<Acceptance>, Error> {
-    if lock.package("nccl-tests").is_none() {
+    if super::locked::nccl_tests(lock).is_none() {
         return Ok(None);
     }
     let gpus = common.gpus_per_node;

@@ -238,7 +238,7 @@ pub fn inputs(lock: &Lock) -> Vec<LayerInput> {
         .iter()
         .filter_map(|c| pypi_name(lock, c.name))
         .map(|(n, _, _)| n)
-        .filter(|n| crate::plan::docker::is_compiled(n))
+        .filter(|n| crate::core::compiled::is_compiled(n))
         .collect();
     let layer_reqs = |l: Layer| -> Vec<String> {
         let mut v = by_layer.get(&l).cloned().unwrap_or_default();

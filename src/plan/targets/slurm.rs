@@ -19,17 +19,18 @@
 
 use serde::Serialize;
 
-use super::workload::{
-    Launch as WorkloadLaunch, Resources, ServeWorkload, TrainWorkload, WorkloadImage, WorkloadPlan,
-};
-use super::{Common, Mount};
 use crate::error::{Diagnostic, Error, Stage};
 use crate::lock::Lock;
+use crate::plan::workload::{
+    Acceptance, Launch as WorkloadLaunch, Resources, ServeWorkload, TrainWorkload, WorkloadImage,
+    WorkloadPlan,
+};
+use crate::plan::{Common, Mount, MountKind};
 use crate::render::RenderedFile;
 use crate::spec::deploy::SlurmContainer;
 
 /// The VM image's paths bare-metal jobs use: decided by the host plan.
-pub use super::host::{HOST_NCCL_TESTS, HOST_VENV};
+pub use crate::plan::host::{HOST_NCCL_TESTS, HOST_VENV};
 
 /// A bind mount of a job, or (bare metal) an exported directory.
 #[derive(Clone, Debug, Serialize)]
@@ -158,7 +159,7 @@ pub struct NcclTestsJob {
     /// The nccl-tests version in the lock.
     pub version: Option<String>,
     /// The OSU bandwidth run after it, one task on each of two nodes
-    /// ([`super::workload::Acceptance::osu`]).
+    /// ([`crate::plan::workload::Acceptance::osu`]).
     pub osu: Option<WorkloadLaunch>,
 }
 
@@ -223,15 +224,6 @@ pub fn enroot_uri(reference: &str) -> String {
     }
 }
 
-/// The layer `gen apptainer` writes the definition file for (see
-/// `docker::render_apptainer`): the highest built of training, inference, framework, base.
-/// `tests/slurm.rs` checks that the two agree.
-fn apptainer_layer(common: &Common) -> Option<&'static str> {
-    ["training", "inference", "framework", "base"]
-        .into_iter()
-        .find(|l| common.images.contains_key(*l))
-}
-
 struct Ctx<'a> {
     common: &'a Common,
     container: SlurmContainer,
@@ -242,8 +234,12 @@ struct Ctx<'a> {
 impl Ctx<'_> {
     fn launch(&self, image: &WorkloadImage) -> Launch {
         let use_sif = self.container == SlurmContainer::Apptainer
-            && apptainer_layer(self.common)
-                .and_then(|l| self.common.images.get(l))
+            // The layer `gen apptainer` writes the definition file for
+            // ([`Common::top_image_layer`]); `tests/slurm.rs` checks that the two agree.
+            && self
+                .common
+                .top_image_layer()
+                .and_then(|l| self.common.images.get(&l))
                 .is_some_and(|top| *top == image.reference);
         Launch {
             pyxis_image: enroot_uri(&image.reference),
@@ -349,11 +345,11 @@ type Unmounted = Vec<(String, String)>;
 /// A storage mount of a job: a site variable holding the host directory (defaulting to
 /// the spec's path), bind-mounted at the container path.
 fn job_mount(m: &Mount, container: SlurmContainer) -> Result<Option<JobMount>, Error> {
-    let origin = match (m.kind.as_str(), &m.server, &m.host_path, &m.claim) {
-        ("nfs", Some(s), Some(p), _) => format!("nfs://{s}{p}"),
-        (k, _, Some(p), _) => format!("{k}:{p}"),
-        (k, _, _, Some(c)) => format!("{k}:{c}"),
-        (k, _, _, _) => k.to_string(),
+    let origin = match (m.kind, &m.server, &m.host_path, &m.claim) {
+        (MountKind::Nfs, Some(s), Some(p), _) => format!("nfs://{s}{p}"),
+        (k, _, Some(p), _) => format!("{}:{p}", k.name()),
+        (k, _, _, Some(c)) => format!("{}:{c}", k.name()),
+        (k, _, _, _) => k.name().to_string(),
     };
     let Some(host) = m.host_path.clone() else {
         return Ok(None);
@@ -381,7 +377,7 @@ fn job_mount(m: &Mount, container: SlurmContainer) -> Result<Option<JobMount>, E
         target: m.container_path.clone(),
         suffix,
         export: None,
-        nfs: m.kind == "nfs",
+        nfs: m.kind == MountKind::Nfs,
     }))
 }
 
@@ -403,12 +399,170 @@ fn storage_mounts(
     Ok((out, unmounted))
 }
 
+/// `srun` options the lock's environment needs: Slingshot's `alt_read` rendezvous
+/// protocol needs the NIC's rendezvous get disabled.
+fn srun_options(common: &Common) -> Vec<SrunOption> {
+    let mut srun_options = Vec::new();
+    if let Some(e) = common
+        .env
+        .iter()
+        .find(|e| e.name == "FI_CXI_RDZV_PROTO" && e.value == "alt_read")
+    {
+        srun_options.push(SrunOption {
+            option: "network=disable_rdzv_get".into(),
+            because: format!("{}={}", e.name, e.value),
+            source: e.source.clone(),
+        });
+    }
+    srun_options
+}
+
+/// The expected-bandwidth file's lines.
+fn expected_lines(common: &Common) -> Vec<String> {
+    let (nodes, gpus) = (common.nodes, common.gpus_per_node);
+    let mut expected = vec![
+        format!(
+            "Expected all-reduce bus bandwidth for stack {} ({nodes} node(s) x {gpus} GPU(s), fabric {}), from gpustack.lock;",
+            common.stack, common.fabric_name()
+        ),
+        "each figure names the test and job shape that measured it. Compare with the busbw column".into(),
+        "of all_reduce_perf at the largest message sizes.".into(),
+    ];
+    if common.expected.is_empty() {
+        expected.push("The lock has no published figure for this GPU and fabric: record the first run as the baseline.".into());
+    }
+    for e in &common.expected {
+        let size = e
+            .size
+            .as_deref()
+            .map_or_else(String::new, |s| format!(", messages up to {s}"));
+        let sharp = e
+            .sharp
+            .as_deref()
+            .map_or_else(String::new, |s| format!(" {s}"));
+        expected.push(format!(
+            "{}: {} GB/s busbw ({}{size}, over {}{sharp}, measured on a {} job, nodes x GPUs)",
+            e.scope, e.busbw_gbps, e.test, e.fabric, e.shape
+        ));
+        expected.push(format!("  source: {}", e.source));
+    }
+    expected
+}
+
+impl Ctx<'_> {
+    /// The training job: the storage mounts plus the code directory.
+    fn train_job(&self, w: TrainWorkload, mounts: &[JobMount]) -> Result<TrainJob, Error> {
+        let mut job_mounts = mounts.to_vec();
+        let code_on_volume = w.code.volume.is_some();
+        let code = match &w.code.volume {
+            Some(v) => job_mount(v, self.container)?,
+            None => None,
+        };
+        // The code directory: `[train].workdir`'s host path, or the directory the job
+        // is submitted from (the template's default for GPUSTACK_CODE_DIR).
+        job_mounts.push(code.unwrap_or_else(|| JobMount {
+            var: Some("GPUSTACK_CODE_DIR".into()),
+            host: String::new(),
+            origin: "the directory the job is submitted from".into(),
+            target: w.code.dir.clone(),
+            suffix: format!(":{}", w.code.dir),
+            literal: String::new(),
+            export: None,
+            nfs: false,
+        }));
+        let (cpus_per_task, resources_note) = Ctx::cpus(&w.resources, 1);
+        Ok(TrainJob {
+            job: Job {
+                file: "train.sbatch".into(),
+                directives: self.directives("train", w.nodes, 1, &w.resources, None),
+                nodes: w.nodes,
+                gpus: w.resources.gpus,
+                tasks_per_node: 1,
+                launch: self.launch(&w.image),
+                exports: self.exports(&w.env, &job_mounts),
+                mounts: job_mounts,
+                workdir: Some(w.code.dir.clone()),
+                cpus_per_task,
+                resources_note,
+            },
+            code_on_volume,
+            workload: w,
+        })
+    }
+
+    /// The vLLM job (one node): the storage mounts plus the model's.
+    fn serve_job(&self, w: ServeWorkload, mounts: &[JobMount]) -> Result<ServeJob, Error> {
+        if w.nodes > 1 {
+            return Err(bad(
+                format!("[serve].nodes = {}: a vLLM server across nodes is generated for Kubernetes only (a LeaderWorkerSet), not yet as a Slurm job", w.nodes),
+                "generate `k8s` for this spec, or serve on one node (`nodes = 1`) on Slurm",
+            ));
+        }
+        let mut job_mounts = mounts.to_vec();
+        if let Some(v) = &w.model.volume {
+            let mut m = job_mount(v, self.container)?.ok_or_else(|| {
+                bad(
+                    "[storage].models is a Kubernetes claim: Slurm jobs cannot mount it".into(),
+                    "put the models on storage the nodes mount (nfs://, lustre:, hostpath:)",
+                )
+            })?;
+            if v.name == "model" {
+                // The model directory itself, at the same path: no site variable.
+                m.var = None;
+            }
+            job_mounts.push(m);
+        }
+        let (cpus_per_task, resources_note) = Ctx::cpus(&w.resources, 1);
+        Ok(ServeJob {
+            job: Job {
+                file: "serve.sbatch".into(),
+                directives: self.directives("serve", 1, 1, &w.resources, Some(w.replicas)),
+                nodes: 1,
+                gpus: w.resources.gpus,
+                tasks_per_node: 1,
+                launch: self.launch(&w.image),
+                exports: self.exports(&w.env, &job_mounts),
+                mounts: job_mounts,
+                workdir: None,
+                cpus_per_task,
+                resources_note,
+            },
+            workload: w,
+        })
+    }
+
+    /// The acceptance job: all_reduce_perf, one task per GPU under MPI.
+    fn nccl_tests_job(&self, a: Acceptance) -> NcclTestsJob {
+        let gpus = a.resources.gpus;
+        let tasks = if a.mpi { gpus } else { 1 };
+        let (cpus_per_task, resources_note) = Ctx::cpus(&a.resources, tasks);
+        NcclTestsJob {
+            job: Job {
+                file: "nccl-tests.sbatch".into(),
+                directives: self.directives("nccl-tests", a.nodes, tasks, &a.resources, None),
+                nodes: a.nodes,
+                gpus,
+                tasks_per_node: tasks,
+                launch: self.launch(&a.image),
+                mounts: Vec::new(),
+                workdir: None,
+                exports: Vec::new(),
+                cpus_per_task,
+                resources_note,
+            },
+            mpi: a.mpi,
+            run: if a.mpi { a.per_gpu } else { a.per_node },
+            version: a.version,
+            osu: a.osu,
+        }
+    }
+}
+
 impl SlurmPlan {
     /// Plans the batch scripts from the lock and its workload plan.
     pub fn new(lock: &Lock, common: &Common) -> Result<SlurmPlan, Error> {
         let workloads = WorkloadPlan::new(lock, common)?;
-        let deploy = &lock.request.deploy;
-        let slurm = deploy.slurm.as_ref();
+        let slurm = lock.request.deploy.slurm.as_ref();
         let container = slurm.map_or(SlurmContainer::Pyxis, |s| s.container);
         let (mounts, unmounted) = storage_mounts(&common.mounts, container)?;
         let ctx = Ctx {
@@ -417,160 +571,15 @@ impl SlurmPlan {
             partition: slurm.map(|s| s.partition.as_str()),
             time: slurm.map(|s| s.time.as_str()),
         };
-
-        let mut srun_options = Vec::new();
-        if let Some(e) = common
-            .env
-            .iter()
-            .find(|e| e.name == "FI_CXI_RDZV_PROTO" && e.value == "alt_read")
-        {
-            srun_options.push(SrunOption {
-                option: "network=disable_rdzv_get".into(),
-                because: format!("{}={}", e.name, e.value),
-                source: e.source.clone(),
-            });
-        }
-
-        let train = match workloads.train {
-            None => None,
-            Some(w) => {
-                let mut job_mounts = mounts.clone();
-                let code_on_volume = w.code.volume.is_some();
-                let code = match &w.code.volume {
-                    Some(v) => job_mount(v, container)?,
-                    None => None,
-                };
-                // The code directory: `[train].workdir`'s host path, or the directory the job
-                // is submitted from (the template's default for GPUSTACK_CODE_DIR).
-                job_mounts.push(code.unwrap_or_else(|| JobMount {
-                    var: Some("GPUSTACK_CODE_DIR".into()),
-                    host: String::new(),
-                    origin: "the directory the job is submitted from".into(),
-                    target: w.code.dir.clone(),
-                    suffix: format!(":{}", w.code.dir),
-                    literal: String::new(),
-                    export: None,
-                    nfs: false,
-                }));
-                let (cpus_per_task, resources_note) = Ctx::cpus(&w.resources, 1);
-                Some(TrainJob {
-                    job: Job {
-                        file: "train.sbatch".into(),
-                        directives: ctx.directives("train", w.nodes, 1, &w.resources, None),
-                        nodes: w.nodes,
-                        gpus: w.resources.gpus,
-                        tasks_per_node: 1,
-                        launch: ctx.launch(&w.image),
-                        exports: ctx.exports(&w.env, &job_mounts),
-                        mounts: job_mounts,
-                        workdir: Some(w.code.dir.clone()),
-                        cpus_per_task,
-                        resources_note,
-                    },
-                    code_on_volume,
-                    workload: w,
-                })
-            }
-        };
-
-        let serve = match workloads.serve {
-            None => None,
-            Some(w) if w.nodes > 1 => {
-                return Err(bad(
-                    format!("[serve].nodes = {}: a vLLM server across nodes is generated for Kubernetes only (a LeaderWorkerSet), not yet as a Slurm job", w.nodes),
-                    "generate `k8s` for this spec, or serve on one node (`nodes = 1`) on Slurm",
-                ));
-            }
-            Some(w) => {
-                let mut job_mounts = mounts.clone();
-                if let Some(v) = &w.model.volume {
-                    let mut m = job_mount(v, container)?.ok_or_else(|| {
-                        bad(
-                            "[storage].models is a Kubernetes claim: Slurm jobs cannot mount it".into(),
-                            "put the models on storage the nodes mount (nfs://, lustre:, hostpath:)",
-                        )
-                    })?;
-                    if v.name == "model" {
-                        // The model directory itself, at the same path: no site variable.
-                        m.var = None;
-                    }
-                    job_mounts.push(m);
-                }
-                let (cpus_per_task, resources_note) = Ctx::cpus(&w.resources, 1);
-                Some(ServeJob {
-                    job: Job {
-                        file: "serve.sbatch".into(),
-                        directives: ctx.directives("serve", 1, 1, &w.resources, Some(w.replicas)),
-                        nodes: 1,
-                        gpus: w.resources.gpus,
-                        tasks_per_node: 1,
-                        launch: ctx.launch(&w.image),
-                        exports: ctx.exports(&w.env, &job_mounts),
-                        mounts: job_mounts,
-                        workdir: None,
-                        cpus_per_task,
-                        resources_note,
-                    },
-                    workload: w,
-                })
-            }
-        };
-
-        let nccl_tests = workloads.acceptance.map(|a| {
-            let gpus = a.resources.gpus;
-            let tasks = if a.mpi { gpus } else { 1 };
-            let (cpus_per_task, resources_note) = Ctx::cpus(&a.resources, tasks);
-            NcclTestsJob {
-                job: Job {
-                    file: "nccl-tests.sbatch".into(),
-                    directives: ctx.directives("nccl-tests", a.nodes, tasks, &a.resources, None),
-                    nodes: a.nodes,
-                    gpus,
-                    tasks_per_node: tasks,
-                    launch: ctx.launch(&a.image),
-                    mounts: Vec::new(),
-                    workdir: None,
-                    exports: Vec::new(),
-                    cpus_per_task,
-                    resources_note,
-                },
-                mpi: a.mpi,
-                run: if a.mpi { a.per_gpu } else { a.per_node },
-                version: a.version,
-                osu: a.osu,
-            }
-        });
-
-        let (nodes, gpus) = (common.nodes, common.gpus_per_node);
-        let mut expected = vec![
-            format!(
-                "Expected all-reduce bus bandwidth for stack {} ({nodes} node(s) x {gpus} GPU(s), fabric {}), from gpustack.lock;",
-                common.stack, common.fabric
-            ),
-            "each figure names the test and job shape that measured it. Compare with the busbw column".into(),
-            "of all_reduce_perf at the largest message sizes.".into(),
-        ];
-        if common.expected.is_empty() {
-            expected.push("The lock has no published figure for this GPU and fabric: record the first run as the baseline.".into());
-        }
-        for e in &common.expected {
-            let size = e
-                .size
-                .as_deref()
-                .map_or_else(String::new, |s| format!(", messages up to {s}"));
-            let sharp = e
-                .sharp
-                .as_deref()
-                .map_or_else(String::new, |s| format!(" {s}"));
-            expected.push(format!(
-                "{}: {} GB/s busbw ({}{size}, over {}{sharp}, measured on a {} job, nodes x GPUs)",
-                e.scope, e.busbw_gbps, e.test, e.fabric, e.shape
-            ));
-            expected.push(format!("  source: {}", e.source));
-        }
-
+        let train = (workloads.train)
+            .map(|w| ctx.train_job(w, &mounts))
+            .transpose()?;
+        let serve = (workloads.serve)
+            .map(|w| ctx.serve_job(w, &mounts))
+            .transpose()?;
+        let nccl_tests = workloads.acceptance.map(|a| ctx.nccl_tests_job(a));
         let sif_layer = if container == SlurmContainer::Apptainer {
-            apptainer_layer(common).map(str::to_string)
+            common.top_image_layer().map(|l| l.name().to_string())
         } else {
             None
         };
@@ -579,7 +588,7 @@ impl SlurmPlan {
             container: container.name().to_string(),
             partition: ctx.partition.map(str::to_string),
             time: ctx.time.map(str::to_string),
-            srun_options,
+            srun_options: srun_options(common),
             unmounted,
             sif: sif_layer
                 .as_ref()
@@ -590,7 +599,7 @@ impl SlurmPlan {
             train,
             serve,
             nccl_tests,
-            expected,
+            expected: expected_lines(common),
         })
     }
 }

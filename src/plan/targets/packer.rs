@@ -31,12 +31,13 @@
 use serde::Serialize;
 
 use super::docker::{DockerPlan, Requirement, SourceBuild};
-use super::host::{HostPlan, OsPins};
-use super::Common;
 use crate::core::Cloud;
 use crate::core::{Component, Layer};
 use crate::error::{Diagnostic, Error, Stage};
 use crate::lock::Lock;
+use crate::plan::host::{HostPlan, OsPins};
+use crate::plan::locked::{self, HostPackage};
+use crate::plan::Common;
 use crate::render::RenderedFile;
 
 /// GCP image names are at most 63 characters; the suffix takes 1 + 12 + 1 + 8.
@@ -253,7 +254,7 @@ pub struct PyLayer {
     /// installs wheels compiled on the VM.
     pub build_pylock: Option<PyLockOnVm>,
     /// A closed lock: the locked sdists compiled on the VM for this layer.
-    pub sdists: Vec<super::python::Sdist>,
+    pub sdists: Vec<crate::plan::python::Sdist>,
     /// A closed lock: wheel file name prefixes it installs from /opt/gpustack/wheels.
     pub built: Vec<String>,
 }
@@ -280,7 +281,7 @@ pub struct NcclTests {
     /// Whether the MPI build is possible (Open MPI in the fabric stack).
     pub mpi: bool,
     /// The acceptance run on one node, from the workload plan (`all_reduce_perf -b 8 …`).
-    pub run: super::workload::Launch,
+    pub run: crate::plan::workload::Launch,
 }
 
 /// The Packer plan. LOAD-BEARING: `generators/packer/*.j2` print these fields.
@@ -290,7 +291,7 @@ pub struct PackerPlan {
     pub common: Common,
     /// torch built from source on the VM by the container image's `build-torch.sh`
     /// (`torch_build_script`, the same bytes).
-    pub torch_build: Option<super::torch_build::TorchBuildPlan>,
+    pub torch_build: Option<crate::plan::torch_build::TorchBuildPlan>,
     /// The text of `build-torch.sh`, when torch is built from source.
     pub torch_build_script: Option<String>,
     /// Host decisions shared with the GPU Operator values and Slurm (kernel modules,
@@ -400,7 +401,7 @@ struct OsImages {
 }
 
 /// The hash of the site values a VM image's profile carries ([`PackerPlan::site_hash`]).
-fn site_hash(site_env: &[super::EnvVar]) -> Option<String> {
+fn site_hash(site_env: &[crate::plan::EnvVar]) -> Option<String> {
     use sha2::{Digest, Sha256};
     if site_env.is_empty() {
         return None;
@@ -612,16 +613,18 @@ impl VarCtx<'_> {
 
     /// An instance type from the lock's `instance` fact, or a required variable.
     fn instance(&self, v: &mut Vars, cloud: Cloud, name: &str, what: &str) {
-        let fact = self.lock.fact("instance", cloud.name());
-        match fact.and_then(|f| f.get("instance-type")).zip(fact) {
+        let fact = locked::instance(self.lock, cloud);
+        match fact
+            .as_ref()
+            .and_then(|f| Some((f.instance_type.as_deref()?, &f.cited)))
+        {
             Some((t, f)) => v.add(
                 name,
                 "string",
                 Some(t),
                 format!(
                     "{what} of the build VM; from the lock: {} ({}).",
-                    f.because.first().map_or("", String::as_str),
-                    f.source
+                    f.because, f.source
                 ),
             ),
             None => v.add(
@@ -657,6 +660,21 @@ impl VarCtx<'_> {
 
     fn vars(&self, clouds: &[Cloud]) -> Vars {
         let mut v = Vars { groups: Vec::new() };
+        self.every_vars(&mut v);
+        for c in clouds {
+            match c {
+                Cloud::Aws => self.aws_vars(&mut v),
+                Cloud::Gcp => self.gcp_vars(&mut v),
+                Cloud::Azure => self.azure_vars(&mut v),
+                Cloud::Qemu => self.qemu_vars(&mut v),
+            }
+        }
+        v
+    }
+
+    /// The variables of every build: image name, driver flavour, disk, jobs, hugepages and
+    /// the layer toggles.
+    fn every_vars(&self, v: &mut Vars) {
         v.group("every");
         v.add(
             "image_name",
@@ -734,161 +752,180 @@ impl VarCtx<'_> {
                 Some(if self.common.nodes > 1 { "true" } else { "false" }),
                 format!(
                     "Install the {} fabric stack and build nccl-tests with MPI (scripts/multinode.sh); the default follows [cluster].nodes ({}).",
-                    self.common.fabric, self.common.nodes
+                    self.common.fabric_name(), self.common.nodes
                 ),
             );
         }
+    }
+
+    /// AWS (`amazon-ebs`): region, instance type, source AMI, gp3 volume.
+    fn aws_vars(&self, v: &mut Vars) {
         let i = self.images.as_ref();
         let os = self.os;
-        for c in clouds {
-            match c {
-                Cloud::Aws => {
-                    v.group("aws");
-                    v.add(
-                        "aws_region",
-                        "string",
-                        None,
-                        "AWS region to build in.".into(),
-                    );
-                    self.instance(&mut v, *c, "aws_instance_type", "Instance type");
-                    // Exact names only: a name pattern with `most_recent` would take whatever
-                    // AMI the publisher released last. gpustack knows no sourced exact name.
-                    v.add("aws_source_ami_name", "string", None, format!(
-                        "Required: the exact name of the source AMI (no wildcards), one release of {}; gpustack records no AMI name it could cite, and never lets AWS pick the newest (`most_recent`). `aws ec2 describe-images --owners <aws_source_ami_owner> --filters Name=name,Values=<pattern>` lists the dated names.",
-                        i.map_or_else(|| os.to_string(), |i| format!("`{}` ({os} for amd64; the lock records no CPU architecture, use the arm64 name on Grace systems)", i.aws_ami_name))
-                    ));
-                    self.image(
-                        &mut v,
-                        "aws_source_ami_owner",
-                        i.map(|i| i.aws_owner),
-                        "Owner of the source AMI (Canonical).".into(),
-                    );
-                    self.image(
-                        &mut v,
-                        "aws_ssh_username",
-                        i.map(|i| i.aws_user),
-                        "SSH user of the source AMI.".into(),
-                    );
-                    v.add(
-                        "aws_volume_iops",
-                        "number",
-                        Some("3000"),
-                        "gp3 IOPS of the root volume (3000 is gp3's baseline).".into(),
-                    );
-                    v.add("aws_volume_throughput", "number", Some("125"), "gp3 throughput of the root volume, MiB/s (125 is gp3's baseline; Packer 1.6.6 requires it for gp3).".into());
-                }
-                Cloud::Gcp => {
-                    v.group("gcp");
-                    v.add(
-                        "gcp_project_id",
-                        "string",
-                        None,
-                        "GCP project to build in.".into(),
-                    );
-                    v.add(
-                        "gcp_zone",
-                        "string",
-                        None,
-                        "GCP zone to build in (one that offers the machine type).".into(),
-                    );
-                    self.instance(&mut v, *c, "gcp_machine_type", "Machine type");
-                    let fact = self.lock.fact("instance", "gcp");
-                    match fact.and_then(|f| f.get("accelerator-type")) {
-                        Some(a) => {
-                            v.add("gcp_accelerator_type", "string", Some(a), "Guest accelerator type attached to the build VM; from the lock's instance fact.".into());
-                            v.add("gcp_accelerator_count", "number", Some(fact.and_then(|f| f.get("gpus")).unwrap_or("1")), "Guest accelerators attached to the build VM; from the lock's instance fact.".into());
-                        }
-                        None => {
-                            v.add("gcp_accelerator_type", "string", Some(""), "Guest accelerator type (empty: none). The lock names none: accelerator-optimized machine types attach their GPUs themselves.".into());
-                            v.add("gcp_accelerator_count", "number", Some("0"), "Guest accelerators attached to the build VM (0 with no accelerator type).".into());
-                        }
-                    }
-                    let settings = self.lock.fact("cloud", "gcp");
-                    match settings.and_then(|f| f.get("on-host-maintenance")).zip(settings) {
-                        Some((m, f)) => v.add("gcp_on_host_maintenance", "string", Some(m), format!("Host maintenance policy of the build VM; from the lock: {}", f.source)),
-                        None => v.add("gcp_on_host_maintenance", "string", None, "Required: the lock has no GCP settings; VMs with GPUs cannot live-migrate (normally TERMINATE).".into()),
-                    }
-                    // One image by name, not a family (which moves to each new image).
-                    v.add("gcp_source_image", "string", None, format!(
-                        "Required: the exact source image name, one image of {}; gpustack records no image name it could cite, and never builds from a family, which moves. `gcloud compute images describe-from-family <family> --project <gcp_source_image_project>` names the current one.",
-                        i.map_or_else(|| os.to_string(), |i| format!("the `{}` family ({os})", i.gcp_family))
-                    ));
-                    self.image(
-                        &mut v,
-                        "gcp_source_image_project",
-                        i.map(|i| i.gcp_project),
-                        "Project of the source image.".into(),
-                    );
-                }
-                Cloud::Azure => {
-                    v.group("azure");
-                    v.add(
-                        "azure_subscription_id",
-                        "string",
-                        None,
-                        "Azure subscription to build in (authentication: the Azure CLI's login)."
-                            .into(),
-                    );
-                    v.add(
-                        "azure_resource_group",
-                        "string",
-                        None,
-                        "Resource group of the managed image.".into(),
-                    );
-                    v.add(
-                        "azure_location",
-                        "string",
-                        None,
-                        "Azure region to build in.".into(),
-                    );
-                    self.instance(&mut v, *c, "azure_vm_size", "VM size");
-                    self.image(
-                        &mut v,
-                        "azure_image_publisher",
-                        i.map(|i| i.azure[0]),
-                        format!("Marketplace image of {os}: publisher."),
-                    );
-                    self.image(
-                        &mut v,
-                        "azure_image_offer",
-                        i.map(|i| i.azure[1]),
-                        "Marketplace image: offer.".into(),
-                    );
-                    self.image(
-                        &mut v,
-                        "azure_image_sku",
-                        i.map(|i| i.azure[2]),
-                        "Marketplace image: SKU (generation 2).".into(),
-                    );
-                    v.add("azure_image_version", "string", None, "Required: the exact Marketplace image version (not `latest`, which moves); gpustack records none it could cite. `az vm image list --publisher <publisher> --offer <offer> --sku <sku> --all` lists them.".into());
-                }
-                Cloud::Qemu => {
-                    v.group("qemu");
-                    let q = qemu_image(os);
-                    self.image(&mut v, "qemu_source_image_url", q.map(|q| q.0), format!("Cloud image (qcow2, with cloud-init) of {os} the build VM boots, amd64 (the lock records no CPU architecture): a dated release, never the moving one. Published with its checksum at {}.", q.map_or("(none known)", |q| q.2)));
-                    self.image(&mut v, "qemu_source_image_checksum", q.map(|q| q.1), "sha256 of the cloud image, as its publisher lists it beside the image (`sha256:<hex>`); Packer checks the download against it, offline.".into());
-                    v.add(
-                        "qemu_accelerator",
-                        "string",
-                        Some("kvm"),
-                        "QEMU accelerator: kvm, or tcg where the build host has no KVM.".into(),
-                    );
-                    v.add(
-                        "qemu_memory_mb",
-                        "number",
-                        Some("8192"),
-                        "Memory of the build VM, MiB.".into(),
-                    );
-                    v.add(
-                        "qemu_cpus",
-                        "number",
-                        Some("4"),
-                        "CPUs of the build VM.".into(),
-                    );
-                }
+        v.group("aws");
+        v.add(
+            "aws_region",
+            "string",
+            None,
+            "AWS region to build in.".into(),
+        );
+        self.instance(v, Cloud::Aws, "aws_instance_type", "Instance type");
+        // Exact names only: a name pattern with `most_recent` would take whatever
+        // AMI the publisher released last. gpustack knows no sourced exact name.
+        v.add("aws_source_ami_name", "string", None, format!(
+                "Required: the exact name of the source AMI (no wildcards), one release of {}; gpustack records no AMI name it could cite, and never lets AWS pick the newest (`most_recent`). `aws ec2 describe-images --owners <aws_source_ami_owner> --filters Name=name,Values=<pattern>` lists the dated names.",
+                i.map_or_else(|| os.to_string(), |i| format!("`{}` ({os} for amd64; the lock records no CPU architecture, use the arm64 name on Grace systems)", i.aws_ami_name))
+            ));
+        self.image(
+            v,
+            "aws_source_ami_owner",
+            i.map(|i| i.aws_owner),
+            "Owner of the source AMI (Canonical).".into(),
+        );
+        self.image(
+            v,
+            "aws_ssh_username",
+            i.map(|i| i.aws_user),
+            "SSH user of the source AMI.".into(),
+        );
+        v.add(
+            "aws_volume_iops",
+            "number",
+            Some("3000"),
+            "gp3 IOPS of the root volume (3000 is gp3's baseline).".into(),
+        );
+        v.add("aws_volume_throughput", "number", Some("125"), "gp3 throughput of the root volume, MiB/s (125 is gp3's baseline; Packer 1.6.6 requires it for gp3).".into());
+    }
+
+    /// GCP (`googlecompute`): project, zone, machine type, accelerators, source image.
+    fn gcp_vars(&self, v: &mut Vars) {
+        let i = self.images.as_ref();
+        let os = self.os;
+        v.group("gcp");
+        v.add(
+            "gcp_project_id",
+            "string",
+            None,
+            "GCP project to build in.".into(),
+        );
+        v.add(
+            "gcp_zone",
+            "string",
+            None,
+            "GCP zone to build in (one that offers the machine type).".into(),
+        );
+        self.instance(v, Cloud::Gcp, "gcp_machine_type", "Machine type");
+        let fact = locked::instance(self.lock, Cloud::Gcp);
+        match fact.as_ref().and_then(|f| f.accelerator_type.as_deref()) {
+            Some(a) => {
+                v.add("gcp_accelerator_type", "string", Some(a), "Guest accelerator type attached to the build VM; from the lock's instance fact.".into());
+                v.add(
+                    "gcp_accelerator_count",
+                    "number",
+                    Some(fact.as_ref().and_then(|f| f.gpus.as_deref()).unwrap_or("1")),
+                    "Guest accelerators attached to the build VM; from the lock's instance fact."
+                        .into(),
+                );
+            }
+            None => {
+                v.add("gcp_accelerator_type", "string", Some(""), "Guest accelerator type (empty: none). The lock names none: accelerator-optimized machine types attach their GPUs themselves.".into());
+                v.add(
+                    "gcp_accelerator_count",
+                    "number",
+                    Some("0"),
+                    "Guest accelerators attached to the build VM (0 with no accelerator type)."
+                        .into(),
+                );
             }
         }
-        v
+        let settings = locked::gcp_settings(self.lock);
+        match settings.as_ref().and_then(|f| Some((f.on_host_maintenance.as_deref()?, &f.cited))) {
+                Some((m, f)) => v.add("gcp_on_host_maintenance", "string", Some(m), format!("Host maintenance policy of the build VM; from the lock: {}", f.source)),
+                None => v.add("gcp_on_host_maintenance", "string", None, "Required: the lock has no GCP settings; VMs with GPUs cannot live-migrate (normally TERMINATE).".into()),
+            }
+        // One image by name, not a family (which moves to each new image).
+        v.add("gcp_source_image", "string", None, format!(
+                "Required: the exact source image name, one image of {}; gpustack records no image name it could cite, and never builds from a family, which moves. `gcloud compute images describe-from-family <family> --project <gcp_source_image_project>` names the current one.",
+                i.map_or_else(|| os.to_string(), |i| format!("the `{}` family ({os})", i.gcp_family))
+            ));
+        self.image(
+            v,
+            "gcp_source_image_project",
+            i.map(|i| i.gcp_project),
+            "Project of the source image.".into(),
+        );
+    }
+
+    /// Azure (`azure-arm`): subscription, resource group, VM size, Marketplace image.
+    fn azure_vars(&self, v: &mut Vars) {
+        let i = self.images.as_ref();
+        let os = self.os;
+        v.group("azure");
+        v.add(
+            "azure_subscription_id",
+            "string",
+            None,
+            "Azure subscription to build in (authentication: the Azure CLI's login).".into(),
+        );
+        v.add(
+            "azure_resource_group",
+            "string",
+            None,
+            "Resource group of the managed image.".into(),
+        );
+        v.add(
+            "azure_location",
+            "string",
+            None,
+            "Azure region to build in.".into(),
+        );
+        self.instance(v, Cloud::Azure, "azure_vm_size", "VM size");
+        self.image(
+            v,
+            "azure_image_publisher",
+            i.map(|i| i.azure[0]),
+            format!("Marketplace image of {os}: publisher."),
+        );
+        self.image(
+            v,
+            "azure_image_offer",
+            i.map(|i| i.azure[1]),
+            "Marketplace image: offer.".into(),
+        );
+        self.image(
+            v,
+            "azure_image_sku",
+            i.map(|i| i.azure[2]),
+            "Marketplace image: SKU (generation 2).".into(),
+        );
+        v.add("azure_image_version", "string", None, "Required: the exact Marketplace image version (not `latest`, which moves); gpustack records none it could cite. `az vm image list --publisher <publisher> --offer <offer> --sku <sku> --all` lists them.".into());
+    }
+
+    /// QEMU: the cloud image the build VM boots and its size.
+    fn qemu_vars(&self, v: &mut Vars) {
+        let os = self.os;
+        v.group("qemu");
+        let q = qemu_image(os);
+        self.image(v, "qemu_source_image_url", q.map(|q| q.0), format!("Cloud image (qcow2, with cloud-init) of {os} the build VM boots, amd64 (the lock records no CPU architecture): a dated release, never the moving one. Published with its checksum at {}.", q.map_or("(none known)", |q| q.2)));
+        self.image(v, "qemu_source_image_checksum", q.map(|q| q.1), "sha256 of the cloud image, as its publisher lists it beside the image (`sha256:<hex>`); Packer checks the download against it, offline.".into());
+        v.add(
+            "qemu_accelerator",
+            "string",
+            Some("kvm"),
+            "QEMU accelerator: kvm, or tcg where the build host has no KVM.".into(),
+        );
+        v.add(
+            "qemu_memory_mb",
+            "number",
+            Some("8192"),
+            "Memory of the build VM, MiB.".into(),
+        );
+        v.add(
+            "qemu_cpus",
+            "number",
+            Some("4"),
+            "CPUs of the build VM.".into(),
+        );
     }
 }
 
@@ -903,8 +940,8 @@ fn driver(lock: &Lock, apt: bool, repo: &str) -> Driver {
     let branch = lock.hardware.driver.major().to_string();
     let manager = if apt { "apt" } else { "dnf" };
     let locked = (
-        OsPins::of(lock, "nvidia-open", manager),
-        OsPins::of(lock, "cuda-drivers", manager),
+        OsPins::of(lock, HostPackage::DriverOpen, manager),
+        OsPins::of(lock, HostPackage::DriverProprietary, manager),
     );
     let (open, proprietary, unverified) = if let (Some(o), Some(p)) = locked {
         let mut notes = o.unverified;
@@ -972,15 +1009,12 @@ fn cuda(lock: &Lock, apt: bool) -> Option<Cuda> {
     } else {
         format!("{name}-{}-1", c.version)
     };
-    let mut compat: Vec<String> = lock
-        .components
-        .iter()
-        .filter(|x| x.get("compat") == Some("forward"))
-        .filter_map(|x| x.get("compat-package").map(str::to_string))
-        .collect();
-    compat.sort();
-    compat.dedup();
-    let pins = match OsPins::of(lock, "cuda-toolkit", if apt { "apt" } else { "dnf" }) {
+    let compat = locked::compat_packages(lock);
+    let pins = match OsPins::of(
+        lock,
+        HostPackage::CudaToolkit,
+        if apt { "apt" } else { "dnf" },
+    ) {
         Some(o) => Pins::new(o.pins, apt, o.unverified),
         None => {
             let note = format!(
@@ -1003,7 +1037,7 @@ fn cuda(lock: &Lock, apt: bool) -> Option<Cuda> {
 fn cudnn(lock: &Lock, cuda: Option<&Cuda>, apt: bool) -> Option<Pins> {
     let d = lock.component(Component::Cudnn)?;
     let c = cuda?;
-    if let Some(o) = OsPins::of(lock, "libcudnn", if apt { "apt" } else { "dnf" }) {
+    if let Some(o) = OsPins::of(lock, HostPackage::Cudnn, if apt { "apt" } else { "dnf" }) {
         return Some(Pins::new(o.pins, apt, o.unverified));
     }
     let cm = c.mm.split('.').next().unwrap_or_default();
@@ -1050,7 +1084,7 @@ fn nccl(
     apt: bool,
 ) -> Option<Pins> {
     let (r, d) = (dp.nccl_runtime.as_ref()?, dp.nccl_dev.as_ref()?);
-    if let Some(o) = OsPins::of(lock, "libnccl", if apt { "apt" } else { "dnf" }) {
+    if let Some(o) = OsPins::of(lock, HostPackage::Nccl, if apt { "apt" } else { "dnf" }) {
         return Some(Pins::new(vec![r.clone(), d.clone()], apt, o.unverified));
     }
     // A build the catalog lists needs no caveat (base.sh prints the lock's reasons).
@@ -1070,19 +1104,20 @@ fn nccl(
 
 /// A host package's pins: the lock's apt or dnf list; on dnf with apt pins only, the same
 /// versions in RPM form (marked unverified).
-fn host_pins(lock: &Lock, name: &str, apt: bool) -> Option<Pins> {
-    let p = lock.package(name)?;
+fn host_pins(lock: &Lock, which: HostPackage, apt: bool) -> Option<Pins> {
+    let p = locked::host_package(lock, which)?;
+    let name = which.name();
     let mut notes = Vec::new();
     let pins = if apt {
-        p.list("apt").to_vec()
-    } else if !p.list("dnf").is_empty() {
-        p.list("dnf").to_vec()
+        p.apt.clone()
+    } else if !p.dnf.is_empty() {
+        p.dnf.clone()
     } else {
         notes.push(format!(
             "{name} {}: the lock has apt pins only; these dnf pins are the same versions in RPM's `name-version-release` form.",
             p.version
         ));
-        dnf_from_apt(p.list("apt"))
+        dnf_from_apt(&p.apt)
     };
     (!pins.is_empty()).then(|| Pins::new(pins, apt, notes))
 }
@@ -1090,7 +1125,7 @@ fn host_pins(lock: &Lock, name: &str, apt: bool) -> Option<Pins> {
 /// The Container Toolkit, and the minimum safe version its selection respected (the
 /// lock's `because` line names it).
 fn toolkit(lock: &Lock, apt: bool) -> Option<Toolkit> {
-    let p = lock.package("nvidia-container-toolkit")?;
+    let p = locked::host_package(lock, HostPackage::ContainerToolkit)?;
     let floor = p.because.iter().find_map(|b| {
         b.strip_prefix("not below ")
             .and_then(|r| r.split_once(", the catalog's minimum safe version"))
@@ -1098,14 +1133,14 @@ fn toolkit(lock: &Lock, apt: bool) -> Option<Toolkit> {
     });
     Some(Toolkit {
         version: p.version.clone(),
-        pins: host_pins(lock, "nvidia-container-toolkit", apt)?,
+        pins: host_pins(lock, HostPackage::ContainerToolkit, apt)?,
         floor,
     })
 }
 
 /// The Python layers of the container plan, with what each compiles on the VM.
 fn py_layers(lock: &Lock, dp: &DockerPlan) -> Result<Vec<PyLayer>, Error> {
-    let on_vm = |l: &super::python::LayerInstall| -> Result<PyLockOnVm, Error> {
+    let on_vm = |l: &crate::plan::python::LayerInstall| -> Result<PyLockOnVm, Error> {
         // Written with a quoted heredoc: no line of it may be the terminator.
         if l.contents.lines().any(|x| x.trim() == PYLOCK_EOF) {
             return Err(Diagnostic::new(
@@ -1132,7 +1167,7 @@ fn py_layers(lock: &Lock, dp: &DockerPlan) -> Result<Vec<PyLayer>, Error> {
             } else {
                 pi.and_then(|p| p.layer("build")).map(on_vm).transpose()?
             };
-            let sdists: Vec<super::python::Sdist> = pi
+            let sdists: Vec<crate::plan::python::Sdist> = pi
                 .filter(|_| !built.is_empty())
                 .map(|p| {
                     p.sdists
@@ -1212,275 +1247,349 @@ fn provisioner(
     }
 }
 
+/// The Packer plugins of the clouds built for.
+fn plugins(clouds: &[Cloud]) -> Vec<Plugin> {
+    clouds
+        .iter()
+        .map(|c| {
+            let name = match c {
+                Cloud::Aws => "amazon",
+                Cloud::Gcp => "googlecompute",
+                Cloud::Azure => "azure",
+                Cloud::Qemu => "qemu",
+            };
+            Plugin {
+                name: name.into(),
+                source: format!("github.com/hashicorp/{name}"),
+                version: ">= 1.0.0".into(),
+            }
+        })
+        .collect()
+}
+
+/// The build's sources, one per cloud.
+fn sources(clouds: &[Cloud]) -> Vec<String> {
+    clouds
+        .iter()
+        .map(|c| {
+            match c {
+                Cloud::Aws => "source.amazon-ebs.gpu",
+                Cloud::Gcp => "source.googlecompute.gpu",
+                Cloud::Azure => "source.azure-arm.gpu",
+                Cloud::Qemu => "source.qemu.gpu",
+            }
+            .to_string()
+        })
+        .collect()
+}
+
+/// The packages `base.sh` installs and holds.
+struct BasePackages {
+    cuda: Option<Cuda>,
+    cudnn: Option<Pins>,
+    nccl: Option<Pins>,
+    dcgm: Option<Pins>,
+    fabricmanager: Option<Pins>,
+    toolkit: Option<Toolkit>,
+    held: Vec<String>,
+}
+
+fn base_packages(lock: &Lock, dp: &DockerPlan, host: &HostPlan, apt: bool) -> BasePackages {
+    let cuda = cuda(lock, apt);
+    let cudnn = cudnn(lock, cuda.as_ref(), apt);
+    let nccl = nccl(lock, dp, host, cuda.as_ref(), apt);
+    let dcgm = host_pins(lock, HostPackage::Dcgm, apt);
+    let fabricmanager = host_pins(lock, HostPackage::FabricManager, apt);
+    let toolkit = toolkit(lock, apt);
+    let held = [
+        cuda.as_ref().map(|c| &c.pins),
+        cudnn.as_ref(),
+        nccl.as_ref(),
+        dcgm.as_ref(),
+        fabricmanager.as_ref(),
+        toolkit.as_ref().map(|t| &t.pins),
+    ]
+    .into_iter()
+    .flatten()
+    .flat_map(|p| p.names.iter().cloned())
+    .collect();
+    BasePackages {
+        cuda,
+        cudnn,
+        nccl,
+        dcgm,
+        fabricmanager,
+        toolkit,
+        held,
+    }
+}
+
+/// nccl-tests on the VM: the container plan's build, run as the acceptance test runs it.
+fn nccl_tests(
+    dp: &DockerPlan,
+    acceptance: Option<crate::plan::workload::Acceptance>,
+) -> Option<NcclTests> {
+    dp.nccl_tests
+        .clone()
+        .zip(acceptance)
+        .map(|(b, a)| NcclTests {
+            run: a.per_node,
+            mpi: b.args.iter().any(|a| a == "MPI=1"),
+            args_single: b
+                .args
+                .iter()
+                .filter(|a| *a != "MPI=1" && !a.starts_with("MPI_HOME="))
+                .cloned()
+                .collect(),
+            build: b,
+        })
+}
+
+/// The layers the image installs above the host layer (the image name's second hash).
+fn installed_layers(
+    lock: &Lock,
+    py: &[PyLayer],
+    fabric: bool,
+    validate: bool,
+) -> Vec<InstalledLayer> {
+    let mut layers: Vec<InstalledLayer> = py
+        .iter()
+        .map(|p| InstalledLayer {
+            name: p.name.clone(),
+            hash: p.hash.clone(),
+            toggle: (p.name != "framework").then(|| format!("enable_{}", p.name)),
+        })
+        .collect();
+    if fabric {
+        layers.push(InstalledLayer {
+            name: "multinode".into(),
+            hash: lock
+                .layer(Layer::Base)
+                .map(|l| l.hash.clone())
+                .unwrap_or_default(),
+            toggle: Some("enable_multinode".into()),
+        });
+    }
+    if let (true, Some(l)) = (validate, lock.layer(Layer::Validate)) {
+        layers.push(InstalledLayer {
+            name: "validate".into(),
+            hash: l.hash.clone(),
+            toggle: None,
+        });
+    }
+    layers
+}
+
+/// What the provisioners of a build install, for [`provisioners`].
+struct Installs {
+    monitoring: bool,
+    framework_compiles: Option<bool>,
+    fabric: bool,
+    inference: bool,
+    training: bool,
+    validate: bool,
+}
+
+/// Provisioners, in order: base, tuning, monitoring, framework, then the toggled layers
+/// (the fabric first: training and nccl-tests use it), then nccl-tests.
+fn provisioners(common: &Common, i: &Installs) -> Vec<Provisioner> {
+    let jobs = || env("GPUSTACK_MAX_JOBS", "max_jobs");
+    let mut provisioners = vec![
+        provisioner(
+            "base",
+            "driver, CUDA, cuDNN, NCCL, DCGM, Fabric Manager, Container Toolkit",
+            None,
+            vec![env(
+                "GPUSTACK_DRIVER_KERNEL_MODULES",
+                "driver_kernel_modules",
+            )],
+        ),
+        provisioner(
+            "performance",
+            "host tuning",
+            None,
+            vec![env("GPUSTACK_HUGEPAGES", "hugepages")],
+        ),
+    ];
+    if i.monitoring {
+        provisioners.push(provisioner(
+            "monitoring",
+            "DCGM Exporter service",
+            None,
+            vec![],
+        ));
+    }
+    if let Some(compiles) = i.framework_compiles {
+        let env = if compiles { vec![jobs()] } else { vec![] };
+        provisioners.push(provisioner("framework", "uv, Python, torch", None, env));
+    }
+    if i.fabric {
+        let title = format!("{} fabric stack", common.fabric_name());
+        provisioners.push(provisioner(
+            "multinode",
+            &title,
+            Some("enable_multinode"),
+            vec![jobs()],
+        ));
+    }
+    if i.inference {
+        provisioners.push(provisioner(
+            "inference",
+            "inference layer",
+            Some("enable_inference"),
+            vec![jobs()],
+        ));
+    }
+    if i.training {
+        provisioners.push(provisioner(
+            "training",
+            "training layer",
+            Some("enable_training"),
+            vec![jobs()],
+        ));
+    }
+    if i.validate {
+        let mut env = vec![jobs()];
+        if i.fabric {
+            env.push(ScriptEnv {
+                name: "GPUSTACK_MULTINODE".into(),
+                var: "enable_multinode".into(),
+            });
+        }
+        provisioners.push(provisioner("validate", "nccl-tests", None, env));
+    }
+    provisioners
+}
+
+/// What is not verified on the VM image, besides the notes next to each pin in the
+/// scripts: the exporter image, the container plan's notes that apply to a VM, uv's tag.
+fn unverified(host: &HostPlan, dp: &DockerPlan, uv: Option<&Uv>) -> Vec<String> {
+    let mut unverified = Vec::new();
+    if let Some(e) = &host.exporter {
+        for u in &e.unverified {
+            unverified.push(format!("DCGM Exporter image `{}`: {u}", e.reference));
+        }
+    }
+    unverified.extend(
+        dp.unverified
+            .iter()
+            .filter(|u| {
+                !u.starts_with("nvidia/cuda base images")
+                    && !u.starts_with("NCCL ")
+                    && !u.starts_with("no validate stage")
+            })
+            .cloned(),
+    );
+    if let Some(u) = uv.filter(|u| !u.pinned) {
+        unverified.push(format!("uv {}: image pinned by tag only", u.version));
+    }
+    unverified.push("NVIDIA's repository keyrings and the OS packages outside the stack (Docker, compilers, NUMA tools) come from the repositories over TLS, unpinned".into());
+    unverified
+}
+
+/// uv and the Python layers the VM image installs (a Python needs uv).
+fn python_on_vm(lock: &Lock, dp: &DockerPlan) -> Result<(Option<Uv>, Vec<PyLayer>), Error> {
+    let uv = locked::uv(lock)
+        .zip(dp.uv_image.as_ref())
+        .map(|(p, image)| Uv {
+            image: image.clone(),
+            version: p.version.clone(),
+            pinned: image.contains('@'),
+        });
+    let py = py_layers(lock, dp)?;
+    if py.iter().any(|p| p.name == "framework") && uv.is_none() {
+        return Err(bad(
+            "the lock has a Python but no `uv` image to install it with".into(),
+            "re-lock with `gpustack lock`",
+        ));
+    }
+    Ok((uv, py))
+}
+
+/// What the variables of the build depend on.
+fn variables<'a>(
+    lock: &'a Lock,
+    common: &'a Common,
+    host: &'a HostPlan,
+    os: &'a str,
+    dp: &DockerPlan,
+) -> VarCtx<'a> {
+    let has = |l: Layer| dp.stages.iter().any(|s| s.name == l.name());
+    VarCtx {
+        lock,
+        common,
+        host,
+        os,
+        images: os_images(os),
+        gpu: (lock.hardware.gpus.first()).map_or_else(|| "the GPU".to_string(), |g| g.id.clone()),
+        inference: has(Layer::Inference),
+        training: has(Layer::Training),
+        fabric: !dp.fabric.is_empty(),
+    }
+}
+
 impl PackerPlan {
     /// Plans the VM images from the lock.
     pub fn new(lock: &Lock, common: &Common) -> Result<PackerPlan, Error> {
         let dp = DockerPlan::new(lock, common)?;
-        let os = lock
-            .package("cuda-image")
-            .and_then(|p| p.get("os"))
-            .ok_or_else(|| {
-                bad(
-                    "the lock names no OS release (no `cuda-image` package)".into(),
-                    "re-lock with `gpustack lock`",
-                )
-            })?
-            .to_string();
+        let os = locked::cuda_image(lock).and_then(|p| p.os).ok_or_else(|| {
+            bad(
+                "the lock names no OS release (no `cuda-image` package)".into(),
+                "re-lock with `gpustack lock`",
+            )
+        })?;
         let apt = dp.pkg == "apt";
         let repo = repo_name(&os);
-        let clouds: Vec<Cloud> = lock
-            .request
-            .deploy
-            .packer
-            .as_ref()
+        let clouds: Vec<Cloud> = (lock.request.deploy.packer.as_ref())
             .map_or_else(|| vec![Cloud::Qemu], |p| p.clouds.clone());
         let has = |l: Layer| dp.stages.iter().any(|s| s.name == l.name());
         let fabric = !dp.fabric.is_empty();
-
         let host = HostPlan::new(lock);
-        let vars = VarCtx {
-            lock,
-            common,
-            host: &host,
-            os: &os,
-            images: os_images(&os),
-            gpu: lock
-                .hardware
-                .gpus
-                .first()
-                .map_or_else(|| "the GPU".to_string(), |g| g.id.clone()),
-            inference: has(Layer::Inference),
-            training: has(Layer::Training),
-            fabric,
-        }
-        .vars(&clouds);
+        let vars = variables(lock, common, &host, &os, &dp).vars(&clouds);
         let examples = vars.examples();
-
-        let plugins = clouds
-            .iter()
-            .map(|c| {
-                let name = match c {
-                    Cloud::Aws => "amazon",
-                    Cloud::Gcp => "googlecompute",
-                    Cloud::Azure => "azure",
-                    Cloud::Qemu => "qemu",
-                };
-                Plugin {
-                    name: name.into(),
-                    source: format!("github.com/hashicorp/{name}"),
-                    version: ">= 1.0.0".into(),
-                }
-            })
-            .collect();
-        let sources = clouds
-            .iter()
-            .map(|c| {
-                match c {
-                    Cloud::Aws => "source.amazon-ebs.gpu",
-                    Cloud::Gcp => "source.googlecompute.gpu",
-                    Cloud::Azure => "source.azure-arm.gpu",
-                    Cloud::Qemu => "source.qemu.gpu",
-                }
-                .to_string()
-            })
-            .collect();
-
         // Packages of base.sh.
-        let cuda = cuda(lock, apt);
-        let cudnn = cudnn(lock, cuda.as_ref(), apt);
-        let nccl = nccl(lock, &dp, &host, cuda.as_ref(), apt);
-        let dcgm = host_pins(lock, "dcgm", apt);
-        let fabricmanager = host_pins(lock, "nvidia-fabricmanager", apt);
-        let toolkit = toolkit(lock, apt);
-        let held = [
-            cuda.as_ref().map(|c| &c.pins),
-            cudnn.as_ref(),
-            nccl.as_ref(),
-            dcgm.as_ref(),
-            fabricmanager.as_ref(),
-            toolkit.as_ref().map(|t| &t.pins),
-        ]
-        .into_iter()
-        .flatten()
-        .flat_map(|p| p.names.iter().cloned())
-        .collect();
-
-        let mut unverified = Vec::new();
+        let base = base_packages(lock, &dp, &host, apt);
         // The exporter image is the host plan's: the reference the GPU Operator values use.
-        let exporter = host.exporter.as_ref().map(|e| {
-            for u in &e.unverified {
-                unverified.push(format!("DCGM Exporter image `{}`: {u}", e.reference));
-            }
-            Exporter {
-                image: e.reference.clone(),
-                version: e.version.clone(),
-                source: e.source.clone(),
-            }
+        let exporter = host.exporter.as_ref().map(|e| Exporter {
+            image: e.reference.clone(),
+            version: e.version.clone(),
+            source: e.source.clone(),
         });
-        let uv = lock
-            .package("uv")
-            .zip(dp.uv_image.as_ref())
-            .map(|(p, image)| Uv {
-                image: image.clone(),
-                version: p.version.clone(),
-                pinned: image.contains('@'),
-            });
-        let py = py_layers(lock, &dp)?;
-        if py.iter().any(|p| p.name == "framework") && uv.is_none() {
-            return Err(bad(
-                "the lock has a Python but no `uv` image to install it with".into(),
-                "re-lock with `gpustack lock`",
-            ));
-        }
-        let acceptance = super::workload::acceptance(lock, common)?;
-        let nccl_tests = dp
-            .nccl_tests
-            .clone()
-            .zip(acceptance)
-            .map(|(b, a)| NcclTests {
-                run: a.per_node,
-                mpi: b.args.iter().any(|a| a == "MPI=1"),
-                args_single: b
-                    .args
-                    .iter()
-                    .filter(|a| *a != "MPI=1" && !a.starts_with("MPI_HOME="))
-                    .cloned()
-                    .collect(),
-                build: b,
-            });
-
+        let (uv, py) = python_on_vm(lock, &dp)?;
+        let acceptance = crate::plan::workload::acceptance(lock, common)?;
+        let nccl_tests = nccl_tests(&dp, acceptance);
         // The image name: the host layer (or base), then the optional layers installed.
-        let named = lock
-            .layer(Layer::Host)
-            .or_else(|| lock.layer(Layer::Base))
-            .ok_or_else(|| {
+        let named =
+            (lock.layer(Layer::Host).or_else(|| lock.layer(Layer::Base))).ok_or_else(|| {
                 bad(
                     "the lock has no layers".into(),
                     "re-lock with `gpustack lock`",
                 )
             })?;
-        let mut layers: Vec<InstalledLayer> = py
-            .iter()
-            .map(|p| InstalledLayer {
-                name: p.name.clone(),
-                hash: p.hash.clone(),
-                toggle: (p.name != "framework").then(|| format!("enable_{}", p.name)),
-            })
-            .collect();
-        if fabric {
-            layers.push(InstalledLayer {
-                name: "multinode".into(),
-                hash: lock
-                    .layer(Layer::Base)
-                    .map(|l| l.hash.clone())
-                    .unwrap_or_default(),
-                toggle: Some("enable_multinode".into()),
-            });
-        }
-        if let (Some(_), Some(l)) = (&nccl_tests, lock.layer(Layer::Validate)) {
-            layers.push(InstalledLayer {
-                name: "validate".into(),
-                hash: l.hash.clone(),
-                toggle: None,
-            });
-        }
-
-        // Provisioners, in order: base, tuning, monitoring, framework, then the toggled
-        // layers (the fabric first: training and nccl-tests use it), then nccl-tests.
-        let jobs = || env("GPUSTACK_MAX_JOBS", "max_jobs");
-        let mut provisioners = vec![
-            provisioner(
-                "base",
-                "driver, CUDA, cuDNN, NCCL, DCGM, Fabric Manager, Container Toolkit",
-                None,
-                vec![env(
-                    "GPUSTACK_DRIVER_KERNEL_MODULES",
-                    "driver_kernel_modules",
-                )],
-            ),
-            provisioner(
-                "performance",
-                "host tuning",
-                None,
-                vec![env("GPUSTACK_HUGEPAGES", "hugepages")],
-            ),
-        ];
-        if exporter.is_some() {
-            provisioners.push(provisioner(
-                "monitoring",
-                "DCGM Exporter service",
-                None,
-                vec![],
-            ));
-        }
-        if let Some(fw) = py.iter().find(|p| p.name == "framework") {
-            let env = if fw.compiled.is_empty() {
-                vec![]
-            } else {
-                vec![jobs()]
-            };
-            provisioners.push(provisioner("framework", "uv, Python, torch", None, env));
-        }
-        if fabric {
-            let title = format!("{} fabric stack", common.fabric);
-            provisioners.push(provisioner(
-                "multinode",
-                &title,
-                Some("enable_multinode"),
-                vec![jobs()],
-            ));
-        }
-        if has(Layer::Inference) {
-            provisioners.push(provisioner(
-                "inference",
-                "inference layer",
-                Some("enable_inference"),
-                vec![jobs()],
-            ));
-        }
-        if has(Layer::Training) {
-            provisioners.push(provisioner(
-                "training",
-                "training layer",
-                Some("enable_training"),
-                vec![jobs()],
-            ));
-        }
-        if nccl_tests.is_some() {
-            let mut env = vec![jobs()];
-            if fabric {
-                env.push(ScriptEnv {
-                    name: "GPUSTACK_MULTINODE".into(),
-                    var: "enable_multinode".into(),
-                });
-            }
-            provisioners.push(provisioner("validate", "nccl-tests", None, env));
-        }
-
-        // What is not verified, besides the notes next to each pin in the scripts.
-        unverified.extend(
-            dp.unverified
-                .iter()
-                .filter(|u| {
-                    !u.starts_with("nvidia/cuda base images")
-                        && !u.starts_with("NCCL ")
-                        && !u.starts_with("no validate stage")
-                })
-                .cloned(),
+        let layers = installed_layers(lock, &py, fabric, nccl_tests.is_some());
+        let provisioners = provisioners(
+            common,
+            &Installs {
+                monitoring: exporter.is_some(),
+                framework_compiles: py
+                    .iter()
+                    .find(|p| p.name == "framework")
+                    .map(|fw| !fw.compiled.is_empty()),
+                fabric,
+                inference: has(Layer::Inference),
+                training: has(Layer::Training),
+                validate: nccl_tests.is_some(),
+            },
         );
-        if let Some(u) = uv.as_ref().filter(|u| !u.pinned) {
-            unverified.push(format!("uv {}: image pinned by tag only", u.version));
-        }
-        unverified.push("NVIDIA's repository keyrings and the OS packages outside the stack (Docker, compilers, NUMA tools) come from the repositories over TLS, unpinned".into());
-
+        let unverified = unverified(&host, &dp, uv.as_ref());
         let driver = driver(lock, apt, &repo);
-        let crb_repo = os.strip_prefix("rockylinux").map(|v| {
-            if v.starts_with('8') {
+        // EL's extra repository: PowerTools on Rocky 8, CRB from 9.
+        let crb_repo = (os.strip_prefix("rockylinux")).map(|v| {
+            String::from(if v.starts_with('8') {
                 "powertools"
             } else {
                 "crb"
-            }
-            .to_string()
+            })
         });
         Ok(PackerPlan {
             common: common.clone(),
@@ -1490,10 +1599,10 @@ impl PackerPlan {
             repo,
             os,
             clouds: clouds.iter().map(|c| c.name().to_string()).collect(),
-            sources,
+            sources: sources(&clouds),
             groups: vars.groups,
             examples,
-            plugins,
+            plugins: plugins(&clouds),
             provisioners,
             name_layer: named.layer.name().to_string(),
             name_tag: named
@@ -1505,9 +1614,7 @@ impl PackerPlan {
             name_hash: named.hash.clone(),
             layers,
             site_hash: site_hash(&common.network.site_env),
-            versions_line: common
-                .versions
-                .iter()
+            versions_line: (common.versions.iter())
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect::<Vec<_>>()
                 .join(","),
@@ -1517,13 +1624,13 @@ impl PackerPlan {
                 .into(),
             image_name_max: IMAGE_NAME_MAX,
             driver,
-            cuda,
-            cudnn,
-            nccl,
-            dcgm,
-            fabricmanager,
-            toolkit,
-            held,
+            cuda: base.cuda,
+            cudnn: base.cudnn,
+            nccl: base.nccl,
+            dcgm: base.dcgm,
+            fabricmanager: base.fabricmanager,
+            toolkit: base.toolkit,
+            held: base.held,
             exporter,
             uv,
             python: dp.python.clone(),
@@ -1534,7 +1641,7 @@ impl PackerPlan {
             torch_build_script: dp
                 .torch_build
                 .as_ref()
-                .map(super::torch_build::TorchBuildPlan::script)
+                .map(crate::plan::torch_build::TorchBuildPlan::script)
                 .transpose()?,
             torch_build: dp.torch_build.clone(),
             fabric: dp.fabric.clone(),

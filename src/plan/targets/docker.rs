@@ -20,10 +20,12 @@
 
 use serde::Serialize;
 
-use super::Common;
+use crate::core::compiled::compile_env;
 use crate::core::{Component, Layer};
 use crate::error::{Diagnostic, Error, Stage as ErrStage};
-use crate::lock::{Lock, LockedComponent, LockedPackage};
+use crate::lock::{Lock, LockedComponent};
+use crate::plan::locked::{self, HostPackage, PyComponent, SourcePackage};
+use crate::plan::Common;
 use crate::render::RenderedFile;
 
 /// A source tarball built in the `fabric` or `validate-build` stage.
@@ -177,14 +179,14 @@ pub struct DockerPlan {
     /// Lines saying what is not verified (printed as comments).
     pub unverified: Vec<String>,
     /// The code image, when Kubernetes runs the training code from an image (the workload
-    /// plan's [`Code::image`](super::workload::Code)).
+    /// plan's [`Code::image`](crate::plan::workload::Code)).
     pub code: Option<CodeImage>,
     /// The Python closure's install plan (a closed lock); `None` for an open lock, whose
     /// stages install requirement files.
-    pub python_install: Option<super::python::PythonInstall>,
+    pub python_install: Option<crate::plan::python::PythonInstall>,
     /// torch built from source in the `torch-build` stage (`build = "source"` in the lock);
     /// the framework stage installs its wheel with `--no-deps`.
-    pub torch_build: Option<super::torch_build::TorchBuildPlan>,
+    pub torch_build: Option<crate::plan::torch_build::TorchBuildPlan>,
 }
 
 /// The `code` stage and bake target: the training workload's image with the project
@@ -218,13 +220,8 @@ fn bad(msg: String, hint: &str) -> Error {
     Diagnostic::new(ErrStage::Generate, msg).hint(hint).into()
 }
 
-fn pypi_name(c: &LockedComponent) -> String {
-    c.get("pypi-name")
-        .map_or_else(|| c.name.name().to_string(), str::to_string)
-}
-
-fn source_build(p: &LockedPackage, common: &Common) -> Result<SourceBuild, Error> {
-    let url = p.get("url").ok_or_else(|| {
+fn source_build(p: &SourcePackage, common: &Common) -> Result<SourceBuild, Error> {
+    let url = p.url.as_deref().ok_or_else(|| {
         bad(
             format!(
                 "package `{}` {} has no download URL in the lock",
@@ -239,31 +236,67 @@ fn source_build(p: &LockedPackage, common: &Common) -> Result<SourceBuild, Error
         .copied()
         .unwrap_or(".tar.gz");
     let file = format!("{}-{}{ext}", p.name, p.version);
+    let Some((recipe, args, install_target)) =
+        host_stack_recipe(&p.name, common).or_else(|| comm_recipe(&p.name, common))
+    else {
+        return Err(bad(
+            format!(
+                "gpustack does not know how to build `{}` from source",
+                p.name
+            ),
+            "report this: every package the lock selects needs a build recipe",
+        ));
+    };
+    // On a VM image the installer installs everything, as AWS's "Get started with EFA
+    // and NCCL" runs it; every other recipe builds the same way on a VM.
+    let vm_args = if p.name == "efa-installer" {
+        vec!["-y".to_string()]
+    } else {
+        args.clone()
+    };
+    Ok(SourceBuild {
+        name: p.name.clone(),
+        version: p.version.clone(),
+        url: url.to_string(),
+        file,
+        sha256: p.sha256.clone(),
+        recipe: recipe.into(),
+        install_target: install_target.map(str::to_string),
+        source: p.source.clone(),
+        flags_source: flags_source(&p.name),
+        vm_args,
+        args,
+    })
+}
+
+/// A build recipe: `autotools`, `cmake`, `make`, `headers` or `installer`, its arguments,
+/// and the `make` target that installs (recipe `make`).
+type Recipe = (&'static str, Vec<String>, Option<&'static str>);
+
+/// The recipes of the host-facing stack: the EFA installer, rdma-core, the CXI headers and
+/// libcxi, UCX and GDRCopy, each installed into the fabric prefix.
+fn host_stack_recipe(name: &str, common: &Common) -> Option<Recipe> {
     let f = common.fabric_prefix.as_str();
     let has = |name: &str| common.packages.contains_key(name);
     let prefix = format!("--prefix={f}");
-    let mut vm_args = Vec::new();
-    let (recipe, args, install_target): (&str, Vec<String>, Option<&str>) = match p.name.as_str() {
+    Some(match name {
         // In a container: no kernel module, no ulimit configuration, no check of the
         // (absent) device; GPUDirect-capable packages (AWS's container sample). On a VM
         // image: everything, as AWS's "Get started with EFA and NCCL" runs it.
-        "efa-installer" => {
-            vm_args = vec!["-y".into()];
-            (
-                "installer",
-                [
-                    "-y",
-                    "-g",
-                    "-d",
-                    "--skip-kmod",
-                    "--skip-limit-conf",
-                    "--no-verify",
-                ]
-                .map(String::from)
-                .to_vec(),
-                None,
-            )
-        }
+        "efa-installer" => (
+            "installer",
+            [
+                "-y",
+                "-g",
+                "-d",
+                "--skip-kmod",
+                "--skip-limit-conf",
+                "--no-verify",
+            ]
+            .map(String::from)
+            .to_vec(),
+            None,
+        ),
         "rdma-core" => (
             "cmake",
             vec![
@@ -309,6 +342,17 @@ fn source_build(p: &LockedPackage, common: &Common) -> Result<SourceBuild, Error
             vec![format!("prefix={f}"), "CUDA=/usr/local/cuda".into()],
             Some("lib_install"),
         ),
+        _ => return None,
+    })
+}
+
+/// The recipes of the communication stack and its tests: Open MPI, libfabric,
+/// aws-ofi-nccl, the OSU micro-benchmarks and nccl-tests.
+fn comm_recipe(name: &str, common: &Common) -> Option<Recipe> {
+    let f = common.fabric_prefix.as_str();
+    let has = |name: &str| common.packages.contains_key(name);
+    let prefix = format!("--prefix={f}");
+    Some(match name {
         "openmpi" => {
             let mut a = vec![prefix, "--with-cuda=/usr/local/cuda".to_string()];
             if has("ucx") {
@@ -342,9 +386,9 @@ fn source_build(p: &LockedPackage, common: &Common) -> Result<SourceBuild, Error
             "autotools",
             vec![
                 prefix,
-                format!("--with-libfabric={}", super::EFA_LIBFABRIC),
+                format!("--with-libfabric={}", crate::plan::EFA_LIBFABRIC),
                 "--with-cuda=/usr/local/cuda".into(),
-                format!("--with-mpi={}", super::EFA_OPENMPI),
+                format!("--with-mpi={}", crate::plan::EFA_OPENMPI),
                 "--enable-platform-aws".into(),
             ],
             None,
@@ -385,29 +429,7 @@ fn source_build(p: &LockedPackage, common: &Common) -> Result<SourceBuild, Error
             }
             ("make", a, None)
         }
-        other => {
-            return Err(bad(
-                format!("gpustack does not know how to build `{other}` from source"),
-                "report this: every package the lock selects needs a build recipe",
-            ))
-        }
-    };
-    Ok(SourceBuild {
-        name: p.name.clone(),
-        version: p.version.clone(),
-        url: url.to_string(),
-        file,
-        sha256: p.get("sha256").map(str::to_string),
-        recipe: recipe.into(),
-        install_target: install_target.map(str::to_string),
-        source: p.source.clone(),
-        flags_source: flags_source(&p.name),
-        vm_args: if vm_args.is_empty() {
-            args.clone()
-        } else {
-            vm_args
-        },
-        args,
+        _ => return None,
     })
 }
 
@@ -434,7 +456,46 @@ fn fabric_os_packages(
     let cxi = fabric.iter().any(|b| b.name == "libcxi");
     let installer = fabric.iter().any(|b| b.recipe == "installer");
     let apt = pkg == "apt";
-    let mut build: Vec<&str> = if apt {
+    let (mut build, mut run) = base_os_packages(apt);
+    if common.rdma {
+        if apt {
+            build.extend(["libibverbs-dev", "librdmacm-dev"]);
+            run.extend(["ibverbs-providers", "libibverbs1", "librdmacm1"]);
+        } else {
+            build.push("rdma-core-devel");
+            run.extend(["libibverbs", "librdmacm"]);
+        }
+    }
+    if installer {
+        // The base stage downloads and checks the installer itself.
+        run.push("curl");
+    }
+    if fabric.iter().any(|b| b.name == "aws-ofi-nccl") {
+        // aws-ofi-nccl needs hwloc (the catalog's `requires`: Spack's dependencies; AWS's
+        // container sample installs libhwloc-dev before building it).
+        if apt {
+            build.push("libhwloc-dev");
+            run.push("libhwloc15");
+        } else {
+            build.push("hwloc-devel");
+            run.push("hwloc-libs");
+        }
+    }
+    if cxi {
+        let (b, r) = cxi_os_packages(apt);
+        build.extend(b);
+        run.extend(r);
+    }
+    (
+        build.into_iter().map(String::from).collect(),
+        run.into_iter().map(String::from).collect(),
+    )
+}
+
+/// What every fabric build needs: the autotools/CMake tool chain, libnl and libudev (and
+/// their run-time libraries, with the SSH client MPI starts ranks through).
+fn base_os_packages(apt: bool) -> (Vec<&'static str>, Vec<&'static str>) {
+    let build: Vec<&'static str> = if apt {
         vec![
             "autoconf",
             "automake",
@@ -472,7 +533,7 @@ fn fabric_os_packages(
             "file",
         ]
     };
-    let mut run: Vec<&str> = if apt {
+    let run: Vec<&'static str> = if apt {
         vec![
             "libnl-3-200",
             "libnl-route-3-200",
@@ -482,33 +543,15 @@ fn fabric_os_packages(
     } else {
         vec!["libnl3", "systemd-libs", "openssh-clients"]
     };
-    if common.rdma {
-        if apt {
-            build.extend(["libibverbs-dev", "librdmacm-dev"]);
-            run.extend(["ibverbs-providers", "libibverbs1", "librdmacm1"]);
-        } else {
-            build.push("rdma-core-devel");
-            run.extend(["libibverbs", "librdmacm"]);
-        }
-    }
-    if installer {
-        // The base stage downloads and checks the installer itself.
-        run.push("curl");
-    }
-    if fabric.iter().any(|b| b.name == "aws-ofi-nccl") {
-        // aws-ofi-nccl needs hwloc (the catalog's `requires`: Spack's dependencies; AWS's
-        // container sample installs libhwloc-dev before building it).
-        if apt {
-            build.push("libhwloc-dev");
-            run.push("libhwloc15");
-        } else {
-            build.push("hwloc-devel");
-            run.push("hwloc-libs");
-        }
-    }
-    if cxi {
-        if apt {
-            build.extend([
+    (build, run)
+}
+
+/// What libcxi's configure.ac checks for (libconfig, libuv, fuse, yaml, libnl, numa,
+/// sensors) and the CXI provider's libcurl and json-c, as the Alps build installs them.
+fn cxi_os_packages(apt: bool) -> (Vec<&'static str>, Vec<&'static str>) {
+    if apt {
+        (
+            vec![
                 "libconfig-dev",
                 "libuv1-dev",
                 "libfuse-dev",
@@ -517,8 +560,8 @@ fn fabric_os_packages(
                 "libsensors-dev",
                 "libcurl4-openssl-dev",
                 "libjson-c-dev",
-            ]);
-            run.extend([
+            ],
+            vec![
                 "libconfig9",
                 "libuv1",
                 "libfuse2",
@@ -527,9 +570,11 @@ fn fabric_os_packages(
                 "libsensors5",
                 "libcurl4",
                 "libjson-c5",
-            ]);
-        } else {
-            build.extend([
+            ],
+        )
+    } else {
+        (
+            vec![
                 "libconfig-devel",
                 "libuv-devel",
                 "fuse-devel",
@@ -538,8 +583,8 @@ fn fabric_os_packages(
                 "lm_sensors-devel",
                 "libcurl-devel",
                 "json-c-devel",
-            ]);
-            run.extend([
+            ],
+            vec![
                 "libconfig",
                 "libuv",
                 "fuse-libs",
@@ -548,13 +593,9 @@ fn fabric_os_packages(
                 "lm_sensors-libs",
                 "libcurl",
                 "json-c",
-            ]);
-        }
+            ],
+        )
     }
-    (
-        build.into_iter().map(String::from).collect(),
-        run.into_iter().map(String::from).collect(),
-    )
 }
 
 fn common_gencode(common: &Common) -> String {
@@ -600,349 +641,541 @@ fn flash_attn_archs(arch_list: &[crate::core::arch::Target]) -> Option<String> {
     })
 }
 
-/// Components that must be compiled against torch in the `build` stage, and how.
-/// Whether the build stage compiles this Python package from source (decided here, once:
-/// the closure splits it out of the pylocks and locks its sdist).
-pub(crate) fn is_compiled(name: &str) -> bool {
-    compile_env(name).is_some()
+/// The `nvidia/cuda` base images of the locked CUDA and OS, and the OS's package manager.
+struct BaseImages {
+    /// `nvidia/cuda:<runtime tag>[@digest]`.
+    runtime: String,
+    /// `nvidia/cuda:<devel tag>[@digest]`.
+    devel: String,
+    /// Both pinned by digest.
+    digest_pinned: bool,
+    /// `apt` or `dnf`.
+    pkg: String,
 }
 
-fn compile_env(name: &str) -> Option<Vec<(&'static str, &'static str)>> {
-    match name {
-        // DeepSpeed compiles its ops just in time by default, which needs nvcc in the
-        // runtime image; pre-building the common ones avoids that.
-        "deepspeed" => Some(vec![
-            ("DS_BUILD_CPU_ADAM", "1"),
-            ("DS_BUILD_FUSED_ADAM", "1"),
-            ("DS_BUILD_UTILS", "1"),
-        ]),
-        // flash-attn falls back to compiling when no prebuilt wheel matches; force it so
-        // the result does not depend on which wheels a release happens to carry.
-        "flash-attn" => Some(vec![("FLASH_ATTENTION_FORCE_BUILD", "TRUE")]),
-        _ => None,
+fn base_images(lock: &Lock, unverified: &mut Vec<String>) -> Result<BaseImages, Error> {
+    let img = locked::cuda_image(lock).ok_or_else(|| {
+        bad(
+            "the lock names no `nvidia/cuda` base image".into(),
+            "re-lock with `gpustack lock`",
+        )
+    })?;
+    let repo = img.repository.as_str();
+    let tag_ref = |flavour: &str, t: &locked::CudaImageTag| -> Result<String, Error> {
+        let tag = t.tag.as_deref().ok_or_else(|| {
+            bad(
+                format!(
+                    "the lock has no `{flavour}` tag of `{repo}` for CUDA {}",
+                    img.version
+                ),
+                "add the tag to the catalog's `[[image]]` entry and re-lock",
+            )
+        })?;
+        Ok(match &t.digest {
+            Some(d) => format!("{repo}:{tag}@{d}"),
+            None => format!("{repo}:{tag}"),
+        })
+    };
+    let runtime = tag_ref("runtime", &img.runtime)?;
+    let devel = tag_ref("devel", &img.devel)?;
+    let digest_pinned = runtime.contains('@') && devel.contains('@');
+    let os = img.os.as_deref().unwrap_or("ubuntu22.04");
+    let pkg = if os.starts_with("rocky") {
+        "dnf"
+    } else {
+        "apt"
     }
+    .to_string();
+    if !digest_pinned {
+        unverified.push(format!(
+            "{repo} base images are pinned by tag only: the catalog knows no sourced digest for them"
+        ));
+    }
+    Ok(BaseImages {
+        runtime,
+        devel,
+        digest_pinned,
+        pkg,
+    })
+}
+
+/// The NCCL runtime and development package pins: the lock's OS pins, else the CUDA build
+/// the host plan chose, else NVIDIA's naming for the locked CUDA minor.
+fn nccl_packages(
+    lock: &Lock,
+    pkg: &str,
+    unverified: &mut Vec<String>,
+) -> (Option<String>, Option<String>) {
+    let cuda = lock.component(Component::Cuda);
+    let nccl = lock.component(Component::Nccl);
+    // NCCL: the locked component, else the version the torch wheel pins.
+    let nccl_version = nccl
+        .map(|n| n.version.to_string())
+        .or_else(|| locked::torch_nccl(lock));
+    let nccl_build = crate::plan::host::HostPlan::new(lock)
+        .nccl
+        .filter(|b| nccl_version.as_deref() == Some(b.version.as_str()));
+    let locked_nccl = crate::plan::host::OsPins::of(lock, HostPackage::Nccl, pkg)
+        .filter(|o| o.pins.len() == 2 && cuda.is_some());
+    match (nccl_version, cuda) {
+        _ if locked_nccl.is_some() => {
+            // The lock's NCCL packages (the nccl-build fact's CUDA build, read from the
+            // repository's index where `gpustack lock` could).
+            let o = locked_nccl.expect("checked above");
+            unverified.extend(o.unverified);
+            (Some(o.pins[0].clone()), Some(o.pins[1].clone()))
+        }
+        (Some(_), Some(_)) if nccl_build.is_some() => {
+            // The lock chose the package's CUDA build (host plan): one NVIDIA publishes.
+            let b = nccl_build.as_ref().expect("checked above");
+            if !b.known {
+                unverified.push(format!(
+                    "NCCL {} as a `+cuda{}` package: the catalog lists no such build",
+                    b.version, b.cuda
+                ));
+            }
+            let (r, d) = b.pins(pkg == "apt");
+            (Some(r), Some(d))
+        }
+        (Some(n), Some(c)) => {
+            let mm = format!("{}.{}", c.version.major(), c.version.minor());
+            unverified.push(format!(
+                "NCCL {n} as a `+cuda{mm}` package: NVIDIA does not build every NCCL release for every CUDA minor, and the catalog does not record which exist"
+            ));
+            if pkg == "apt" {
+                (
+                    Some(format!("libnccl2={n}-1+cuda{mm}")),
+                    Some(format!("libnccl-dev={n}-1+cuda{mm}")),
+                )
+            } else {
+                (
+                    Some(format!("libnccl-{n}-1+cuda{mm}")),
+                    Some(format!("libnccl-devel-{n}-1+cuda{mm}")),
+                )
+            }
+        }
+        _ => (None, None),
+    }
+}
+
+/// The base layer's source builds (the fabric stack), each noted when its tarball has no
+/// published sha256.
+fn fabric_builds(
+    lock: &Lock,
+    common: &Common,
+    unverified: &mut Vec<String>,
+) -> Result<Vec<SourceBuild>, Error> {
+    let mut fabric = Vec::new();
+    for p in locked::fabric_sources(lock) {
+        let b = source_build(&p, common)?;
+        if b.sha256.is_none() {
+            unverified.push(format!(
+                "{} {} source tarball (no published sha256)",
+                b.name, b.version
+            ));
+        }
+        fabric.push(b);
+    }
+    Ok(fabric)
+}
+
+/// The tools the images are built with: uv, the Dockerfile frontend, the Python uv
+/// installs.
+struct Tools {
+    uv_image: Option<String>,
+    frontend: String,
+    python: Option<String>,
+    interpreter: Option<Interpreter>,
+}
+
+fn tools(lock: &Lock) -> Result<Tools, Error> {
+    let uv_image = locked::uv(lock).and_then(|u| u.by_version());
+    let frontend = locked::dockerfile_frontend(lock)
+        .and_then(|f| f.by_version())
+        // Locks written before the frontend was locked: the tag this template needs.
+        .unwrap_or_else(|| "docker/dockerfile:1.7".to_string());
+    // The exact CPython build the locked uv installs (`cpython`: patch, URL and sha256
+    // of uv's download table), else the locked minor.
+    let interpreter = locked::cpython(lock).map(|p| Interpreter {
+        version: p.version,
+        url: p.url,
+        sha256: p.sha256,
+    });
+    let python = lock.component(Component::Python).map(|p| {
+        interpreter
+            .as_ref()
+            .map_or_else(|| p.version.to_string(), |i| i.version.clone())
+    });
+    if python.is_some() && uv_image.is_none() {
+        return Err(bad(
+            "the lock has a Python but no `uv` package to install it with".into(),
+            "re-lock with `gpustack lock`",
+        ));
+    }
+    Ok(Tools {
+        uv_image,
+        frontend,
+        python,
+        interpreter,
+    })
+}
+
+/// torch's source build, which compiles against the system NCCL.
+fn torch_source_build(
+    lock: &Lock,
+    has_nccl_dev: bool,
+    unverified: &mut Vec<String>,
+) -> Result<Option<crate::plan::torch_build::TorchBuildPlan>, Error> {
+    let torch_build = crate::plan::torch_build::TorchBuildPlan::new(lock)?;
+    if let Some(tb) = &torch_build {
+        if !has_nccl_dev {
+            return Err(bad(
+                "a torch source build compiles against the system NCCL, but the lock pins no NCCL package".into(),
+                "add `nccl = \"*\"` to [components] and re-lock",
+            ));
+        }
+        if tb.commit.is_none() {
+            unverified.push(format!(
+                "torch {} source: git tag {} only (the catalog records no commit for it)",
+                tb.version, tb.tag
+            ));
+        }
+    }
+    Ok(torch_build)
+}
+
+/// The Python stages above `base`, what `build` compiles, and the compilers' environment.
+#[derive(Default)]
+struct PyStages {
+    stages: Vec<PyStage>,
+    compiled: Vec<Requirement>,
+    build_env: Vec<(String, String)>,
+}
+
+/// A component's requirement line: torch keeps the pin that selects the file its hash
+/// belongs to; a compiled package's hash is its sdist's.
+fn requirement(c: &LockedComponent, compiled: bool) -> Requirement {
+    let py = PyComponent::of(c);
+    let mut version = c.version.to_string();
+    let mut sha256 = py.sha256.clone();
+    if c.name == Component::Torch {
+        // The hash belongs to one file: keep the pin that selects that file.
+        // A PyPI wheel without a local version is the PyPI-default variant.
+        let release = version.split('+').next().unwrap_or_default().to_string();
+        let pypi = py.pypi_default
+            && py
+                .wheel_index
+                .as_deref()
+                .is_some_and(|i| i.starts_with("https://pypi.org/"));
+        match py.wheel.as_deref() {
+            Some(w) if w.starts_with(&format!("torch-{version}-")) => {}
+            Some(w) if pypi && w.starts_with(&format!("torch-{release}-")) => {
+                version = release;
+            }
+            _ => sha256 = None,
+        }
+    }
+    Requirement {
+        name: py.pypi_name,
+        version,
+        // A compiled package's hash is its sdist's (checked in `build`).
+        sha256: if compiled && py.sdist.is_none() {
+            None
+        } else {
+            sha256
+        },
+        wheel: py.wheel.or(py.sdist),
+        compiled,
+    }
+}
+
+/// One layer's requirements, its extra indexes and whether it uses `build`; what it
+/// compiles joins `out`.
+fn layer_requirements(
+    comps: &[&LockedComponent],
+    torch_built: bool,
+    out: &mut PyStages,
+    unverified: &mut Vec<String>,
+) -> (Vec<Requirement>, Vec<String>, bool) {
+    let mut reqs = Vec::new();
+    let mut indexes: Vec<String> = Vec::new();
+    let mut uses_build = false;
+    for c in comps {
+        if c.name == Component::Torch && torch_built {
+            // Built in `torch-build`, installed from its wheel.
+            continue;
+        }
+        let env = compile_env(&PyComponent::of(c).pypi_name);
+        let r = requirement(c, env.is_some());
+        let from_pypi = c.name == Component::Torch && !r.version.contains('+');
+        if let Some(i) = PyComponent::of(c).index_url.filter(|_| !from_pypi) {
+            if !i.starts_with("https://pypi.org/") && !indexes.contains(&i) {
+                indexes.push(i);
+            }
+        }
+        if let Some(env) = env {
+            uses_build = true;
+            for (k, v) in env {
+                out.build_env.push((k.to_string(), v.to_string()));
+            }
+            if r.sha256.is_none() {
+                unverified.push(format!(
+                    "{}=={} source distribution compiled in `build` (no sha256 in the lock)",
+                    r.name, r.version
+                ));
+            }
+            out.compiled.push(r.clone());
+        } else if r.sha256.is_none() {
+            unverified.push(format!(
+                "{}=={} wheel (no sha256 in the lock)",
+                r.name, r.version
+            ));
+        }
+        reqs.push(r);
+    }
+    (reqs, indexes, uses_build)
+}
+
+/// Upper layers keep torch where the framework layer put it: its pin first, and its index
+/// when the pin names a variant.
+fn keep_torch(
+    lock: &Lock,
+    stages: &[PyStage],
+    reqs: &mut Vec<Requirement>,
+    indexes: &mut Vec<String>,
+) {
+    let Some(t) = lock.component(Component::Torch) else {
+        return;
+    };
+    let pinned = stages
+        .iter()
+        .find(|s| s.name == "framework")
+        .and_then(|s| s.requirements.iter().find(|r| r.name == "torch"))
+        .map_or_else(|| t.version.to_string(), |r| r.version.clone());
+    reqs.insert(
+        0,
+        Requirement {
+            name: "torch".into(),
+            version: pinned.clone(),
+            sha256: None,
+            wheel: None,
+            compiled: false,
+        },
+    );
+    if let Some(i) = PyComponent::of(t)
+        .index_url
+        .filter(|_| pinned.contains('+'))
+    {
+        if !indexes.contains(&i) {
+            indexes.insert(0, i);
+        }
+    }
+}
+
+fn py_stages(
+    lock: &Lock,
+    common: &Common,
+    torch_built: bool,
+    unverified: &mut Vec<String>,
+) -> PyStages {
+    let mut out = PyStages::default();
+
+    for layer in [Layer::Framework, Layer::Inference, Layer::Training] {
+        let comps: Vec<&LockedComponent> = lock
+            .components
+            .iter()
+            .filter(|c| c.layer == layer && c.name != Component::Python)
+            .collect();
+        if comps.is_empty() {
+            continue;
+        }
+        let (mut reqs, mut indexes, uses_build) =
+            layer_requirements(&comps, torch_built, &mut out, unverified);
+        if layer != Layer::Framework && !torch_built {
+            keep_torch(lock, &out.stages, &mut reqs, &mut indexes);
+        }
+        if !common.image_layers.contains(&layer) && layer != Layer::Framework {
+            continue;
+        }
+        let name = layer.name().to_string();
+        out.stages.push(PyStage {
+            requirements_file: format!("requirements-{name}.lock"),
+            from: layer.parent().map_or("base", Layer::name).to_string(),
+            image: common.image(layer).unwrap_or_default().to_string(),
+            name,
+            requirements: reqs,
+            indexes,
+            uses_build,
+            pylock: None,
+            built: Vec::new(),
+        });
+    }
+    out
+}
+
+/// ccache around every compiler of the source builds and flash-attn's arch list join the
+/// build environment (sorted, deduplicated); the ccache masquerade directory when anything
+/// is compiled.
+fn finish_build_env(lock: &Lock, pkg: &str, py: &mut PyStages) -> Option<String> {
+    let build_env = &mut py.build_env;
+    let ccache_path = (!py.compiled.is_empty()).then(|| {
+        // ccache wraps every compiler of the source builds: CMake projects through the
+        // launcher variables, torch extensions through PYTORCH_NVCC (nvcc) and the
+        // masquerade directory on PATH (gcc/g++).
+        for (k, v) in [
+            ("CMAKE_C_COMPILER_LAUNCHER", "ccache"),
+            ("CMAKE_CXX_COMPILER_LAUNCHER", "ccache"),
+            ("CMAKE_CUDA_COMPILER_LAUNCHER", "ccache"),
+            ("PYTORCH_NVCC", "ccache nvcc"),
+        ] {
+            build_env.push((k.to_string(), v.to_string()));
+        }
+        if pkg == "apt" {
+            "/usr/lib/ccache"
+        } else {
+            "/usr/lib64/ccache"
+        }
+        .to_string()
+    });
+    if py.compiled.iter().any(|r| r.name == "flash-attn") {
+        // flash-attn reads its own list, not TORCH_CUDA_ARCH_LIST (setup.py `cuda_archs()`).
+        if let Some(archs) = flash_attn_archs(&lock.hardware.arch_list) {
+            build_env.push(("FLASH_ATTN_CUDA_ARCHS".into(), archs));
+        }
+    }
+    build_env.sort();
+    build_env.dedup();
+    ccache_path
+}
+
+/// A closed lock: every stage installs its pylock, and what `build` compiles comes from its
+/// locked sdist, so nothing above is unverified any more.
+fn python_install(
+    lock: &Lock,
+    stages: &mut [PyStage],
+    unverified: &mut Vec<String>,
+) -> Result<Option<crate::plan::python::PythonInstall>, Error> {
+    let python_install = crate::plan::python::PythonInstall::new(lock)?;
+    if let Some(pi) = &python_install {
+        unverified.retain(|u| {
+            !u.contains("wheel (no sha256") && !u.contains("source distribution compiled")
+        });
+        for s in stages.iter_mut() {
+            if let Some(l) = pi.layer(&s.name) {
+                s.pylock = Some(l.file.clone());
+                s.built = l.built.clone();
+                s.uses_build = !l.built.is_empty();
+                s.indexes.clear();
+            }
+        }
+    } else if !stages.is_empty() {
+        unverified.push(
+            "transitive Python dependencies: the lock has no Python closure (pylock files), so requirement files resolve them at build time".into(),
+        );
+    }
+    Ok(python_install)
+}
+
+/// nccl-tests, built against the locked NCCL (none without an NCCL package).
+fn nccl_tests_build(
+    lock: &Lock,
+    common: &Common,
+    has_nccl_dev: bool,
+    unverified: &mut Vec<String>,
+) -> Result<Option<SourceBuild>, Error> {
+    let nccl_tests = if has_nccl_dev {
+        locked::nccl_tests(lock)
+            .map(|p| source_build(&p, common))
+            .transpose()?
+    } else {
+        unverified
+            .push("no validate stage: the lock pins no NCCL to build nccl-tests against".into());
+        None
+    };
+    if let Some(n) = &nccl_tests {
+        if n.sha256.is_none() {
+            unverified.push(format!(
+                "nccl-tests {} source tarball (no published sha256)",
+                n.version
+            ));
+        }
+    }
+    Ok(nccl_tests)
+}
+
+/// OpenSSH for the `validate` image's `mpirun` over SSH.
+fn validate_ssh(pkg: &str, ssh: crate::plan::workload::MpiSsh) -> ValidateSsh {
+    let apt = pkg == "apt";
+    ValidateSsh {
+        packages: if apt {
+            vec!["openssh-client".into(), "openssh-server".into()]
+        } else {
+            vec!["openssh-clients".into(), "openssh-server".into()]
+        },
+        packages_source: if apt {
+            "https://packages.ubuntu.com/jammy/openssh-server ; https://packages.ubuntu.com/noble/openssh-server ; https://packages.ubuntu.com/noble/openssh-client".into()
+        } else {
+            "https://dl.rockylinux.org/pub/rocky/9/BaseOS/x86_64/os/Packages/o/ (openssh-server, openssh-clients)".into()
+        },
+        ssh,
+    }
+}
+
+/// The OCI labels, sorted.
+fn labels(common: &Common, runtime_image: &str) -> Vec<(String, String)> {
+    let mut labels = vec![
+        (
+            "org.opencontainers.image.title".to_string(),
+            common.stack.clone(),
+        ),
+        (
+            "org.opencontainers.image.description".into(),
+            format!("{} GPU stack, generated by gpustack", common.stack),
+        ),
+        (
+            "org.opencontainers.image.base.name".into(),
+            runtime_image.to_string(),
+        ),
+        ("dev.gpustack.lock".into(), common.lock_hash.clone()),
+    ];
+    for (k, v) in &common.versions {
+        labels.push((format!("dev.gpustack.version.{k}"), v.clone()));
+    }
+    labels.sort();
+    labels
+}
+
+/// The code image, when the training workload runs its code from one.
+fn code_image(lock: &Lock, common: &Common) -> Result<Option<CodeImage>, Error> {
+    if lock.request.deploy.train.is_none() {
+        return Ok(None);
+    }
+    let w = crate::plan::workload::WorkloadPlan::new(lock, common)?;
+    Ok(w.train.and_then(|t| {
+        Some(CodeImage {
+            from: t.image.runs.clone(),
+            dir: t.code.dir.clone(),
+            tag: t.code.image?,
+            project_dir: "../..".into(),
+        })
+    }))
 }
 
 impl DockerPlan {
     /// Plans the container build from the lock.
     pub fn new(lock: &Lock, common: &Common) -> Result<DockerPlan, Error> {
-        let img = lock.package("cuda-image").ok_or_else(|| {
-            bad(
-                "the lock names no `nvidia/cuda` base image".into(),
-                "re-lock with `gpustack lock`",
-            )
-        })?;
-        let repo = img.get("repository").unwrap_or("nvidia/cuda");
-        let tag_ref = |flavour: &str| -> Result<String, Error> {
-            let tag = img.get(&format!("{flavour}-tag")).ok_or_else(|| {
-                bad(
-                    format!(
-                        "the lock has no `{flavour}` tag of `{repo}` for CUDA {}",
-                        img.version
-                    ),
-                    "add the tag to the catalog's `[[image]]` entry and re-lock",
-                )
-            })?;
-            Ok(match img.get(&format!("{flavour}-digest")) {
-                Some(d) => format!("{repo}:{tag}@{d}"),
-                None => format!("{repo}:{tag}"),
-            })
-        };
-        let runtime_image = tag_ref("runtime")?;
-        let devel_image = tag_ref("devel")?;
-        let digest_pinned = runtime_image.contains('@') && devel_image.contains('@');
-        let os = img.get("os").unwrap_or("ubuntu22.04");
-        let pkg = if os.starts_with("rocky") {
-            "dnf"
-        } else {
-            "apt"
-        }
-        .to_string();
         let mut unverified = Vec::new();
-        if !digest_pinned {
-            unverified.push(format!(
-                "{repo} base images are pinned by tag only: the catalog knows no sourced digest for them"
-            ));
-        }
-
-        let cuda = lock.component(Component::Cuda);
-        let nccl = lock.component(Component::Nccl);
-        // NCCL: the locked component, else the version the torch wheel pins.
-        let nccl_version = nccl.map(|n| n.version.to_string()).or_else(|| {
-            lock.component(Component::Torch)
-                .and_then(|t| t.get("nccl"))
-                .map(str::to_string)
-        });
-        let nccl_build = super::host::HostPlan::new(lock)
-            .nccl
-            .filter(|b| nccl_version.as_deref() == Some(b.version.as_str()));
-        let locked_nccl = super::host::OsPins::of(lock, "libnccl", &pkg)
-            .filter(|o| o.pins.len() == 2 && cuda.is_some());
-        let (nccl_runtime, nccl_dev) = match (nccl_version, cuda) {
-            _ if locked_nccl.is_some() => {
-                // The lock's NCCL packages (the nccl-build fact's CUDA build, read from the
-                // repository's index where `gpustack lock` could).
-                let o = locked_nccl.expect("checked above");
-                unverified.extend(o.unverified);
-                (Some(o.pins[0].clone()), Some(o.pins[1].clone()))
-            }
-            (Some(_), Some(_)) if nccl_build.is_some() => {
-                // The lock chose the package's CUDA build (host plan): one NVIDIA publishes.
-                let b = nccl_build.as_ref().expect("checked above");
-                if !b.known {
-                    unverified.push(format!(
-                        "NCCL {} as a `+cuda{}` package: the catalog lists no such build",
-                        b.version, b.cuda
-                    ));
-                }
-                let (r, d) = b.pins(pkg == "apt");
-                (Some(r), Some(d))
-            }
-            (Some(n), Some(c)) => {
-                let mm = format!("{}.{}", c.version.major(), c.version.minor());
-                unverified.push(format!(
-                    "NCCL {n} as a `+cuda{mm}` package: NVIDIA does not build every NCCL release for every CUDA minor, and the catalog does not record which exist"
-                ));
-                if pkg == "apt" {
-                    (
-                        Some(format!("libnccl2={n}-1+cuda{mm}")),
-                        Some(format!("libnccl-dev={n}-1+cuda{mm}")),
-                    )
-                } else {
-                    (
-                        Some(format!("libnccl-{n}-1+cuda{mm}")),
-                        Some(format!("libnccl-devel-{n}-1+cuda{mm}")),
-                    )
-                }
-            }
-            _ => (None, None),
-        };
-
-        let mut fabric = Vec::new();
-        for p in lock
-            .packages
-            .iter()
-            // The base layer's source builds: its images (the `nvidia/cuda` base, the
-            // Dockerfile frontend) are pulled, not built.
-            .filter(|p| {
-                p.layer == Layer::Base
-                    && p.name != "cuda-image"
-                    && p.get("image").is_none()
-                    && p.list("apt").is_empty()
-                    && p.list("dnf").is_empty()
-            })
-        {
-            let b = source_build(p, common)?;
-            if b.sha256.is_none() {
-                unverified.push(format!(
-                    "{} {} source tarball (no published sha256)",
-                    b.name, b.version
-                ));
-            }
-            fabric.push(b);
-        }
+        let base = base_images(lock, &mut unverified)?;
+        let pkg = base.pkg;
+        let (nccl_runtime, nccl_dev) = nccl_packages(lock, &pkg, &mut unverified);
+        let fabric = fabric_builds(lock, common, &mut unverified)?;
         let (fabric_build_deps, fabric_runtime_deps) = fabric_os_packages(&fabric, common, &pkg);
-        let uv = lock.package("uv");
-        let uv_image = uv.and_then(|u| {
-            let image = u.get("image")?;
-            Some(match u.get("image-digest") {
-                Some(d) => format!("{image}:{}@{d}", u.version),
-                None => format!("{image}:{}", u.version),
-            })
-        });
-        let frontend = lock
-            .package("dockerfile-frontend")
-            .and_then(|f| {
-                let image = f.get("image")?;
-                Some(match f.get("image-digest") {
-                    Some(d) => format!("{image}:{}@{d}", f.version),
-                    None => format!("{image}:{}", f.version),
-                })
-            })
-            // Locks written before the frontend was locked: the tag this template needs.
-            .unwrap_or_else(|| "docker/dockerfile:1.7".to_string());
-        // The exact CPython build the locked uv installs (`cpython`: patch, URL and sha256
-        // of uv's download table), else the locked minor.
-        let interpreter = lock.package("cpython").and_then(|p| {
-            Some(Interpreter {
-                version: p.version.clone(),
-                url: p.get("url")?.to_string(),
-                sha256: p.get("sha256")?.to_string(),
-            })
-        });
-        let python = lock.component(Component::Python).map(|p| {
-            interpreter
-                .as_ref()
-                .map_or_else(|| p.version.to_string(), |i| i.version.clone())
-        });
-        if python.is_some() && uv_image.is_none() {
-            return Err(bad(
-                "the lock has a Python but no `uv` package to install it with".into(),
-                "re-lock with `gpustack lock`",
-            ));
-        }
-
-        let torch_build = super::torch_build::TorchBuildPlan::new(lock)?;
-        if let Some(tb) = &torch_build {
-            if nccl_dev.is_none() {
-                return Err(bad(
-                    "a torch source build compiles against the system NCCL, but the lock pins no NCCL package".into(),
-                    "add `nccl = \"*\"` to [components] and re-lock",
-                ));
-            }
-            if tb.commit.is_none() {
-                unverified.push(format!(
-                    "torch {} source: git tag {} only (the catalog records no commit for it)",
-                    tb.version, tb.tag
-                ));
-            }
-        }
-        let mut stages = Vec::new();
-        let mut compiled = Vec::new();
-        let mut build_env: Vec<(String, String)> = Vec::new();
-        let wanted: Vec<&str> = common.image_layers.iter().map(String::as_str).collect();
-        for layer in [Layer::Framework, Layer::Inference, Layer::Training] {
-            let comps: Vec<&LockedComponent> = lock
-                .components
-                .iter()
-                .filter(|c| c.layer == layer && c.name != Component::Python)
-                .collect();
-            if comps.is_empty() {
-                continue;
-            }
-            let mut reqs = Vec::new();
-            let mut indexes: Vec<String> = Vec::new();
-            let mut uses_build = false;
-            for c in comps {
-                if c.name == Component::Torch && torch_build.is_some() {
-                    // Built in `torch-build`, installed from its wheel.
-                    continue;
-                }
-                let env = compile_env(&pypi_name(c));
-                let mut version = c.version.to_string();
-                let mut sha256 = c.get("sha256").map(str::to_string);
-                if c.name == Component::Torch {
-                    // The hash belongs to one file: keep the pin that selects that file.
-                    // A PyPI wheel without a local version is the PyPI-default variant.
-                    let release = version.split('+').next().unwrap_or_default().to_string();
-                    let pypi = c.get("pypi-default") == Some("true")
-                        && c.get("wheel-index")
-                            .is_some_and(|i| i.starts_with("https://pypi.org/"));
-                    match c.get("wheel") {
-                        Some(w) if w.starts_with(&format!("torch-{version}-")) => {}
-                        Some(w) if pypi && w.starts_with(&format!("torch-{release}-")) => {
-                            version = release;
-                        }
-                        _ => sha256 = None,
-                    }
-                }
-                let r = Requirement {
-                    name: pypi_name(c),
-                    version,
-                    // A compiled package's hash is its sdist's (checked in `build`).
-                    sha256: if env.is_some() && c.get("sdist").is_none() {
-                        None
-                    } else {
-                        sha256
-                    },
-                    wheel: c.get("wheel").or(c.get("sdist")).map(str::to_string),
-                    compiled: env.is_some(),
-                };
-                let from_pypi = c.name == Component::Torch && !r.version.contains('+');
-                if let Some(i) = c.get("index-url").filter(|_| !from_pypi) {
-                    if !i.starts_with("https://pypi.org/") && !indexes.iter().any(|x| x == i) {
-                        indexes.push(i.to_string());
-                    }
-                }
-                if let Some(env) = env {
-                    uses_build = true;
-                    for (k, v) in env {
-                        build_env.push((k.to_string(), v.to_string()));
-                    }
-                    if r.sha256.is_none() {
-                        unverified.push(format!(
-                            "{}=={} source distribution compiled in `build` (no sha256 in the lock)",
-                            r.name, r.version
-                        ));
-                    }
-                    compiled.push(r.clone());
-                } else if r.sha256.is_none() {
-                    unverified.push(format!(
-                        "{}=={} wheel (no sha256 in the lock)",
-                        r.name, r.version
-                    ));
-                }
-                reqs.push(r);
-            }
-            // Upper layers keep torch where the framework layer put it.
-            if layer != Layer::Framework && torch_build.is_none() {
-                if let Some(t) = lock.component(Component::Torch) {
-                    let pinned = stages
-                        .iter()
-                        .find(|s: &&PyStage| s.name == "framework")
-                        .and_then(|s| s.requirements.iter().find(|r| r.name == "torch"))
-                        .map_or_else(|| t.version.to_string(), |r| r.version.clone());
-                    reqs.insert(
-                        0,
-                        Requirement {
-                            name: "torch".into(),
-                            version: pinned.clone(),
-                            sha256: None,
-                            wheel: None,
-                            compiled: false,
-                        },
-                    );
-                    if let Some(i) = t.get("index-url").filter(|_| pinned.contains('+')) {
-                        if !indexes.iter().any(|x| x == i) {
-                            indexes.insert(0, i.to_string());
-                        }
-                    }
-                }
-            }
-            let name = layer.name().to_string();
-            if !wanted.contains(&name.as_str()) && layer != Layer::Framework {
-                continue;
-            }
-            stages.push(PyStage {
-                requirements_file: format!("requirements-{name}.lock"),
-                from: layer.parent().map_or("base", Layer::name).to_string(),
-                image: common.image(layer).unwrap_or_default().to_string(),
-                name,
-                requirements: reqs,
-                indexes,
-                uses_build,
-                pylock: None,
-                built: Vec::new(),
-            });
-        }
-        let ccache_path = (!compiled.is_empty()).then(|| {
-            // ccache wraps every compiler of the source builds: CMake projects through the
-            // launcher variables, torch extensions through PYTORCH_NVCC (nvcc) and the
-            // masquerade directory on PATH (gcc/g++).
-            for (k, v) in [
-                ("CMAKE_C_COMPILER_LAUNCHER", "ccache"),
-                ("CMAKE_CXX_COMPILER_LAUNCHER", "ccache"),
-                ("CMAKE_CUDA_COMPILER_LAUNCHER", "ccache"),
-                ("PYTORCH_NVCC", "ccache nvcc"),
-            ] {
-                build_env.push((k.to_string(), v.to_string()));
-            }
-            if pkg == "apt" {
-                "/usr/lib/ccache"
-            } else {
-                "/usr/lib64/ccache"
-            }
-            .to_string()
-        });
-        if compiled.iter().any(|r| r.name == "flash-attn") {
-            // flash-attn reads its own list, not TORCH_CUDA_ARCH_LIST (setup.py `cuda_archs()`).
-            if let Some(archs) = flash_attn_archs(&lock.hardware.arch_list) {
-                build_env.push(("FLASH_ATTN_CUDA_ARCHS".into(), archs));
-            }
-        }
-        build_env.sort();
-        build_env.dedup();
-        let build_requirements: Vec<Requirement> = stages
+        let tools = tools(lock)?;
+        let torch_build = torch_source_build(lock, nccl_dev.is_some(), &mut unverified)?;
+        let mut py = py_stages(lock, common, torch_build.is_some(), &mut unverified);
+        let ccache_path = finish_build_env(lock, &pkg, &mut py);
+        let build_requirements: Vec<Requirement> = py
+            .stages
             .iter()
             .find(|s| s.name == "framework")
             .map(|s| {
@@ -953,112 +1186,26 @@ impl DockerPlan {
                     .collect()
             })
             .unwrap_or_default();
-        let python_install = super::python::PythonInstall::new(lock)?;
-        if let Some(pi) = &python_install {
-            // A closed lock: every stage installs its pylock; what `build` compiles comes
-            // from its locked sdist, so nothing above is unverified any more.
-            unverified.retain(|u| {
-                !u.contains("wheel (no sha256") && !u.contains("source distribution compiled")
-            });
-            for s in &mut stages {
-                if let Some(l) = pi.layer(&s.name) {
-                    s.pylock = Some(l.file.clone());
-                    s.built = l.built.clone();
-                    s.uses_build = !l.built.is_empty();
-                    s.indexes.clear();
-                }
-            }
-        } else if !stages.is_empty() {
-            unverified.push(
-                "transitive Python dependencies: the lock has no Python closure (pylock files), so requirement files resolve them at build time".into(),
-            );
-        }
-
-        let nccl_tests = if nccl_dev.is_some() {
-            lock.package("nccl-tests")
-                .map(|p| source_build(p, common))
-                .transpose()?
-        } else {
-            unverified.push(
-                "no validate stage: the lock pins no NCCL to build nccl-tests against".into(),
-            );
-            None
-        };
-        if let Some(n) = &nccl_tests {
-            if n.sha256.is_none() {
-                unverified.push(format!(
-                    "nccl-tests {} source tarball (no published sha256)",
-                    n.version
-                ));
-            }
-        }
-
+        let python_install = python_install(lock, &mut py.stages, &mut unverified)?;
+        let nccl_tests = nccl_tests_build(lock, common, nccl_dev.is_some(), &mut unverified)?;
         let validate_ssh = nccl_tests
             .as_ref()
-            .and(super::workload::mpi_ssh(common))
-            .map(|ssh| {
-                let apt = pkg == "apt";
-                ValidateSsh {
-                    packages: if apt {
-                        vec!["openssh-client".into(), "openssh-server".into()]
-                    } else {
-                        vec!["openssh-clients".into(), "openssh-server".into()]
-                    },
-                    packages_source: if apt {
-                        "https://packages.ubuntu.com/jammy/openssh-server ; https://packages.ubuntu.com/noble/openssh-server ; https://packages.ubuntu.com/noble/openssh-client".into()
-                    } else {
-                        "https://dl.rockylinux.org/pub/rocky/9/BaseOS/x86_64/os/Packages/o/ (openssh-server, openssh-clients)".into()
-                    },
-                    ssh,
-                }
-            });
-
-        let mut labels = vec![
-            (
-                "org.opencontainers.image.title".to_string(),
-                common.stack.clone(),
-            ),
-            (
-                "org.opencontainers.image.description".into(),
-                format!("{} GPU stack, generated by gpustack", common.stack),
-            ),
-            (
-                "org.opencontainers.image.base.name".into(),
-                runtime_image.clone(),
-            ),
-            ("dev.gpustack.lock".into(), common.lock_hash.clone()),
-        ];
-        for (k, v) in &common.versions {
-            labels.push((format!("dev.gpustack.version.{k}"), v.clone()));
-        }
-        labels.sort();
-
-        let code = match lock.request.deploy.train {
-            None => None,
-            Some(_) => {
-                let w = super::workload::WorkloadPlan::new(lock, common)?;
-                w.train.and_then(|t| {
-                    Some(CodeImage {
-                        from: t.image.runs.clone(),
-                        dir: t.code.dir.clone(),
-                        tag: t.code.image?,
-                        project_dir: "../..".into(),
-                    })
-                })
-            }
-        };
-
-        let validate_build_from = if fabric.iter().any(|b| b.recipe == "installer") {
-            "fabric".to_string()
-        } else {
-            devel_image.clone()
-        };
+            .and(crate::plan::workload::mpi_ssh(common))
+            .map(|ssh| validate_ssh(&pkg, ssh));
+        let labels = labels(common, &base.runtime);
+        let code = code_image(lock, common)?;
+        let installer = fabric.iter().any(|b| b.recipe == "installer");
         Ok(DockerPlan {
             code,
             common: common.clone(),
-            runtime_image,
-            devel_image,
-            digest_pinned,
+            validate_build_from: if installer {
+                "fabric".to_string()
+            } else {
+                base.devel.clone()
+            },
+            runtime_image: base.runtime,
+            devel_image: base.devel,
+            digest_pinned: base.digest_pinned,
             pkg,
             nccl_runtime,
             nccl_dev,
@@ -1067,20 +1214,18 @@ impl DockerPlan {
                 .filter(|b| b.recipe == "installer")
                 .cloned()
                 .collect(),
-            validate_build_from,
-            validate_build_copies_fabric: !fabric.is_empty()
-                && !fabric.iter().any(|b| b.recipe == "installer"),
+            validate_build_copies_fabric: !fabric.is_empty() && !installer,
             fabric,
             fabric_build_deps,
             fabric_runtime_deps,
-            uv_image,
-            frontend,
-            python,
-            interpreter,
-            stages,
-            compiled,
+            uv_image: tools.uv_image,
+            frontend: tools.frontend,
+            python: tools.python,
+            interpreter: tools.interpreter,
+            stages: py.stages,
+            compiled: py.compiled,
             build_requirements,
-            build_env,
+            build_env: py.build_env,
             ccache_path,
             validate_ssh,
             nccl_tests,
@@ -1100,7 +1245,7 @@ pub struct ValidateSsh {
     /// Where the package names are listed.
     pub packages_source: String,
     /// The user, port and configuration.
-    pub ssh: super::workload::MpiSsh,
+    pub ssh: crate::plan::workload::MpiSsh,
 }
 
 /// `out/docker/`: Dockerfile, requirement files, bake file, .dockerignore.
@@ -1118,7 +1263,10 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
         RenderedFile::new(".dockerignore", t("docker/dockerignore.j2")?),
     ];
     if let Some(tb) = &plan.torch_build {
-        files.push(RenderedFile::new(super::torch_build::SCRIPT, tb.script()?));
+        files.push(RenderedFile::new(
+            crate::plan::torch_build::SCRIPT,
+            tb.script()?,
+        ));
     }
     if let Some(pi) = &plan.python_install {
         for l in &pi.layers {
@@ -1197,32 +1345,4 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(files)
-}
-
-/// `out/apptainer/<stack>.def`.
-pub fn render_apptainer(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> {
-    let plan = DockerPlan::new(lock, common)?;
-    let top = ["training", "inference", "framework", "base"]
-        .into_iter()
-        .find(|l| common.images.contains_key(*l))
-        .unwrap_or("base");
-    #[derive(Serialize)]
-    struct Ctx<'a> {
-        plan: &'a DockerPlan,
-        layer: &'a str,
-        image: &'a str,
-    }
-    let image = common.images.get(top).map_or("", String::as_str);
-    let text = crate::render::render(
-        "apptainer/stack.def.j2",
-        &Ctx {
-            plan: &plan,
-            layer: top,
-            image,
-        },
-    )?;
-    Ok(vec![RenderedFile::new(
-        format!("{}.def", common.stack),
-        text,
-    )])
 }

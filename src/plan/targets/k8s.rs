@@ -20,12 +20,15 @@
 
 use serde::Serialize;
 
-use super::workload::{Resources, WorkloadPlan, MAX_RESTARTS};
-use super::{Common, Mount};
 use crate::core::Component;
 use crate::core::Fabric;
 use crate::error::{Diagnostic, Error, Stage};
 use crate::lock::Lock;
+use crate::plan::locked::{self, HostPackage, PinnedImage};
+use crate::plan::workload::{
+    Acceptance, MpiSsh, Resources, ServeWorkload, TrainWorkload, WorkloadPlan, MAX_RESTARTS,
+};
+use crate::plan::{Common, Mount, MountKind};
 use crate::render::RenderedFile;
 use crate::spec::deploy::TrainingApi;
 
@@ -62,13 +65,28 @@ pub struct Port {
     pub port: u32,
 }
 
+/// What backs a pod [`Volume`]; serialized as `_pod.j2` compares it: `nfs`, `hostpath`,
+/// `pvc`, `shm`.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum VolumeKind {
+    /// An inline NFS volume.
+    Nfs,
+    /// A hostPath volume (a host directory, Lustre mounted on the node).
+    HostPath,
+    /// A PersistentVolumeClaim.
+    Pvc,
+    /// A memory-backed emptyDir for `/dev/shm`.
+    Shm,
+}
+
 /// A volume and where the container mounts it.
 #[derive(Clone, Debug, Serialize)]
 pub struct Volume {
     /// `datasets`, `checkpoints`, `dshm`.
     pub name: String,
-    /// `nfs`, `hostpath`, `pvc` or `shm`.
-    pub kind: String,
+    /// NFS, a host path, a PVC or memory.
+    pub kind: VolumeKind,
     /// NFS server.
     pub server: Option<String>,
     /// NFS export or host path.
@@ -227,7 +245,7 @@ pub struct NcclTestsPlan {
     /// The MPI launch, when nccl-tests is built with MPI.
     pub mpi: Option<MpiLaunch>,
     /// `osu-trainjob.yaml`: the OSU bandwidth run on the same runtime, one rank on each of
-    /// two nodes ([`super::workload::Acceptance::osu`]).
+    /// two nodes ([`crate::plan::workload::Acceptance::osu`]).
     pub osu: Option<OsuPlan>,
 }
 
@@ -248,7 +266,7 @@ pub struct MpiLaunch {
     /// `mlPolicy.mpi.numProcPerNode` (the hostfile's slots): GPUs per node.
     pub procs_per_node: u32,
     /// The SSH set-up of the validate image (user, port, key directory).
-    pub ssh: super::workload::MpiSsh,
+    pub ssh: crate::plan::workload::MpiSsh,
     /// `mpirun`.
     pub command: Vec<String>,
     /// mpirun's options, then the workload plan's per-GPU `all_reduce_perf` and its
@@ -409,7 +427,7 @@ fn privileged_reasons(pods: &[&Pod]) -> Vec<String> {
     }
     if pods
         .iter()
-        .any(|p| p.volumes.iter().any(|v| v.kind == "hostpath"))
+        .any(|p| p.volumes.iter().any(|v| v.kind == VolumeKind::HostPath))
     {
         reasons.push("storage on the hosts (lustre:, hostpath:, a model path) is mounted with hostPath volumes".to_string());
     }
@@ -482,21 +500,24 @@ fn bad(msg: String, hint: &str) -> Error {
 
 /// The volume of a mount.
 fn volume_of(m: &Mount) -> Volume {
-    let (kind, note) = match m.kind.as_str() {
-        "nfs" => (
-            "nfs",
+    let (kind, note) = match m.kind {
+        MountKind::Nfs => (
+            VolumeKind::Nfs,
             "NFS, mounted inline: no cluster-scoped PersistentVolume to own",
         ),
-        "pvc" => ("pvc", "an existing PersistentVolumeClaim"),
-        "lustre" => (
-            "hostpath",
+        MountKind::Pvc => (VolumeKind::Pvc, "an existing PersistentVolumeClaim"),
+        MountKind::Lustre => (
+            VolumeKind::HostPath,
             "Lustre, mounted on every GPU node at this path (hostPath)",
         ),
-        _ => ("hostpath", "a directory on every GPU node (hostPath)"),
+        MountKind::HostPath => (
+            VolumeKind::HostPath,
+            "a directory on every GPU node (hostPath)",
+        ),
     };
     Volume {
         name: m.name.clone(),
-        kind: kind.into(),
+        kind,
         server: m.server.clone(),
         path: m.host_path.clone(),
         claim: m.claim.clone(),
@@ -510,7 +531,7 @@ fn volume_of(m: &Mount) -> Volume {
 fn shm() -> Volume {
     Volume {
         name: "dshm".into(),
-        kind: "shm".into(),
+        kind: VolumeKind::Shm,
         server: None,
         path: None,
         claim: None,
@@ -527,8 +548,8 @@ fn fabric_settings(common: &Common) -> (Option<String>, bool, bool, Vec<String>)
     if common.nodes < 2 {
         return (None, false, false, Vec::new());
     }
-    match common.fabric.as_str() {
-        f if f == Fabric::Infiniband.name() || f == Fabric::Roce.name() => {
+    match common.fabric {
+        Some(Fabric::Infiniband | Fabric::Roce) => {
             let r = common.network.rdma_resource.clone();
             let note = match (&r, &common.network.rdma_resource_name) {
                 (Some(r), Some(n)) => format!(
@@ -546,7 +567,7 @@ fn fabric_settings(common: &Common) -> (Option<String>, bool, bool, Vec<String>)
                 vec![note, HOST_NETWORK_NOTE.to_string()],
             )
         }
-        f if f == Fabric::Efa.name() => (
+        Some(Fabric::Efa) => (
             None,
             false,
             false,
@@ -554,7 +575,7 @@ fn fabric_settings(common: &Common) -> (Option<String>, bool, bool, Vec<String>)
                 "{EFA_RESOURCE}: add it here with the number of EFA interfaces of the instance type; the lock does not record it"
             )],
         ),
-        f if f == Fabric::Slingshot.name() => (
+        Some(Fabric::Slingshot) => (
             None,
             false,
             false,
@@ -574,7 +595,7 @@ const HOST_NETWORK_NOTE: &str = "no secondary network: the pods use the host net
 /// gpustack cannot write one.
 fn nic_policy(
     common: &Common,
-    plugin: Option<&crate::lock::LockedPackage>,
+    plugin: Option<&PinnedImage>,
 ) -> (Option<NicPolicyPlan>, Vec<String>) {
     let net = &common.network;
     let mut prerequisites = net.prerequisites.clone();
@@ -591,7 +612,7 @@ fn nic_policy(
             });
             let mut notes = vec![
                 format!("provides {resource}, the resource every multi-node pod of this stack requests"),
-                format!("source: {}", super::network::NIC_CLUSTER_POLICY),
+                format!("source: {}", crate::plan::network::NIC_CLUSTER_POLICY),
 
                 "no `ofedDriver`: the hosts keep their RDMA driver (inbox rdma-core, or DOCA-OFED where GPUDirect RDMA uses nvidia-peermem)".into(),
                 HOST_NETWORK_NOTE.into(),
@@ -603,17 +624,14 @@ fn nic_policy(
                 ));
             }
             let image = plugin.map(|p| {
-                let full = p.get("image").unwrap_or_default();
+                let full = p.image.as_deref().unwrap_or_default();
                 let (repository, image) = full.rsplit_once('/').unwrap_or(("", full));
-                notes.push(format!(
-                    "{image} {}: source {}",
-                    p.get("image-tag").unwrap_or_default(),
-                    p.source
-                ));
+                let tag = p.tag.as_deref().unwrap_or_default();
+                notes.push(format!("{image} {tag}: source {}", p.source));
                 NicPolicyImage {
                     repository: repository.to_string(),
                     image: image.to_string(),
-                    version: p.get("image-tag").unwrap_or_default().to_string(),
+                    version: tag.to_string(),
                 }
             });
             if image.is_none() {
@@ -635,483 +653,627 @@ fn nic_policy(
         }
         (None, _) => None,
     };
-    if common.nodes > 1 && common.fabric == Fabric::Efa.name() {
+    if common.nodes > 1 && common.fabric == Some(Fabric::Efa) {
         prerequisites.push(format!(
             "{EFA_RESOURCE}: the AWS EFA Kubernetes device plugin must run on the nodes"
         ));
     }
-    if common.nodes > 1 && common.fabric == Fabric::Slingshot.name() {
+    if common.nodes > 1 && common.fabric == Some(Fabric::Slingshot) {
         prerequisites.push("the CXI NICs must be exposed to pods by the cluster (gpustack knows no device plugin for them)".into());
     }
     (policy, prerequisites)
 }
 
+/// The ConfigMap every GPU pod takes its NCCL/fabric environment from.
+const ENV_CONFIG: &str = "nccl-env";
+
+/// `[k8s].namespace` and `[k8s].version`, the version checked against the API versions
+/// gen k8s writes.
+fn namespace_and_version(lock: &Lock) -> Result<(String, String), Error> {
+    let (namespace, version) = lock.request.deploy.k8s.as_ref().map_or_else(
+        || (DEFAULT_NAMESPACE.to_string(), DEFAULT_VERSION.to_string()),
+        |k| (k.namespace.clone(), k.version.clone()),
+    );
+    let minor: u32 = version
+        .strip_prefix("1.")
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0);
+    if minor < MIN_MINOR {
+        return Err(bad(
+            format!("`[k8s].version = \"{version}\"`: gen k8s writes autoscaling/v2 and policy/v1 resources, which need Kubernetes 1.{MIN_MINOR} or newer"),
+            "set `[k8s].version` to the cluster's version (1.23 or newer) and re-lock",
+        ));
+    }
+    Ok((namespace, version))
+}
+
+/// What a multi-node pod on the fabric adds ([`fabric_settings`]), and the storage every
+/// workload pod mounts.
+struct PodSettings {
+    rdma_resource: Option<String>,
+    host_network: bool,
+    ipc_lock: bool,
+    fabric_notes: Vec<String>,
+    storage: Vec<Volume>,
+}
+
+impl PodSettings {
+    fn new(common: &Common) -> PodSettings {
+        let (rdma_resource, host_network, ipc_lock, fabric_notes) = fabric_settings(common);
+        PodSettings {
+            rdma_resource,
+            host_network,
+            ipc_lock,
+            fabric_notes,
+            storage: common.mounts.iter().map(volume_of).collect(),
+        }
+    }
+
+    /// The fabric's resource, host network, IPC_LOCK and notes on `p`.
+    fn on_fabric(&self, p: &mut Pod) {
+        p.rdma_resource = self.rdma_resource.clone();
+        p.fabric_notes = self.fabric_notes.clone();
+        p.host_network = self.host_network;
+        p.ipc_lock = self.ipc_lock;
+    }
+}
+
+/// A pod of the stack, with what every GPU pod has: the locked image, GPUs, CPUs and memory
+/// as requests and limits, the NCCL environment, /dev/shm.
+fn pod(
+    common: &Common,
+    container: &str,
+    image: &crate::plan::workload::WorkloadImage,
+    res: &Resources,
+) -> Pod {
+    Pod {
+        container: container.into(),
+        image: image.reference.clone(),
+        image_notes: image.note.iter().cloned().collect(),
+        command: Vec::new(),
+        args: Vec::new(),
+        command_notes: Vec::new(),
+        ports: Vec::new(),
+        gpus: res.gpus,
+        cpus: res.cpus,
+        memory_gib: res.memory_gib,
+        resources_note: res.note.clone(),
+        working_dir: None,
+        image_pull_policy: None,
+        env: Vec::new(),
+        rdma_resource: None,
+        fabric_notes: Vec::new(),
+        host_network: false,
+        ipc_lock: false,
+        probes: None,
+        volumes: vec![shm()],
+        gfd_product: common.gfd_product.clone(),
+        env_from: ENV_CONFIG.to_string(),
+        restart_policy: None,
+        spread: None,
+        lock_hash: common.lock_hash.clone(),
+        run_as: None,
+        tcp_ready: None,
+    }
+}
+
+/// The training job: torchrun on every node, under the Trainer (TrainJob) or the
+/// training-operator (PyTorchJob).
+fn train_plan(
+    common: &Common,
+    w: &TrainWorkload,
+    api: TrainingApi,
+    topology: Option<String>,
+    settings: &PodSettings,
+) -> TrainPlan {
+    let name = "train".to_string();
+    let trainjob = api == TrainingApi::TrainJob;
+    // The Trainer requires the trainer container to be named `node`; the
+    // training-operator, `pytorch`.
+    let mut p = pod(
+        common,
+        if trainjob { "node" } else { "pytorch" },
+        &w.image,
+        &w.resources,
+    );
+    p.command = vec![w.torchrun.program.clone()];
+    p.args = w.torchrun.args.clone();
+    // The first node, as each operator names it: the Trainer's JobSet gives pod 0
+    // of the `node` job the hostname `<job>-node-0-0` under the headless Service
+    // `<job>`; the training-operator names worker 0's Service `<job>-worker-0`.
+    let first = if trainjob {
+        format!("{name}-node-0-0.{name}")
+    } else {
+        format!("{name}-worker-0")
+    };
+    p.args
+        .push(format!("--rdzv-endpoint={first}:{}", w.rdzv_port));
+    p.args.push(format!("--rdzv-id={name}"));
+    p.args.extend(w.entry.iter().cloned());
+    p.command_notes = vec![format!(
+        "torchrun, one per node, {} processes each; what it runs: {}",
+        w.resources.gpus, w.entry_note
+    )];
+    p.ports = vec![Port {
+        name: if trainjob { "c10d" } else { "pytorchjob-port" }.into(),
+        port: w.rdzv_port,
+    }];
+    p.working_dir = Some(w.code.dir.clone());
+    match (&w.code.image, &w.code.volume) {
+        (Some(code), _) => {
+            p.image = code.clone();
+            p.image_notes = vec![format!(
+                "the code image: the training image ({}) with the project directory copied to {} (out/docker, bake target `code`); its tag names the lock, not the code, so it is pulled on every start",
+                w.image.reference, w.code.dir
+            )];
+            p.image_pull_policy = Some("Always".into());
+        }
+        (None, Some(v)) => {
+            p.image_notes.push(format!(
+                "the code is on [train].workdir, mounted at {}",
+                w.code.dir
+            ));
+            p.volumes.push(volume_of(v));
+        }
+        (None, None) => {}
+    }
+    p.env = w.env.clone();
+    settings.on_fabric(&mut p);
+    p.volumes.extend(settings.storage.iter().cloned());
+    let (command, args, command_notes) = if trainjob {
+        // The TrainJob carries what starts (`trainer.command`/`args`, `env`); the
+        // runtime's container the rest.
+        (
+            std::mem::take(&mut p.command),
+            std::mem::take(&mut p.args),
+            std::mem::take(&mut p.command_notes),
+        )
+    } else {
+        (Vec::new(), Vec::new(), Vec::new())
+    };
+    TrainPlan {
+        api: api.name().into(),
+        command,
+        args,
+        command_notes,
+        topology,
+        replicas: w.nodes,
+        nproc_per_node: w.resources.gpus.to_string(),
+        max_restarts: MAX_RESTARTS,
+        rdzv_port: w.rdzv_port,
+        name,
+        pod: p,
+    }
+}
+
+/// The vLLM service: a Deployment, or a LeaderWorkerSet of leader and worker pods when a
+/// group spans nodes.
+fn serve_plan(common: &Common, w: &ServeWorkload, settings: &PodSettings) -> ServePlan {
+    let mut p = pod(common, "vllm", &w.image, &w.resources);
+    p.command = vec![w.vllm.program.clone()];
+    p.args = w.vllm.args.clone();
+    if w.nodes > 1 {
+        // vLLM's LeaderWorkerSet form: LWS gives every pod of a group its index
+        // and the leader's address; Kubernetes expands `$(VAR)` in args.
+        p.args.extend([
+            "--node-rank".to_string(),
+            "$(LWS_WORKER_INDEX)".into(),
+            "--master-addr".into(),
+            "$(LWS_LEADER_ADDRESS)".into(),
+        ]);
+        p.command_notes = vec![format!(
+            "one vLLM server over the {} nodes of a group (tensor parallel {}, pipeline parallel {}); the leader (index 0) serves the API",
+            w.nodes,
+            w.vllm.args.get(3).cloned().unwrap_or_default(),
+            w.pipeline_parallel
+        )];
+        settings.on_fabric(&mut p);
+    }
+    p.ports = vec![Port {
+        name: "http".into(),
+        port: w.port,
+    }];
+    p.probes = Some(Probes {
+        path: "/health".into(),
+        port: "http".into(),
+    });
+    p.env = w.env.clone();
+    p.volumes.extend(settings.storage.iter().cloned());
+    if let Some(v) = &w.model.volume {
+        p.volumes.push(volume_of(v));
+    }
+    let worker = (w.nodes > 1).then(|| {
+        let mut q = p.clone();
+        q.container = "vllm-worker".into();
+        q.args.extend(w.worker_args.iter().cloned());
+        q.ports = Vec::new();
+        q.probes = None;
+        q.command_notes = vec![format!(
+            "the other nodes of the group: the same server, `{}` (no API server)",
+            w.worker_args.join(" ")
+        )];
+        q
+    });
+    if worker.is_some() {
+        p.container = "vllm-leader".into();
+    }
+    ServePlan {
+        name: "vllm".into(),
+        nodes: w.nodes,
+        // A LeaderWorkerSet's pods are not alike: only each group's leader runs the
+        // API server and its /metrics; the workers (`--headless`) have neither. A
+        // PodMonitor scrapes the leaders by their label, one target per group, so a
+        // group's metrics stay with its leader pod (the HPA reads them per pod)
+        // whatever fronts the Service.
+        monitor: if w.nodes > 1 {
+            "podmonitor"
+        } else {
+            "servicemonitor"
+        }
+        .into(),
+        worker,
+        hpa_metric: HPA_METRIC.into(),
+        model: w.model.name.clone(),
+        replicas: w.replicas,
+        max_replicas: w.replicas.saturating_mul(2),
+        port: w.port,
+        model_notes: w.model.notes.clone(),
+        pod: p,
+    }
+}
+
+/// `mpirun`'s options for `np` ranks, `per_node` on each node: Open MPI's prefix, the
+/// Trainer's hostfile, and every variable the ranks need (processes started over SSH do
+/// not inherit the pod's environment).
+fn mpirun_args(common: &Common, np: u32, per_node: u32) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "--prefix".into(),
+        common.mpi_prefix.clone().unwrap_or_default(),
+        "--hostfile".into(),
+        MPI_HOSTFILE.into(),
+        "-np".into(),
+        np.to_string(),
+        "-N".into(),
+        per_node.to_string(),
+    ];
+    // Processes started over SSH do not inherit the pod's
+    // environment: pass the image's paths and every NCCL/fabric
+    // variable.
+    for name in ["PATH", "LD_LIBRARY_PATH"]
+        .into_iter()
+        .map(String::from)
+        .chain(common.env.iter().map(|e| e.name.clone()))
+    {
+        args.push("-x".into());
+        args.push(name);
+    }
+    args
+}
+
+/// The acceptance test over SSH: every node's pod runs the SSH server, mpirun starts
+/// all_reduce_perf (and osu_bw across two nodes, its arguments returned beside).
+fn mpi_acceptance(
+    common: &Common,
+    a: &Acceptance,
+    ssh: &MpiSsh,
+    p: &mut Pod,
+    settings: &PodSettings,
+) -> (MpiLaunch, Option<Vec<String>>) {
+    // Every node runs the SSH server mpirun reaches; the ranks are
+    // started by it, as the SSH user.
+    p.command = vec![ssh.sshd.program.clone()];
+    p.args = ssh.sshd.args.clone();
+    p.command_notes = vec![format!(
+        "the SSH server mpirun starts the ranks through (port {}, the key pair the Trainer generates, mounted in {})",
+        ssh.port, ssh.auth_dir
+    )];
+    p.run_as = Some(ssh.uid);
+    p.tcp_ready = Some(ssh.port);
+    p.host_network = settings.host_network;
+    p.rdma_resource = settings.rdma_resource.clone();
+    p.fabric_notes = settings.fabric_notes.clone();
+    if p.host_network {
+        p.fabric_notes.push(format!(
+            "the ranks run as uid {}: a capability such as IPC_LOCK would not reach them (Kubernetes sets no ambient capabilities), so none is added; RDMA memory registration needs the container runtime's locked-memory limit (`ulimit -l` in a pod) to be unlimited",
+            ssh.uid
+        ));
+    }
+    let gpus = a.resources.gpus;
+    let mut args = mpirun_args(common, a.nodes.saturating_mul(gpus), gpus);
+    let osu_args = a.osu.as_ref().map(|o| {
+        let mut args = mpirun_args(common, 2, 1);
+        args.push(o.program.clone());
+        args.extend(o.args.iter().cloned());
+        args
+    });
+    args.push(a.per_gpu.program.clone());
+    args.extend(a.per_gpu.args.iter().cloned());
+    let launch = MpiLaunch {
+        procs_per_node: gpus,
+        ssh: ssh.clone(),
+        command: vec!["mpirun".into()],
+        args,
+        command_notes: vec![
+            format!(
+                "all_reduce_perf, one rank per GPU ({} nodes x {gpus}), 8 B to 8 GiB, as the Slurm acceptance test runs it; the form of the nccl-tests README (\"mpirun -np 64 -N 8 ./build/all_reduce_perf -b 8 -e 8G -f 2 -g 1\", github.com/NVIDIA/nccl-tests)",
+                a.nodes
+            ),
+            format!(
+                "--prefix: where the validate image has Open MPI, so the other nodes find it in a non-interactive SSH session; --hostfile: the one the Trainer writes ({MPI_HOSTFILE}), given explicitly rather than through the Trainer's OMPI_MCA_orte_default_hostfile, an ORTE parameter: Open MPI 5 replaced ORTE with PRRTE (open-mpi.org/software/ompi/major-changes.php)"
+            ),
+        ],
+        image: a.image.reference.clone(),
+        launcher_cpus: LAUNCHER_CPUS,
+        launcher_memory_gib: LAUNCHER_MEMORY_GIB,
+        hostfile: MPI_HOSTFILE.into(),
+    };
+    (launch, osu_args)
+}
+
+/// The acceptance test: all_reduce_perf on one node, or under mpirun over SSH across
+/// the nodes (with osu_bw between two).
+fn nccl_tests_plan(common: &Common, a: &Acceptance, settings: &PodSettings) -> NcclTestsPlan {
+    // The Trainer's MPI plugin mounts the SSH keys only in containers named
+    // `node` (`pkg/runtime/framework/plugins/mpi/mpi.go`).
+    let container = if a.ssh.is_some() {
+        "node"
+    } else {
+        "nccl-tests"
+    };
+    let mut p = pod(common, container, &a.image, &a.resources);
+    p.restart_policy = Some("Never".into());
+    p.spread = (a.nodes > 1).then(|| "nccl-tests".to_string());
+    let (mpi, osu_args) = match &a.ssh {
+        None => {
+            p.command = vec![a.per_node.program.clone()];
+            p.args = a.per_node.args.clone();
+            p.command_notes = vec![format!(
+                "all_reduce_perf over the {} GPUs of one node, 8 B to 8 GiB; compare the busbw column with the intra-node figure in expected-bandwidth.yaml",
+                a.resources.gpus
+            )];
+            (None, None)
+        }
+        Some(ssh) => {
+            let (launch, osu_args) = mpi_acceptance(common, a, ssh, &mut p, settings);
+            (Some(launch), osu_args)
+        }
+    };
+    let osu = mpi.as_ref().zip(osu_args).map(|(m, args)| OsuPlan {
+        name: "osu-bw".into(),
+        nodes: 2,
+        mpi: MpiLaunch {
+            args,
+            command_notes: vec![
+                "osu_bw, one rank on each of two nodes, GPU buffers on both sides (-d cuda D D), as the Slurm acceptance test runs it after nccl-tests".into(),
+            ],
+            ..m.clone()
+        },
+    });
+    NcclTestsPlan {
+        name: "nccl-tests".into(),
+        nodes: a.nodes,
+        pod: p,
+        mpi,
+        osu,
+    }
+}
+
+/// The expected bandwidths as ConfigMap data: `<scope>.<field>`.
+fn expected_data(common: &Common) -> Vec<Datum> {
+    let mut expected = Vec::new();
+    for e in &common.expected {
+        let mut push = |k: &str, v: &str| {
+            expected.push(Datum {
+                key: format!("{}.{k}", e.scope),
+                value: v.to_string(),
+            });
+        };
+        push("busbw-gbps", &e.busbw_gbps);
+        push("shape", &e.shape);
+        push("fabric", &e.fabric);
+        if let Some(s) = &e.size {
+            push("size", s);
+        }
+        push("test", &e.test);
+        if let Some(s) = &e.sharp {
+            push("sharp", s);
+        }
+        push("source", &e.source);
+    }
+    expected
+}
+
+/// The acceptance test's files: its Job, or its runtime and TrainJobs under mpirun.
+fn nccl_tests_files(nccl_tests: Option<&NcclTestsPlan>) -> Vec<String> {
+    let mut files = Vec::new();
+    if let Some(n) = nccl_tests {
+        if n.mpi.is_some() {
+            files.push("nccl-tests-runtime.yaml".into());
+            files.push("nccl-tests-trainjob.yaml".into());
+            if n.osu.is_some() {
+                files.push("osu-trainjob.yaml".into());
+            }
+        } else {
+            files.push("nccl-tests-job.yaml".into());
+        }
+    }
+    files
+}
+
+/// The workload files of the main namespace (before the per-namespace files are added).
+fn workload_files(
+    nccl_tests: Option<&NcclTestsPlan>,
+    train: Option<&TrainPlan>,
+    serve: Option<&ServePlan>,
+) -> Vec<String> {
+    let mut resources = vec![
+        "expected-bandwidth.yaml".to_string(),
+        "namespace.yaml".into(),
+        "nccl-env.yaml".into(),
+    ];
+    resources.extend(nccl_tests_files(nccl_tests));
+    if let Some(t) = train {
+        if t.api == TrainingApi::TrainJob.name() {
+            resources.push("trainingruntime.yaml".into());
+            resources.push("trainjob.yaml".into());
+        } else {
+            resources.push("pytorchjob.yaml".into());
+        }
+    }
+    if let Some(s) = serve {
+        let kind = if s.nodes > 1 {
+            "leaderworkerset"
+        } else {
+            "deployment"
+        };
+        for f in [kind, "hpa", "pdb", "service"] {
+            resources.push(format!("vllm-{f}.yaml"));
+        }
+    }
+    resources.push("resourcequota.yaml".into());
+    resources
+}
+
+/// Pod Security: each namespace's level is the least its pods need. Training and the
+/// acceptance test (jobs on the fabric) and serving are judged apart; when they need
+/// different levels, training gets its own namespace, so serving is not admitted at the
+/// level the host network of training needs.
+fn namespaces(
+    namespace: &str,
+    train: Option<&TrainPlan>,
+    serve: Option<&ServePlan>,
+    nccl_tests: Option<&NcclTestsPlan>,
+) -> Result<Vec<NamespacePlan>, Error> {
+    let train_pods: Vec<&Pod> = train
+        .iter()
+        .map(|t| &t.pod)
+        .chain(nccl_tests.iter().map(|n| &n.pod))
+        .collect();
+    let serve_pods: Vec<&Pod> = serve
+        .iter()
+        .flat_map(|s| std::iter::once(&s.pod).chain(s.worker.iter()))
+        .collect();
+    let train_reasons = privileged_reasons(&train_pods);
+    let serve_reasons = privileged_reasons(&serve_pods);
+    let level = |r: &[String]| {
+        if r.is_empty() {
+            "baseline"
+        } else {
+            "privileged"
+        }
+    };
+    let split = !train_pods.is_empty()
+        && !serve_pods.is_empty()
+        && level(&train_reasons) != level(&serve_reasons);
+    if !split {
+        let mut reasons = train_reasons;
+        for r in serve_reasons {
+            if !reasons.contains(&r) {
+                reasons.push(r);
+            }
+        }
+        return Ok(vec![NamespacePlan {
+            name: namespace.to_string(),
+            holds: "every workload".into(),
+            enforce: level(&reasons).into(),
+            reasons,
+            suffix: String::new(),
+        }]);
+    }
+    let train_ns = format!("{namespace}{TRAIN_SUFFIX}");
+    if train_ns.len() > MAX_NAMESPACE {
+        return Err(bad(
+            format!("`[k8s].namespace = \"{namespace}\"`: training needs its own namespace `{train_ns}` (a Pod Security level other than serving's), which is longer than {MAX_NAMESPACE} characters"),
+            "choose a `[k8s].namespace` of at most 54 characters and re-lock",
+        ));
+    }
+    Ok(vec![
+        NamespacePlan {
+            name: namespace.to_string(),
+            holds: "serving".into(),
+            enforce: level(&serve_reasons).into(),
+            reasons: serve_reasons,
+            suffix: String::new(),
+        },
+        NamespacePlan {
+            name: train_ns,
+            holds: "training and the acceptance test".into(),
+            enforce: level(&train_reasons).into(),
+            reasons: train_reasons,
+            suffix: TRAIN_SUFFIX.into(),
+        },
+    ])
+}
+
+/// Kueue's files, when `[k8s].queue` is set: the queues (one local queue per namespace),
+/// the flavor and the topology.
+fn kueue_files(
+    queue: Option<&String>,
+    topology: Option<&String>,
+    namespaces: &[NamespacePlan],
+) -> Vec<String> {
+    if queue.is_none() {
+        return Vec::new();
+    }
+    let mut kueue_files = vec![
+        "cluster-queue.yaml".to_string(),
+        "local-queue.yaml".into(),
+        "resource-flavor.yaml".into(),
+    ];
+    for n in namespaces.iter().skip(1) {
+        kueue_files.push(format!("local-queue{}.yaml", n.suffix));
+    }
+    if topology.is_some() {
+        kueue_files.push("topology.yaml".into());
+    }
+    kueue_files.sort();
+    kueue_files
+}
+
+/// The Grafana dashboards the README points at.
+fn dashboards() -> Vec<Dashboard> {
+    vec![
+        Dashboard {
+            title: "NVIDIA DCGM Exporter Dashboard (GPU utilization, memory, power, temperature per GPU)".into(),
+            grafana_id: Some(12239),
+            source: "https://grafana.com/grafana/dashboards/12239 (github.com/NVIDIA/dcgm-exporter grafana/README.md: \"A published variant is also available on Grafana.com as dashboard 12239\"; the checked-in JSON is grafana/dcgm-exporter-dashboard.json)".into(),
+        },
+        Dashboard {
+            title: "vLLM (latency, throughput, queue, KV cache)".into(),
+            grafana_id: None,
+            source: "github.com/vllm-project/vllm examples/observability/dashboards/grafana/ (vLLM / Overview, Instances, KV Cache, Speculative Decoding; import the JSON as its README says; releases before the move: examples/online_serving/prometheus_grafana/grafana.json); vLLM publishes no grafana.com ID and gpustack names none".into(),
+        },
+    ]
+}
+
 impl K8sPlan {
     /// Plans the manifests from the lock.
     pub fn new(lock: &Lock, common: &Common) -> Result<K8sPlan, Error> {
-        let (namespace, version) = lock.request.deploy.k8s.as_ref().map_or_else(
-            || (DEFAULT_NAMESPACE.to_string(), DEFAULT_VERSION.to_string()),
-            |k| (k.namespace.clone(), k.version.clone()),
-        );
-        let minor: u32 = version
-            .strip_prefix("1.")
-            .and_then(|m| m.parse().ok())
-            .unwrap_or(0);
-        if minor < MIN_MINOR {
-            return Err(bad(
-                format!("`[k8s].version = \"{version}\"`: gen k8s writes autoscaling/v2 and policy/v1 resources, which need Kubernetes 1.{MIN_MINOR} or newer"),
-                "set `[k8s].version` to the cluster's version (1.23 or newer) and re-lock",
-            ));
-        }
-        let env_config = "nccl-env".to_string();
-        let expected_config = "nccl-tests-expected".to_string();
-        let (rdma_resource, host_network, ipc_lock, fabric_notes) = fabric_settings(common);
+        let (namespace, version) = namespace_and_version(lock)?;
         let workloads = WorkloadPlan::new(lock, common)?;
-        let storage: Vec<Volume> = common.mounts.iter().map(volume_of).collect();
-        // A pod of the stack, with what every GPU pod has: the locked image, GPUs, CPUs and
-        // memory as requests and limits, the NCCL environment, /dev/shm.
-        let pod = |container: &str, image: &super::workload::WorkloadImage, res: &Resources| Pod {
-            container: container.into(),
-            image: image.reference.clone(),
-            image_notes: image.note.iter().cloned().collect(),
-            command: Vec::new(),
-            args: Vec::new(),
-            command_notes: Vec::new(),
-            ports: Vec::new(),
-            gpus: res.gpus,
-            cpus: res.cpus,
-            memory_gib: res.memory_gib,
-            resources_note: res.note.clone(),
-            working_dir: None,
-            image_pull_policy: None,
-            env: Vec::new(),
-            rdma_resource: None,
-            fabric_notes: Vec::new(),
-            host_network: false,
-            ipc_lock: false,
-            probes: None,
-            volumes: vec![shm()],
-            gfd_product: common.gfd_product.clone(),
-            env_from: env_config.clone(),
-            restart_policy: None,
-            spread: None,
-            lock_hash: common.lock_hash.clone(),
-            run_as: None,
-            tcp_ready: None,
-        };
-
+        let settings = PodSettings::new(common);
         let k8s = lock.request.deploy.k8s.as_ref();
         let api = k8s.map_or(TrainingApi::TrainJob, |k| k.training_api);
         let queue = k8s.and_then(|k| k.queue.clone());
         let topology = k8s.and_then(|k| k.topology.clone());
-        let train = workloads.train.map(|w| {
-            let name = "train".to_string();
-            let trainjob = api == TrainingApi::TrainJob;
-            // The Trainer requires the trainer container to be named `node`; the
-            // training-operator, `pytorch`.
-            let mut p = pod(if trainjob { "node" } else { "pytorch" }, &w.image, &w.resources);
-            p.command = vec![w.torchrun.program.clone()];
-            p.args = w.torchrun.args.clone();
-            // The first node, as each operator names it: the Trainer's JobSet gives pod 0
-            // of the `node` job the hostname `<job>-node-0-0` under the headless Service
-            // `<job>`; the training-operator names worker 0's Service `<job>-worker-0`.
-            let first = if trainjob {
-                format!("{name}-node-0-0.{name}")
-            } else {
-                format!("{name}-worker-0")
-            };
-            p.args.push(format!("--rdzv-endpoint={first}:{}", w.rdzv_port));
-            p.args.push(format!("--rdzv-id={name}"));
-            p.args.extend(w.entry.iter().cloned());
-            p.command_notes = vec![format!(
-                "torchrun, one per node, {} processes each; what it runs: {}",
-                w.resources.gpus, w.entry_note
-            )];
-            p.ports = vec![Port {
-                name: if trainjob { "c10d" } else { "pytorchjob-port" }.into(),
-                port: w.rdzv_port,
-            }];
-            p.working_dir = Some(w.code.dir.clone());
-            match (&w.code.image, &w.code.volume) {
-                (Some(code), _) => {
-                    p.image = code.clone();
-                    p.image_notes = vec![format!(
-                        "the code image: the training image ({}) with the project directory copied to {} (out/docker, bake target `code`); its tag names the lock, not the code, so it is pulled on every start",
-                        w.image.reference, w.code.dir
-                    )];
-                    p.image_pull_policy = Some("Always".into());
-                }
-                (None, Some(v)) => {
-                    p.image_notes.push(format!(
-                        "the code is on [train].workdir, mounted at {}",
-                        w.code.dir
-                    ));
-                    p.volumes.push(volume_of(v));
-                }
-                (None, None) => {}
-            }
-            p.env = w.env.clone();
-            p.rdma_resource = rdma_resource.clone();
-            p.fabric_notes = fabric_notes.clone();
-            p.host_network = host_network;
-            p.ipc_lock = ipc_lock;
-            p.volumes.extend(storage.iter().cloned());
-            let (command, args, command_notes) = if trainjob {
-                // The TrainJob carries what starts (`trainer.command`/`args`, `env`); the
-                // runtime's container the rest.
-                (
-                    std::mem::take(&mut p.command),
-                    std::mem::take(&mut p.args),
-                    std::mem::take(&mut p.command_notes),
-                )
-            } else {
-                (Vec::new(), Vec::new(), Vec::new())
-            };
-            TrainPlan {
-                api: api.name().into(),
-                command,
-                args,
-                command_notes,
-                topology: topology.clone(),
-                replicas: w.nodes,
-                nproc_per_node: w.resources.gpus.to_string(),
-                max_restarts: MAX_RESTARTS,
-                rdzv_port: w.rdzv_port,
-                name,
-                pod: p,
-            }
-        });
-
-        let serve = workloads.serve.map(|w| {
-            let mut p = pod("vllm", &w.image, &w.resources);
-            p.command = vec![w.vllm.program.clone()];
-            p.args = w.vllm.args.clone();
-            if w.nodes > 1 {
-                // vLLM's LeaderWorkerSet form: LWS gives every pod of a group its index
-                // and the leader's address; Kubernetes expands `$(VAR)` in args.
-                p.args.extend([
-                    "--node-rank".to_string(),
-                    "$(LWS_WORKER_INDEX)".into(),
-                    "--master-addr".into(),
-                    "$(LWS_LEADER_ADDRESS)".into(),
-                ]);
-                p.command_notes = vec![format!(
-                    "one vLLM server over the {} nodes of a group (tensor parallel {}, pipeline parallel {}); the leader (index 0) serves the API",
-                    w.nodes,
-                    w.vllm.args.get(3).cloned().unwrap_or_default(),
-                    w.pipeline_parallel
-                )];
-                p.host_network = host_network;
-                p.ipc_lock = ipc_lock;
-                p.rdma_resource = rdma_resource.clone();
-                p.fabric_notes = fabric_notes.clone();
-            }
-            p.ports = vec![Port {
-                name: "http".into(),
-                port: w.port,
-            }];
-            p.probes = Some(Probes {
-                path: "/health".into(),
-                port: "http".into(),
-            });
-            p.env = w.env.clone();
-            p.volumes.extend(storage.iter().cloned());
-            if let Some(v) = &w.model.volume {
-                p.volumes.push(volume_of(v));
-            }
-            let worker = (w.nodes > 1).then(|| {
-                let mut q = p.clone();
-                q.container = "vllm-worker".into();
-                q.args.extend(w.worker_args.iter().cloned());
-                q.ports = Vec::new();
-                q.probes = None;
-                q.command_notes = vec![format!(
-                    "the other nodes of the group: the same server, `{}` (no API server)",
-                    w.worker_args.join(" ")
-                )];
-                q
-            });
-            if worker.is_some() {
-                p.container = "vllm-leader".into();
-            }
-            ServePlan {
-                name: "vllm".into(),
-                nodes: w.nodes,
-                // A LeaderWorkerSet's pods are not alike: only each group's leader runs the
-                // API server and its /metrics; the workers (`--headless`) have neither. A
-                // PodMonitor scrapes the leaders by their label, one target per group, so a
-                // group's metrics stay with its leader pod (the HPA reads them per pod)
-                // whatever fronts the Service.
-                monitor: if w.nodes > 1 {
-                    "podmonitor"
-                } else {
-                    "servicemonitor"
-                }
-                .into(),
-                worker,
-                hpa_metric: HPA_METRIC.into(),
-                model: w.model.name.clone(),
-                replicas: w.replicas,
-                max_replicas: w.replicas.saturating_mul(2),
-                port: w.port,
-                model_notes: w.model.notes.clone(),
-                pod: p,
-            }
-        });
-
-        let (nccl_tests, nccl_tests_missing) = match workloads.acceptance {
-            None => (
-                None,
-                Some("the lock has no nccl-tests package (no NCCL is locked)".to_string()),
-            ),
-            Some(a) => {
-                // The Trainer's MPI plugin mounts the SSH keys only in containers named
-                // `node` (`pkg/runtime/framework/plugins/mpi/mpi.go`).
-                let mut p = pod(
-                    if a.ssh.is_some() {
-                        "node"
-                    } else {
-                        "nccl-tests"
-                    },
-                    &a.image,
-                    &a.resources,
-                );
-                p.restart_policy = Some("Never".into());
-                p.spread = (a.nodes > 1).then(|| "nccl-tests".to_string());
-                let mut osu_args = None;
-                let mpi = match &a.ssh {
-                    None => {
-                        p.command = vec![a.per_node.program.clone()];
-                        p.args = a.per_node.args.clone();
-                        p.command_notes = vec![format!(
-                            "all_reduce_perf over the {} GPUs of one node, 8 B to 8 GiB; compare the busbw column with the intra-node figure in expected-bandwidth.yaml",
-                            a.resources.gpus
-                        )];
-                        None
-                    }
-                    Some(ssh) => {
-                        // Every node runs the SSH server mpirun reaches; the ranks are
-                        // started by it, as the SSH user.
-                        p.command = vec![ssh.sshd.program.clone()];
-                        p.args = ssh.sshd.args.clone();
-                        p.command_notes = vec![format!(
-                            "the SSH server mpirun starts the ranks through (port {}, the key pair the Trainer generates, mounted in {})",
-                            ssh.port, ssh.auth_dir
-                        )];
-                        p.run_as = Some(ssh.uid);
-                        p.tcp_ready = Some(ssh.port);
-                        p.host_network = host_network;
-                        p.rdma_resource = rdma_resource.clone();
-                        p.fabric_notes = fabric_notes.clone();
-                        if p.host_network {
-                            p.fabric_notes.push(format!(
-                                "the ranks run as uid {}: a capability such as IPC_LOCK would not reach them (Kubernetes sets no ambient capabilities), so none is added; RDMA memory registration needs the container runtime's locked-memory limit (`ulimit -l` in a pod) to be unlimited",
-                                ssh.uid
-                            ));
-                        }
-                        let gpus = a.resources.gpus;
-                        let mpirun = |np: u32, per_node: u32| {
-                            let mut args: Vec<String> = vec![
-                                "--prefix".into(),
-                                common.mpi_prefix.clone().unwrap_or_default(),
-                                "--hostfile".into(),
-                                MPI_HOSTFILE.into(),
-                                "-np".into(),
-                                np.to_string(),
-                                "-N".into(),
-                                per_node.to_string(),
-                            ];
-                            // Processes started over SSH do not inherit the pod's
-                            // environment: pass the image's paths and every NCCL/fabric
-                            // variable.
-                            for name in ["PATH", "LD_LIBRARY_PATH"]
-                                .into_iter()
-                                .map(String::from)
-                                .chain(common.env.iter().map(|e| e.name.clone()))
-                            {
-                                args.push("-x".into());
-                                args.push(name);
-                            }
-                            args
-                        };
-                        let mut args = mpirun(a.nodes.saturating_mul(gpus), gpus);
-                        osu_args = a.osu.as_ref().map(|o| {
-                            let mut args = mpirun(2, 1);
-                            args.push(o.program.clone());
-                            args.extend(o.args.iter().cloned());
-                            args
-                        });
-                        args.push(a.per_gpu.program.clone());
-                        args.extend(a.per_gpu.args.iter().cloned());
-                        Some(MpiLaunch {
-                            procs_per_node: gpus,
-                            ssh: ssh.clone(),
-                            command: vec!["mpirun".into()],
-                            args,
-                            command_notes: vec![
-                                format!(
-                                    "all_reduce_perf, one rank per GPU ({} nodes x {gpus}), 8 B to 8 GiB, as the Slurm acceptance test runs it; the form of the nccl-tests README (\"mpirun -np 64 -N 8 ./build/all_reduce_perf -b 8 -e 8G -f 2 -g 1\", github.com/NVIDIA/nccl-tests)",
-                                    a.nodes
-                                ),
-                                format!(
-                                    "--prefix: where the validate image has Open MPI, so the other nodes find it in a non-interactive SSH session; --hostfile: the one the Trainer writes ({MPI_HOSTFILE}), given explicitly rather than through the Trainer's OMPI_MCA_orte_default_hostfile, an ORTE parameter: Open MPI 5 replaced ORTE with PRRTE (open-mpi.org/software/ompi/major-changes.php)"
-                                ),
-                            ],
-                            image: a.image.reference.clone(),
-                            launcher_cpus: LAUNCHER_CPUS,
-                            launcher_memory_gib: LAUNCHER_MEMORY_GIB,
-                            hostfile: MPI_HOSTFILE.into(),
-                        })
-                    }
-                };
-                let osu = mpi.as_ref().zip(osu_args).map(|(m, args)| OsuPlan {
-                    name: "osu-bw".into(),
-                    nodes: 2,
-                    mpi: MpiLaunch {
-                        args,
-                        command_notes: vec![
-                            "osu_bw, one rank on each of two nodes, GPU buffers on both sides (-d cuda D D), as the Slurm acceptance test runs it after nccl-tests".into(),
-                        ],
-                        ..m.clone()
-                    },
-                });
-                (
-                    Some(NcclTestsPlan {
-                        name: "nccl-tests".into(),
-                        nodes: a.nodes,
-                        pod: p,
-                        mpi,
-                        osu,
-                    }),
-                    None,
-                )
-            }
-        };
-
-        let mut expected = Vec::new();
-        for e in &common.expected {
-            let mut push = |k: &str, v: &str| {
-                expected.push(Datum {
-                    key: format!("{}.{k}", e.scope),
-                    value: v.to_string(),
-                });
-            };
-            push("busbw-gbps", &e.busbw_gbps);
-            push("shape", &e.shape);
-            push("fabric", &e.fabric);
-            if let Some(s) = &e.size {
-                push("size", s);
-            }
-            push("test", &e.test);
-            if let Some(s) = &e.sharp {
-                push("sharp", s);
-            }
-            push("source", &e.source);
-        }
-
+        let train = (workloads.train.as_ref())
+            .map(|w| train_plan(common, w, api, topology.clone(), &settings));
+        let serve = (workloads.serve.as_ref()).map(|w| serve_plan(common, w, &settings));
+        let nccl_tests =
+            (workloads.acceptance.as_ref()).map(|a| nccl_tests_plan(common, a, &settings));
+        let nccl_tests_missing = nccl_tests
+            .is_none()
+            .then(|| "the lock has no nccl-tests package (no NCCL is locked)".to_string());
         let operator = operator_plan(lock, common);
         let (nic_policy, prerequisites) =
-            nic_policy(common, lock.package("k8s-rdma-shared-dev-plugin"));
-
-        let mut resources = vec![
-            "expected-bandwidth.yaml".to_string(),
-            "namespace.yaml".into(),
-            "nccl-env.yaml".into(),
-        ];
-        if let Some(n) = &nccl_tests {
-            if n.mpi.is_some() {
-                resources.push("nccl-tests-runtime.yaml".into());
-                resources.push("nccl-tests-trainjob.yaml".into());
-                if n.osu.is_some() {
-                    resources.push("osu-trainjob.yaml".into());
-                }
-            } else {
-                resources.push("nccl-tests-job.yaml".into());
-            }
-        }
-        if let Some(t) = &train {
-            if t.api == TrainingApi::TrainJob.name() {
-                resources.push("trainingruntime.yaml".into());
-                resources.push("trainjob.yaml".into());
-            } else {
-                resources.push("pytorchjob.yaml".into());
-            }
-        }
-        if let Some(s) = &serve {
-            let kind = if s.nodes > 1 {
-                "leaderworkerset"
-            } else {
-                "deployment"
-            };
-            for f in [kind, "hpa", "pdb", "service"] {
-                resources.push(format!("vllm-{f}.yaml"));
-            }
-        }
-        resources.push("resourcequota.yaml".into());
-        // Pod Security: each namespace's level is the least its pods need. Training and the
-        // acceptance test (jobs on the fabric) and serving are judged apart; when they need
-        // different levels, training gets its own namespace, so serving is not admitted at
-        // the level the host network of training needs.
-        let train_pods: Vec<&Pod> = train
-            .iter()
-            .map(|t| &t.pod)
-            .chain(nccl_tests.iter().map(|n| &n.pod))
-            .collect();
-        let serve_pods: Vec<&Pod> = serve
-            .iter()
-            .flat_map(|s| std::iter::once(&s.pod).chain(s.worker.iter()))
-            .collect();
-        let train_reasons = privileged_reasons(&train_pods);
-        let serve_reasons = privileged_reasons(&serve_pods);
-        let level = |r: &[String]| {
-            if r.is_empty() {
-                "baseline"
-            } else {
-                "privileged"
-            }
-        };
-        let split = !train_pods.is_empty()
-            && !serve_pods.is_empty()
-            && level(&train_reasons) != level(&serve_reasons);
-        let namespaces = if split {
-            let train_ns = format!("{namespace}{TRAIN_SUFFIX}");
-            if train_ns.len() > MAX_NAMESPACE {
-                return Err(bad(
-                    format!("`[k8s].namespace = \"{namespace}\"`: training needs its own namespace `{train_ns}` (a Pod Security level other than serving's), which is longer than {MAX_NAMESPACE} characters"),
-                    "choose a `[k8s].namespace` of at most 54 characters and re-lock",
-                ));
-            }
-            vec![
-                NamespacePlan {
-                    name: namespace.clone(),
-                    holds: "serving".into(),
-                    enforce: level(&serve_reasons).into(),
-                    reasons: serve_reasons,
-                    suffix: String::new(),
-                },
-                NamespacePlan {
-                    name: train_ns,
-                    holds: "training and the acceptance test".into(),
-                    enforce: level(&train_reasons).into(),
-                    reasons: train_reasons,
-                    suffix: TRAIN_SUFFIX.into(),
-                },
-            ]
-        } else {
-            let mut reasons = train_reasons;
-            for r in serve_reasons {
-                if !reasons.contains(&r) {
-                    reasons.push(r);
-                }
-            }
-            vec![NamespacePlan {
-                name: namespace.clone(),
-                holds: "every workload".into(),
-                enforce: level(&reasons).into(),
-                reasons,
-                suffix: String::new(),
-            }]
-        };
+            nic_policy(common, locked::rdma_shared_dev_plugin(lock).as_ref());
+        let mut resources = workload_files(nccl_tests.as_ref(), train.as_ref(), serve.as_ref());
+        let namespaces = namespaces(
+            &namespace,
+            train.as_ref(),
+            serve.as_ref(),
+            nccl_tests.as_ref(),
+        )?;
         let train_namespace = namespaces
             .last()
             .map(|n| n.name.clone())
@@ -1131,46 +1293,9 @@ impl K8sPlan {
             format!("nccl-env{train_suffix}.yaml"),
             "expected-bandwidth.yaml".to_string(),
         ];
-        if let Some(n) = &nccl_tests {
-            if n.mpi.is_some() {
-                acceptance_files.push("nccl-tests-runtime.yaml".into());
-                acceptance_files.push("nccl-tests-trainjob.yaml".into());
-                if n.osu.is_some() {
-                    acceptance_files.push("osu-trainjob.yaml".into());
-                }
-            } else {
-                acceptance_files.push("nccl-tests-job.yaml".into());
-            }
-        }
-        let mut kueue_files = Vec::new();
-        if queue.is_some() {
-            kueue_files = vec![
-                "cluster-queue.yaml".to_string(),
-                "local-queue.yaml".into(),
-                "resource-flavor.yaml".into(),
-            ];
-            for n in namespaces.iter().skip(1) {
-                kueue_files.push(format!("local-queue{}.yaml", n.suffix));
-            }
-            if topology.is_some() {
-                kueue_files.push("topology.yaml".into());
-            }
-            kueue_files.sort();
-        }
+        acceptance_files.extend(nccl_tests_files(nccl_tests.as_ref()));
+        let kueue_files = kueue_files(queue.as_ref(), topology.as_ref(), &namespaces);
         let node = &workloads.node;
-        let dashboards = vec![
-            Dashboard {
-                title: "NVIDIA DCGM Exporter Dashboard (GPU utilization, memory, power, temperature per GPU)".into(),
-                grafana_id: Some(12239),
-                source: "https://grafana.com/grafana/dashboards/12239 (github.com/NVIDIA/dcgm-exporter grafana/README.md: \"A published variant is also available on Grafana.com as dashboard 12239\"; the checked-in JSON is grafana/dcgm-exporter-dashboard.json)".into(),
-            },
-            Dashboard {
-                title: "vLLM (latency, throughput, queue, KV cache)".into(),
-                grafana_id: None,
-                source: "github.com/vllm-project/vllm examples/observability/dashboards/grafana/ (vLLM / Overview, Instances, KV Cache, Speculative Decoding; import the JSON as its README says; releases before the move: examples/online_serving/prometheus_grafana/grafana.json); vLLM publishes no grafana.com ID and gpustack names none".into(),
-            },
-        ];
-
         Ok(K8sPlan {
             common: common.clone(),
             namespace,
@@ -1178,9 +1303,9 @@ impl K8sPlan {
             namespaces,
             train_namespace,
             acceptance_files,
-            env_config,
-            expected_config,
-            expected,
+            env_config: ENV_CONFIG.to_string(),
+            expected_config: "nccl-tests-expected".to_string(),
+            expected: expected_data(common),
             train,
             serve,
             nccl_tests,
@@ -1197,12 +1322,21 @@ impl K8sPlan {
             queue,
             topology,
             kueue_files,
-            dashboards,
+            dashboards: dashboards(),
         })
     }
 }
 
-fn operator_plan(lock: &Lock, common: &Common) -> OperatorPlan {
+/// The driver the operator installs (or not, when the hosts have one): its version or
+/// digest, its repository when pulled by digest, and the notes that explain it.
+struct OperatorDriver {
+    installed: bool,
+    version: String,
+    repository: Option<(String, String)>,
+    notes: Vec<String>,
+}
+
+fn operator_driver(lock: &Lock, common: &Common) -> OperatorDriver {
     let driver = lock.component(Component::Driver);
     let installed = lock.hardware.driver_installed;
     let mut driver_notes = Vec::new();
@@ -1220,19 +1354,13 @@ fn operator_plan(lock: &Lock, common: &Common) -> OperatorPlan {
     // The driver container: by the digest the lock read from the registry (the operator
     // then uses it as is: NVIDIA/gpu-operator `resolveDriverTag`), else the version the
     // operator appends the node's OS to.
-    let driver_image = lock
-        .package("gpu-operator-driver")
+    let driver_image = locked::gpu_operator_driver(lock)
         .filter(|_| !installed)
         .and_then(|p| {
-            let image = p.get("image")?;
-            let tag = p.get("image-tag")?;
+            let image = p.image.as_deref()?;
+            let tag = p.tag.clone()?;
             let (repository, name) = image.rsplit_once('/')?;
-            Some((
-                repository.to_string(),
-                name.to_string(),
-                tag.to_string(),
-                p.get("image-digest").map(str::to_string),
-            ))
+            Some((repository.to_string(), name.to_string(), tag, p.digest))
         });
     let mut driver_version = common.driver.clone();
     let mut driver_repository = None;
@@ -1254,7 +1382,7 @@ fn operator_plan(lock: &Lock, common: &Common) -> OperatorPlan {
     if let Some(d) = driver {
         driver_notes.push(format!("source: {}", d.source));
     }
-    if let Some(fm) = lock.package("nvidia-fabricmanager") {
+    if let Some(fm) = locked::host_package(lock, HostPackage::FabricManager) {
         driver_notes.push(if installed {
             format!(
                 "NVSwitch: Fabric Manager {} must run on the hosts, matching the driver exactly",
@@ -1267,9 +1395,20 @@ fn operator_plan(lock: &Lock, common: &Common) -> OperatorPlan {
             )
         });
     }
+    OperatorDriver {
+        installed,
+        version: driver_version,
+        repository: driver_repository,
+        notes: driver_notes,
+    }
+}
+
+/// The Container Toolkit and DCGM Exporter images the operator deploys: the lock's, else
+/// the chart's defaults.
+fn operator_images(lock: &Lock, host: &crate::plan::host::HostPlan) -> Vec<OperatorImage> {
     let tag_note = "image tag suffixes (e.g. `-ubuntu22.04`, `-ubi9`) are not verified by the catalog: append the one NVIDIA publishes for this version if the bare tag does not exist";
     let mut images = Vec::new();
-    match lock.package("nvidia-container-toolkit") {
+    match locked::host_package(lock, HostPackage::ContainerToolkit) {
         Some(p) => images.push(OperatorImage {
             key: "toolkit".into(),
             version: Some(format!("v{}", p.version)),
@@ -1296,7 +1435,6 @@ fn operator_plan(lock: &Lock, common: &Common) -> OperatorPlan {
             ],
         }),
     }
-    let host = super::host::HostPlan::new(lock);
     match &host.exporter {
         // The host plan's reference: the image Packer's dcgm-exporter service runs.
         Some(e) => {
@@ -1330,6 +1468,13 @@ fn operator_plan(lock: &Lock, common: &Common) -> OperatorPlan {
             ],
         }),
     }
+    images
+}
+
+fn operator_plan(lock: &Lock, common: &Common) -> OperatorPlan {
+    let driver = operator_driver(lock, common);
+    let host = crate::plan::host::HostPlan::new(lock);
+    let images = operator_images(lock, &host);
     let (kernel_module_type, kernel_module_notes) = match &host.kernel_modules {
         Some(k) => (
             Some(k.name.clone()),
@@ -1342,25 +1487,25 @@ fn operator_plan(lock: &Lock, common: &Common) -> OperatorPlan {
         ),
         None => (None, Vec::new()),
     };
-    let (rdma, rdma_notes) = operator_rdma(common, installed);
+    let (rdma, rdma_notes) = operator_rdma(common, driver.installed);
     OperatorPlan {
-        driver_enabled: !installed,
-        driver_version,
-        driver_repository,
-        driver_notes,
+        driver_enabled: !driver.installed,
+        driver_version: driver.version,
+        driver_repository: driver.repository,
+        driver_notes: driver.notes,
         kernel_module_type,
         kernel_module_notes,
         rdma,
         rdma_notes,
         images,
-        gdrcopy: lock.package("gdrcopy").map(|p| p.version.clone()),
+        gdrcopy: locked::host_package(lock, HostPackage::Gdrcopy).map(|p| p.version),
     }
 }
 
 /// `driver.rdma`: set only when GPUDirect RDMA needs nvidia-peermem (the proprietary
 /// kernel modules); DMA-BUF (the open modules) needs no operator setting.
 fn operator_rdma(common: &Common, installed: bool) -> (Option<OperatorRdma>, Vec<String>) {
-    use super::network::{GpuDirect, GPU_OPERATOR_RDMA};
+    use crate::plan::network::{GpuDirect, GPU_OPERATOR_RDMA};
     if !(common.rdma && common.nodes > 1) {
         return (None, Vec::new());
     }
