@@ -838,7 +838,7 @@ fn staleness(
         .map(|c| (c.name, c.version.clone()))
         .collect();
     let fresh = crate::solve::solve_locked(inputs.catalog, &spec, &keep).map(|r| {
-        let mut l = Lock::from_resolution(inputs.catalog, &r);
+        let mut l = Lock::from_resolution(inputs.catalog, &r).expect("a solved resolution locks");
         let _ = crate::resolve::resolve(&mut l, &crate::resolve::http::Offline, Some(lock));
         // The Python closure as an offline re-lock keeps it: reused when its inputs did
         // not change (a closure that would need resolving again leaves `l` different).

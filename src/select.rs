@@ -37,15 +37,46 @@ use std::collections::BTreeMap;
 use crate::catalog::{Catalog, Origin, Package};
 use crate::core::version::Version;
 use crate::core::Fabric;
-use crate::core::{Component, Layer};
-use crate::lock::{Field, LockedFact, LockedPackage};
+use crate::core::{Component, Field, Layer};
+use crate::error::{Diagnostic, Error, Stage};
 use crate::solve::Resolution;
 
-/// Packages and facts for a resolution, and the catalog entries they used.
+/// Packages and facts for a resolution, and the catalog entries they used: what the lock
+/// records as `[[package]]` and `[[fact]]` tables.
 pub(crate) struct Selection {
-    pub(crate) packages: Vec<LockedPackage>,
-    pub(crate) facts: Vec<LockedFact>,
+    pub(crate) packages: Vec<SelectedPackage>,
+    pub(crate) facts: Vec<SelectedFact>,
     pub(crate) used: Vec<Origin>,
+}
+
+/// A package the generators install, as selected: the lock's `[[package]]`.
+pub(crate) struct SelectedPackage {
+    pub(crate) name: String,
+    pub(crate) version: String,
+    pub(crate) layer: Layer,
+    pub(crate) source: String,
+    pub(crate) catalog: String,
+    pub(crate) fields: BTreeMap<String, Field>,
+    pub(crate) because: Vec<String>,
+}
+
+/// A deployment fact, as selected: the lock's `[[fact]]`.
+pub(crate) struct SelectedFact {
+    pub(crate) kind: String,
+    pub(crate) key: String,
+    pub(crate) source: String,
+    pub(crate) catalog: String,
+    pub(crate) fields: BTreeMap<String, Field>,
+    pub(crate) because: Vec<String>,
+}
+
+impl SelectedFact {
+    fn get(&self, key: &str) -> Option<&str> {
+        match self.fields.get(key) {
+            Some(Field::Str(s)) => Some(s),
+            _ => None,
+        }
+    }
 }
 
 /// Fabric packages per fabric, in install order.
@@ -95,7 +126,7 @@ impl Sel<'_> {
         because: Vec<String>,
     ) {
         self.out.used.push(origin.clone());
-        self.out.packages.push(LockedPackage {
+        self.out.packages.push(SelectedPackage {
             name: name.to_string(),
             version,
             layer,
@@ -218,8 +249,10 @@ fn package_fields_with(
     f
 }
 
-/// Chooses packages and facts for a resolution.
-pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
+/// Chooses packages and facts for a resolution. The resolution's own records (its GPUs,
+/// its picks) are read from it, never looked up again; `cat` gives what the solver does not
+/// decide (images, packages, instances, bandwidth figures).
+pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Result<Selection, Error> {
     let spec = &r.spec;
     let mut sel = Sel {
         cat,
@@ -232,7 +265,7 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
     let driver = r
         .pick(Component::Driver)
         .map(|p| p.version.clone())
-        .expect("every resolution has a driver");
+        .ok_or_else(no_driver)?;
 
     // The base image.
     if let Some(cuda) = r.pick(Component::Cuda) {
@@ -463,13 +496,7 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
             )],
         );
     }
-    if let Some(g) = r
-        .spec
-        .gpus
-        .iter()
-        .filter_map(|g| cat.gpu(g))
-        .find(|g| g.nvswitch)
-    {
+    if let Some(g) = r.gpus.iter().find(|g| g.nvswitch) {
         let g = g.clone();
         for p in cat
             .packages_named("nvidia-fabricmanager")
@@ -540,7 +567,7 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
     }
 
     // Facts.
-    let first_gpu = spec.gpus.first().and_then(|g| cat.gpu(g));
+    let first_gpu = r.gpus.first();
     let gpn = spec.deploy.cluster.as_ref().map(|c| c.gpus_per_node);
     if let (Some(g), Some(p)) = (first_gpu, &spec.deploy.packer) {
         for cloud in &p.clouds {
@@ -656,14 +683,14 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
             }
         }
     }
-    sel.out
+    Ok(sel.out)
 }
 
 /// The CUDA major `dcgmi diag` runs with: the CUDA the driver reports (the newest catalog
 /// release whose minimum driver it meets) that can still target every locked GPU (CUDA 13
 /// dropped Volta, so a Volta host on R580 takes the CUDA 12 plugins).
 fn dcgm_cuda_major(cat: &Catalog, r: &Resolution, driver: &Version) -> Option<(u64, String)> {
-    let gpus: Vec<_> = r.spec.gpus.iter().filter_map(|g| cat.gpu(g)).collect();
+    let gpus = &r.gpus;
     cat.cuda
         .iter()
         .filter(|c| c.driver_min.as_ref().is_some_and(|m| m <= driver))
@@ -691,7 +718,7 @@ fn dcgm_cuda_major(cat: &Catalog, r: &Resolution, driver: &Version) -> Option<(u
 fn kernel_modules(out: &mut Selection, cat: &Catalog, r: &Resolution, driver: &Version) {
     use crate::catalog::OpenModules;
     let mut found = Vec::new();
-    for g in r.spec.gpus.iter().filter_map(|g| cat.gpu(g)) {
+    for g in &r.gpus {
         let e = cat
             .kernel_modules
             .iter()
@@ -966,10 +993,7 @@ fn nccl_build(out: &mut Selection, cat: &Catalog, r: &Resolution) {
     let (nccl, from) = match r.pick(Component::Nccl) {
         Some(p) => (p.version.clone(), "the locked NCCL"),
         None => {
-            let torch = r
-                .pick(Component::Torch)
-                .and_then(|_| r.chosen.get(&Component::Torch).copied().flatten())
-                .and_then(|i| cat.torch[i].nccl.clone());
+            let torch = r.torch_build().and_then(|t| t.nccl.clone());
             match torch {
                 Some(v) => (v, "the NCCL the torch wheel pins"),
                 None => return,
@@ -1038,6 +1062,16 @@ fn nccl_build(out: &mut Selection, cat: &Catalog, r: &Resolution) {
     );
 }
 
+/// A resolution without a driver pick: only a hand-built one.
+pub(crate) fn no_driver() -> Error {
+    Diagnostic::new(
+        Stage::Lock,
+        "the resolution has no driver pick: a lock needs the driver it was solved for",
+    )
+    .hint("build the resolution with `gpustack::solve`, which always picks a driver")
+    .into()
+}
+
 fn push_fact(
     out: &mut Selection,
     kind: &str,
@@ -1047,7 +1081,7 @@ fn push_fact(
     because: Vec<String>,
 ) {
     out.used.push(origin.clone());
-    out.facts.push(LockedFact {
+    out.facts.push(SelectedFact {
         kind: kind.to_string(),
         key: key.to_string(),
         source: origin.source.clone(),
