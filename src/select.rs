@@ -253,7 +253,6 @@ fn package_fields_with(
 /// its picks) are read from it, never looked up again; `cat` gives what the solver does not
 /// decide (images, packages, instances, bandwidth figures).
 pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Result<Selection, Error> {
-    let spec = &r.spec;
     let mut sel = Sel {
         cat,
         out: Selection {
@@ -266,7 +265,24 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Result<Selection, Error> 
         .pick(Component::Driver)
         .map(|p| p.version.clone())
         .ok_or_else(no_driver)?;
+    base_image(&mut sel, r);
+    fabric_stack(&mut sel, r);
+    tools(&mut sel, r);
+    container_toolkit(&mut sel);
+    dcgm(&mut sel, r, &driver);
+    fabric_manager(&mut sel, r, &driver);
+    kernel_modules(&mut sel.out, cat, r, &driver);
+    nccl_build(&mut sel.out, cat, r);
+    stack_os_packages(&mut sel, r, &driver);
+    fabric_env(&mut sel, r);
+    instance_facts(&mut sel, r);
+    bandwidth_facts(&mut sel, r);
+    Ok(sel.out)
+}
 
+/// The `nvidia/cuda` base image for the locked CUDA release.
+fn base_image(sel: &mut Sel<'_>, r: &Resolution) {
+    let (cat, spec) = (sel.cat, &r.spec);
     // The base image.
     if let Some(cuda) = r.pick(Component::Cuda) {
         let image = match &spec.os {
@@ -341,7 +357,12 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Result<Selection, Error> 
             );
         }
     }
+}
 
+/// The fabric stack for `[cluster].fabric`, and the RDMA device plugin of multi-node
+/// InfiniBand/RoCE Kubernetes jobs.
+fn fabric_stack(sel: &mut Sel<'_>, r: &Resolution) {
+    let spec = &r.spec;
     // Fabric stack.
     if let Some(c) = &spec.deploy.cluster {
         for name in fabric_packages(c.fabric) {
@@ -361,7 +382,11 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Result<Selection, Error> 
             );
         }
     }
+}
 
+/// The Dockerfile frontend, uv, the CPython build and nccl-tests.
+fn tools(sel: &mut Sel<'_>, r: &Resolution) {
+    let (cat, spec) = (sel.cat, &r.spec);
     // The Dockerfile syntax frontend BuildKit pulls before it reads the generated
     // Dockerfile (`# syntax=`): an external image like any base image.
     sel.package(
@@ -423,7 +448,11 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Result<Selection, Error> 
         Layer::Validate,
         "the acceptance test every target runs (all_reduce_perf)",
     );
+}
 
+/// The NVIDIA Container Toolkit, never below the catalog's minimum safe version.
+fn container_toolkit(sel: &mut Sel<'_>) {
+    let cat = sel.cat;
     // Host packages.
     if let Some(t) = cat
         .packages_named("nvidia-container-toolkit")
@@ -453,7 +482,12 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Result<Selection, Error> 
             );
         }
     }
-    let dcgm_cuda = dcgm_cuda_major(cat, r, &driver);
+}
+
+/// The newest DCGM Exporter whose DCGM the catalog has package pins for, and that DCGM.
+fn dcgm(sel: &mut Sel<'_>, r: &Resolution, driver: &Version) {
+    let cat = sel.cat;
+    let dcgm_cuda = dcgm_cuda_major(cat, r, driver);
     let exporter = cat
         .packages_named("dcgm-exporter")
         .filter_map(|e| {
@@ -496,6 +530,11 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Result<Selection, Error> 
             )],
         );
     }
+}
+
+/// Fabric Manager at exactly the locked driver, when a locked GPU sits on NVSwitch.
+fn fabric_manager(sel: &mut Sel<'_>, r: &Resolution, driver: &Version) {
+    let cat = sel.cat;
     if let Some(g) = r.gpus.iter().find(|g| g.nvswitch) {
         let g = g.clone();
         for p in cat
@@ -504,7 +543,7 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Result<Selection, Error> 
             .cloned()
             .collect::<Vec<_>>()
         {
-            let mut fields = package_fields(&p, Some(&driver));
+            let mut fields = package_fields(&p, Some(driver));
             // Filled from the catalog's naming rule; `gpustack lock` reads the repository.
             for m in ["apt", "dnf"] {
                 if fields.contains_key(m) {
@@ -536,11 +575,11 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Result<Selection, Error> 
             );
         }
     }
+}
 
-    kernel_modules(&mut sel.out, cat, r, &driver);
-    nccl_build(&mut sel.out, cat, r);
-    stack_os_packages(&mut sel, r, &driver);
-
+/// The fabric environment: the cluster fabric's variables, then those for every fabric.
+fn fabric_env(sel: &mut Sel<'_>, r: &Resolution) {
+    let (cat, spec) = (sel.cat, &r.spec);
     // Fabric environment: the cluster fabric's variables, then those for every fabric.
     let fabric = spec.deploy.cluster.as_ref().map(|c| c.fabric.name());
     let mut env: BTreeMap<&str, &crate::catalog::EnvVar> = BTreeMap::new();
@@ -565,7 +604,11 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Result<Selection, Error> 
         };
         push_fact(&mut sel.out, "env", name, &e.origin, f, vec![why]);
     }
+}
 
+/// The instance type and cloud settings per `[packer].clouds` cloud, for the first GPU.
+fn instance_facts(sel: &mut Sel<'_>, r: &Resolution) {
+    let (cat, spec) = (sel.cat, &r.spec);
     // Facts.
     let first_gpu = r.gpus.first();
     let gpn = spec.deploy.cluster.as_ref().map(|c| c.gpus_per_node);
@@ -625,6 +668,13 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Result<Selection, Error> 
             }
         }
     }
+}
+
+/// The expected nccl-tests bus bandwidth inside a node and across nodes.
+fn bandwidth_facts(sel: &mut Sel<'_>, r: &Resolution) {
+    let (cat, spec) = (sel.cat, &r.spec);
+    let first_gpu = r.gpus.first();
+    let gpn = spec.deploy.cluster.as_ref().map(|c| c.gpus_per_node);
     if let Some(g) = first_gpu {
         let gpn = gpn.unwrap_or(8);
         let nodes = spec.deploy.cluster.as_ref().map_or(1, |c| c.nodes);
@@ -683,7 +733,6 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Result<Selection, Error> 
             }
         }
     }
-    Ok(sel.out)
 }
 
 /// The CUDA major `dcgmi diag` runs with: the CUDA the driver reports (the newest catalog
