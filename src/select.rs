@@ -764,8 +764,16 @@ fn dcgm_cuda_major(cat: &Catalog, r: &Resolution, driver: &Version) -> Option<(u
 /// The driver's kernel-module flavour, from the catalog's `[[kernel_modules]]` entries for
 /// the locked GPUs: proprietary when a GPU cannot use the open modules, open when one needs
 /// them, else the branch's default (open from the branch the entry names, R560).
-fn kernel_modules(out: &mut Selection, cat: &Catalog, r: &Resolution, driver: &Version) {
-    use crate::catalog::OpenModules;
+/// The `[[kernel_modules]]` entries of the locked GPUs (a product's own entry, else its
+/// architecture's), or, with no GPUs named, of the architectures of the locked arch list;
+/// `true` in the latter case.
+fn kernel_module_entries<'a>(
+    cat: &'a Catalog,
+    r: &'a Resolution,
+) -> (
+    Vec<(&'a crate::catalog::Gpu, &'a crate::catalog::KernelModules)>,
+    bool,
+) {
     let mut found = Vec::new();
     for g in &r.gpus {
         let e = cat
@@ -806,6 +814,12 @@ fn kernel_modules(out: &mut Selection, cat: &Catalog, r: &Resolution, driver: &V
             }
         }
     }
+    (found, from_arch_list)
+}
+
+fn kernel_modules(out: &mut Selection, cat: &Catalog, r: &Resolution, driver: &Version) {
+    use crate::catalog::OpenModules;
+    let (found, from_arch_list) = kernel_module_entries(cat, r);
     let Some(first) = found.first() else {
         return;
     };

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use super::{
     layers, spec_digest, Hardware, Lock, LockedComponent, LockedFact, LockedGpu, LockedPackage,
-    LOCK_VERSION,
+    LOCK_REVISION, LOCK_VERSION,
 };
 use crate::catalog::Catalog;
 use crate::core::{Component, Field};
@@ -69,6 +69,7 @@ impl Lock {
             layers,
             python: None,
             format: LOCK_VERSION,
+            revision: LOCK_REVISION,
             integrity: Vec::new(),
         };
         lock.integrity = lock.sorted_seals();

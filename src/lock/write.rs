@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::{Lock, Seal, HEADER, LOCK_VERSION};
+use super::{Lock, PythonLock, Seal, HEADER, LOCK_REVISION, LOCK_VERSION};
+use toml_writer::WriteTomlValue as _;
+
 use crate::core::Field;
 use crate::spec::Spec;
 
@@ -12,6 +14,7 @@ impl Lock {
     pub fn to_toml(&self) -> String {
         let mut o = String::from(HEADER);
         let _ = writeln!(o, "version = {LOCK_VERSION}");
+        let _ = writeln!(o, "revision = {LOCK_REVISION}");
         let sections = self.sections();
         for (_, text) in &sections {
             o.push('\n');
@@ -55,6 +58,62 @@ impl Lock {
         kv(&mut o, "catalog-digest", &self.catalog_digest);
         push("inputs".into(), o);
         push("request".into(), request_toml(&self.request));
+        push("hardware".into(), self.hardware_toml());
+        for c in &self.components {
+            let mut o = String::from("[[component]]\n");
+            kv(&mut o, "name", c.name.name());
+            kv(&mut o, "version", c.version.as_str());
+            kv(&mut o, "layer", c.layer.name());
+            kv(&mut o, "requested", &c.requested);
+            kv(&mut o, "source", &c.source);
+            kv(&mut o, "catalog", &c.catalog);
+            write_fields(&mut o, &c.fields, &c.because);
+            push(format!("component {}", c.name.name()), o);
+        }
+        for p in &self.packages {
+            let mut o = String::from("[[package]]\n");
+            kv(&mut o, "name", &p.name);
+            kv(&mut o, "version", &p.version);
+            kv(&mut o, "layer", p.layer.name());
+            kv(&mut o, "source", &p.source);
+            kv(&mut o, "catalog", &p.catalog);
+            write_fields(&mut o, &p.fields, &p.because);
+            push(format!("package {}", p.name), o);
+        }
+        for f in &self.facts {
+            let mut o = String::from("[[fact]]\n");
+            kv(&mut o, "kind", &f.kind);
+            kv(&mut o, "key", &f.key);
+            kv(&mut o, "source", &f.source);
+            kv(&mut o, "catalog", &f.catalog);
+            write_fields(&mut o, &f.fields, &f.because);
+            push(format!("fact {} {}", f.kind, f.key), o);
+        }
+        if let Some(p) = &self.python {
+            push("python".into(), python_toml(p));
+        }
+        for l in &self.layers {
+            let mut o = String::from("[[layer]]\n");
+            kv(&mut o, "name", l.layer.name());
+            list(
+                &mut o,
+                "components",
+                &l.components
+                    .iter()
+                    .map(|c| c.name().to_string())
+                    .collect::<Vec<_>>(),
+            );
+            if !l.packages.is_empty() {
+                list(&mut o, "packages", &l.packages);
+            }
+            kv(&mut o, "hash", &l.hash);
+            push(format!("layer {}", l.layer.name()), o);
+        }
+        out
+    }
+
+    /// `[hardware]` and its `[[hardware.gpu]]` tables.
+    fn hardware_toml(&self) -> String {
         let mut o = String::from("[hardware]\n");
         kv(&mut o, "driver", self.hardware.driver.as_str());
         kv(
@@ -90,80 +149,34 @@ impl Lock {
                 kv(&mut o, "gfd-product", p);
             }
         }
-        push("hardware".into(), o);
-        for c in &self.components {
-            let mut o = String::from("[[component]]\n");
-            kv(&mut o, "name", c.name.name());
-            kv(&mut o, "version", c.version.as_str());
-            kv(&mut o, "layer", c.layer.name());
-            kv(&mut o, "requested", &c.requested);
-            kv(&mut o, "source", &c.source);
-            kv(&mut o, "catalog", &c.catalog);
-            write_fields(&mut o, &c.fields, &c.because);
-            push(format!("component {}", c.name.name()), o);
-        }
-        for p in &self.packages {
-            let mut o = String::from("[[package]]\n");
-            kv(&mut o, "name", &p.name);
-            kv(&mut o, "version", &p.version);
-            kv(&mut o, "layer", p.layer.name());
-            kv(&mut o, "source", &p.source);
-            kv(&mut o, "catalog", &p.catalog);
-            write_fields(&mut o, &p.fields, &p.because);
-            push(format!("package {}", p.name), o);
-        }
-        for f in &self.facts {
-            let mut o = String::from("[[fact]]\n");
-            kv(&mut o, "kind", &f.kind);
-            kv(&mut o, "key", &f.key);
-            kv(&mut o, "source", &f.source);
-            kv(&mut o, "catalog", &f.catalog);
-            write_fields(&mut o, &f.fields, &f.because);
-            push(format!("fact {} {}", f.kind, f.key), o);
-        }
-        if let Some(p) = &self.python {
-            let mut o = String::from("[python]\n");
-            kv(&mut o, "resolver", &p.resolver);
-            kv(&mut o, "exclude-newer", &p.exclude_newer);
-            for f in &p.files {
-                o.push_str("\n[[python.lock]]\n");
-                kv(&mut o, "layer", &f.layer);
-                kv(&mut o, "platform", &f.platform);
-                kv(&mut o, "file", &f.file);
-                kv(&mut o, "digest", &f.digest);
-                kv(&mut o, "inputs", &f.inputs);
-                let _ = writeln!(o, "packages = {}", f.packages);
-            }
-            for b in &p.builds {
-                o.push_str("\n[[python.build]]\n");
-                kv(&mut o, "layer", &b.layer);
-                kv(&mut o, "platform", &b.platform);
-                kv(&mut o, "name", &b.name);
-                kv(&mut o, "version", &b.version);
-                kv(&mut o, "url", &b.url);
-                kv(&mut o, "sha256", &b.sha256);
-            }
-            push("python".into(), o);
-        }
-        for l in &self.layers {
-            let mut o = String::from("[[layer]]\n");
-            kv(&mut o, "name", l.layer.name());
-            list(
-                &mut o,
-                "components",
-                &l.components
-                    .iter()
-                    .map(|c| c.name().to_string())
-                    .collect::<Vec<_>>(),
-            );
-            if !l.packages.is_empty() {
-                list(&mut o, "packages", &l.packages);
-            }
-            kv(&mut o, "hash", &l.hash);
-            push(format!("layer {}", l.layer.name()), o);
-        }
-        out
+        o
     }
+}
+
+/// `[python]` and its `[[python.lock]]` and `[[python.build]]` tables.
+fn python_toml(p: &PythonLock) -> String {
+    let mut o = String::from("[python]\n");
+    kv(&mut o, "resolver", &p.resolver);
+    kv(&mut o, "exclude-newer", &p.exclude_newer);
+    for f in &p.files {
+        o.push_str("\n[[python.lock]]\n");
+        kv(&mut o, "layer", &f.layer);
+        kv(&mut o, "platform", &f.platform);
+        kv(&mut o, "file", &f.file);
+        kv(&mut o, "digest", &f.digest);
+        kv(&mut o, "inputs", &f.inputs);
+        let _ = writeln!(o, "packages = {}", f.packages);
+    }
+    for b in &p.builds {
+        o.push_str("\n[[python.build]]\n");
+        kv(&mut o, "layer", &b.layer);
+        kv(&mut o, "platform", &b.platform);
+        kv(&mut o, "name", &b.name);
+        kv(&mut o, "version", &b.version);
+        kv(&mut o, "url", &b.url);
+        kv(&mut o, "sha256", &b.sha256);
+    }
+    o
 }
 
 /// The canonical `[request]` text, which `spec-digest` covers.
@@ -198,10 +211,20 @@ pub fn request_toml(spec: &Spec) -> String {
     o
 }
 
+fn num(o: &mut String, k: &str, n: u32) {
+    let _ = writeln!(o, "{k} = {n}");
+}
+
+/// The deployment tables: the workload's, then the targets', then resolution and Python.
 fn deploy_toml(o: &mut String, d: &crate::spec::deploy::Deploy) {
-    let num = |o: &mut String, k: &str, n: u32| {
-        let _ = writeln!(o, "{k} = {n}");
-    };
+    workload_toml(o, d);
+    targets_toml(o, d);
+    resolve_toml(o, d);
+}
+
+/// `[request.cluster]`, `[request.network]`, `[request.image]`, `[request.train]` and
+/// `[request.serve]`.
+fn workload_toml(o: &mut String, d: &crate::spec::deploy::Deploy) {
     if let Some(c) = &d.cluster {
         o.push_str("\n[request.cluster]\n");
         kv(o, "fabric", c.fabric.name());
@@ -264,6 +287,10 @@ fn deploy_toml(o: &mut String, d: &crate::spec::deploy::Deploy) {
             num(o, "pipeline_parallel", s.pipeline_parallel);
         }
     }
+}
+
+/// `[request.packer]`, `[request.k8s]`, `[request.slurm]` and `[request.storage]`.
+fn targets_toml(o: &mut String, d: &crate::spec::deploy::Deploy) {
     if let Some(p) = &d.packer {
         o.push_str("\n[request.packer]\n");
         list(
@@ -307,6 +334,10 @@ fn deploy_toml(o: &mut String, d: &crate::spec::deploy::Deploy) {
             kv(o, "models", &x.to_string());
         }
     }
+}
+
+/// `[request.resolve]` (and its tables) and `[request.python]`.
+fn resolve_toml(o: &mut String, d: &crate::spec::deploy::Deploy) {
     if let Some(r) = &d.resolve {
         o.push_str("\n[request.resolve]\n");
         if let Some(x) = &r.exclude_newer {
@@ -346,24 +377,15 @@ fn deploy_toml(o: &mut String, d: &crate::spec::deploy::Deploy) {
     }
 }
 
-/// TOML basic string with escapes.
+/// A TOML basic string (`"…"`), escaped by `toml_writer`: `"` and `\\` escaped, `\n`,
+/// `\t`, `\r`, `\b`, `\f` by name, other control characters as `\uXXXX`. The lock
+/// always writes basic strings, whatever the value, so that its layout does not depend
+/// on the text it holds.
 pub(crate) fn quote(s: &str) -> String {
     let mut o = String::with_capacity(s.len() + 2);
-    o.push('"');
-    for ch in s.chars() {
-        match ch {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            '\n' => o.push_str("\\n"),
-            '\t' => o.push_str("\\t"),
-            '\r' => o.push_str("\\r"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                let _ = write!(o, "\\u{:04X}", c as u32);
-            }
-            c => o.push(c),
-        }
-    }
-    o.push('"');
+    let _ = toml_writer::TomlStringBuilder::new(s)
+        .as_basic()
+        .write_toml_value(&mut o);
     o
 }
 
@@ -390,4 +412,33 @@ fn kv(o: &mut String, k: &str, v: &str) {
 fn list(o: &mut String, k: &str, v: &[String]) {
     let items: Vec<String> = v.iter().map(|s| quote(s)).collect();
     let _ = writeln!(o, "{k} = [{}]", items.join(", "));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quote;
+
+    #[test]
+    fn quoted_values_keep_their_bytes_and_round_trip() {
+        // Today's values: the same bytes the hand-written escaper gave.
+        assert_eq!(quote("12.4.1"), "\"12.4.1\"");
+        assert_eq!(quote("a \"b\" c\\d"), r#""a \"b\" c\\d""#);
+        assert_eq!(quote("x\ny\tz\r"), r#""x\ny\tz\r""#);
+        assert_eq!(quote("\u{1}\u{7f}"), r#""\u0001\u007F""#);
+        assert_eq!(quote("ünïcode"), "\"ünïcode\"");
+        // Every awkward value reads back as written.
+        for v in [
+            "plain",
+            "quote \" and backslash \\ and both \\\"",
+            "line one\nline two\r\n",
+            "tab\there",
+            "controls \u{0}\u{1}\u{8}\u{c}\u{1b}\u{1f}\u{7f}",
+            "''' \"\"\" ${x} {{ y }}",
+            "",
+        ] {
+            let text = format!("k = {}\n", quote(v));
+            let back: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{v:?}: {e}"));
+            assert_eq!(back["k"].as_str(), Some(v), "{text}");
+        }
+    }
 }
