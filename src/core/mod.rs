@@ -9,7 +9,6 @@ pub mod component;
 pub mod field;
 pub mod kinds;
 pub mod names;
-pub mod url;
 pub mod version;
 
 pub(crate) use component::extra_pattern;

@@ -454,7 +454,7 @@ impl Cx<'_> {
     fn request<const T: bool>(self, r: RequestWire<T>) -> Result<Spec, Error> {
         let (file, text) = (self.file, self.text);
         let mut diags = Vec::new();
-        let deploy = r.deploy.validate(&mut crate::spec::deploy::At {
+        let deploy = r.deploy.validate(&mut crate::spec::at::At {
             file,
             text,
             diags: &mut diags,
@@ -722,7 +722,7 @@ impl Cx<'_> {
                         && b.sha256
                             .bytes()
                             .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c));
-                    if !hex_ok || !crate::core::url::is_url(&b.url) {
+                    if !hex_ok || !crate::spec::resolve::is_url(&b.url) {
                         return Err(self.bad(format!(
                             "invalid [[python.build]] entry for `{}`",
                             b.name.escape_debug()

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::spec::deploy::At;
+use crate::spec::at::At;
 
 /// `[resolve]`, validated.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -80,7 +80,28 @@ pub(crate) struct ResolveWire {
     pub(crate) variant_index: Option<S<bool>>,
 }
 
-pub use crate::core::url::{is_registry_host, is_url};
+/// An `http://` or `https://` URL with a host, printable ASCII without quotes, spaces,
+/// backslashes or template characters, at most 512 bytes.
+pub fn is_url(s: &str) -> bool {
+    let rest = s
+        .strip_prefix("https://")
+        .or_else(|| s.strip_prefix("http://"));
+    rest.is_some_and(|r| {
+        let host = r.split('/').next().unwrap_or("");
+        !host.is_empty() && is_registry_host(host)
+    }) && s.len() <= 512
+        && s.bytes()
+            .all(|c| c.is_ascii_graphic() && !b"\"'\\`<>{}|^$;".contains(&c))
+}
+
+/// A registry host: lowercase `host[:port]` (`docker.io`, `127.0.0.1:5000`).
+pub fn is_registry_host(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && !s.starts_with(['.', '-', ':'])
+        && s.bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b".-:".contains(&c))
+}
 
 /// `YYYY-MM-DD` or `YYYY-MM-DDTHH:MM:SSZ`, with fields in range.
 pub fn is_timestamp(s: &str) -> bool {
