@@ -89,7 +89,7 @@ pub(crate) fn run(catalog: &Catalog) -> Result<String, gpustack::Error> {
 
     // 3. The lock: the same bytes `gpustack lock --offline` writes for this request
     //    (offline resolution records where each digest and package pin came from).
-    let mut lock = Lock::from_resolution(catalog, &resolution);
+    let mut lock = Lock::from_resolution(catalog, &resolution)?;
     let _ = gpustack::resolve::resolve(&mut lock, &gpustack::resolve::http::Offline, None);
     out.push_str("\n# ----- gpustack.lock -----\n");
     out.push_str(&lock.to_toml());

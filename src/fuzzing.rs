@@ -23,7 +23,7 @@ pub fn spec(data: &[u8], catalog: &Catalog) {
     let Some(t) = text(data) else { return };
     if let Ok(spec) = Spec::parse("gpustack.toml", t, catalog) {
         if let Ok(r) = crate::solve(catalog, &spec) {
-            let lock = Lock::from_resolution(catalog, &r);
+            let lock = Lock::from_resolution(catalog, &r).expect("a solved resolution locks");
             let again =
                 Lock::parse("gpustack.lock", &lock.to_toml()).expect("a written lock parses");
             assert_eq!(again, lock, "a written lock reads back equal");

@@ -47,7 +47,7 @@
 //! torch = ">=2.4, <2.6"
 //! "#, &catalog)?;
 //! let resolution = gpustack::solve(&catalog, &spec)?;
-//! let lock = Lock::from_resolution(&catalog, &resolution);
+//! let lock = Lock::from_resolution(&catalog, &resolution)?;
 //! assert_eq!(lock.component(Component::Cuda).unwrap().version.to_string(), "12.4.1");
 //! let text = lock.to_toml();
 //! assert_eq!(Lock::parse("gpustack.lock", &text)?, lock);
@@ -190,7 +190,7 @@ pub fn lock_spec_keeping(
         }
     }
     let resolution = solve::solve_locked(catalog, &spec, &keep)?;
-    let mut lock = Lock::from_resolution(catalog, &resolution);
+    let mut lock = Lock::from_resolution(catalog, &resolution)?;
     // Offline resolution never fails: it records where each digest and pin came from.
     let _ = resolve::resolve(&mut lock, &resolve::http::Offline, None);
     let (packer, k8s, slurm) = spec.deploy.configures();

@@ -37,15 +37,46 @@ use std::collections::BTreeMap;
 use crate::catalog::{Catalog, Origin, Package};
 use crate::core::version::Version;
 use crate::core::Fabric;
-use crate::core::{Component, Layer};
-use crate::lock::{Field, LockedFact, LockedPackage};
+use crate::core::{Component, Field, Layer};
+use crate::error::{Diagnostic, Error, Stage};
 use crate::solve::Resolution;
 
-/// Packages and facts for a resolution, and the catalog entries they used.
+/// Packages and facts for a resolution, and the catalog entries they used: what the lock
+/// records as `[[package]]` and `[[fact]]` tables.
 pub(crate) struct Selection {
-    pub(crate) packages: Vec<LockedPackage>,
-    pub(crate) facts: Vec<LockedFact>,
+    pub(crate) packages: Vec<SelectedPackage>,
+    pub(crate) facts: Vec<SelectedFact>,
     pub(crate) used: Vec<Origin>,
+}
+
+/// A package the generators install, as selected: the lock's `[[package]]`.
+pub(crate) struct SelectedPackage {
+    pub(crate) name: String,
+    pub(crate) version: String,
+    pub(crate) layer: Layer,
+    pub(crate) source: String,
+    pub(crate) catalog: String,
+    pub(crate) fields: BTreeMap<String, Field>,
+    pub(crate) because: Vec<String>,
+}
+
+/// A deployment fact, as selected: the lock's `[[fact]]`.
+pub(crate) struct SelectedFact {
+    pub(crate) kind: String,
+    pub(crate) key: String,
+    pub(crate) source: String,
+    pub(crate) catalog: String,
+    pub(crate) fields: BTreeMap<String, Field>,
+    pub(crate) because: Vec<String>,
+}
+
+impl SelectedFact {
+    fn get(&self, key: &str) -> Option<&str> {
+        match self.fields.get(key) {
+            Some(Field::Str(s)) => Some(s),
+            _ => None,
+        }
+    }
 }
 
 /// Fabric packages per fabric, in install order.
@@ -95,7 +126,7 @@ impl Sel<'_> {
         because: Vec<String>,
     ) {
         self.out.used.push(origin.clone());
-        self.out.packages.push(LockedPackage {
+        self.out.packages.push(SelectedPackage {
             name: name.to_string(),
             version,
             layer,
@@ -218,9 +249,10 @@ fn package_fields_with(
     f
 }
 
-/// Chooses packages and facts for a resolution.
-pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
-    let spec = &r.spec;
+/// Chooses packages and facts for a resolution. The resolution's own records (its GPUs,
+/// its picks) are read from it, never looked up again; `cat` gives what the solver does not
+/// decide (images, packages, instances, bandwidth figures).
+pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Result<Selection, Error> {
     let mut sel = Sel {
         cat,
         out: Selection {
@@ -232,8 +264,25 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
     let driver = r
         .pick(Component::Driver)
         .map(|p| p.version.clone())
-        .expect("every resolution has a driver");
+        .ok_or_else(no_driver)?;
+    base_image(&mut sel, r);
+    fabric_stack(&mut sel, r);
+    tools(&mut sel, r);
+    container_toolkit(&mut sel);
+    dcgm(&mut sel, r, &driver);
+    fabric_manager(&mut sel, r, &driver);
+    kernel_modules(&mut sel.out, cat, r, &driver);
+    nccl_build(&mut sel.out, cat, r);
+    stack_os_packages(&mut sel, r, &driver);
+    fabric_env(&mut sel, r);
+    instance_facts(&mut sel, r);
+    bandwidth_facts(&mut sel, r);
+    Ok(sel.out)
+}
 
+/// The `nvidia/cuda` base image for the locked CUDA release.
+fn base_image(sel: &mut Sel<'_>, r: &Resolution) {
+    let (cat, spec) = (sel.cat, &r.spec);
     // The base image.
     if let Some(cuda) = r.pick(Component::Cuda) {
         let image = match &spec.os {
@@ -308,7 +357,12 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
             );
         }
     }
+}
 
+/// The fabric stack for `[cluster].fabric`, and the RDMA device plugin of multi-node
+/// InfiniBand/RoCE Kubernetes jobs.
+fn fabric_stack(sel: &mut Sel<'_>, r: &Resolution) {
+    let spec = &r.spec;
     // Fabric stack.
     if let Some(c) = &spec.deploy.cluster {
         for name in fabric_packages(c.fabric) {
@@ -328,7 +382,11 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
             );
         }
     }
+}
 
+/// The Dockerfile frontend, uv, the CPython build and nccl-tests.
+fn tools(sel: &mut Sel<'_>, r: &Resolution) {
+    let (cat, spec) = (sel.cat, &r.spec);
     // The Dockerfile syntax frontend BuildKit pulls before it reads the generated
     // Dockerfile (`# syntax=`): an external image like any base image.
     sel.package(
@@ -390,7 +448,11 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
         Layer::Validate,
         "the acceptance test every target runs (all_reduce_perf)",
     );
+}
 
+/// The NVIDIA Container Toolkit, never below the catalog's minimum safe version.
+fn container_toolkit(sel: &mut Sel<'_>) {
+    let cat = sel.cat;
     // Host packages.
     if let Some(t) = cat
         .packages_named("nvidia-container-toolkit")
@@ -420,7 +482,12 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
             );
         }
     }
-    let dcgm_cuda = dcgm_cuda_major(cat, r, &driver);
+}
+
+/// The newest DCGM Exporter whose DCGM the catalog has package pins for, and that DCGM.
+fn dcgm(sel: &mut Sel<'_>, r: &Resolution, driver: &Version) {
+    let cat = sel.cat;
+    let dcgm_cuda = dcgm_cuda_major(cat, r, driver);
     let exporter = cat
         .packages_named("dcgm-exporter")
         .filter_map(|e| {
@@ -463,13 +530,12 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
             )],
         );
     }
-    if let Some(g) = r
-        .spec
-        .gpus
-        .iter()
-        .filter_map(|g| cat.gpu(g))
-        .find(|g| g.nvswitch)
-    {
+}
+
+/// Fabric Manager at exactly the locked driver, when a locked GPU sits on NVSwitch.
+fn fabric_manager(sel: &mut Sel<'_>, r: &Resolution, driver: &Version) {
+    let cat = sel.cat;
+    if let Some(g) = r.gpus.iter().find(|g| g.nvswitch) {
         let g = g.clone();
         for p in cat
             .packages_named("nvidia-fabricmanager")
@@ -477,7 +543,7 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
             .cloned()
             .collect::<Vec<_>>()
         {
-            let mut fields = package_fields(&p, Some(&driver));
+            let mut fields = package_fields(&p, Some(driver));
             // Filled from the catalog's naming rule; `gpustack lock` reads the repository.
             for m in ["apt", "dnf"] {
                 if fields.contains_key(m) {
@@ -509,11 +575,11 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
             );
         }
     }
+}
 
-    kernel_modules(&mut sel.out, cat, r, &driver);
-    nccl_build(&mut sel.out, cat, r);
-    stack_os_packages(&mut sel, r, &driver);
-
+/// The fabric environment: the cluster fabric's variables, then those for every fabric.
+fn fabric_env(sel: &mut Sel<'_>, r: &Resolution) {
+    let (cat, spec) = (sel.cat, &r.spec);
     // Fabric environment: the cluster fabric's variables, then those for every fabric.
     let fabric = spec.deploy.cluster.as_ref().map(|c| c.fabric.name());
     let mut env: BTreeMap<&str, &crate::catalog::EnvVar> = BTreeMap::new();
@@ -538,9 +604,13 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
         };
         push_fact(&mut sel.out, "env", name, &e.origin, f, vec![why]);
     }
+}
 
+/// The instance type and cloud settings per `[packer].clouds` cloud, for the first GPU.
+fn instance_facts(sel: &mut Sel<'_>, r: &Resolution) {
+    let (cat, spec) = (sel.cat, &r.spec);
     // Facts.
-    let first_gpu = spec.gpus.first().and_then(|g| cat.gpu(g));
+    let first_gpu = r.gpus.first();
     let gpn = spec.deploy.cluster.as_ref().map(|c| c.gpus_per_node);
     if let (Some(g), Some(p)) = (first_gpu, &spec.deploy.packer) {
         for cloud in &p.clouds {
@@ -598,6 +668,13 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
             }
         }
     }
+}
+
+/// The expected nccl-tests bus bandwidth inside a node and across nodes.
+fn bandwidth_facts(sel: &mut Sel<'_>, r: &Resolution) {
+    let (cat, spec) = (sel.cat, &r.spec);
+    let first_gpu = r.gpus.first();
+    let gpn = spec.deploy.cluster.as_ref().map(|c| c.gpus_per_node);
     if let Some(g) = first_gpu {
         let gpn = gpn.unwrap_or(8);
         let nodes = spec.deploy.cluster.as_ref().map_or(1, |c| c.nodes);
@@ -656,14 +733,13 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Selection {
             }
         }
     }
-    sel.out
 }
 
 /// The CUDA major `dcgmi diag` runs with: the CUDA the driver reports (the newest catalog
 /// release whose minimum driver it meets) that can still target every locked GPU (CUDA 13
 /// dropped Volta, so a Volta host on R580 takes the CUDA 12 plugins).
 fn dcgm_cuda_major(cat: &Catalog, r: &Resolution, driver: &Version) -> Option<(u64, String)> {
-    let gpus: Vec<_> = r.spec.gpus.iter().filter_map(|g| cat.gpu(g)).collect();
+    let gpus = &r.gpus;
     cat.cuda
         .iter()
         .filter(|c| c.driver_min.as_ref().is_some_and(|m| m <= driver))
@@ -688,10 +764,18 @@ fn dcgm_cuda_major(cat: &Catalog, r: &Resolution, driver: &Version) -> Option<(u
 /// The driver's kernel-module flavour, from the catalog's `[[kernel_modules]]` entries for
 /// the locked GPUs: proprietary when a GPU cannot use the open modules, open when one needs
 /// them, else the branch's default (open from the branch the entry names, R560).
-fn kernel_modules(out: &mut Selection, cat: &Catalog, r: &Resolution, driver: &Version) {
-    use crate::catalog::OpenModules;
+/// The `[[kernel_modules]]` entries of the locked GPUs (a product's own entry, else its
+/// architecture's), or, with no GPUs named, of the architectures of the locked arch list;
+/// `true` in the latter case.
+fn kernel_module_entries<'a>(
+    cat: &'a Catalog,
+    r: &'a Resolution,
+) -> (
+    Vec<(&'a crate::catalog::Gpu, &'a crate::catalog::KernelModules)>,
+    bool,
+) {
     let mut found = Vec::new();
-    for g in r.spec.gpus.iter().filter_map(|g| cat.gpu(g)) {
+    for g in &r.gpus {
         let e = cat
             .kernel_modules
             .iter()
@@ -730,6 +814,12 @@ fn kernel_modules(out: &mut Selection, cat: &Catalog, r: &Resolution, driver: &V
             }
         }
     }
+    (found, from_arch_list)
+}
+
+fn kernel_modules(out: &mut Selection, cat: &Catalog, r: &Resolution, driver: &Version) {
+    use crate::catalog::OpenModules;
+    let (found, from_arch_list) = kernel_module_entries(cat, r);
     let Some(first) = found.first() else {
         return;
     };
@@ -966,10 +1056,7 @@ fn nccl_build(out: &mut Selection, cat: &Catalog, r: &Resolution) {
     let (nccl, from) = match r.pick(Component::Nccl) {
         Some(p) => (p.version.clone(), "the locked NCCL"),
         None => {
-            let torch = r
-                .pick(Component::Torch)
-                .and_then(|_| r.chosen.get(&Component::Torch).copied().flatten())
-                .and_then(|i| cat.torch[i].nccl.clone());
+            let torch = r.torch_build().and_then(|t| t.nccl.clone());
             match torch {
                 Some(v) => (v, "the NCCL the torch wheel pins"),
                 None => return,
@@ -1038,6 +1125,16 @@ fn nccl_build(out: &mut Selection, cat: &Catalog, r: &Resolution) {
     );
 }
 
+/// A resolution without a driver pick: only a hand-built one.
+pub(crate) fn no_driver() -> Error {
+    Diagnostic::new(
+        Stage::Lock,
+        "the resolution has no driver pick: a lock needs the driver it was solved for",
+    )
+    .hint("build the resolution with `gpustack::solve`, which always picks a driver")
+    .into()
+}
+
 fn push_fact(
     out: &mut Selection,
     kind: &str,
@@ -1047,7 +1144,7 @@ fn push_fact(
     because: Vec<String>,
 ) {
     out.used.push(origin.clone());
-    out.facts.push(LockedFact {
+    out.facts.push(SelectedFact {
         kind: kind.to_string(),
         key: key.to_string(),
         source: origin.source.clone(),

@@ -634,7 +634,7 @@ type Files = BTreeMap<String, String>;
 fn generate(catalog: &Catalog, spec: &str) -> Result<(Vec<String>, Files), gpustack::Error> {
     let spec = Spec::parse("gpustack.toml", spec, catalog)?;
     let r = gpustack::solve(catalog, &spec)?;
-    let lock = Lock::from_resolution(catalog, &r);
+    let lock = Lock::from_resolution(catalog, &r)?;
     let text = lock.to_toml();
     let lock = Lock::parse("gpustack.lock", &text)?;
     let mut members: Vec<String> = lock

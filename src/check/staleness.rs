@@ -29,8 +29,8 @@ pub(super) fn staleness(
         .iter()
         .map(|c| (c.name, c.version.clone()))
         .collect();
-    let fresh = crate::solve::solve_locked(inputs.catalog, &spec, &keep).map(|r| {
-        let mut l = Lock::from_resolution(inputs.catalog, &r);
+    let fresh = crate::solve::solve_locked(inputs.catalog, &spec, &keep).and_then(|r| {
+        let mut l = Lock::from_resolution(inputs.catalog, &r)?;
         let _ = crate::resolve::resolve(&mut l, &crate::resolve::http::Offline, Some(lock));
         // The Python closure as an offline re-lock keeps it: reused when its inputs did
         // not change (a closure that would need resolving again leaves `l` different).
@@ -41,7 +41,7 @@ pub(super) fn staleness(
             Some(lock),
             &crate::PythonUpgrade::default(),
         );
-        l
+        Ok(l)
     });
     let fresh = match fresh {
         Ok(l) => l,

@@ -7,10 +7,12 @@
 pub mod arch;
 pub(crate) mod compiled;
 pub mod component;
+pub mod field;
 pub mod kinds;
 pub mod names;
 pub mod version;
 
 pub(crate) use component::extra_pattern;
 pub use component::{Component, Layer};
+pub use field::Field;
 pub use kinds::{Cloud, Fabric, StorageRef};

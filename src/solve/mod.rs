@@ -87,6 +87,111 @@ pub struct Pick {
     pub origin: Option<Origin>,
     /// Rules and facts that bound this pick, in the user's words.
     pub because: Vec<String>,
+    /// The catalog records the pick stands on, copied out of the catalog: the lock is
+    /// built from these, never from positions in a catalog (`None` for the host driver's
+    /// own version, Python, and hand-built picks).
+    pub record: Option<Record>,
+}
+
+/// Two records are equal when they name the same catalog entry: the same kind, version
+/// and (for an extra) distribution, or for the driver the same branch.
+impl PartialEq for Record {
+    fn eq(&self, other: &Record) -> bool {
+        match (self, other) {
+            (Record::Driver { branch: a }, Record::Driver { branch: b }) => {
+                a.as_ref().map(|x| x.number) == b.as_ref().map(|x| x.number)
+            }
+            (Record::Extra(a), Record::Extra(b)) => {
+                a.pypi_name == b.pypi_name && a.version == b.version
+            }
+            (a, b) => {
+                std::mem::discriminant(a) == std::mem::discriminant(b) && a.version() == b.version()
+            }
+        }
+    }
+}
+
+impl Eq for Record {}
+
+/// The catalog records behind a [`Pick`]: what the lock writes about a component beyond
+/// its version (branch, minimum drivers, wheel index and files, source build). A
+/// [`Resolution`] carries them so that [`crate::Lock::from_resolution`] reads no catalog
+/// positions, and another catalog cannot make it return another entry's data.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Record {
+    /// The driver's branch, when the catalog knows it.
+    Driver {
+        /// The branch.
+        branch: Option<crate::catalog::DriverBranch>,
+    },
+    /// A CUDA toolkit release and the minor-version compatibility of its major.
+    Cuda {
+        /// The release.
+        release: crate::catalog::CudaRelease,
+        /// Minor-version compatibility for the release's major, when the catalog has it.
+        minor_compat: Option<crate::catalog::MinorCompat>,
+    },
+    /// A cuDNN or NCCL release.
+    Lib(crate::catalog::LibRelease),
+    /// A torch build and, when the catalog has one, its release's source build.
+    Torch {
+        /// The build (wheel variant).
+        build: Box<crate::catalog::TorchBuild>,
+        /// The release's source build.
+        source: Option<crate::catalog::TorchSource>,
+    },
+    /// A vLLM release.
+    Vllm(Box<crate::catalog::VllmRelease>),
+    /// An extra's release (FlashAttention, xformers, CuPy, …).
+    Extra(Box<crate::catalog::ExtraRelease>),
+    /// A DeepSpeed release.
+    Deepspeed(crate::catalog::DeepspeedRelease),
+}
+
+impl Record {
+    /// The catalog entry's version as a pick names it (torch with its variant); the
+    /// driver's branch has none of its own.
+    pub fn version(&self) -> Option<&Version> {
+        match self {
+            Record::Driver { .. } => None,
+            Record::Cuda { release, .. } => Some(&release.version),
+            Record::Lib(l) => Some(&l.version),
+            Record::Torch { build, .. } => Some(&build.full),
+            Record::Vllm(v) => Some(&v.version),
+            Record::Extra(e) => Some(&e.version),
+            Record::Deepspeed(d) => Some(&d.version),
+        }
+    }
+
+    /// The record of candidate `k` for `c` in the catalog the solver read.
+    fn of(cat: &Catalog, c: Component, k: Cand, version: &Version) -> Option<Record> {
+        let i = match k {
+            Cand::Idx(i) => Some(i),
+            Cand::Host => None,
+        };
+        Some(match (c, i) {
+            (Component::Driver, _) => Record::Driver {
+                branch: cat.branch_of(version).cloned(),
+            },
+            (Component::Cuda, Some(i)) => Record::Cuda {
+                release: cat.cuda[i].clone(),
+                minor_compat: cat.minor_compat_for(cat.cuda[i].version.major()).cloned(),
+            },
+            (Component::Cudnn, Some(i)) => Record::Lib(cat.cudnn[i].clone()),
+            (Component::Nccl, Some(i)) => Record::Lib(cat.nccl[i].clone()),
+            (Component::Torch, Some(i)) => Record::Torch {
+                build: Box::new(cat.torch[i].clone()),
+                source: cat.torch_source(&cat.torch[i].version).cloned(),
+            },
+            (Component::Vllm, Some(i)) => Record::Vllm(Box::new(cat.vllm[i].clone())),
+            (crate::core::extra_pattern!(), Some(i)) => {
+                Record::Extra(Box::new(cat.extras[i].clone()))
+            }
+            (Component::Deepspeed, Some(i)) => Record::Deepspeed(cat.deepspeed[i].clone()),
+            _ => return None,
+        })
+    }
 }
 
 /// The result of solving: every component of the stack, with the facts used.
@@ -111,7 +216,11 @@ pub struct Resolution {
     /// Facts used, for `catalog-digest` and provenance.
     #[allow(dead_code)]
     pub(crate) used: Vec<Origin>,
-    /// Indices chosen, for the lock writer.
+    /// The requested GPUs' catalog records, in the request's order.
+    pub gpus: Vec<crate::catalog::Gpu>,
+    /// Positions in the catalog the solver read: solver tests only. Nothing downstream
+    /// reads them; the lock is built from each pick's [`Record`].
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) chosen: BTreeMap<Component, Option<usize>>,
 }
 
@@ -119,6 +228,19 @@ impl Resolution {
     /// The pick of a component.
     pub fn pick(&self, c: Component) -> Option<&Pick> {
         self.picks.iter().find(|p| p.component == c)
+    }
+
+    /// The record of a component's pick.
+    pub fn record(&self, c: Component) -> Option<&Record> {
+        self.pick(c).and_then(|p| p.record.as_ref())
+    }
+
+    /// The torch build's record.
+    pub fn torch_build(&self) -> Option<&crate::catalog::TorchBuild> {
+        match self.record(Component::Torch) {
+            Some(Record::Torch { build, .. }) => Some(build),
+            _ => None,
+        }
     }
 }
 
@@ -657,9 +779,11 @@ fn resolution(
             },
         );
         let because = because(ctx, c, k, assign);
+        let version = ctx.version(c, k).clone();
         picks.push(Pick {
             component: c,
-            version: ctx.version(c, k).clone(),
+            record: Record::of(ctx.cat, c, k, &version),
+            version,
             requested: members[&c].clone(),
             origin,
             because,
@@ -726,6 +850,13 @@ fn resolution(
         vllm_compat,
         catalog_digest,
         used,
+        gpus: ctx
+            .spec
+            .gpus
+            .iter()
+            .filter_map(|g| ctx.cat.gpu(g))
+            .cloned()
+            .collect(),
         chosen,
     }
 }
@@ -832,7 +963,6 @@ fn ranked_after(
 #[cfg(test)]
 mod extras_tests {
     use super::*;
-    use crate::lock::Lock;
 
     fn resolve(gpu: &str, components: &str) -> Result<Resolution, Error> {
         let cat = Catalog::stock().unwrap();
@@ -908,37 +1038,10 @@ mod extras_tests {
             let r = resolve("h100", &format!("cuda = \"{cuda}\"\ncupy = \"14.2\"")).unwrap();
             let i = r.chosen[&Component::Cupy].unwrap();
             assert_eq!(cat.extras[i].pypi_name, want, "cuda {cuda}");
-            let lock = Lock::from_resolution(&cat, &r);
-            let c = lock.component(Component::Cupy).unwrap();
-            assert_eq!(c.get("pypi-name"), Some(want));
-            assert_eq!(c.layer, crate::core::Layer::Framework);
-        }
-    }
-
-    #[test]
-    fn python_range_and_lock_files() {
-        let cat = Catalog::stock().unwrap();
-        let r = resolve("a100", "python = \"3.10\"\ntransformers = \"*\"").unwrap();
-        // 5.23.0 and 5.22.2 require Python >=3.11.
-        assert_eq!(picked(&r, Component::Transformers), "5.20.0");
-        let lock = Lock::from_resolution(&cat, &r);
-        let t = lock.component(Component::Transformers).unwrap();
-        assert_eq!(t.get("wheel"), Some("transformers-5.20.0-py3-none-any.whl"));
-        assert_eq!(t.get("torch"), Some(">=2.6"));
-        // flash-attn's file is its sdist.
-        let r = resolve("a100", "flash-attn = \"2.8.3.post2\"").unwrap();
-        let lock = Lock::from_resolution(&cat, &r);
-        let f = lock.component(Component::FlashAttn).unwrap();
-        assert_eq!(f.get("sdist"), Some("flash_attn-2.8.3.post2.tar.gz"));
-        assert_eq!(f.get("wheel"), None);
-        // The PyPI xformers wheel is a cu128 build: locked with a cu128 torch only.
-        for (torch, wheel) in [("==2.10.0+cu128", true), ("==2.10.0+cu126", false)] {
-            let r = resolve("h100", &format!("torch = \"{torch}\"\nxformers = \"*\"")).unwrap();
-            let lock = Lock::from_resolution(&cat, &r);
-            let x = lock.component(Component::Xformers).unwrap();
-            assert_eq!(x.get("wheel").is_some(), wheel, "{torch}");
-            assert_eq!(x.get("pypi-variant"), Some("cu128"));
-            assert_eq!(Lock::parse("l", &lock.to_toml()).unwrap(), lock);
+            let Some(Record::Extra(e)) = r.record(Component::Cupy) else {
+                panic!("cupy carries its record")
+            };
+            assert_eq!(e.pypi_name, want);
         }
     }
 }

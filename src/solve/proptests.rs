@@ -693,7 +693,7 @@ fn reorder(files: &[(String, String)], turn: usize) -> Vec<(String, String)> {
 /// The lock the solver writes, or its explanation: what a user sees either way.
 fn outcome(cat: &Catalog, spec: &Spec) -> Result<String, String> {
     solve(cat, spec)
-        .map(|r| crate::Lock::from_resolution(cat, &r).to_toml())
+        .and_then(|r| crate::Lock::from_resolution(cat, &r).map(|l| l.to_toml()))
         .map_err(|e| e.to_string())
 }
 
