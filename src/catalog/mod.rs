@@ -38,6 +38,7 @@ use sha2::{Digest, Sha256};
 use toml::Spanned;
 
 use crate::core::arch::{Cc, Target};
+use crate::core::fs::{limits, read_bounded, ReadError};
 use crate::core::version::{Version, VersionReq};
 use crate::core::{Component, Layer};
 use crate::error::{toml_diagnostic, Diagnostic, Error, Location, Stage};
@@ -1156,8 +1157,13 @@ impl Catalog {
     }
 }
 
+/// A path for a message, control characters escaped (as `emit::shown` writes paths).
+fn shown_path(path: &Path) -> String {
+    crate::error::escape_control(&path.display().to_string()).into_owned()
+}
+
 fn read_overlay(dir: &Path, diags: &mut Vec<Diagnostic>) -> Vec<(String, String)> {
-    let shown = crate::emit::shown(dir);
+    let shown = shown_path(dir);
     if !dir.is_dir() {
         diags.push(
             Diagnostic::new(
@@ -1186,13 +1192,9 @@ fn read_overlay(dir: &Path, diags: &mut Vec<Diagnostic>) -> Vec<(String, String)
             continue;
         }
         let rel = entry.path().strip_prefix(dir).unwrap_or(entry.path());
-        let display = format!(
-            "{}/{}",
-            shown.trim_end_matches('/'),
-            crate::emit::shown(rel)
-        );
-        match crate::emit::read_bounded(entry.path(), crate::emit::limits::CATALOG_FILE) {
-            Err(crate::emit::ReadError::TooLarge(_)) => diags.push(
+        let display = format!("{}/{}", shown.trim_end_matches('/'), shown_path(rel));
+        match read_bounded(entry.path(), limits::CATALOG_FILE) {
+            Err(ReadError::TooLarge(_)) => diags.push(
                 Diagnostic::new(Stage::Catalog, "catalog file is larger than 8 MiB")
                     .at(Location::file(&display)),
             ),
