@@ -1,6 +1,10 @@
 //! The pre-parsed stock catalog must be the TOML catalog, exactly.
 
+use super::wire::FileWire;
 use super::*;
+use crate::core::version::Version;
+use crate::core::Component;
+use crate::error::{Diagnostic, Error};
 
 /// The stock catalog is valid; any problem is reported with `file:line`.
 #[test]
