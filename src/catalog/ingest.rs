@@ -3,6 +3,7 @@
 //! overlay merge (a later layer's entry replaces an earlier one with the same key).
 
 use std::collections::BTreeMap;
+use std::mem::take;
 use std::sync::Arc;
 
 use toml::Spanned;
@@ -171,12 +172,34 @@ pub(super) fn ingest(
     path: &str,
     text: &str,
     file: FileWire,
-    mut entries: Entries<'_>,
+    entries: Entries<'_>,
     out: &mut Layers,
     diags: &mut Vec<Diagnostic>,
 ) {
-    let fam = file.family.as_str();
-    let Some(fam_static) = FAMILIES.iter().copied().find(|f| *f == fam) else {
+    let Some(fam) = family(path, text, &file.family, diags) else {
+        return;
+    };
+    check_placement(fam, &file, path, text, diags);
+    let mut f = Filing {
+        path,
+        text,
+        fam,
+        entries,
+        out,
+        diags,
+    };
+    // Entries are taken in [`FileWire`] field order: the stock blob records them so.
+    let mut file = file;
+    file_hardware(&mut f, &mut file);
+    file_torch_and_releases(&mut f, &mut file);
+    file_deploy(&mut f, file);
+}
+
+/// The family a file declares, as one of [`FAMILIES`]; none (and a diagnostic) for an
+/// unknown one.
+fn family(path: &str, text: &str, fam: &str, diags: &mut Vec<Diagnostic>) -> Option<&'static str> {
+    let found = FAMILIES.iter().copied().find(|f| *f == fam);
+    if found.is_none() {
         let mut d = Diagnostic::new(Stage::Catalog, format!("unknown catalog family `{fam}`"))
             .at_offset(path, text, text.find("family").unwrap_or(0))
             .hint(format!("`family` is one of: {}", FAMILIES.join(", ")));
@@ -184,10 +207,57 @@ pub(super) fn ingest(
             d = d.hint(format!("did you mean `{s}`?"));
         }
         diags.push(d);
-        return;
-    };
-    let misplaced = |what: &str, n: usize, diags: &mut Vec<Diagnostic>| {
-        if n > 0 {
+    }
+    found
+}
+
+/// Entries filed in another family's file: each catalog file holds one family.
+fn check_placement(
+    fam: &str,
+    file: &FileWire,
+    path: &str,
+    text: &str,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let no_releases = matches!(
+        fam,
+        "driver" | "gpu" | "os" | "image" | "package" | "instance" | "bandwidth" | "env"
+    );
+    // (entry kind, how many, whether a `fam` file holds them), in the order reported.
+    let placed: [(&str, usize, bool); 22] = [
+        ("branch", file.branch.len(), fam == "driver"),
+        ("minor_compat", file.minor_compat.len(), fam == "cuda"),
+        ("forward_compat", file.forward_compat.len(), fam == "cuda"),
+        ("targets", file.targets.len(), fam == "cuda"),
+        ("gpu", file.gpu.len(), fam == "gpu"),
+        ("kernel_modules", file.kernel_modules.len(), fam == "gpu"),
+        ("generation", file.generation.len(), fam == "gpu"),
+        (
+            "gpu_support",
+            file.gpu_support.len(),
+            matches!(fam, "cudnn" | "nccl"),
+        ),
+        (
+            "torch_minimum",
+            file.torch_minimum.len(),
+            fam == "deepspeed",
+        ),
+        ("tested", file.tested.len(), fam == "tested"),
+        ("os", file.os.len(), fam == "os"),
+        ("wheel", file.wheel.len(), fam == "torch"),
+        ("source", file.source.len(), fam == "torch"),
+        ("release", file.release.len(), !no_releases),
+        ("release", file.release.len(), fam != "extra"),
+        ("extra", file.extra.len(), fam == "extra"),
+        ("image", file.image.len(), fam == "image"),
+        ("package", file.package.len(), fam == "package"),
+        ("instance", file.instance.len(), fam == "instance"),
+        ("cloud", file.cloud.len(), fam == "instance"),
+        ("bandwidth", file.bandwidth.len(), fam == "bandwidth"),
+        ("env", file.env.len(), fam == "env"),
+    ];
+    for (what, n, home) in placed {
+        if n > 0 && !home {
             diags.push(
                 Diagnostic::new(
                     Stage::Catalog,
@@ -197,219 +267,165 @@ pub(super) fn ingest(
                 .hint("each catalog file holds one family; move these entries to the right file"),
             );
         }
-    };
-    let dup = |key: &str,
-               span: &std::ops::Range<usize>,
-               first: &Origin,
-               diags: &mut Vec<Diagnostic>| {
-        diags.push(
-            Diagnostic::new(Stage::Catalog, format!("duplicate {fam} entry `{key}` (first at {}:{})", first.file, first.line))
-                .at_offset(path, text, span.start)
-                .hint("an entry may appear once per catalog layer; an overlay directory replaces earlier layers' entries"),
-        );
-    };
-    misplaced(
-        "branch",
-        if fam == "driver" {
-            0
-        } else {
-            file.branch.len()
-        },
-        diags,
-    );
-    misplaced(
-        "minor_compat",
-        if fam == "cuda" {
-            0
-        } else {
-            file.minor_compat.len()
-        },
-        diags,
-    );
-    misplaced(
-        "forward_compat",
-        if fam == "cuda" {
-            0
-        } else {
-            file.forward_compat.len()
-        },
-        diags,
-    );
-    misplaced(
-        "targets",
-        if fam == "cuda" { 0 } else { file.targets.len() },
-        diags,
-    );
-    misplaced("gpu", if fam == "gpu" { 0 } else { file.gpu.len() }, diags);
-    misplaced(
-        "kernel_modules",
-        if fam == "gpu" {
-            0
-        } else {
-            file.kernel_modules.len()
-        },
-        diags,
-    );
-    misplaced(
-        "generation",
-        if fam == "gpu" {
-            0
-        } else {
-            file.generation.len()
-        },
-        diags,
-    );
-    misplaced(
-        "gpu_support",
-        if matches!(fam, "cudnn" | "nccl") {
-            0
-        } else {
-            file.gpu_support.len()
-        },
-        diags,
-    );
-    misplaced(
-        "torch_minimum",
-        if fam == "deepspeed" {
-            0
-        } else {
-            file.torch_minimum.len()
-        },
-        diags,
-    );
-    misplaced(
-        "tested",
-        if fam == "tested" {
-            0
-        } else {
-            file.tested.len()
-        },
-        diags,
-    );
-    misplaced("os", if fam == "os" { 0 } else { file.os.len() }, diags);
-    misplaced(
-        "wheel",
-        if fam == "torch" { 0 } else { file.wheel.len() },
-        diags,
-    );
-    misplaced(
-        "source",
-        if fam == "torch" { 0 } else { file.source.len() },
-        diags,
-    );
-    misplaced(
-        "release",
-        if matches!(
-            fam,
-            "driver" | "gpu" | "os" | "image" | "package" | "instance" | "bandwidth" | "env"
-        ) {
-            file.release.len()
-        } else {
-            0
-        },
-        diags,
-    );
-    misplaced(
-        "release",
-        if fam == "extra" {
-            file.release.len()
-        } else {
-            0
-        },
-        diags,
-    );
-    misplaced(
-        "extra",
-        if fam == "extra" { 0 } else { file.extra.len() },
-        diags,
-    );
-    for (what, n, home) in [
-        ("image", file.image.len(), "image"),
-        ("package", file.package.len(), "package"),
-        ("instance", file.instance.len(), "instance"),
-        ("cloud", file.cloud.len(), "instance"),
-        ("bandwidth", file.bandwidth.len(), "bandwidth"),
-        ("env", file.env.len(), "env"),
-    ] {
-        misplaced(what, if fam == home { 0 } else { n }, diags);
     }
+}
 
-    for b in file.branch {
+/// Where one file's entries go: the layer being filled, and the file for locations.
+struct Filing<'a, 'e> {
+    path: &'a str,
+    text: &'a str,
+    fam: &'static str,
+    entries: Entries<'e>,
+    out: &'a mut Layers,
+    diags: &'a mut Vec<Diagnostic>,
+}
+
+/// A second entry with the same key in one layer.
+fn duplicate(
+    fam: &str,
+    path: &str,
+    text: &str,
+    key: &str,
+    span: &std::ops::Range<usize>,
+    first: &Origin,
+    diags: &mut Vec<Diagnostic>,
+) {
+    diags.push(
+        Diagnostic::new(Stage::Catalog, format!("duplicate {fam} entry `{key}` (first at {}:{})", first.file, first.line))
+            .at_offset(path, text, span.start)
+            .hint("an entry may appear once per catalog layer; an overlay directory replaces earlier layers' entries"),
+    );
+}
+
+/// Files the entries of one family keyed by `$key` (a function of the entry) into the
+/// layer's `$field`, reporting a key seen before in this layer.
+macro_rules! file_keyed {
+    ($f:ident, $items:expr, $field:ident, $key:expr) => {
+        for e in $items {
+            let span = e.span();
+            let v = e.into_inner();
+            let o = origin(
+                $f.path,
+                $f.entries.next(&span, stringify!($field), &v),
+                &v.source,
+            );
+            let key: String = $key(&v);
+            if let Some((_, first)) = $f.out.$field.get(&key) {
+                duplicate($f.fam, $f.path, $f.text, &key, &span, first, $f.diags);
+            }
+            $f.out.$field.insert(key, (v, o));
+        }
+    };
+}
+
+/// Driver branches, CUDA's compatibility entries, GPUs and their facts, operating systems.
+fn file_hardware(f: &mut Filing<'_, '_>, file: &mut FileWire) {
+    for b in take(&mut file.branch) {
         let span = b.span();
         let o = origin(
-            path,
-            entries.next(&span, "branch", b.get_ref()),
+            f.path,
+            f.entries.next(&span, "branch", b.get_ref()),
             &b.get_ref().source,
         );
         let key = b.get_ref().branch.clone();
-        if let Some((_, first)) = out.branch.get(&key) {
-            dup(&key, &span, first, diags);
+        if let Some((_, first)) = f.out.branch.get(&key) {
+            duplicate(f.fam, f.path, f.text, &key, &span, first, f.diags);
         }
-        out.branch.insert(key, (b, o));
+        f.out.branch.insert(key, (b, o));
     }
-    macro_rules! simple {
-        ($field:ident, $keyfn:expr) => {
-            for e in file.$field {
-                let span = e.span();
-                let v = e.into_inner();
-                let o = origin(path, entries.next(&span, stringify!($field), &v), &v.source);
-                let key: String = $keyfn(&v);
-                if let Some((_, first)) = out.$field.get(&key) {
-                    dup(&key, &span, first, diags);
-                }
-                out.$field.insert(key, (v, o));
-            }
-        };
-    }
-    simple!(minor_compat, |v: &MinorCompatWire| v.major.to_string());
-    simple!(forward_compat, |v: &ForwardCompatWire| v.package.clone());
-    simple!(targets, |v: &TargetsWire| v.cuda.clone());
-    simple!(gpu, |v: &GpuWire| v.id.to_ascii_lowercase());
-    simple!(kernel_modules, |v: &KernelModulesWire| format!(
-        "{}/{}",
-        v.arch.as_deref().unwrap_or(""),
-        v.gpu.as_deref().unwrap_or("")
-    ));
-    simple!(generation, |v: &GenerationWire| v.arch.clone());
-    simple!(gpu_support, |v: &GpuSupportWire| format!("{fam}/{}", v.cc));
-    simple!(torch_minimum, |v: &TorchMinimumWire| v.torch.clone());
-    simple!(tested, |v: &TestedWire| v.name.clone());
-    simple!(os, |v: &OsWire| v.id.clone());
-    for w in file.wheel {
+    let fam = f.fam;
+    file_keyed!(
+        f,
+        take(&mut file.minor_compat),
+        minor_compat,
+        |v: &MinorCompatWire| v.major.to_string()
+    );
+    file_keyed!(
+        f,
+        take(&mut file.forward_compat),
+        forward_compat,
+        |v: &ForwardCompatWire| v.package.clone()
+    );
+    file_keyed!(f, take(&mut file.targets), targets, |v: &TargetsWire| v
+        .cuda
+        .clone());
+    file_keyed!(f, take(&mut file.gpu), gpu, |v: &GpuWire| v
+        .id
+        .to_ascii_lowercase());
+    file_keyed!(
+        f,
+        take(&mut file.kernel_modules),
+        kernel_modules,
+        |v: &KernelModulesWire| format!(
+            "{}/{}",
+            v.arch.as_deref().unwrap_or(""),
+            v.gpu.as_deref().unwrap_or("")
+        )
+    );
+    file_keyed!(
+        f,
+        take(&mut file.generation),
+        generation,
+        |v: &GenerationWire| v.arch.clone()
+    );
+    file_keyed!(
+        f,
+        take(&mut file.gpu_support),
+        gpu_support,
+        |v: &GpuSupportWire| format!("{fam}/{}", v.cc)
+    );
+    file_keyed!(
+        f,
+        take(&mut file.torch_minimum),
+        torch_minimum,
+        |v: &TorchMinimumWire| v.torch.clone()
+    );
+    file_keyed!(f, take(&mut file.tested), tested, |v: &TestedWire| v
+        .name
+        .clone());
+    file_keyed!(f, take(&mut file.os), os, |v: &OsWire| v.id.clone());
+}
+
+/// Torch wheels (one entry per release it serves) and sources, every family's
+/// `[[release]]` entries, and extras.
+fn file_torch_and_releases(f: &mut Filing<'_, '_>, file: &mut FileWire) {
+    for w in take(&mut file.wheel) {
         let span = w.span();
         let v = w.into_inner();
-        let o = origin(path, entries.next(&span, "wheel", &v), &v.source);
+        let o = origin(f.path, f.entries.next(&span, "wheel", &v), &v.source);
         for t in &v.torch {
             let key = format!("{t}+{}", v.variant);
-            if let Some((_, first)) = out.wheel.get(&key) {
-                dup(&key, &span, first, diags);
+            if let Some((_, first)) = f.out.wheel.get(&key) {
+                duplicate(f.fam, f.path, f.text, &key, &span, first, f.diags);
             }
             let mut one = v.clone();
             one.torch = vec![t.clone()];
-            out.wheel.insert(key, (one, o.clone()));
+            f.out.wheel.insert(key, (one, o.clone()));
         }
     }
     // Taken after `wheel` and before `release`: the stock blob records entries in
     // [`FileWire`] field order.
-    simple!(source, |v: &TorchSourceWire| v.torch.clone());
-    for r in file.release {
+    file_keyed!(f, take(&mut file.source), source, |v: &TorchSourceWire| v
+        .torch
+        .clone());
+    for r in take(&mut file.release) {
         let span = r.span();
         let v = r.into_inner();
-        let o = origin(path, entries.next(&span, fam_static, &v), &v.source);
-        check_release_fields(fam, &v, path, text, &span, diags);
-        let key = (fam.to_string(), v.version.clone());
-        if let Some((_, first)) = out.release.get(&key) {
-            dup(&v.version, &span, first, diags);
+        let o = origin(f.path, f.entries.next(&span, f.fam, &v), &v.source);
+        check_release_fields(f.fam, &v, f.path, f.text, &span, f.diags);
+        let key = (f.fam.to_string(), v.version.clone());
+        if let Some((_, first)) = f.out.release.get(&key) {
+            duplicate(f.fam, f.path, f.text, &v.version, &span, first, f.diags);
         }
-        out.release.insert(key, (v, o));
+        f.out.release.insert(key, (v, o));
     }
-    for e in file.extra {
+    for e in take(&mut file.extra) {
         let span = e.span();
         let v = e.into_inner();
-        let o = origin(path, entries.next(&span, "extra", &v), &v.source);
+        let o = origin(f.path, f.entries.next(&span, "extra", &v), &v.source);
         let key = (v.name.clone(), v.version.clone(), v.pypi_name.clone());
-        if out.extra.contains_key(&key) {
-            diags.push(
+        if f.out.extra.contains_key(&key) {
+            f.diags.push(
                 Diagnostic::new(
                     Stage::Catalog,
                     format!(
@@ -417,14 +433,21 @@ pub(super) fn ingest(
                         v.name, v.version, v.pypi_name
                     ),
                 )
-                .at_offset(path, text, span.start)
+                .at_offset(f.path, f.text, span.start)
                 .hint("an extra is keyed by `name`, `version` and `pypi_name`; an entry may appear once per catalog layer, and an overlay directory replaces earlier layers' entries"),
             );
         }
-        out.extra.insert(key, (v, o));
+        f.out.extra.insert(key, (v, o));
     }
-    simple!(image, |v: &ImageWire| format!("{}/{}", v.cuda, v.os));
-    simple!(package, |v: &PackageWire| {
+}
+
+/// The generator-side families: images, packages, instances, clouds, bandwidth, env.
+fn file_deploy(f: &mut Filing<'_, '_>, file: FileWire) {
+    file_keyed!(f, file.image, image, |v: &ImageWire| format!(
+        "{}/{}",
+        v.cuda, v.os
+    ));
+    file_keyed!(f, file.package, package, |v: &PackageWire| {
         let mut key = format!(
             "{}/{}/{}",
             v.name,
@@ -439,7 +462,7 @@ pub(super) fn ingest(
         }
         key
     });
-    simple!(instance, |v: &InstanceWire| format!(
+    file_keyed!(f, file.instance, instance, |v: &InstanceWire| format!(
         "{}/{}/{}",
         v.gpu,
         v.cloud,
@@ -448,8 +471,8 @@ pub(super) fn ingest(
             .or(v.accelerator_type.as_deref())
             .unwrap_or("")
     ));
-    simple!(cloud, |v: &CloudWire| v.id.clone());
-    simple!(bandwidth, |v: &BandwidthWire| format!(
+    file_keyed!(f, file.cloud, cloud, |v: &CloudWire| v.id.clone());
+    file_keyed!(f, file.bandwidth, bandwidth, |v: &BandwidthWire| format!(
         "{}/{}/{}x{}/{}/{}/{}",
         v.gpu,
         v.fabric,
@@ -459,7 +482,10 @@ pub(super) fn ingest(
         v.size.as_deref().unwrap_or(""),
         v.busbw_gbps
     ));
-    simple!(env, |v: &EnvWire| format!("{}/{}", v.fabric, v.name));
+    file_keyed!(f, file.env, env, |v: &EnvWire| format!(
+        "{}/{}",
+        v.fabric, v.name
+    ));
 }
 
 fn check_release_fields(

@@ -10,18 +10,62 @@ use super::extras::build_extras;
 use super::ingest::Layers;
 use super::model::*;
 use super::validate::{newest_first, safe_url, valid_id, V};
+use super::wire::*;
 use crate::core::arch::Target;
 use crate::core::version::Version;
 use crate::error::Diagnostic;
+use toml::Spanned;
 
+/// The validated catalog of the merged layers; every problem is pushed to `diags`.
 pub(super) fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
     let mut v = V { diags };
     let mut c = Catalog::default();
+    drivers(&mut v, &mut c, l.branch);
+    cuda_compat(&mut v, &mut c, l.minor_compat, l.forward_compat, l.targets);
+    gpus(&mut v, &mut c, l.gpu);
+    kernel_modules(&mut v, &mut c, l.kernel_modules);
+    gpu_facts(
+        &mut v,
+        &mut c,
+        GpuFacts {
+            generation: l.generation,
+            gpu_support: l.gpu_support,
+            torch_minimum: l.torch_minimum,
+            tested: l.tested,
+            os: l.os,
+        },
+    );
+    let torch_rel = releases(&mut v, &mut c, l.release);
+    wheels(&mut v, &mut c, l.wheel, &torch_rel);
+    build_extras(&mut v, l.extra, &mut c);
+    torch_sources(&mut v, &mut c, l.source, &torch_rel);
+    sort_releases(&mut v, &mut c, torch_rel);
+    cross_references(&mut v, &c);
+    build_deploy(
+        &mut v,
+        &mut c,
+        DeployLayers {
+            image: l.image,
+            package: l.package,
+            instance: l.instance,
+            cloud: l.cloud,
+            bandwidth: l.bandwidth,
+            env: l.env,
+        },
+    );
+    target_overlaps(&mut v, &c);
+    c
+}
 
-    // Driver branches and releases.
+/// Driver branches and the releases listed under them, newest first.
+fn drivers(
+    v: &mut V<'_>,
+    c: &mut Catalog,
+    branch: BTreeMap<String, (Spanned<DriverBranchWire>, Origin)>,
+) {
     let mut seen_drivers = BTreeSet::new();
     let mut branch_rows: Vec<(DriverBranch, Vec<Version>)> = Vec::new();
-    for (_, (b, o)) in l.branch {
+    for (_, (b, o)) in branch {
         let b = b.into_inner();
         v.source(&o);
         let Some(number) = v.branch(&o, &b.branch) else {
@@ -87,8 +131,18 @@ pub(super) fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
         }
     }
     newest_first(&mut c.drivers, |d| &d.version);
+}
 
-    for (_, (m, o)) in l.minor_compat {
+/// CUDA's minor-version compatibility floors, forward-compatibility packages and nvcc
+/// target sets.
+fn cuda_compat(
+    v: &mut V<'_>,
+    c: &mut Catalog,
+    minor_compat: BTreeMap<String, (MinorCompatWire, Origin)>,
+    forward_compat: BTreeMap<String, (ForwardCompatWire, Origin)>,
+    targets: BTreeMap<String, (TargetsWire, Origin)>,
+) {
+    for (_, (m, o)) in minor_compat {
         v.source(&o);
         if let Some(d) = v.version(&o, "driver_min", &m.driver_min) {
             c.minor_compat.push(MinorCompat {
@@ -98,7 +152,7 @@ pub(super) fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
             });
         }
     }
-    for (_, (f, o)) in l.forward_compat {
+    for (_, (f, o)) in forward_compat {
         v.source(&o);
         let Some(cuda) = v.version(&o, "cuda", &f.cuda) else {
             continue;
@@ -111,7 +165,7 @@ pub(super) fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
             origin: o,
         });
     }
-    for (_, (t, o)) in l.targets {
+    for (_, (t, o)) in targets {
         v.source(&o);
         let Some(req) = v.req(&o, "cuda", &t.cuda) else {
             continue;
@@ -131,8 +185,12 @@ pub(super) fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
             origin: o,
         });
     }
+}
+
+/// GPU products: ids, aliases (unique across GPUs), compute capability, CPU.
+fn gpus(v: &mut V<'_>, c: &mut Catalog, gpu: BTreeMap<String, (GpuWire, Origin)>) {
     let mut names = BTreeMap::new();
-    for (_, (g, o)) in l.gpu {
+    for (_, (g, o)) in gpu {
         v.source(&o);
         let id = g.id.to_ascii_lowercase();
         if !valid_id(&id) {
@@ -188,7 +246,15 @@ pub(super) fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
             origin: o,
         });
     }
-    for (_, (k, o)) in l.kernel_modules {
+}
+
+/// Kernel-module flavours, of an architecture or a product the catalog knows.
+fn kernel_modules(
+    v: &mut V<'_>,
+    c: &mut Catalog,
+    kernel_modules: BTreeMap<String, (KernelModulesWire, Origin)>,
+) {
+    for (_, (k, o)) in kernel_modules {
         v.source(&o);
         let open = match k.open.as_str() {
             "required" => OpenModules::Required,
@@ -238,6 +304,20 @@ pub(super) fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
             origin: o,
         });
     }
+}
+
+/// The smaller per-GPU and per-release facts, validated by [`gpu_facts`].
+struct GpuFacts {
+    generation: BTreeMap<String, (GenerationWire, Origin)>,
+    gpu_support: BTreeMap<String, (GpuSupportWire, Origin)>,
+    torch_minimum: BTreeMap<String, (TorchMinimumWire, Origin)>,
+    tested: BTreeMap<String, (TestedWire, Origin)>,
+    os: BTreeMap<String, (OsWire, Origin)>,
+}
+
+/// Generations, cuDNN/NCCL GPU support, DeepSpeed's torch minimums, tested combinations
+/// and operating systems.
+fn gpu_facts(v: &mut V<'_>, c: &mut Catalog, l: GpuFacts) {
     for (_, (g, o)) in l.generation {
         v.source(&o);
         c.generations.push(Generation {
@@ -320,9 +400,17 @@ pub(super) fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
             });
         }
     }
+}
 
+/// `[[release]]` entries of every family; torch's are returned by release, for the
+/// wheels and sources that name them.
+fn releases(
+    v: &mut V<'_>,
+    c: &mut Catalog,
+    release: BTreeMap<(String, String), (ReleaseWire, Origin)>,
+) -> BTreeMap<String, TorchRelease> {
     let mut torch_rel: BTreeMap<String, TorchRelease> = BTreeMap::new();
-    for ((fam, _), (r, o)) in l.release {
+    for ((fam, _), (r, o)) in release {
         v.source(&o);
         let Some(version) = v.version(&o, "version", &r.version) else {
             continue;
@@ -345,80 +433,13 @@ pub(super) fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
                 eol: r.eol.clone(),
                 origin: o,
             }),
-            "cudnn" | "nccl" => {
-                if r.cuda_majors.is_empty() {
-                    v.fail(&o, format!("{fam} `{version}` needs `cuda_majors`"));
-                }
-                let cuda_builds = r
-                    .cuda_builds
-                    .iter()
-                    .filter_map(|b| v.version(&o, "cuda_builds", b))
-                    .collect();
-                let lib = LibRelease {
-                    version,
-                    cuda_majors: r.cuda_majors.iter().map(|m| u64::from(*m)).collect(),
-                    cuda_builds,
-                    min_cc: r.min_cc.as_deref().and_then(|s| v.cc(&o, "min_cc", s)),
-                    origin: o,
-                };
-                if fam == "cudnn" {
-                    c.cudnn.push(lib)
-                } else {
-                    c.nccl.push(lib)
-                }
-            }
+            "cudnn" | "nccl" => lib_release(v, c, &fam, version, &r, o),
             "torch" => {
-                let (Some(py), Some(pv)) = (r.python.as_deref(), r.pypi_variant.as_deref()) else {
-                    v.fail(
-                        &o,
-                        format!("torch `{version}` needs `python` and `pypi_variant`"),
-                    );
-                    continue;
-                };
-                let Some(python) = v.req(&o, "python", py) else {
-                    continue;
-                };
-                torch_rel.insert(
-                    r.version.clone(),
-                    TorchRelease {
-                        version,
-                        python,
-                        pypi_variant: pv.to_string(),
-                        platforms: v.platforms(&o, &r.platforms),
-                        origin: o,
-                    },
-                );
+                if let Some(t) = torch_release(v, version, &r, o) {
+                    torch_rel.insert(r.version.clone(), t);
+                }
             }
-            "vllm" => {
-                let (Some(t), Some(cu), Some(py)) =
-                    (r.torch.as_deref(), r.cuda.as_deref(), r.python.as_deref())
-                else {
-                    v.fail(
-                        &o,
-                        format!("vllm `{version}` needs `torch`, `cuda` and `python`"),
-                    );
-                    continue;
-                };
-                let (Some(torch), Some(cuda), Some(python)) = (
-                    v.version(&o, "torch", t),
-                    v.version(&o, "cuda", cu),
-                    v.req(&o, "python", py),
-                ) else {
-                    continue;
-                };
-                let files = v.files(&o, &r.files);
-                let min_cc = r.min_cc.as_deref().and_then(|s| v.cc(&o, "min_cc", s));
-                c.vllm.push(VllmRelease {
-                    version,
-                    torch,
-                    cuda,
-                    python,
-                    min_cc,
-                    files,
-                    platforms: v.platforms(&o, &r.platforms),
-                    origin: o,
-                });
-            }
+            "vllm" => vllm_release(v, c, version, &r, o),
             "deepspeed" => {
                 let torch = r.torch.as_deref().and_then(|s| v.req(&o, "torch", s));
                 let python = r.python.as_deref().and_then(|s| v.req(&o, "python", s));
@@ -438,9 +459,107 @@ pub(super) fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
             _ => {}
         }
     }
+    torch_rel
+}
 
+/// A cuDNN or NCCL release.
+fn lib_release(
+    v: &mut V<'_>,
+    c: &mut Catalog,
+    fam: &str,
+    version: Version,
+    r: &ReleaseWire,
+    o: Origin,
+) {
+    if r.cuda_majors.is_empty() {
+        v.fail(&o, format!("{fam} `{version}` needs `cuda_majors`"));
+    }
+    let cuda_builds = r
+        .cuda_builds
+        .iter()
+        .filter_map(|b| v.version(&o, "cuda_builds", b))
+        .collect();
+    let lib = LibRelease {
+        version,
+        cuda_majors: r.cuda_majors.iter().map(|m| u64::from(*m)).collect(),
+        cuda_builds,
+        min_cc: r.min_cc.as_deref().and_then(|s| v.cc(&o, "min_cc", s)),
+        origin: o,
+    };
+    if fam == "cudnn" {
+        c.cudnn.push(lib)
+    } else {
+        c.nccl.push(lib)
+    }
+}
+
+/// A torch release (its wheels come from `[[wheel]]`), or none when it cannot be used.
+fn torch_release(
+    v: &mut V<'_>,
+    version: Version,
+    r: &ReleaseWire,
+    o: Origin,
+) -> Option<TorchRelease> {
+    let (Some(py), Some(pv)) = (r.python.as_deref(), r.pypi_variant.as_deref()) else {
+        v.fail(
+            &o,
+            format!("torch `{version}` needs `python` and `pypi_variant`"),
+        );
+        return None;
+    };
+    let Some(python) = v.req(&o, "python", py) else {
+        return None;
+    };
+    Some(TorchRelease {
+        version,
+        python,
+        pypi_variant: pv.to_string(),
+        platforms: v.platforms(&o, &r.platforms),
+        origin: o,
+    })
+}
+
+/// A vLLM release.
+fn vllm_release(v: &mut V<'_>, c: &mut Catalog, version: Version, r: &ReleaseWire, o: Origin) {
+    let (Some(t), Some(cu), Some(py)) =
+        (r.torch.as_deref(), r.cuda.as_deref(), r.python.as_deref())
+    else {
+        v.fail(
+            &o,
+            format!("vllm `{version}` needs `torch`, `cuda` and `python`"),
+        );
+        return;
+    };
+    let (Some(torch), Some(cuda), Some(python)) = (
+        v.version(&o, "torch", t),
+        v.version(&o, "cuda", cu),
+        v.req(&o, "python", py),
+    ) else {
+        return;
+    };
+    let files = v.files(&o, &r.files);
+    let min_cc = r.min_cc.as_deref().and_then(|s| v.cc(&o, "min_cc", s));
+    c.vllm.push(VllmRelease {
+        version,
+        torch,
+        cuda,
+        python,
+        min_cc,
+        files,
+        platforms: v.platforms(&o, &r.platforms),
+        origin: o,
+    });
+}
+
+/// Torch wheels: one build per release and CUDA variant, checked against its release.
+fn wheels(
+    v: &mut V<'_>,
+    c: &mut Catalog,
+    wheel: BTreeMap<String, (TorchWheelWire, Origin)>,
+    torch_rel: &BTreeMap<String, TorchRelease>,
+) {
     let mut bad_index = std::collections::BTreeSet::new();
-    for (key, (w, o)) in l.wheel {
+    for (key, (w, o)) in wheel {
         v.source(&o);
         let t = &w.torch[0];
         let Some(rel) = torch_rel.get(t) else {
@@ -509,9 +628,9 @@ pub(super) fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
             cuda,
             index_url: w.index_url.clone(),
             arch_list,
-            cudnn: pin(&mut v, "cudnn", &w.cudnn),
-            nccl: pin(&mut v, "nccl", &w.nccl),
-            cusparselt: pin(&mut v, "cusparselt", &w.cusparselt),
+            cudnn: pin(v, "cudnn", &w.cudnn),
+            nccl: pin(v, "nccl", &w.nccl),
+            cusparselt: pin(v, "cusparselt", &w.cusparselt),
             python,
             python_origin,
             pypi_default: rel.pypi_variant == w.variant,
@@ -525,8 +644,16 @@ pub(super) fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
             release_origin: rel.origin.clone(),
         });
     }
-    build_extras(&mut v, l.extra, &mut c);
-    for (key, (w, o)) in l.source {
+}
+
+/// Torch `[[source]]` entries, for source builds.
+fn torch_sources(
+    v: &mut V<'_>,
+    c: &mut Catalog,
+    source: BTreeMap<String, (TorchSourceWire, Origin)>,
+    torch_rel: &BTreeMap<String, TorchRelease>,
+) {
+    for (key, (w, o)) in source {
         v.source(&o);
         let Some(rel) = torch_rel.get(&key) else {
             v.fail(
@@ -604,7 +731,11 @@ pub(super) fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
         });
     }
     newest_first(&mut c.torch_sources, |t| &t.version);
+}
 
+/// Every release list in its order (newest first); each torch release must have its PyPI
+/// wheel.
+fn sort_releases(v: &mut V<'_>, c: &mut Catalog, torch_rel: BTreeMap<String, TorchRelease>) {
     c.torch_releases = torch_rel.into_values().collect();
     newest_first(&mut c.torch_releases, |t| &t.version);
     // Lookups by set, not by scanning a list per entry: loading stays linear in the
@@ -633,8 +764,10 @@ pub(super) fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
     newest_first(&mut c.deepspeed, |r| &r.version);
     c.minor_compat.sort_by_key(|m| m.major);
     c.forward_compat.sort_by(|a, b| a.cuda.cmp(&b.cuda));
+}
 
-    // Cross-family references.
+/// Pins that name another family's release: torch's cuDNN and NCCL, vLLM's torch.
+fn cross_references(v: &mut V<'_>, c: &Catalog) {
     let cudnn: BTreeSet<&Version> = c.cudnn.iter().map(|r| &r.version).collect();
     let nccl: BTreeSet<&Version> = c.nccl.iter().map(|r| &r.version).collect();
     let torch_releases: BTreeSet<&Version> = c.torch_releases.iter().map(|t| &t.version).collect();
@@ -664,18 +797,10 @@ pub(super) fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
             );
         }
     }
-    build_deploy(
-        &mut v,
-        &mut c,
-        DeployLayers {
-            image: l.image,
-            package: l.package,
-            instance: l.instance,
-            cloud: l.cloud,
-            bandwidth: l.bandwidth,
-            env: l.env,
-        },
-    );
+}
+
+/// Each CUDA release matches exactly one `[[targets]]` range.
+fn target_overlaps(v: &mut V<'_>, c: &Catalog) {
     let mut overlaps: Vec<(String, String)> = Vec::new();
     for cu in &c.cuda {
         let matching: Vec<&TargetSet> = c
@@ -699,5 +824,4 @@ pub(super) fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
             );
         }
     }
-    c
 }
