@@ -8,6 +8,7 @@ use super::model::*;
 use super::validate::{is_sha256_hex, safe_url, safe_word, valid_id, V};
 use super::wire::*;
 use crate::core::version::{Version, VersionReq};
+use crate::core::Component;
 
 pub(super) struct DeployLayers {
     pub(super) image: BTreeMap<String, (ImageWire, Origin)>,
@@ -18,9 +19,20 @@ pub(super) struct DeployLayers {
     pub(super) env: BTreeMap<String, (EnvWire, Origin)>,
 }
 
-/// The generator-side families: images, packages, instances, clouds, bandwidth.
+/// The generator-side families: images, packages, instances, clouds, bandwidth, and the
+/// NCCL environment (validated first).
 pub(super) fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
-    for (_, (e, o)) in l.env {
+    env_vars(v, c, l.env);
+    images(v, c, l.image);
+    packages(v, c, l.package);
+    instances(v, c, l.instance);
+    clouds(v, c, l.cloud);
+    bandwidth(v, c, l.bandwidth);
+}
+
+/// `[[env]]`: variables NCCL jobs on a fabric set, each one a documented name.
+fn env_vars(v: &mut V<'_>, c: &mut Catalog, env: BTreeMap<String, (EnvWire, Origin)>) {
+    for (_, (e, o)) in env {
         v.source(&o);
         if e.fabric != "all" && (!FABRICS.contains(&e.fabric.as_str()) || e.fabric == "nvlink") {
             v.fail(
@@ -82,9 +94,12 @@ pub(super) fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
             origin: o,
         });
     }
+}
 
+/// `nvidia/cuda` base images of a CUDA release on an OS, with their tags and digests.
+fn images(v: &mut V<'_>, c: &mut Catalog, image: BTreeMap<String, (ImageWire, Origin)>) {
     let cuda_releases: BTreeSet<&Version> = c.cuda.iter().map(|r| &r.version).collect();
-    for (_, (i, o)) in l.image {
+    for (_, (i, o)) in image {
         v.source(&o);
         let Some(cuda) = v.version(&o, "cuda", &i.cuda) else {
             continue;
@@ -145,142 +160,15 @@ pub(super) fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
     }
     c.images
         .sort_by(|a, b| b.cuda.cmp(&a.cuda).then_with(|| a.os.cmp(&b.os)));
+}
 
-    for (_, (p, o)) in l.package {
+/// Fabric, MPI and cluster packages, by name and newest first.
+fn packages(v: &mut V<'_>, c: &mut Catalog, package: BTreeMap<String, (PackageWire, Origin)>) {
+    for (_, (p, o)) in package {
         v.source(&o);
-        if !valid_id(&p.name) {
-            v.fail(
-                &o,
-                format!("package name `{}` must match [a-z0-9][a-z0-9-]*", p.name),
-            );
-            continue;
+        if let Some(p) = one_package(v, &p, o) {
+            c.packages.push(p);
         }
-        let follows = match (p.follows.as_deref(), p.follows_driver) {
-            (None, false) => None,
-            (None, true) | (Some("driver"), _) => Some(crate::core::Component::Driver),
-            (Some("cuda"), false) => Some(crate::core::Component::Cuda),
-            (Some("cudnn"), false) => Some(crate::core::Component::Cudnn),
-            (Some("nccl"), false) => Some(crate::core::Component::Nccl),
-            (Some(other), _) => {
-                v.fail(
-                    &o,
-                    format!(
-                        "package `{}`: `follows = \"{other}\"` must be `driver`, `cuda`, `cudnn` or `nccl`{}",
-                        p.name,
-                        if p.follows_driver { " (and `follows_driver` then left out)" } else { "" }
-                    ),
-                );
-                continue;
-            }
-        };
-        let follows_versions = match (&p.follows_versions, follows) {
-            (None, _) => VersionReq::any(),
-            (Some(r), Some(_)) => match VersionReq::parse(r) {
-                Ok(r) => r,
-                Err(e) => {
-                    v.fail(&o, format!("follows_versions `{r}`: {e}"));
-                    continue;
-                }
-            },
-            (Some(_), None) => {
-                v.fail(&o, "`follows_versions` needs `follows`".into());
-                continue;
-            }
-        };
-        let order = match (&p.version, follows.is_some()) {
-            (Some(ver), false) => {
-                if !safe_word(ver) {
-                    v.fail(
-                        &o,
-                        format!("package version `{ver}` has characters a pin cannot hold"),
-                    );
-                    continue;
-                }
-                Version::parse(ver).ok()
-            }
-            (None, true) => None,
-            (Some(_), true) => {
-                v.fail(
-                    &o,
-                    format!(
-                        "package `{}` follows a locked component; it takes no `version`",
-                        p.name
-                    ),
-                );
-                continue;
-            }
-            (None, false) => {
-                v.fail(
-                    &o,
-                    format!(
-                        "package `{}` needs a `version` (or `follows_driver = true`)",
-                        p.name
-                    ),
-                );
-                continue;
-            }
-        };
-        if let Some(h) = &p.sha256 {
-            if !is_sha256_hex(h) {
-                v.fail(&o, format!("sha256 `{h}` must be 64 lowercase hex digits"));
-            }
-            if p.url.is_none() {
-                v.fail(&o, "a `sha256` needs the `url` it verifies".into());
-            }
-        }
-        if let Some(d) = &p.image_digest {
-            if !d.strip_prefix("sha256:").is_some_and(is_sha256_hex) || p.image.is_none() {
-                v.fail(
-                    &o,
-                    format!(
-                        "image_digest `{d}` must be `sha256:<64 lowercase hex>` next to an `image`"
-                    ),
-                );
-            }
-        }
-        if let Some(u) = &p.url {
-            if !safe_url(u) {
-                v.fail(
-                    &o,
-                    format!("url `{u}` must be https:// and hold no quotes, spaces or `$`"),
-                );
-            }
-        }
-        for x in p
-            .apt_packages
-            .iter()
-            .chain(&p.dnf_packages)
-            .chain(p.apt_pin.iter())
-            .chain(p.variant.iter())
-            .chain(p.image.iter())
-            .chain(&p.image_tags)
-        {
-            if !safe_word(x) {
-                v.fail(
-                    &o,
-                    format!("`{x}` has characters a package pin cannot hold"),
-                );
-            }
-        }
-        c.packages.push(Package {
-            name: p.name.clone(),
-            version: p.version.clone(),
-            order,
-            variant: p.variant.clone(),
-            url: p.url.clone(),
-            sha256: p.sha256.clone(),
-            apt_packages: p.apt_packages.clone(),
-            apt_pin: p.apt_pin.clone(),
-            dnf_packages: p.dnf_packages.clone(),
-            image: p.image.clone(),
-            image_digest: p.image_digest.clone(),
-            image_tags: p.image_tags.clone(),
-            minimum_safe: p.minimum_safe,
-            follows_driver: follows == Some(crate::core::Component::Driver),
-            follows: follows.map(|c| (c, follows_versions)),
-            requires: p.requires.clone(),
-            origin: o,
-        });
     }
     c.packages.sort_by(|a, b| {
         a.name
@@ -288,9 +176,168 @@ pub(super) fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
             .then_with(|| b.order.cmp(&a.order))
             .then_with(|| a.variant.cmp(&b.variant))
     });
+}
 
+/// One package entry; none when it cannot be used (each problem reported).
+fn one_package(v: &mut V<'_>, p: &PackageWire, o: Origin) -> Option<Package> {
+    if !valid_id(&p.name) {
+        v.fail(
+            &o,
+            format!("package name `{}` must match [a-z0-9][a-z0-9-]*", p.name),
+        );
+        return None;
+    }
+    let (follows, follows_versions) = follows(v, p, &o)?;
+    let order = package_order(v, p, &o, follows.is_some())?;
+    check_package_refs(v, p, &o);
+    Some(Package {
+        name: p.name.clone(),
+        version: p.version.clone(),
+        order,
+        variant: p.variant.clone(),
+        url: p.url.clone(),
+        sha256: p.sha256.clone(),
+        apt_packages: p.apt_packages.clone(),
+        apt_pin: p.apt_pin.clone(),
+        dnf_packages: p.dnf_packages.clone(),
+        image: p.image.clone(),
+        image_digest: p.image_digest.clone(),
+        image_tags: p.image_tags.clone(),
+        minimum_safe: p.minimum_safe,
+        follows_driver: follows == Some(Component::Driver),
+        follows: follows.map(|c| (c, follows_versions)),
+        requires: p.requires.clone(),
+        origin: o,
+    })
+}
+
+/// The locked component a package follows (with the versions it applies to), if any.
+fn follows(v: &mut V<'_>, p: &PackageWire, o: &Origin) -> Option<(Option<Component>, VersionReq)> {
+    let follows = match (p.follows.as_deref(), p.follows_driver) {
+        (None, false) => None,
+        (None, true) | (Some("driver"), _) => Some(Component::Driver),
+        (Some("cuda"), false) => Some(Component::Cuda),
+        (Some("cudnn"), false) => Some(Component::Cudnn),
+        (Some("nccl"), false) => Some(Component::Nccl),
+        (Some(other), _) => {
+            v.fail(
+                o,
+                format!(
+                    "package `{}`: `follows = \"{other}\"` must be `driver`, `cuda`, `cudnn` or `nccl`{}",
+                    p.name,
+                    if p.follows_driver { " (and `follows_driver` then left out)" } else { "" }
+                ),
+            );
+            return None;
+        }
+    };
+    let follows_versions = match (&p.follows_versions, follows) {
+        (None, _) => VersionReq::any(),
+        (Some(r), Some(_)) => match VersionReq::parse(r) {
+            Ok(r) => r,
+            Err(e) => {
+                v.fail(o, format!("follows_versions `{r}`: {e}"));
+                return None;
+            }
+        },
+        (Some(_), None) => {
+            v.fail(o, "`follows_versions` needs `follows`".into());
+            return None;
+        }
+    };
+    Some((follows, follows_versions))
+}
+
+/// The version a package sorts by: its own (a pin), or none when it follows a component.
+fn package_order(
+    v: &mut V<'_>,
+    p: &PackageWire,
+    o: &Origin,
+    follows: bool,
+) -> Option<Option<Version>> {
+    let order = match (&p.version, follows) {
+        (Some(ver), false) => {
+            if !safe_word(ver) {
+                v.fail(
+                    o,
+                    format!("package version `{ver}` has characters a pin cannot hold"),
+                );
+                return None;
+            }
+            Version::parse(ver).ok()
+        }
+        (None, true) => None,
+        (Some(_), true) => {
+            v.fail(
+                o,
+                format!(
+                    "package `{}` follows a locked component; it takes no `version`",
+                    p.name
+                ),
+            );
+            return None;
+        }
+        (None, false) => {
+            v.fail(
+                o,
+                format!(
+                    "package `{}` needs a `version` (or `follows_driver = true`)",
+                    p.name
+                ),
+            );
+            return None;
+        }
+    };
+    Some(order)
+}
+
+/// What a package's URL, hash, image and pins may hold.
+fn check_package_refs(v: &mut V<'_>, p: &PackageWire, o: &Origin) {
+    if let Some(h) = &p.sha256 {
+        if !is_sha256_hex(h) {
+            v.fail(o, format!("sha256 `{h}` must be 64 lowercase hex digits"));
+        }
+        if p.url.is_none() {
+            v.fail(o, "a `sha256` needs the `url` it verifies".into());
+        }
+    }
+    if let Some(d) = &p.image_digest {
+        if !d.strip_prefix("sha256:").is_some_and(is_sha256_hex) || p.image.is_none() {
+            v.fail(
+                o,
+                format!(
+                    "image_digest `{d}` must be `sha256:<64 lowercase hex>` next to an `image`"
+                ),
+            );
+        }
+    }
+    if let Some(u) = &p.url {
+        if !safe_url(u) {
+            v.fail(
+                o,
+                format!("url `{u}` must be https:// and hold no quotes, spaces or `$`"),
+            );
+        }
+    }
+    for x in p
+        .apt_packages
+        .iter()
+        .chain(&p.dnf_packages)
+        .chain(p.apt_pin.iter())
+        .chain(p.variant.iter())
+        .chain(p.image.iter())
+        .chain(&p.image_tags)
+    {
+        if !safe_word(x) {
+            v.fail(o, format!("`{x}` has characters a package pin cannot hold"));
+        }
+    }
+}
+
+/// Cloud instance types of a GPU the catalog knows.
+fn instances(v: &mut V<'_>, c: &mut Catalog, instance: BTreeMap<String, (InstanceWire, Origin)>) {
     let gpu_known = |c: &Catalog, id: &str| c.gpus.iter().any(|g| g.id == id);
-    for (_, (i, o)) in l.instance {
+    for (_, (i, o)) in instance {
         v.source(&o);
         if !gpu_known(c, &i.gpu) {
             v.fail(
@@ -325,7 +372,11 @@ pub(super) fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
             origin: o,
         });
     }
-    for (_, (x, o)) in l.cloud {
+}
+
+/// Per-cloud settings.
+fn clouds(v: &mut V<'_>, c: &mut Catalog, cloud: BTreeMap<String, (CloudWire, Origin)>) {
+    for (_, (x, o)) in cloud {
         v.source(&o);
         if let Some(m) = &x.on_host_maintenance {
             if !matches!(m.as_str(), "TERMINATE" | "MIGRATE") {
@@ -341,7 +392,12 @@ pub(super) fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
             origin: o,
         });
     }
-    for (_, (b, o)) in l.bandwidth {
+}
+
+/// Published nccl-tests bus bandwidth figures.
+fn bandwidth(v: &mut V<'_>, c: &mut Catalog, bandwidth: BTreeMap<String, (BandwidthWire, Origin)>) {
+    let gpu_known = |c: &Catalog, id: &str| c.gpus.iter().any(|g| g.id == id);
+    for (_, (b, o)) in bandwidth {
         v.source(&o);
         if !gpu_known(c, &b.gpu) {
             v.fail(
