@@ -1664,8 +1664,8 @@ struct RequestWire {
     k8s: Option<toml::Spanned<crate::spec::deploy::K8sWire>>,
     slurm: Option<toml::Spanned<crate::spec::deploy::SlurmWire>>,
     storage: Option<toml::Spanned<crate::spec::deploy::StorageWire>>,
-    resolve: Option<toml::Spanned<crate::resolve::spec::ResolveWire>>,
-    python: Option<toml::Spanned<crate::resolve::python::PythonWire>>,
+    resolve: Option<toml::Spanned<crate::spec::resolve::ResolveWire>>,
+    python: Option<toml::Spanned<crate::spec::python::PythonWire>>,
 }
 
 /// `[request.torch-source]`: written only for a torch source build.
@@ -1798,7 +1798,7 @@ impl LockWire {
             resolve: self.request.resolve,
             python: self.request.python,
         }
-        .validate(&mut crate::spec::deploy::At {
+        .validate(&mut crate::spec::at::At {
             file,
             text,
             diags: &mut diags,
@@ -2026,7 +2026,7 @@ impl LockWire {
                         && b.sha256
                             .bytes()
                             .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c));
-                    if !hex_ok || !crate::resolve::spec::is_url(&b.url) {
+                    if !hex_ok || !crate::spec::resolve::is_url(&b.url) {
                         return Err(bad(format!(
                             "invalid [[python.build]] entry for `{}`",
                             b.name.escape_debug()

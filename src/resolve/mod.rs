@@ -29,7 +29,7 @@ pub mod dnf;
 pub mod http;
 pub mod oci;
 pub mod python;
-pub mod spec;
+pub use crate::spec::resolve as spec;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -278,7 +278,6 @@ pub fn resolve(
             continue;
         }
         let repo = package_repository(&p.name, manager, &os, arch);
-        let source_key = format!("{manager}-source");
         let mirror = Resolve::mirror(
             if manager == "apt" {
                 &settings.apt
@@ -293,24 +292,10 @@ pub fn resolve(
                 .or_insert_with(|| apt::fetch_index(transport, &mirror));
             match idx {
                 Err(e) => Err(e.clone()),
-                Ok(idx) => {
-                    let mut out = Vec::new();
-                    for pin in &pins {
-                        let (name, version) = pin.split_once('=').unwrap_or((pin, ""));
-                        match apt::check_pin(idx, name, version) {
-                            apt::PinCheck::Published => out.push(pin.clone()),
-                            apt::PinCheck::Corrected(v) => out.push(format!("{name}={v}")),
-                            apt::PinCheck::Missing(nearest) => errors.push(ResolveError::Pin {
-                                package: p.name.clone(),
-                                manager: "apt",
-                                pin: pin.clone(),
-                                repository: repo.clone(),
-                                nearest,
-                            }),
-                        }
-                    }
-                    Ok((out, idx.release_digest.clone()))
-                }
+                Ok(idx) => Ok((
+                    apt_pins(idx, &pins, &p.name, &repo, &mut errors),
+                    idx.release_digest.clone(),
+                )),
             }
         } else {
             let idx = dnf_indexes
@@ -318,79 +303,145 @@ pub fn resolve(
                 .or_insert_with(|| dnf::fetch_index(transport, &mirror));
             match idx {
                 Err(e) => Err(e.clone()),
-                Ok(idx) => {
-                    let mut out = Vec::new();
-                    for pin in &pins {
-                        match dnf::check_pin(idx, pin) {
-                            dnf::PinCheck::Published { name, version } => {
-                                out.push(format!("{name}-{version}"));
-                            }
-                            dnf::PinCheck::Missing(nearest) => errors.push(ResolveError::Pin {
-                                package: p.name.clone(),
-                                manager: "dnf",
-                                pin: pin.clone(),
-                                repository: repo.clone(),
-                                nearest,
-                            }),
-                        }
-                    }
-                    Ok((out, idx.repomd_digest.clone()))
-                }
+                Ok(idx) => Ok((
+                    dnf_pins(idx, &pins, &p.name, &repo, &mut errors),
+                    idx.repomd_digest.clone(),
+                )),
             }
         };
-        match outcome {
-            Ok((out, index_digest)) => {
-                if out.len() == pins.len() {
-                    report.verified.extend(out.iter().cloned());
-                    p.fields.insert(manager.to_string(), Field::List(out));
-                    p.fields.insert(source_key, Field::Str("repository".into()));
-                    p.fields
-                        .insert(format!("{manager}-repository"), Field::Str(repo.clone()));
-                    p.fields
-                        .insert(format!("{manager}-index"), Field::Str(index_digest));
-                }
-            }
-            Err(RepoError::Fetch(e)) => {
-                let why = e.to_string();
-                // The previous lock's verified pins stand when the catalog still pins the
-                // same packages.
-                let kept = previous
-                    .and_then(|prev| prev.package(&p.name))
-                    .filter(|q| q.get(&source_key) == Some("repository"))
-                    .filter(|q| q.list(manager).len() == pins.len());
-                if let Some(q) = kept {
-                    for k in [
-                        manager.to_string(),
-                        source_key.clone(),
-                        format!("{manager}-repository"),
-                        format!("{manager}-index"),
-                    ] {
-                        if let Some(v) = q.fields.get(&k) {
-                            p.fields.insert(k, v.clone());
-                        }
-                    }
-                } else {
-                    // The catalog's observation, or its naming rule (`naming`, set by the
-                    // selection) stays as it was: unverified either way, and said so.
-                    p.fields
-                        .entry(source_key)
-                        .or_insert_with(|| Field::Str("catalog".into()));
-                }
-                report
-                    .unverified
-                    .extend(pins.iter().map(|x| (x.clone(), why.clone())));
-            }
-            Err(error) => errors.push(ResolveError::Repo {
-                package: p.name.clone(),
-                error,
-            }),
-        }
+        record_pins(
+            p,
+            manager,
+            &pins,
+            &repo,
+            outcome,
+            previous,
+            &mut report,
+            &mut errors,
+        );
     }
     lock.rehash();
     if errors.is_empty() {
         Ok(report)
     } else {
         Err(errors)
+    }
+}
+
+/// The lock's apt pins checked against the repository's `Packages` index: published as
+/// written, or with the Debian revision the repository has; a missing pin is an error.
+fn apt_pins(
+    idx: &apt::AptIndex,
+    pins: &[String],
+    package: &str,
+    repo: &str,
+    errors: &mut Vec<ResolveError>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for pin in pins {
+        let (name, version) = pin.split_once('=').unwrap_or((pin, ""));
+        match apt::check_pin(idx, name, version) {
+            apt::PinCheck::Published => out.push(pin.clone()),
+            apt::PinCheck::Corrected(v) => out.push(format!("{name}={v}")),
+            apt::PinCheck::Missing(nearest) => errors.push(ResolveError::Pin {
+                package: package.to_string(),
+                manager: "apt",
+                pin: pin.clone(),
+                repository: repo.to_string(),
+                nearest,
+            }),
+        }
+    }
+    out
+}
+
+/// The lock's dnf pins checked against the repository's `primary.xml`.
+fn dnf_pins(
+    idx: &dnf::DnfIndex,
+    pins: &[String],
+    package: &str,
+    repo: &str,
+    errors: &mut Vec<ResolveError>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for pin in pins {
+        match dnf::check_pin(idx, pin) {
+            dnf::PinCheck::Published { name, version } => out.push(format!("{name}-{version}")),
+            dnf::PinCheck::Missing(nearest) => errors.push(ResolveError::Pin {
+                package: package.to_string(),
+                manager: "dnf",
+                pin: pin.clone(),
+                repository: repo.to_string(),
+                nearest,
+            }),
+        }
+    }
+    out
+}
+
+/// Records what the repository said about a package's pins: verified pins with the
+/// repository and its index digest; on a fetch failure the previous lock's verified pins,
+/// or the catalog's strings marked unverified.
+#[allow(clippy::too_many_arguments)]
+fn record_pins(
+    p: &mut LockedPackage,
+    manager: &str,
+    pins: &[String],
+    repo: &str,
+    outcome: Result<(Vec<String>, String), RepoError>,
+    previous: Option<&Lock>,
+    report: &mut Report,
+    errors: &mut Vec<ResolveError>,
+) {
+    let source_key = format!("{manager}-source");
+    match outcome {
+        Ok((out, index_digest)) => {
+            if out.len() == pins.len() {
+                report.verified.extend(out.iter().cloned());
+                p.fields.insert(manager.to_string(), Field::List(out));
+                p.fields.insert(source_key, Field::Str("repository".into()));
+                p.fields.insert(
+                    format!("{manager}-repository"),
+                    Field::Str(repo.to_string()),
+                );
+                p.fields
+                    .insert(format!("{manager}-index"), Field::Str(index_digest));
+            }
+        }
+        Err(RepoError::Fetch(e)) => {
+            let why = e.to_string();
+            // The previous lock's verified pins stand when the catalog still pins the
+            // same packages.
+            let kept = previous
+                .and_then(|prev| prev.package(&p.name))
+                .filter(|q| q.get(&source_key) == Some("repository"))
+                .filter(|q| q.list(manager).len() == pins.len());
+            if let Some(q) = kept {
+                for k in [
+                    manager.to_string(),
+                    source_key.clone(),
+                    format!("{manager}-repository"),
+                    format!("{manager}-index"),
+                ] {
+                    if let Some(v) = q.fields.get(&k) {
+                        p.fields.insert(k, v.clone());
+                    }
+                }
+            } else {
+                // The catalog's observation, or its naming rule (`naming`, set by the
+                // selection) stays as it was: unverified either way, and said so.
+                p.fields
+                    .entry(source_key)
+                    .or_insert_with(|| Field::Str("catalog".into()));
+            }
+            report
+                .unverified
+                .extend(pins.iter().map(|x| (x.clone(), why.clone())));
+        }
+        Err(error) => errors.push(ResolveError::Repo {
+            package: p.name.clone(),
+            error,
+        }),
     }
 }
 
@@ -441,36 +492,55 @@ fn resolve_package_images(
             }
         }
     }
-    if offline_why.is_none() {
-        for (stem, reference, r) in resolved {
-            let key = format!("{stem}-digest");
-            if let Some(old) = p.get(&key) {
-                if old != r.digest {
-                    p.because.push(format!(
-                        "`{reference}` moved: the catalog observed {old}, the registry now serves {}",
-                        r.digest
-                    ));
-                }
-            }
-            p.fields.insert(key, Field::Str(r.digest));
-            let platforms: Vec<String> = r
-                .platforms
-                .iter()
-                .map(|(pl, d)| format!("{pl} {d}"))
-                .collect();
-            if platforms.is_empty() {
-                p.fields.remove(&format!("{stem}-platforms"));
-            } else {
-                p.fields
-                    .insert(format!("{stem}-platforms"), Field::List(platforms));
-            }
-            report.from_registry.push(reference);
-        }
-        p.fields
-            .insert("digest-source".into(), Field::Str("registry".into()));
-        return;
+    match offline_why {
+        None => record_registry_digests(p, resolved, report),
+        Some(why) => fall_back_digests(p, images, &why, previous, report),
     }
-    let why = offline_why.unwrap_or_default();
+}
+
+/// The registry answered for every image of the package: its digests and platforms.
+fn record_registry_digests(
+    p: &mut LockedPackage,
+    resolved: Vec<(String, String, oci::Resolved)>,
+    report: &mut Report,
+) {
+    for (stem, reference, r) in resolved {
+        let key = format!("{stem}-digest");
+        if let Some(old) = p.get(&key) {
+            if old != r.digest {
+                p.because.push(format!(
+                    "`{reference}` moved: the catalog observed {old}, the registry now serves {}",
+                    r.digest
+                ));
+            }
+        }
+        p.fields.insert(key, Field::Str(r.digest));
+        let platforms: Vec<String> = r
+            .platforms
+            .iter()
+            .map(|(pl, d)| format!("{pl} {d}"))
+            .collect();
+        if platforms.is_empty() {
+            p.fields.remove(&format!("{stem}-platforms"));
+        } else {
+            p.fields
+                .insert(format!("{stem}-platforms"), Field::List(platforms));
+        }
+        report.from_registry.push(reference);
+    }
+    p.fields
+        .insert("digest-source".into(), Field::Str("registry".into()));
+}
+
+/// The registry could not be asked: the previous lock's digests for the same references,
+/// else the catalog's observed digests, else the images stay unpinned.
+fn fall_back_digests(
+    p: &mut LockedPackage,
+    images: &[(String, String)],
+    why: &str,
+    previous: Option<&Lock>,
+    report: &mut Report,
+) {
     // The previous lock's registry digests stand for the same references.
     let same = previous.and_then(|prev| prev.package(&p.name)).filter(|q| {
         q.get("digest-source") == Some("registry")

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::core::Layer;
-use crate::error::{Diagnostic, Stage};
+use crate::spec::at::At;
 
 /// `[cluster]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -395,9 +395,9 @@ pub struct Deploy {
     /// `[storage]`.
     pub storage: Option<Storage>,
     /// `[resolve]`: where `gpustack lock` resolves digests and package versions.
-    pub resolve: Option<crate::resolve::spec::Resolve>,
+    pub resolve: Option<crate::spec::resolve::Resolve>,
     /// `[python]`: the user's own Python requirements per layer.
-    pub python: crate::resolve::python::PythonReqs,
+    pub python: crate::spec::python::PythonReqs,
 }
 
 type S<T> = Spanned<T>;
@@ -416,8 +416,8 @@ pub(crate) struct DeployWire {
     pub(crate) k8s: Option<S<K8sWire>>,
     pub(crate) slurm: Option<S<SlurmWire>>,
     pub(crate) storage: Option<S<StorageWire>>,
-    pub(crate) resolve: Option<S<crate::resolve::spec::ResolveWire>>,
-    pub(crate) python: Option<S<crate::resolve::python::PythonWire>>,
+    pub(crate) resolve: Option<S<crate::spec::resolve::ResolveWire>>,
+    pub(crate) python: Option<S<crate::spec::python::PythonWire>>,
 }
 
 #[derive(Deserialize)]
@@ -511,61 +511,6 @@ struct SlurmFields {
     partition: S<String>,
     container: Option<S<String>>,
     time: Option<S<String>>,
-}
-
-/// Reports problems at a span of the spec text.
-pub(crate) struct At<'a> {
-    pub(crate) file: &'a str,
-    pub(crate) text: &'a str,
-    pub(crate) diags: &'a mut Vec<Diagnostic>,
-}
-
-impl At<'_> {
-    pub(crate) fn fail(&mut self, span: std::ops::Range<usize>, msg: String, hint: &str) {
-        let mut d = Diagnostic::new(Stage::Spec, msg).at_offset(self.file, self.text, span.start);
-        if !hint.is_empty() {
-            d = d.hint(hint);
-        }
-        self.diags.push(d);
-    }
-
-    /// A required key: reported at its table when missing (every missing key of every
-    /// table, each with the line to add), and a placeholder returned so the other checks
-    /// still run.
-    fn need<T>(
-        &mut self,
-        v: Option<S<T>>,
-        table: (&str, &std::ops::Range<usize>),
-        key: &str,
-        example: &str,
-        placeholder: T,
-    ) -> S<T> {
-        match v {
-            Some(v) => v,
-            None => {
-                let (name, span) = table;
-                self.fail(
-                    span.clone(),
-                    format!("`[{name}]` needs `{key}`"),
-                    &format!("add `{key} = {example}` to [{name}] (the spec reference in the book lists every key)"),
-                );
-                S::new(span.clone(), placeholder)
-            }
-        }
-    }
-
-    fn count(&mut self, v: &S<i64>, what: &str, max: i64) -> u32 {
-        let n = *v.get_ref();
-        if !(1..=max).contains(&n) {
-            self.fail(
-                v.span(),
-                format!("`{what}` must be between 1 and {max}, not {n}"),
-                "",
-            );
-            return 1;
-        }
-        u32::try_from(n).unwrap_or(1)
-    }
 }
 
 /// Where every target mounts `[storage].models`.
@@ -748,57 +693,72 @@ impl Deploy {
         workdir_span: Option<std::ops::Range<usize>>,
         storage_spans: &[(&'static str, std::ops::Range<usize>)],
     ) {
+        if let (Some(serve), Some(span)) = (&self.serve, tp_span.or(model_span.clone())) {
+            self.check_serve_fits(serve, span, at);
+        }
+        self.check_slurm_mounts(at, model_span, workdir_span, storage_spans);
+    }
+
+    /// `[serve]` against the nodes it runs on.
+    fn check_serve_fits(&self, serve: &Serve, span: std::ops::Range<usize>, at: &mut At<'_>) {
         // A replica of the server spans `nodes` nodes, each running an equal share of its
         // tensor × pipeline parallel GPUs.
-        if let (Some(serve), Some(span)) = (&self.serve, tp_span.or(model_span.clone())) {
-            let per_node = self.cluster.as_ref().map_or(8, |c| c.gpus_per_node);
-            let gpus = serve.gpus();
-            if serve.nodes == 1 && serve.pipeline_parallel == 1 && serve.tensor_parallel > per_node
-            {
+        let per_node = self.cluster.as_ref().map_or(8, |c| c.gpus_per_node);
+        let gpus = serve.gpus();
+        if serve.nodes == 1 && serve.pipeline_parallel == 1 && serve.tensor_parallel > per_node {
+            at.fail(
+                span.clone(),
+                format!(
+                    "`tensor_parallel = {}` is more than the {per_node} GPUs of a node",
+                    serve.tensor_parallel
+                ),
+                &format!("lower `tensor_parallel` to at most {per_node} (`[cluster].gpus_per_node`, 8 when there is no [cluster]), or spread the server over nodes (`nodes`, `pipeline_parallel`)"),
+            );
+        } else if gpus.div_ceil(serve.nodes) > per_node {
+            at.fail(
+                span.clone(),
+                format!("[serve].tensor_parallel × pipeline_parallel = {} × {} = {gpus} GPUs do not fit {} node(s) of {per_node} GPUs", serve.tensor_parallel, serve.pipeline_parallel, serve.nodes),
+                "lower `tensor_parallel` to at most [cluster].gpus_per_node, or raise `nodes` and `pipeline_parallel` together",
+            );
+        } else if serve.nodes > 1 && gpus % serve.nodes != 0 {
+            at.fail(
+                span.clone(),
+                format!(
+                    "[serve] needs {gpus} GPUs, which do not split evenly over {} nodes",
+                    serve.nodes
+                ),
+                "make tensor_parallel × pipeline_parallel a multiple of `nodes`",
+            );
+        }
+        if serve.nodes > 1 && self.configures().2 {
+            at.fail(
+                span.clone(),
+                format!("[serve].nodes = {}: a vLLM server across nodes is generated for Kubernetes only (a LeaderWorkerSet), not yet as a Slurm job", serve.nodes),
+                "leave [slurm] out of a spec that serves across nodes (and keep [k8s]), or serve on one node (`nodes = 1`)",
+            );
+        }
+        if let Some(c) = &self.cluster {
+            if serve.nodes > c.nodes {
                 at.fail(
-                    span.clone(),
+                    span,
                     format!(
-                        "`tensor_parallel = {}` is more than the {per_node} GPUs of a node",
-                        serve.tensor_parallel
+                        "[serve].nodes = {} is more than the {} nodes of [cluster]",
+                        serve.nodes, c.nodes
                     ),
-                    &format!("lower `tensor_parallel` to at most {per_node} (`[cluster].gpus_per_node`, 8 when there is no [cluster]), or spread the server over nodes (`nodes`, `pipeline_parallel`)"),
+                    "lower `nodes` or raise [cluster].nodes",
                 );
-            } else if gpus.div_ceil(serve.nodes) > per_node {
-                at.fail(
-                    span.clone(),
-                    format!("[serve].tensor_parallel × pipeline_parallel = {} × {} = {gpus} GPUs do not fit {} node(s) of {per_node} GPUs", serve.tensor_parallel, serve.pipeline_parallel, serve.nodes),
-                    "lower `tensor_parallel` to at most [cluster].gpus_per_node, or raise `nodes` and `pipeline_parallel` together",
-                );
-            } else if serve.nodes > 1 && gpus % serve.nodes != 0 {
-                at.fail(
-                    span.clone(),
-                    format!(
-                        "[serve] needs {gpus} GPUs, which do not split evenly over {} nodes",
-                        serve.nodes
-                    ),
-                    "make tensor_parallel × pipeline_parallel a multiple of `nodes`",
-                );
-            }
-            if serve.nodes > 1 && self.configures().2 {
-                at.fail(
-                    span.clone(),
-                    format!("[serve].nodes = {}: a vLLM server across nodes is generated for Kubernetes only (a LeaderWorkerSet), not yet as a Slurm job", serve.nodes),
-                    "leave [slurm] out of a spec that serves across nodes (and keep [k8s]), or serve on one node (`nodes = 1`)",
-                );
-            }
-            if let Some(c) = &self.cluster {
-                if serve.nodes > c.nodes {
-                    at.fail(
-                        span,
-                        format!(
-                            "[serve].nodes = {} is more than the {} nodes of [cluster]",
-                            serve.nodes, c.nodes
-                        ),
-                        "lower `nodes` or raise [cluster].nodes",
-                    );
-                }
             }
         }
+    }
+
+    /// Pyxis and Apptainer mount syntax against the paths `gen slurm` mounts.
+    fn check_slurm_mounts(
+        &self,
+        at: &mut At<'_>,
+        model_span: Option<std::ops::Range<usize>>,
+        workdir_span: Option<std::ops::Range<usize>>,
+        storage_spans: &[(&'static str, std::ops::Range<usize>)],
+    ) {
         // Pyxis (`--container-mounts`) and Apptainer (`--bind`) separate mounts with `,`
         // and their fields with `:`; `gen slurm` mounts the storage, the training code's
         // directory and a model path.
@@ -922,29 +882,6 @@ fn validate_network(n: S<NetworkWire>, fabric: Option<Fabric>, at: &mut At<'_>) 
         );
         return Network::default();
     };
-    // A key the fabric has no use for: reported at the key, naming the fabrics it fits.
-    let only =
-        |at: &mut At<'_>, key: &str, span: std::ops::Range<usize>, fits: &[Fabric], why: &str| {
-            if !fits.contains(&fabric) {
-                at.fail(
-                    span,
-                    format!(
-                        "`[network].{key}` does not apply to fabric `{}`: {why}",
-                        fabric.name()
-                    ),
-                    &format!(
-                        "remove `{key}`, or set `[cluster].fabric` to {}",
-                        fits.iter()
-                            .map(|f| format!("`{}`", f.name()))
-                            .collect::<Vec<_>>()
-                            .join(" or ")
-                    ),
-                );
-                false
-            } else {
-                true
-            }
-        };
     let interfaces = names(
         at,
         n.interfaces.as_ref(),
@@ -955,7 +892,8 @@ fn validate_network(n: S<NetworkWire>, fabric: Option<Fabric>, at: &mut At<'_>) 
     );
     let mut hcas = Vec::new();
     if let Some(h) = &n.hcas {
-        if only(
+        if applies(
+            fabric,
             at,
             "hcas",
             h.span(),
@@ -974,7 +912,8 @@ fn validate_network(n: S<NetworkWire>, fabric: Option<Fabric>, at: &mut At<'_>) 
     }
     let mut gid_index = None;
     if let Some(g) = &n.gid_index {
-        if only(
+        if applies(
+            fabric,
             at,
             "gid_index",
             g.span(),
@@ -995,7 +934,8 @@ fn validate_network(n: S<NetworkWire>, fabric: Option<Fabric>, at: &mut At<'_>) 
     }
     let mut rdma_resource = None;
     if let Some(r) = &n.rdma_resource {
-        if only(
+        if applies(
+            fabric,
             at,
             "rdma_resource",
             r.span(),
@@ -1020,7 +960,8 @@ fn validate_network(n: S<NetworkWire>, fabric: Option<Fabric>, at: &mut At<'_>) 
     let mut sharp = false;
     if let Some(s) = &n.sharp {
         if *s.get_ref()
-            && only(
+            && applies(
+                fabric,
                 at,
                 "sharp",
                 s.span(),
@@ -1038,6 +979,36 @@ fn validate_network(n: S<NetworkWire>, fabric: Option<Fabric>, at: &mut At<'_>) 
         rdma_resource,
         sharp,
     }
+}
+
+/// Whether a `[network]` key applies to the fabric; when not, reported at the key, naming the
+/// fabrics it fits.
+fn applies(
+    fabric: Fabric,
+    at: &mut At<'_>,
+    key: &str,
+    span: std::ops::Range<usize>,
+    fits: &[Fabric],
+    why: &str,
+) -> bool {
+    if fits.contains(&fabric) {
+        return true;
+    }
+    at.fail(
+        span,
+        format!(
+            "`[network].{key}` does not apply to fabric `{}`: {why}",
+            fabric.name()
+        ),
+        &format!(
+            "remove `{key}`, or set `[cluster].fabric` to {}",
+            fits.iter()
+                .map(|f| format!("`{}`", f.name()))
+                .collect::<Vec<_>>()
+                .join(" or ")
+        ),
+    );
+    false
 }
 
 impl DeployWire {
@@ -1078,416 +1049,35 @@ impl DeployWire {
     fn validate_tables(self, at: &mut At<'_>) -> Deploy {
         let mut d = Deploy::default();
         if let Some(c) = self.cluster {
-            let span = c.span();
-            let t = ("cluster", &span);
-            let c = c.into_inner();
-            let fabric_v = at.need(c.fabric, t, "fabric", "\"infiniband\"", "infiniband".into());
-            let nodes_v = at.need(c.nodes, t, "nodes", "2", 1);
-            let gpus_v = at.need(c.gpus_per_node, t, "gpus_per_node", "8", 8);
-            let fabric = match Fabric::ALL
-                .into_iter()
-                .find(|f| f.name() == fabric_v.get_ref())
-            {
-                Some(f) => f,
-                None => {
-                    at.fail(
-                        fabric_v.span(),
-                        format!("unknown fabric `{}`", fabric_v.get_ref().escape_debug()),
-                        "`fabric` is one of: infiniband, roce, efa, slingshot, ethernet",
-                    );
-                    Fabric::Ethernet
-                }
-            };
-            let nodes = at.count(&nodes_v, "nodes", 4096);
-            let gpus_per_node = at.count(&gpus_v, "gpus_per_node", 16);
-            let cpus_per_node = c
-                .cpus_per_node
-                .as_ref()
-                .map(|v| at.count(v, "cpus_per_node", 4096));
-            let memory_gib_per_node = c
-                .memory_gib_per_node
-                .as_ref()
-                .map(|v| at.count(v, "memory_gib_per_node", 65_536));
-            d.cluster = Some(Cluster {
-                fabric,
-                nodes,
-                gpus_per_node,
-                cpus_per_node,
-                memory_gib_per_node,
-            });
+            d.cluster = Some(validate_cluster(c, at));
         }
         if let Some(n) = self.network {
             let fabric = d.cluster.as_ref().map(|c| c.fabric);
             d.network = Some(validate_network(n, fabric, at));
         }
         if let Some(i) = self.image {
-            let span = i.span();
-            let i = i.into_inner();
-            let registry = at.need(
-                i.registry,
-                ("image", &span),
-                "registry",
-                "\"registry.example.com/ml\"",
-                String::new(),
-            );
-            if !registry.get_ref().is_empty() && !is_registry(registry.get_ref()) {
-                at.fail(
-                    registry.span(),
-                    format!("invalid registry `{}`", registry.get_ref().escape_debug()),
-                    "write a lowercase registry prefix without tag, like `registry.example.com/ml`",
-                );
-            }
-            let mut layers = Vec::new();
-            match &i.layers {
-                None => layers.extend(Layer::ALL),
-                Some(ls) => {
-                    for l in ls.get_ref() {
-                        match Layer::from_name(l) {
-                            Some(x) if !layers.contains(&x) => layers.push(x),
-                            Some(_) => {}
-                            None => at.fail(
-                                ls.span(),
-                                format!("unknown layer `{}`", l.escape_debug()),
-                                "layers are: base, framework, inference, training, validate",
-                            ),
-                        }
-                    }
-                    layers.sort();
-                    if !layers.contains(&Layer::Base) {
-                        layers.insert(0, Layer::Base);
-                    }
-                }
-            }
-            d.image = Some(Image {
-                registry: registry.into_inner(),
-                layers,
-            });
+            d.image = Some(validate_image(i, at));
         }
         if let Some(t) = self.train {
-            let span = t.span();
-            let t = t.into_inner();
-            let missing = t.command.is_none();
-            let command = at.need(
-                t.command,
-                ("train", &span),
-                "command",
-                "[\"python\", \"train.py\"]",
-                Vec::new(),
-            );
-            let cmd = command.get_ref();
-            if !missing && (cmd.is_empty() || cmd.len() > 256) {
-                at.fail(
-                    command.span(),
-                    "`command` must list 1 to 256 arguments".into(),
-                    "like `command = [\"python\", \"train.py\"]`",
-                );
-            }
-            if let Some(bad) = cmd
-                .iter()
-                .find(|a| a.is_empty() || a.len() > 1024 || a.chars().any(|c| c.is_control()))
-            {
-                at.fail(command.span(), format!("command argument `{}` is empty, too long or contains control characters", bad.escape_debug()), "each argument is passed as one word; newlines and control characters are not allowed");
-            }
-            let entry = match Entry::parse(cmd) {
-                Ok(e) => e,
-                // Reported above.
-                Err(_) if missing => Entry::Executable {
-                    program: String::new(),
-                    args: Vec::new(),
-                },
-                Err((msg, hint)) => {
-                    at.fail(command.span(), msg, &hint);
-                    Entry::Executable {
-                        program: String::new(),
-                        args: Vec::new(),
-                    }
-                }
-            };
-            let workdir = t.workdir.as_ref().and_then(|w| match parse_storage(w.get_ref()) {
-                Ok(StorageRef::Pvc { .. }) => {
-                    at.fail(
-                        w.span(),
-                        format!("`workdir = \"{}\"`: a PersistentVolumeClaim cannot be mounted by Slurm jobs", w.get_ref().escape_debug()),
-                        "use storage every node reaches (`nfs://host/path`, `lustre:/path`, `hostpath:/path`), or leave `workdir` out: Slurm then uses the directory the job is submitted from and Kubernetes the code image",
-                    );
-                    None
-                }
-                Ok(r) => Some(r),
-                Err(e) => {
-                    at.fail(w.span(), e, "like `workdir = \"lustre:/lustre/home/me/project\"`");
-                    None
-                }
-            });
-            d.train = Some(Train {
-                command: command.into_inner(),
-                entry,
-                workdir,
-            });
+            d.train = Some(validate_train(t, at));
         }
         let mut model_span = None;
         if let Some(s) = self.serve {
-            let span = s.span();
-            let s = s.into_inner();
-            let model = at.need(
-                s.model,
-                ("serve", &span),
-                "model",
-                "\"meta-llama/Llama-3.1-8B\"",
-                "model".into(),
-            );
-            model_span = Some(model.span());
-            if !is_model(model.get_ref()) {
-                at.fail(model.span(), format!("invalid model `{}`", model.get_ref().escape_debug()), "use an absolute path like `/models/llama-3-70b` or a Hugging Face id like `meta-llama/Llama-3.1-8B`");
-            }
-            let tp = s
-                .tensor_parallel
-                .as_ref()
-                .map_or(1, |v| at.count(v, "tensor_parallel", 16));
-            let len = s
-                .max_model_len
-                .as_ref()
-                .map_or(4096, |v| at.count(v, "max_model_len", 10_000_000));
-            let replicas = s
-                .replicas
-                .as_ref()
-                .map_or(1, |v| at.count(v, "replicas", 1000));
-            let nodes = s.nodes.as_ref().map_or(1, |v| at.count(v, "nodes", 64));
-            let pp = s
-                .pipeline_parallel
-                .as_ref()
-                .map_or(nodes, |v| at.count(v, "pipeline_parallel", 64));
-            d.serve = Some(Serve {
-                model: model.into_inner(),
-                tensor_parallel: tp,
-                max_model_len: len,
-                replicas,
-                nodes,
-                pipeline_parallel: pp,
-            });
+            let (serve, span) = validate_serve(s, at);
+            model_span = Some(span);
+            d.serve = Some(serve);
         }
         if let Some(p) = self.packer {
-            let span = p.span();
-            let p = p.into_inner();
-            let missing = p.clouds.is_none();
-            let p_clouds = at.need(
-                p.clouds,
-                ("packer", &span),
-                "clouds",
-                "[\"aws\"]",
-                Vec::new(),
-            );
-            let mut clouds = Vec::new();
-            for c in p_clouds.get_ref() {
-                match Cloud::ALL.into_iter().find(|x| x.name() == c) {
-                    Some(x) if !clouds.contains(&x) => clouds.push(x),
-                    Some(_) => {}
-                    None => at.fail(
-                        p_clouds.span(),
-                        format!("unknown cloud `{}`", c.escape_debug()),
-                        "clouds are: aws, gcp, azure, qemu",
-                    ),
-                }
-            }
-            if !missing && clouds.is_empty() && p_clouds.get_ref().is_empty() {
-                at.fail(
-                    p_clouds.span(),
-                    "`clouds` is empty".into(),
-                    "list at least one of: aws, gcp, azure, qemu",
-                );
-            }
-            clouds.sort();
-            d.packer = Some(Packer { clouds });
+            d.packer = Some(validate_packer(p, at));
         }
         if let Some(k) = self.k8s {
-            let span = k.span();
-            let k = k.into_inner();
-            let k = K8sFields {
-                namespace: at.need(
-                    k.namespace,
-                    ("k8s", &span),
-                    "namespace",
-                    "\"ml\"",
-                    "default".into(),
-                ),
-                version: at.need(
-                    k.version,
-                    ("k8s", &span),
-                    "version",
-                    "\"1.30\"",
-                    "1.30".into(),
-                ),
-                training_api: k.training_api,
-                queue: k.queue,
-                topology: k.topology,
-            };
-            if !is_dns_label(k.namespace.get_ref()) {
-                at.fail(
-                    k.namespace.span(),
-                    format!(
-                        "invalid namespace `{}`",
-                        k.namespace.get_ref().escape_debug()
-                    ),
-                    "a namespace is a DNS label: lowercase letters, digits and `-`, at most 63",
-                );
-            }
-            let v = k.version.get_ref();
-            let ok = v.strip_prefix("1.").is_some_and(|m| {
-                !m.is_empty() && m.len() <= 2 && m.bytes().all(|c| c.is_ascii_digit())
-            });
-            if !ok {
-                at.fail(
-                    k.version.span(),
-                    format!("invalid Kubernetes version `{}`", v.escape_debug()),
-                    "write the minor version, like `1.30`",
-                );
-            }
-            if matches!(
-                k.namespace.get_ref().as_str(),
-                "default" | "kube-system" | "kube-public" | "kube-node-lease"
-            ) {
-                at.fail(
-                    k.namespace.span(),
-                    format!("namespace `{}` is a system namespace", k.namespace.get_ref()),
-                    "name a namespace of its own, like `llm`: gen k8s labels it with the Pod Security level its workloads need",
-                );
-            }
-            let training_api = match k.training_api.as_ref().map(|t| t.get_ref().as_str()) {
-                None | Some("trainjob") => TrainingApi::TrainJob,
-                Some("pytorchjob") => TrainingApi::PyTorchJob,
-                Some(other) => {
-                    let t = k.training_api.as_ref().map(S::span).unwrap_or_default();
-                    at.fail(
-                        t,
-                        format!("unknown training API `{}`", other.escape_debug()),
-                        "`training_api` is `trainjob` (Kubeflow Trainer v2) or `pytorchjob` (training-operator v1)",
-                    );
-                    TrainingApi::TrainJob
-                }
-            };
-            let mut label =
-                |v: &Option<S<String>>, what: &str, ok: fn(&str) -> bool, hint: &str| {
-                    let v = v.as_ref()?;
-                    if !ok(v.get_ref()) {
-                        at.fail(
-                            v.span(),
-                            format!("invalid {what} `{}`", v.get_ref().escape_debug()),
-                            hint,
-                        );
-                    }
-                    Some(v.get_ref().clone())
-                };
-            let queue = label(
-                &k.queue,
-                "queue",
-                is_dns_label,
-                "a LocalQueue name is a DNS label: lowercase letters, digits and `-`",
-            );
-            let topology = label(
-                &k.topology,
-                "topology label",
-                is_label_key,
-                "a node label key, like `cloud.provider.com/topology-block`",
-            );
-            d.k8s = Some(K8s {
-                namespace: k.namespace.into_inner(),
-                version: k.version.into_inner(),
-                training_api,
-                queue,
-                topology,
-            });
+            d.k8s = Some(validate_k8s(k, at));
         }
         if let Some(s) = self.slurm {
-            let span = s.span();
-            let s = s.into_inner();
-            let missing = s.partition.is_none();
-            let s = SlurmFields {
-                partition: at.need(
-                    s.partition,
-                    ("slurm", &span),
-                    "partition",
-                    "\"gpu\"",
-                    "gpu".into(),
-                ),
-                container: s.container,
-                time: s.time,
-            };
-            let p = s.partition.get_ref();
-            // A leading `-` would be read as an option of sbatch or srun.
-            let plain = p
-                .bytes()
-                .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-');
-            let leads = p.bytes().next().is_some_and(|c| c.is_ascii_alphanumeric());
-            if !(p.is_empty() || (plain && leads)) {
-                at.fail(
-                    s.partition.span(),
-                    format!(
-                        "invalid partition `{}`",
-                        s.partition.get_ref().escape_debug()
-                    ),
-                    "letters, digits, `-` and `_` only, starting with a letter or digit",
-                );
-            }
-            let container = match s.container.as_ref().map(|c| c.get_ref().as_str()) {
-                None | Some("pyxis") => SlurmContainer::Pyxis,
-                Some("apptainer") => SlurmContainer::Apptainer,
-                Some("none") => SlurmContainer::None,
-                Some(other) => {
-                    let span = s.container.as_ref().map(Spanned::span).unwrap_or_default();
-                    at.fail(
-                        span,
-                        format!("unknown container runtime `{}`", other.escape_debug()),
-                        "`container` is one of: pyxis, apptainer, none",
-                    );
-                    SlurmContainer::None
-                }
-            };
-            let time = s
-                .time
-                .as_ref()
-                .map_or_else(|| "24:00:00".to_string(), |t| t.get_ref().clone());
-            if let Some(t) = &s.time {
-                if !is_slurm_time(t.get_ref()) {
-                    at.fail(
-                        t.span(),
-                        format!("invalid time limit `{}`", t.get_ref().escape_debug()),
-                        "write one of sbatch's formats: `MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM` or `D-HH:MM:SS`, like `48:00:00` (minutes and seconds below 60, hours after days below 24); a zero limit is no limit in Slurm: write `UNLIMITED` if that is meant",
-                    );
-                }
-            }
-            if !missing && (s.partition.get_ref().is_empty() || s.partition.get_ref().len() > 64) {
-                at.fail(
-                    s.partition.span(),
-                    "`partition` must be 1 to 64 characters".into(),
-                    "name the Slurm partition the jobs run in, like `partition = \"gpu\"`",
-                );
-            }
-            d.slurm = Some(Slurm {
-                partition: s.partition.into_inner(),
-                container,
-                time,
-            });
+            d.slurm = Some(validate_slurm(s, at));
         }
         if let Some(s) = self.storage {
-            let s = s.into_inner();
-            let mut one = |v: &Option<S<String>>| -> Option<StorageRef> {
-                let v = v.as_ref()?;
-                match parse_storage(v.get_ref()) {
-                    Ok(r) => Some(r),
-                    Err(e) => {
-                        at.fail(
-                            v.span(),
-                            e,
-                            "like `nfs://nfs.example.com/datasets`, `lustre:/lustre/ckpt`, `hostpath:/data` or `pvc:datasets`",
-                        );
-                        None
-                    }
-                }
-            };
-            d.storage = Some(Storage {
-                datasets: one(&s.datasets),
-                checkpoints: one(&s.checkpoints),
-                models: one(&s.models),
-            });
+            d.storage = Some(validate_storage(s, at));
         }
         // A model path is served from `[storage].models`, which every target mounts at
         // `/models`: the path must lie there.
@@ -1613,5 +1203,437 @@ mod tests {
         ] {
             assert!(parse_storage(bad).is_err(), "{bad}");
         }
+    }
+}
+
+/// `[cluster]`, validated.
+fn validate_cluster(c: S<ClusterWire>, at: &mut At<'_>) -> Cluster {
+    let span = c.span();
+    let t = ("cluster", &span);
+    let c = c.into_inner();
+    let fabric_v = at.need(c.fabric, t, "fabric", "\"infiniband\"", "infiniband".into());
+    let nodes_v = at.need(c.nodes, t, "nodes", "2", 1);
+    let gpus_v = at.need(c.gpus_per_node, t, "gpus_per_node", "8", 8);
+    let fabric = match Fabric::ALL
+        .into_iter()
+        .find(|f| f.name() == fabric_v.get_ref())
+    {
+        Some(f) => f,
+        None => {
+            at.fail(
+                fabric_v.span(),
+                format!("unknown fabric `{}`", fabric_v.get_ref().escape_debug()),
+                "`fabric` is one of: infiniband, roce, efa, slingshot, ethernet",
+            );
+            Fabric::Ethernet
+        }
+    };
+    let nodes = at.count(&nodes_v, "nodes", 4096);
+    let gpus_per_node = at.count(&gpus_v, "gpus_per_node", 16);
+    let cpus_per_node = c
+        .cpus_per_node
+        .as_ref()
+        .map(|v| at.count(v, "cpus_per_node", 4096));
+    let memory_gib_per_node = c
+        .memory_gib_per_node
+        .as_ref()
+        .map(|v| at.count(v, "memory_gib_per_node", 65_536));
+    Cluster {
+        fabric,
+        nodes,
+        gpus_per_node,
+        cpus_per_node,
+        memory_gib_per_node,
+    }
+}
+
+/// `[image]`, validated.
+fn validate_image(i: S<ImageWire>, at: &mut At<'_>) -> Image {
+    let span = i.span();
+    let i = i.into_inner();
+    let registry = at.need(
+        i.registry,
+        ("image", &span),
+        "registry",
+        "\"registry.example.com/ml\"",
+        String::new(),
+    );
+    if !registry.get_ref().is_empty() && !is_registry(registry.get_ref()) {
+        at.fail(
+            registry.span(),
+            format!("invalid registry `{}`", registry.get_ref().escape_debug()),
+            "write a lowercase registry prefix without tag, like `registry.example.com/ml`",
+        );
+    }
+    let mut layers = Vec::new();
+    match &i.layers {
+        None => layers.extend(Layer::ALL),
+        Some(ls) => {
+            for l in ls.get_ref() {
+                match Layer::from_name(l) {
+                    Some(x) if !layers.contains(&x) => layers.push(x),
+                    Some(_) => {}
+                    None => at.fail(
+                        ls.span(),
+                        format!("unknown layer `{}`", l.escape_debug()),
+                        "layers are: base, framework, inference, training, validate",
+                    ),
+                }
+            }
+            layers.sort();
+            if !layers.contains(&Layer::Base) {
+                layers.insert(0, Layer::Base);
+            }
+        }
+    }
+    Image {
+        registry: registry.into_inner(),
+        layers,
+    }
+}
+
+/// `[train]`, validated.
+fn validate_train(t: S<TrainWire>, at: &mut At<'_>) -> Train {
+    let span = t.span();
+    let t = t.into_inner();
+    let missing = t.command.is_none();
+    let command = at.need(
+        t.command,
+        ("train", &span),
+        "command",
+        "[\"python\", \"train.py\"]",
+        Vec::new(),
+    );
+    let cmd = command.get_ref();
+    if !missing && (cmd.is_empty() || cmd.len() > 256) {
+        at.fail(
+            command.span(),
+            "`command` must list 1 to 256 arguments".into(),
+            "like `command = [\"python\", \"train.py\"]`",
+        );
+    }
+    if let Some(bad) = cmd
+        .iter()
+        .find(|a| a.is_empty() || a.len() > 1024 || a.chars().any(|c| c.is_control()))
+    {
+        at.fail(
+            command.span(),
+            format!(
+                "command argument `{}` is empty, too long or contains control characters",
+                bad.escape_debug()
+            ),
+            "each argument is passed as one word; newlines and control characters are not allowed",
+        );
+    }
+    let entry = match Entry::parse(cmd) {
+        Ok(e) => e,
+        // Reported above.
+        Err(_) if missing => Entry::Executable {
+            program: String::new(),
+            args: Vec::new(),
+        },
+        Err((msg, hint)) => {
+            at.fail(command.span(), msg, &hint);
+            Entry::Executable {
+                program: String::new(),
+                args: Vec::new(),
+            }
+        }
+    };
+    let workdir = t.workdir.as_ref().and_then(|w| match parse_storage(w.get_ref()) {
+            Ok(StorageRef::Pvc { .. }) => {
+                at.fail(
+                    w.span(),
+                    format!("`workdir = \"{}\"`: a PersistentVolumeClaim cannot be mounted by Slurm jobs", w.get_ref().escape_debug()),
+                    "use storage every node reaches (`nfs://host/path`, `lustre:/path`, `hostpath:/path`), or leave `workdir` out: Slurm then uses the directory the job is submitted from and Kubernetes the code image",
+                );
+                None
+            }
+            Ok(r) => Some(r),
+            Err(e) => {
+                at.fail(w.span(), e, "like `workdir = \"lustre:/lustre/home/me/project\"`");
+                None
+            }
+        });
+    Train {
+        command: command.into_inner(),
+        entry,
+        workdir,
+    }
+}
+
+/// `[serve]`, validated.
+fn validate_serve(s: S<ServeWire>, at: &mut At<'_>) -> (Serve, std::ops::Range<usize>) {
+    let span = s.span();
+    let s = s.into_inner();
+    let model = at.need(
+        s.model,
+        ("serve", &span),
+        "model",
+        "\"meta-llama/Llama-3.1-8B\"",
+        "model".into(),
+    );
+    let model_span = model.span();
+    if !is_model(model.get_ref()) {
+        at.fail(model.span(), format!("invalid model `{}`", model.get_ref().escape_debug()), "use an absolute path like `/models/llama-3-70b` or a Hugging Face id like `meta-llama/Llama-3.1-8B`");
+    }
+    let tp = s
+        .tensor_parallel
+        .as_ref()
+        .map_or(1, |v| at.count(v, "tensor_parallel", 16));
+    let len = s
+        .max_model_len
+        .as_ref()
+        .map_or(4096, |v| at.count(v, "max_model_len", 10_000_000));
+    let replicas = s
+        .replicas
+        .as_ref()
+        .map_or(1, |v| at.count(v, "replicas", 1000));
+    let nodes = s.nodes.as_ref().map_or(1, |v| at.count(v, "nodes", 64));
+    let pp = s
+        .pipeline_parallel
+        .as_ref()
+        .map_or(nodes, |v| at.count(v, "pipeline_parallel", 64));
+    (
+        Serve {
+            model: model.into_inner(),
+            tensor_parallel: tp,
+            max_model_len: len,
+            replicas,
+            nodes,
+            pipeline_parallel: pp,
+        },
+        model_span,
+    )
+}
+
+/// `[packer]`, validated.
+fn validate_packer(p: S<PackerWire>, at: &mut At<'_>) -> Packer {
+    let span = p.span();
+    let p = p.into_inner();
+    let missing = p.clouds.is_none();
+    let p_clouds = at.need(
+        p.clouds,
+        ("packer", &span),
+        "clouds",
+        "[\"aws\"]",
+        Vec::new(),
+    );
+    let mut clouds = Vec::new();
+    for c in p_clouds.get_ref() {
+        match Cloud::ALL.into_iter().find(|x| x.name() == c) {
+            Some(x) if !clouds.contains(&x) => clouds.push(x),
+            Some(_) => {}
+            None => at.fail(
+                p_clouds.span(),
+                format!("unknown cloud `{}`", c.escape_debug()),
+                "clouds are: aws, gcp, azure, qemu",
+            ),
+        }
+    }
+    if !missing && clouds.is_empty() && p_clouds.get_ref().is_empty() {
+        at.fail(
+            p_clouds.span(),
+            "`clouds` is empty".into(),
+            "list at least one of: aws, gcp, azure, qemu",
+        );
+    }
+    clouds.sort();
+    Packer { clouds }
+}
+
+/// `[k8s]`, validated.
+fn validate_k8s(k: S<K8sWire>, at: &mut At<'_>) -> K8s {
+    let span = k.span();
+    let k = k.into_inner();
+    let k = K8sFields {
+        namespace: at.need(
+            k.namespace,
+            ("k8s", &span),
+            "namespace",
+            "\"ml\"",
+            "default".into(),
+        ),
+        version: at.need(
+            k.version,
+            ("k8s", &span),
+            "version",
+            "\"1.30\"",
+            "1.30".into(),
+        ),
+        training_api: k.training_api,
+        queue: k.queue,
+        topology: k.topology,
+    };
+    if !is_dns_label(k.namespace.get_ref()) {
+        at.fail(
+            k.namespace.span(),
+            format!(
+                "invalid namespace `{}`",
+                k.namespace.get_ref().escape_debug()
+            ),
+            "a namespace is a DNS label: lowercase letters, digits and `-`, at most 63",
+        );
+    }
+    let v = k.version.get_ref();
+    let ok = v
+        .strip_prefix("1.")
+        .is_some_and(|m| !m.is_empty() && m.len() <= 2 && m.bytes().all(|c| c.is_ascii_digit()));
+    if !ok {
+        at.fail(
+            k.version.span(),
+            format!("invalid Kubernetes version `{}`", v.escape_debug()),
+            "write the minor version, like `1.30`",
+        );
+    }
+    if matches!(
+        k.namespace.get_ref().as_str(),
+        "default" | "kube-system" | "kube-public" | "kube-node-lease"
+    ) {
+        at.fail(
+                k.namespace.span(),
+                format!("namespace `{}` is a system namespace", k.namespace.get_ref()),
+                "name a namespace of its own, like `llm`: gen k8s labels it with the Pod Security level its workloads need",
+            );
+    }
+    let training_api = match k.training_api.as_ref().map(|t| t.get_ref().as_str()) {
+        None | Some("trainjob") => TrainingApi::TrainJob,
+        Some("pytorchjob") => TrainingApi::PyTorchJob,
+        Some(other) => {
+            let t = k.training_api.as_ref().map(S::span).unwrap_or_default();
+            at.fail(
+                    t,
+                    format!("unknown training API `{}`", other.escape_debug()),
+                    "`training_api` is `trainjob` (Kubeflow Trainer v2) or `pytorchjob` (training-operator v1)",
+                );
+            TrainingApi::TrainJob
+        }
+    };
+    let mut label = |v: &Option<S<String>>, what: &str, ok: fn(&str) -> bool, hint: &str| {
+        let v = v.as_ref()?;
+        if !ok(v.get_ref()) {
+            at.fail(
+                v.span(),
+                format!("invalid {what} `{}`", v.get_ref().escape_debug()),
+                hint,
+            );
+        }
+        Some(v.get_ref().clone())
+    };
+    let queue = label(
+        &k.queue,
+        "queue",
+        is_dns_label,
+        "a LocalQueue name is a DNS label: lowercase letters, digits and `-`",
+    );
+    let topology = label(
+        &k.topology,
+        "topology label",
+        is_label_key,
+        "a node label key, like `cloud.provider.com/topology-block`",
+    );
+    K8s {
+        namespace: k.namespace.into_inner(),
+        version: k.version.into_inner(),
+        training_api,
+        queue,
+        topology,
+    }
+}
+
+/// `[slurm]`, validated.
+fn validate_slurm(s: S<SlurmWire>, at: &mut At<'_>) -> Slurm {
+    let span = s.span();
+    let s = s.into_inner();
+    let missing = s.partition.is_none();
+    let s = SlurmFields {
+        partition: at.need(
+            s.partition,
+            ("slurm", &span),
+            "partition",
+            "\"gpu\"",
+            "gpu".into(),
+        ),
+        container: s.container,
+        time: s.time,
+    };
+    let p = s.partition.get_ref();
+    // A leading `-` would be read as an option of sbatch or srun.
+    let plain = p
+        .bytes()
+        .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-');
+    let leads = p.bytes().next().is_some_and(|c| c.is_ascii_alphanumeric());
+    if !(p.is_empty() || (plain && leads)) {
+        at.fail(
+            s.partition.span(),
+            format!(
+                "invalid partition `{}`",
+                s.partition.get_ref().escape_debug()
+            ),
+            "letters, digits, `-` and `_` only, starting with a letter or digit",
+        );
+    }
+    let container = match s.container.as_ref().map(|c| c.get_ref().as_str()) {
+        None | Some("pyxis") => SlurmContainer::Pyxis,
+        Some("apptainer") => SlurmContainer::Apptainer,
+        Some("none") => SlurmContainer::None,
+        Some(other) => {
+            let span = s.container.as_ref().map(Spanned::span).unwrap_or_default();
+            at.fail(
+                span,
+                format!("unknown container runtime `{}`", other.escape_debug()),
+                "`container` is one of: pyxis, apptainer, none",
+            );
+            SlurmContainer::None
+        }
+    };
+    let time = s
+        .time
+        .as_ref()
+        .map_or_else(|| "24:00:00".to_string(), |t| t.get_ref().clone());
+    if let Some(t) = &s.time {
+        if !is_slurm_time(t.get_ref()) {
+            at.fail(
+                    t.span(),
+                    format!("invalid time limit `{}`", t.get_ref().escape_debug()),
+                    "write one of sbatch's formats: `MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM` or `D-HH:MM:SS`, like `48:00:00` (minutes and seconds below 60, hours after days below 24); a zero limit is no limit in Slurm: write `UNLIMITED` if that is meant",
+                );
+        }
+    }
+    if !missing && (s.partition.get_ref().is_empty() || s.partition.get_ref().len() > 64) {
+        at.fail(
+            s.partition.span(),
+            "`partition` must be 1 to 64 characters".into(),
+            "name the Slurm partition the jobs run in, like `partition = \"gpu\"`",
+        );
+    }
+    Slurm {
+        partition: s.partition.into_inner(),
+        container,
+        time,
+    }
+}
+
+/// `[storage]`, validated.
+fn validate_storage(s: S<StorageWire>, at: &mut At<'_>) -> Storage {
+    let s = s.into_inner();
+    let mut one = |v: &Option<S<String>>| -> Option<StorageRef> {
+        let v = v.as_ref()?;
+        match parse_storage(v.get_ref()) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                at.fail(
+                        v.span(),
+                        e,
+                        "like `nfs://nfs.example.com/datasets`, `lustre:/lustre/ckpt`, `hostpath:/data` or `pvc:datasets`",
+                    );
+                None
+            }
+        }
+    };
+    Storage {
+        datasets: one(&s.datasets),
+        checkpoints: one(&s.checkpoints),
+        models: one(&s.models),
     }
 }

@@ -19,7 +19,10 @@
 //! keys of the spec's JSON Schema ([`crate::spec::schema`]).
 
 pub use crate::core::{Component, Layer};
+pub(crate) mod at;
 pub mod deploy;
+pub mod python;
+pub mod resolve;
 pub mod schema;
 
 use std::collections::BTreeMap;
@@ -191,8 +194,8 @@ pub(crate) struct SpecWire {
     k8s: Option<Spanned<crate::spec::deploy::K8sWire>>,
     slurm: Option<Spanned<crate::spec::deploy::SlurmWire>>,
     storage: Option<Spanned<crate::spec::deploy::StorageWire>>,
-    resolve: Option<Spanned<crate::resolve::spec::ResolveWire>>,
-    python: Option<Spanned<crate::resolve::python::PythonWire>>,
+    resolve: Option<Spanned<crate::spec::resolve::ResolveWire>>,
+    python: Option<Spanned<crate::spec::python::PythonWire>>,
     check: Option<Spanned<crate::check::CheckWire>>,
 }
 
@@ -257,280 +260,14 @@ impl Spec {
     /// # Ok::<(), gpustack::Error>(())
     /// ```
     pub fn parse(file: &str, text: &str, catalog: &Catalog) -> Result<Spec, Error> {
-        if text.len() > 1 << 20 {
-            return Err(
-                Diagnostic::new(Stage::Spec, "the spec is larger than 1 MiB")
-                    .at(Location::file(file))
-                    .hint("a gpustack.toml is a few dozen lines; is this the right file?")
-                    .into(),
-            );
-        }
-        let wire: SpecWire = toml::from_str(text).map_err(|e| {
-            let mut d = toml_diagnostic(Stage::Spec, file, text, &e);
-            if let Some(name) = unknown_name(&d.message) {
-                // serde lists the table's own keys: `expected one of `namespace`, `version``.
-                let expected: Vec<String> = d
-                    .message
-                    .split("expected one of ")
-                    .nth(1)
-                    .or_else(|| d.message.split("expected ").nth(1))
-                    .map(|l| l.split(", ").map(|k| k.trim_matches('`').to_string()).collect())
-                    .unwrap_or_default();
-                if let Some(s) = did_you_mean(&name, TOP_TABLES.iter().chain(["name", "os", "gpus", "archs", "driver"].iter()).copied().chain(expected.iter().map(String::as_str))) {
-                    d = d.hint(format!("did you mean `{s}`?"));
-                } else if !expected.is_empty() && !expected.iter().any(|k| k == "stack") {
-                    d = d.hint(format!("this table takes: {}; see the spec reference in the book", expected.join(", ")));
-                } else {
-                    d = d.hint("the spec's tables are [stack], [hardware], [components], and for the generators [cluster], [image], [train], [serve], [packer], [k8s], [slurm], [storage], and [check] for acknowledged warnings; see the spec reference in the book");
-                }
-            } else if d.message.starts_with("duplicate key") {
-                d = d.hint("a key, and a table, may appear once: keep one of them");
-            } else if d.hints.is_empty() {
-                d = d.hint("gpustack.toml is TOML (https://toml.io/en/v1.0.0): check the brackets, quotes and `=` near this point");
-            }
-            d
-        })?;
+        let wire = read_wire(file, text)?;
         let mut diags = Vec::new();
-        let at = |span: std::ops::Range<usize>| (file, text, span.start);
-
-        let Some(stack) = wire.stack else {
-            return Err(Diagnostic::new(Stage::Spec, "missing the `[stack]` table")
-                .at(Location { file: file.to_string(), line: 1, col: 1 })
-                .hint("start the spec with:\n\n    [stack]\n    name = \"my-stack\"\n\n`gpustack init` writes a commented starter spec")
-                .into());
-        };
-        let stack_span = stack.span();
-        let stack = stack.into_inner();
-        let name = match stack.name {
-            None => {
-                diags.push(
-                    Diagnostic::new(Stage::Spec, "`[stack]` needs a `name`")
-                        .at_offset(file, text, stack_span.start)
-                        .hint("add `name = \"my-stack\"` (lowercase letters, digits and `-`)"),
-                );
-                String::new()
-            }
-            Some(n) => {
-                let (f, t, o) = at(n.span());
-                if !valid_id(n.get_ref()) {
-                    diags.push(
-                        Diagnostic::new(Stage::Spec, format!("invalid stack name `{}`: expected [a-z0-9][a-z0-9-]*, at most 63 characters", n.get_ref().escape_debug()))
-                            .at_offset(f, t, o)
-                            .hint(format!("try `{}`", suggest_name(n.get_ref()))),
-                    );
-                }
-                n.into_inner()
-            }
-        };
-        let os = match stack.os {
-            None => None,
-            Some(o) => {
-                let id = o.get_ref().to_ascii_lowercase();
-                if catalog.os.iter().any(|x| x.id == id) {
-                    Some(id)
-                } else {
-                    let (f, t, off) = at(o.span());
-                    let ids: Vec<&str> = catalog.os.iter().map(|x| x.id.as_str()).collect();
-                    let mut d = Diagnostic::new(
-                        Stage::Spec,
-                        format!("unknown os `{}`", o.get_ref().escape_debug()),
-                    )
-                    .at_offset(f, t, off);
-                    if let Some(s) = did_you_mean(&id, ids.iter().copied()) {
-                        d = d.hint(format!("did you mean `{s}`?"));
-                    }
-                    diags.push(d.hint(format!("the catalog knows: {}", ids.join(", "))));
-                    None
-                }
-            }
-        };
-
-        let mut gpus = Vec::new();
-        let mut archs = Vec::new();
-        let mut driver = None;
-        if let Some(hw) = wire.hardware {
-            let hw_span = hw.span();
-            let hw = hw.into_inner();
-            for g in &hw.gpus {
-                match catalog.gpu(g.get_ref()) {
-                    Some(found) => {
-                        if !gpus.contains(&found.id) {
-                            gpus.push(found.id.clone());
-                        }
-                    }
-                    None => {
-                        let (f, t, o) = at(g.span());
-                        let mut d = Diagnostic::new(
-                            Stage::Spec,
-                            format!("unknown GPU `{}`", g.get_ref().escape_debug()),
-                        )
-                        .at_offset(f, t, o);
-                        let names = catalog.gpus.iter().flat_map(|x| {
-                            std::iter::once(x.id.as_str())
-                                .chain(x.aliases.iter().map(String::as_str))
-                        });
-                        if let Some(s) = did_you_mean(&g.get_ref().to_ascii_lowercase(), names) {
-                            d = d.hint(format!("did you mean `{s}`?"));
-                        }
-                        d = d.hint("`gpustack catalog show gpu` lists the GPU ids; or give the compute capability with `archs = [\"sm_90\"]`");
-                        diags.push(d);
-                    }
-                }
-            }
-            for a in &hw.archs {
-                match Target::parse(a.get_ref()) {
-                    Ok(t) if t.ptx => {
-                        let (f, tx, o) = at(a.span());
-                        diags.push(Diagnostic::new(Stage::Spec, format!("`{}` is a PTX target; `archs` lists the GPUs the stack must run on", a.get_ref())).at_offset(f, tx, o).hint(format!("write `sm_{}`", t.short())));
-                    }
-                    Ok(t) => {
-                        if !archs.contains(&t) {
-                            archs.push(t);
-                        }
-                    }
-                    Err(e) => {
-                        let (f, t, o) = at(a.span());
-                        diags.push(Diagnostic::new(Stage::Spec, e).at_offset(f, t, o).hint("`archs` takes compute capabilities of the GPUs to build for, like `sm_90`, `sm_90a` or `8.6`"));
-                    }
-                }
-            }
-            if let Some(d) = hw.driver {
-                let (f, t, o) = at(d.span());
-                match Version::parse(d.get_ref()) {
-                    Ok(v)
-                        if v.parts().len() >= 2 && v.local().is_none() && v.parts().len() <= 3 =>
-                    {
-                        driver = Some(v)
-                    }
-                    _ => diags.push(
-                        Diagnostic::new(
-                            Stage::Spec,
-                            format!("invalid driver version `{}`", d.get_ref().escape_debug()),
-                        )
-                        .at_offset(f, t, o)
-                        .hint(
-                            "write the version `nvidia-smi` prints, like `550.54.15` or `570.26`",
-                        ),
-                    ),
-                }
-            }
-            if hw.gpus.is_empty() && hw.archs.is_empty() {
-                diags.push(
-                    Diagnostic::new(Stage::Spec, "`[hardware]` names no GPU")
-                        .at_offset(file, text, hw_span.start)
-                        .hint("add `gpus = [\"h100\"]` or `archs = [\"sm_90\"]`"),
-                );
-            }
-        } else {
-            diags.push(
-                Diagnostic::new(Stage::Spec, "missing the `[hardware]` table")
-                    .at(Location { file: file.to_string(), line: 1, col: 1 })
-                    .hint("add:\n\n    [hardware]\n    gpus = [\"h100\"]\n\nthe GPUs decide which CUDA builds and wheels can run"),
-            );
-        }
-
-        let mut components = BTreeMap::new();
-        let mut torch_source: Option<TorchSourceReq> = None;
-        let mut torch_at = 0;
-        match wire.components {
-            None => diags.push(
-                Diagnostic::new(Stage::Spec, "missing the `[components]` table")
-                    .at(Location { file: file.to_string(), line: 1, col: 1 })
-                    .hint("list what the stack contains, e.g.\n\n    [components]\n    cuda = \"*\"\n    torch = \"*\""),
-            ),
-            Some(map) => {
-                for (k, v) in map {
-                    let (f, t, o) = at(k.span());
-                    let Some(c) = Component::from_name(k.get_ref()) else {
-                        let mut d = Diagnostic::new(Stage::Spec, format!("unknown component `{}`", k.get_ref().escape_debug())).at_offset(f, t, o);
-                        if let Some(s) = did_you_mean(k.get_ref(), Component::ALL.iter().map(|c| c.name())) {
-                            d = d.hint(format!("did you mean `{s}`?"));
-                        }
-                        diags.push(d.hint(format!("components are: {}", Component::ALL.map(Component::name).join(", "))));
-                        continue;
-                    };
-                    let (f, t, o) = at(v.span());
-                    if c == Component::Torch {
-                        torch_at = o;
-                    }
-                    let table_req;
-                    let s = if let (Component::Torch, Some(tbl)) = (c, v.get_ref().as_table()) {
-                        match torch_table(tbl) {
-                            Ok((req, src)) => {
-                                torch_source = src;
-                                table_req = req;
-                                table_req.as_str()
-                            }
-                            Err((msg, hint)) => {
-                                diags.push(Diagnostic::new(Stage::Spec, msg).at_offset(f, t, o).hint(hint));
-                                continue;
-                            }
-                        }
-                    } else if let Some(s) = v.get_ref().as_str() {
-                        s
-                    } else if c == Component::Torch {
-                        diags.push(
-                            Diagnostic::new(Stage::Spec, "the requirement for `torch` must be a string or a table")
-                                .at_offset(f, t, o)
-                                .hint("write `torch = \"==2.10.0\"`, or `torch = { version = \"==2.10.0\", build = \"source\" }` to compile it"),
-                        );
-                        continue;
-                    } else {
-                        diags.push(
-                            Diagnostic::new(Stage::Spec, format!("the requirement for `{}` must be a string", c.name()))
-                                .at_offset(f, t, o)
-                                .hint(format!("quote it: `{} = \"{}\"`", c.name(), v.get_ref().to_string().trim_matches('"'))),
-                        );
-                        continue;
-                    };
-                    match VersionReq::parse(s) {
-                        Ok(r) => {
-                            if r.any_local().is_some() && c != Component::Torch {
-                                diags.push(
-                                    Diagnostic::new(Stage::Spec, format!("a local label (`+{}`) only selects torch wheel variants", r.any_local().unwrap_or_default()))
-                                        .at_offset(f, t, o)
-                                        .hint(format!("drop the `+…` part from the `{}` requirement", c.name())),
-                                );
-                            }
-                            components.insert(c, r);
-                        }
-                        Err(e) => diags.push(
-                            Diagnostic::new(Stage::Spec, format!("invalid requirement for `{}`: {}", c.name(), e.reason))
-                                .at_offset(f, t, req_offset(t, o, s, e.at))
-                                .hint("use `*`, a bare version (`12.4`), `12.*`, `~=12.4`, or `==`, `!=`, `>=`, `>`, `<=`, `<` joined by commas (`>=2.4, <2.6`)"),
-                        ),
-                    }
-                }
-                if components.is_empty() && diags.is_empty() {
-                    diags.push(
-                        Diagnostic::new(Stage::Spec, "`[components]` is empty")
-                            .at(Location { file: file.to_string(), line: 1, col: 1 })
-                            .hint("list at least one component, e.g. `torch = \"*\"`"),
-                    );
-                }
-            }
-        }
+        let (name, os) = parse_stack(file, text, catalog, wire.stack, &mut diags)?;
+        let (gpus, archs, driver) = parse_hardware(file, text, catalog, wire.hardware, &mut diags);
+        let (components, torch_source, torch_at) =
+            parse_components(file, text, wire.components, &mut diags);
         if torch_source.is_some() {
-            // What is compiled against torch's C++ ABI, or requires `torch` from an index,
-            // would need a rebuild against the built wheel, which gpustack does not do yet.
-            let against: Vec<&str> = components
-                .keys()
-                .filter(|c| REBUILT_AGAINST_TORCH.contains(c))
-                .map(|c| c.name())
-                .collect();
-            if !against.is_empty() {
-                diags.push(
-                    Diagnostic::new(
-                        Stage::Spec,
-                        format!(
-                            "a torch source build cannot be combined with {}: each requires torch from a package index or is compiled against it, and gpustack does not rebuild it against the built torch yet",
-                            against.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
-                        ),
-                    )
-                    .at_offset(file, text, torch_at)
-                    .hint("remove `build = \"source\"` to install the torch wheel, or remove those components"),
-                );
-            }
+            refuse_rebuilt_against_torch(file, text, &components, torch_at, &mut diags);
         }
         // An installed driver and a `driver` requirement may both be given: the installed
         // one must then satisfy the requirement (rule `host.driver`).
@@ -548,7 +285,7 @@ impl Spec {
             python: wire.python,
         };
         let serve_span = deploy_wire.serve.as_ref().map(toml::Spanned::span);
-        let deploy = deploy_wire.validate(&mut crate::spec::deploy::At {
+        let deploy = deploy_wire.validate(&mut crate::spec::at::At {
             file,
             text,
             diags: &mut diags,
@@ -663,5 +400,323 @@ fn req_offset(text: &str, value_start: usize, value: &str, at: usize) -> usize {
     match text.get(inner..inner + value.len()) {
         Some(raw) if raw == value && at <= value.len() => inner + at,
         _ => value_start,
+    }
+}
+
+/// The spec's text as its wire type, or the TOML error with a hint about what was meant.
+fn read_wire(file: &str, text: &str) -> Result<SpecWire, Error> {
+    if text.len() > 1 << 20 {
+        return Err(
+            Diagnostic::new(Stage::Spec, "the spec is larger than 1 MiB")
+                .at(Location::file(file))
+                .hint("a gpustack.toml is a few dozen lines; is this the right file?")
+                .into(),
+        );
+    }
+    toml::from_str(text).map_err(|e| {
+        let mut d = toml_diagnostic(Stage::Spec, file, text, &e);
+        if let Some(name) = unknown_name(&d.message) {
+            // serde lists the table's own keys: `expected one of `namespace`, `version``.
+            let expected: Vec<String> = d
+                .message
+                .split("expected one of ")
+                .nth(1)
+                .or_else(|| d.message.split("expected ").nth(1))
+                .map(|l| l.split(", ").map(|k| k.trim_matches('`').to_string()).collect())
+                .unwrap_or_default();
+            if let Some(s) = did_you_mean(&name, TOP_TABLES.iter().chain(["name", "os", "gpus", "archs", "driver"].iter()).copied().chain(expected.iter().map(String::as_str))) {
+                d = d.hint(format!("did you mean `{s}`?"));
+            } else if !expected.is_empty() && !expected.iter().any(|k| k == "stack") {
+                d = d.hint(format!("this table takes: {}; see the spec reference in the book", expected.join(", ")));
+            } else {
+                d = d.hint("the spec's tables are [stack], [hardware], [components], and for the generators [cluster], [image], [train], [serve], [packer], [k8s], [slurm], [storage], and [check] for acknowledged warnings; see the spec reference in the book");
+            }
+        } else if d.message.starts_with("duplicate key") {
+            d = d.hint("a key, and a table, may appear once: keep one of them");
+        } else if d.hints.is_empty() {
+            d = d.hint("gpustack.toml is TOML (https://toml.io/en/v1.0.0): check the brackets, quotes and `=` near this point");
+        }
+        d
+    }).map_err(Into::into)
+}
+
+/// `[stack]`: the name and the OS. A missing table is an error of its own (nothing else
+/// is worth reporting without it).
+fn parse_stack(
+    file: &str,
+    text: &str,
+    catalog: &Catalog,
+    stack: Option<Spanned<StackWire>>,
+    diags: &mut Vec<Diagnostic>,
+) -> Result<(String, Option<String>), Error> {
+    let at = |span: std::ops::Range<usize>| (file, text, span.start);
+    let Some(stack) = stack else {
+        return Err(Diagnostic::new(Stage::Spec, "missing the `[stack]` table")
+            .at(Location { file: file.to_string(), line: 1, col: 1 })
+            .hint("start the spec with:\n\n    [stack]\n    name = \"my-stack\"\n\n`gpustack init` writes a commented starter spec")
+            .into());
+    };
+    let stack_span = stack.span();
+    let stack = stack.into_inner();
+    let name = match stack.name {
+        None => {
+            diags.push(
+                Diagnostic::new(Stage::Spec, "`[stack]` needs a `name`")
+                    .at_offset(file, text, stack_span.start)
+                    .hint("add `name = \"my-stack\"` (lowercase letters, digits and `-`)"),
+            );
+            String::new()
+        }
+        Some(n) => {
+            let (f, t, o) = at(n.span());
+            if !valid_id(n.get_ref()) {
+                diags.push(
+                    Diagnostic::new(Stage::Spec, format!("invalid stack name `{}`: expected [a-z0-9][a-z0-9-]*, at most 63 characters", n.get_ref().escape_debug()))
+                        .at_offset(f, t, o)
+                        .hint(format!("try `{}`", suggest_name(n.get_ref()))),
+                );
+            }
+            n.into_inner()
+        }
+    };
+    let os = match stack.os {
+        None => None,
+        Some(o) => {
+            let id = o.get_ref().to_ascii_lowercase();
+            if catalog.os.iter().any(|x| x.id == id) {
+                Some(id)
+            } else {
+                let (f, t, off) = at(o.span());
+                let ids: Vec<&str> = catalog.os.iter().map(|x| x.id.as_str()).collect();
+                let mut d = Diagnostic::new(
+                    Stage::Spec,
+                    format!("unknown os `{}`", o.get_ref().escape_debug()),
+                )
+                .at_offset(f, t, off);
+                if let Some(s) = did_you_mean(&id, ids.iter().copied()) {
+                    d = d.hint(format!("did you mean `{s}`?"));
+                }
+                diags.push(d.hint(format!("the catalog knows: {}", ids.join(", "))));
+                None
+            }
+        }
+    };
+    Ok((name, os))
+}
+
+/// `[hardware]`: the GPU ids (canonical), the extra archs and the installed driver.
+fn parse_hardware(
+    file: &str,
+    text: &str,
+    catalog: &Catalog,
+    hardware: Option<Spanned<HardwareWire>>,
+    diags: &mut Vec<Diagnostic>,
+) -> (Vec<String>, Vec<Target>, Option<Version>) {
+    let at = |span: std::ops::Range<usize>| (file, text, span.start);
+    let mut gpus = Vec::new();
+    let mut archs = Vec::new();
+    let mut driver = None;
+    if let Some(hw) = hardware {
+        let hw_span = hw.span();
+        let hw = hw.into_inner();
+        for g in &hw.gpus {
+            match catalog.gpu(g.get_ref()) {
+                Some(found) => {
+                    if !gpus.contains(&found.id) {
+                        gpus.push(found.id.clone());
+                    }
+                }
+                None => {
+                    let (f, t, o) = at(g.span());
+                    let mut d = Diagnostic::new(
+                        Stage::Spec,
+                        format!("unknown GPU `{}`", g.get_ref().escape_debug()),
+                    )
+                    .at_offset(f, t, o);
+                    let names = catalog.gpus.iter().flat_map(|x| {
+                        std::iter::once(x.id.as_str()).chain(x.aliases.iter().map(String::as_str))
+                    });
+                    if let Some(s) = did_you_mean(&g.get_ref().to_ascii_lowercase(), names) {
+                        d = d.hint(format!("did you mean `{s}`?"));
+                    }
+                    d = d.hint("`gpustack catalog show gpu` lists the GPU ids; or give the compute capability with `archs = [\"sm_90\"]`");
+                    diags.push(d);
+                }
+            }
+        }
+        for a in &hw.archs {
+            match Target::parse(a.get_ref()) {
+                Ok(t) if t.ptx => {
+                    let (f, tx, o) = at(a.span());
+                    diags.push(Diagnostic::new(Stage::Spec, format!("`{}` is a PTX target; `archs` lists the GPUs the stack must run on", a.get_ref())).at_offset(f, tx, o).hint(format!("write `sm_{}`", t.short())));
+                }
+                Ok(t) => {
+                    if !archs.contains(&t) {
+                        archs.push(t);
+                    }
+                }
+                Err(e) => {
+                    let (f, t, o) = at(a.span());
+                    diags.push(Diagnostic::new(Stage::Spec, e).at_offset(f, t, o).hint("`archs` takes compute capabilities of the GPUs to build for, like `sm_90`, `sm_90a` or `8.6`"));
+                }
+            }
+        }
+        if let Some(d) = hw.driver {
+            let (f, t, o) = at(d.span());
+            match Version::parse(d.get_ref()) {
+                Ok(v) if v.parts().len() >= 2 && v.local().is_none() && v.parts().len() <= 3 => {
+                    driver = Some(v)
+                }
+                _ => diags.push(
+                    Diagnostic::new(
+                        Stage::Spec,
+                        format!("invalid driver version `{}`", d.get_ref().escape_debug()),
+                    )
+                    .at_offset(f, t, o)
+                    .hint("write the version `nvidia-smi` prints, like `550.54.15` or `570.26`"),
+                ),
+            }
+        }
+        if hw.gpus.is_empty() && hw.archs.is_empty() {
+            diags.push(
+                Diagnostic::new(Stage::Spec, "`[hardware]` names no GPU")
+                    .at_offset(file, text, hw_span.start)
+                    .hint("add `gpus = [\"h100\"]` or `archs = [\"sm_90\"]`"),
+            );
+        }
+    } else {
+        diags.push(
+            Diagnostic::new(Stage::Spec, "missing the `[hardware]` table")
+                .at(Location { file: file.to_string(), line: 1, col: 1 })
+                .hint("add:\n\n    [hardware]\n    gpus = [\"h100\"]\n\nthe GPUs decide which CUDA builds and wheels can run"),
+        );
+    }
+    (gpus, archs, driver)
+}
+
+/// `[components]`: a requirement per component, and torch's source-build table. Returns the
+/// offset of torch's requirement, where a refusal of the source build points.
+fn parse_components(
+    file: &str,
+    text: &str,
+    table: Option<BTreeMap<Spanned<String>, Spanned<toml::Value>>>,
+    diags: &mut Vec<Diagnostic>,
+) -> (
+    BTreeMap<Component, VersionReq>,
+    Option<TorchSourceReq>,
+    usize,
+) {
+    let at = |span: std::ops::Range<usize>| (file, text, span.start);
+    let mut components = BTreeMap::new();
+    let mut torch_source: Option<TorchSourceReq> = None;
+    let mut torch_at = 0;
+    match table {
+        None => diags.push(
+            Diagnostic::new(Stage::Spec, "missing the `[components]` table")
+                .at(Location { file: file.to_string(), line: 1, col: 1 })
+                .hint("list what the stack contains, e.g.\n\n    [components]\n    cuda = \"*\"\n    torch = \"*\""),
+        ),
+        Some(map) => {
+            for (k, v) in map {
+                let (f, t, o) = at(k.span());
+                let Some(c) = Component::from_name(k.get_ref()) else {
+                    let mut d = Diagnostic::new(Stage::Spec, format!("unknown component `{}`", k.get_ref().escape_debug())).at_offset(f, t, o);
+                    if let Some(s) = did_you_mean(k.get_ref(), Component::ALL.iter().map(|c| c.name())) {
+                        d = d.hint(format!("did you mean `{s}`?"));
+                    }
+                    diags.push(d.hint(format!("components are: {}", Component::ALL.map(Component::name).join(", "))));
+                    continue;
+                };
+                let (f, t, o) = at(v.span());
+                if c == Component::Torch {
+                    torch_at = o;
+                }
+                let table_req;
+                let s = if let (Component::Torch, Some(tbl)) = (c, v.get_ref().as_table()) {
+                    match torch_table(tbl) {
+                        Ok((req, src)) => {
+                            torch_source = src;
+                            table_req = req;
+                            table_req.as_str()
+                        }
+                        Err((msg, hint)) => {
+                            diags.push(Diagnostic::new(Stage::Spec, msg).at_offset(f, t, o).hint(hint));
+                            continue;
+                        }
+                    }
+                } else if let Some(s) = v.get_ref().as_str() {
+                    s
+                } else if c == Component::Torch {
+                    diags.push(
+                        Diagnostic::new(Stage::Spec, "the requirement for `torch` must be a string or a table")
+                            .at_offset(f, t, o)
+                            .hint("write `torch = \"==2.10.0\"`, or `torch = { version = \"==2.10.0\", build = \"source\" }` to compile it"),
+                    );
+                    continue;
+                } else {
+                    diags.push(
+                        Diagnostic::new(Stage::Spec, format!("the requirement for `{}` must be a string", c.name()))
+                            .at_offset(f, t, o)
+                            .hint(format!("quote it: `{} = \"{}\"`", c.name(), v.get_ref().to_string().trim_matches('"'))),
+                    );
+                    continue;
+                };
+                match VersionReq::parse(s) {
+                    Ok(r) => {
+                        if r.any_local().is_some() && c != Component::Torch {
+                            diags.push(
+                                Diagnostic::new(Stage::Spec, format!("a local label (`+{}`) only selects torch wheel variants", r.any_local().unwrap_or_default()))
+                                    .at_offset(f, t, o)
+                                    .hint(format!("drop the `+…` part from the `{}` requirement", c.name())),
+                            );
+                        }
+                        components.insert(c, r);
+                    }
+                    Err(e) => diags.push(
+                        Diagnostic::new(Stage::Spec, format!("invalid requirement for `{}`: {}", c.name(), e.reason))
+                            .at_offset(f, t, req_offset(t, o, s, e.at))
+                            .hint("use `*`, a bare version (`12.4`), `12.*`, `~=12.4`, or `==`, `!=`, `>=`, `>`, `<=`, `<` joined by commas (`>=2.4, <2.6`)"),
+                    ),
+                }
+            }
+            if components.is_empty() && diags.is_empty() {
+                diags.push(
+                    Diagnostic::new(Stage::Spec, "`[components]` is empty")
+                        .at(Location { file: file.to_string(), line: 1, col: 1 })
+                        .hint("list at least one component, e.g. `torch = \"*\"`"),
+                );
+            }
+        }
+    }
+    (components, torch_source, torch_at)
+}
+
+/// A torch source build refuses what is compiled against torch or needs torch from an index.
+fn refuse_rebuilt_against_torch(
+    file: &str,
+    text: &str,
+    components: &BTreeMap<Component, VersionReq>,
+    torch_at: usize,
+    diags: &mut Vec<Diagnostic>,
+) {
+    // What is compiled against torch's C++ ABI, or requires `torch` from an index,
+    // would need a rebuild against the built wheel, which gpustack does not do yet.
+    let against: Vec<&str> = components
+        .keys()
+        .filter(|c| REBUILT_AGAINST_TORCH.contains(c))
+        .map(|c| c.name())
+        .collect();
+    if !against.is_empty() {
+        diags.push(
+            Diagnostic::new(
+                Stage::Spec,
+                format!(
+                    "a torch source build cannot be combined with {}: each requires torch from a package index or is compiled against it, and gpustack does not rebuild it against the built torch yet",
+                    against.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+                ),
+            )
+            .at_offset(file, text, torch_at)
+            .hint("remove `build = \"source\"` to install the torch wheel, or remove those components"),
+        );
     }
 }

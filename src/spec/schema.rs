@@ -650,7 +650,7 @@ fn resolve() -> Value {
     };
     object(table(
         "[resolve]",
-        fields_of::<crate::resolve::spec::ResolveWire>(),
+        fields_of::<crate::spec::resolve::ResolveWire>(),
         "Where `gpustack lock` resolves image digests and package versions: mirrors for registries, Python indexes and apt/dnf repositories, and the index snapshot time. Recorded in the lock's [request.resolve].",
         &[],
         vec![
@@ -712,7 +712,7 @@ fn python() -> Value {
     };
     object(table(
         "[python]",
-        fields_of::<crate::resolve::python::PythonWire>(),
+        fields_of::<crate::spec::python::PythonWire>(),
         "Your own Python packages per layer, locked with hashes into pylock.<layer>.toml beside gpustack.lock. Recorded in the lock's [request.python].",
         &[],
         vec![

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::spec::deploy::At;
+use crate::spec::at::At;
 
 /// `[resolve]`, validated.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
