@@ -1,6 +1,10 @@
 //! The pre-parsed stock catalog must be the TOML catalog, exactly.
 
+use super::wire::FileWire;
 use super::*;
+use crate::core::version::Version;
+use crate::core::Component;
+use crate::error::{Diagnostic, Error};
 
 /// The stock catalog is valid; any problem is reported with `file:line`.
 #[test]
@@ -433,4 +437,32 @@ fn redist_only_with_a_driver_min_is_rejected() {
         "{err}"
     );
     assert!(err.contains("site/cuda.toml:3"), "{err}");
+}
+
+/// Entries filed in another family's file are reported in the order of the family list
+/// (not the file's), each at its first `[[table]]`.
+#[test]
+fn misplaced_entries_keep_their_order_and_places() {
+    let overlay = "family = \"extra\"\n\n[[cloud]]\nid = \"c\"\nsource = \"s\"\n\n[[os]]\nid = \"x\"\ncuda = \"*\"\nsource = \"s\"\n\n[[release]]\nversion = \"1\"\nsource = \"s\"\n";
+    let d = diagnostics(stock_plus(overlay));
+    let got: Vec<String> = d
+        .iter()
+        .map(|d| {
+            format!(
+                "{}:{} {}",
+                d.location.as_ref().map_or("", |l| l.file.as_str()),
+                d.location.as_ref().map_or(0, |l| l.line),
+                d.message
+            )
+        })
+        .collect();
+    assert_eq!(
+        got[..got.len().min(3)],
+        [
+            "site/extras.toml:7 `[[os]]` entries do not belong in a `extra` file",
+            "site/extras.toml:12 `[[release]]` entries do not belong in a `extra` file",
+            "site/extras.toml:3 `[[cloud]]` entries do not belong in a `extra` file",
+        ],
+        "{got:#?}"
+    );
 }

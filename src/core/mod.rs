@@ -1,5 +1,6 @@
 //! The shared vocabulary of every stage: versions, GPU targets, components and layers, the
-//! kinds a spec names (fabric, cloud, storage), and how typed names are compared.
+//! kinds a spec names (fabric, cloud, storage), how typed names are compared, and the bounded
+//! reading of input files.
 //!
 //! Nothing here depends on another module of the crate; every other module may depend on
 //! this one (book/src/architecture.md, "Layout").
@@ -8,6 +9,7 @@ pub mod arch;
 pub(crate) mod compiled;
 pub mod component;
 pub mod field;
+pub mod fs;
 pub mod kinds;
 pub mod names;
 pub mod version;

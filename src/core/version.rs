@@ -386,6 +386,160 @@ impl fmt::Display for ReqError {
 
 impl std::error::Error for ReqError {}
 
+/// One clause of a requirement (`c`, at byte `at` of the text) into `clauses` (`~=` gives
+/// two); an error is (byte offset, reason).
+fn parse_clause(c: &str, at: usize, clauses: &mut Vec<Clause>) -> Result<(), (usize, String)> {
+    let err = |at: usize, reason: String| (at, reason);
+    if c.is_empty() {
+        return Err(err(at, "an empty clause between commas".into()));
+    }
+    if c == "*" {
+        clauses.push(Clause::Any);
+        return Ok(());
+    }
+    let (op, rest) = ["===", "==", "!=", ">=", "<=", "~=", ">", "<", "=", "^", "~"]
+        .iter()
+        .find_map(|op| c.strip_prefix(op).map(|r| (*op, r.trim_start())))
+        .unwrap_or(("", c));
+    // `12.*`: a wildcard is the bare prefix, valid after `==`, `!=` or nothing.
+    let (rest, star) = match rest.strip_suffix(".*") {
+        Some(r) => (r, true),
+        None => (rest, false),
+    };
+    if op == "=" {
+        let fix = match rest.chars().next() {
+            Some('>') => format!(">={}", &rest[1..]),
+            Some('<') => format!("<={}", &rest[1..]),
+            _ => format!("=={rest}"),
+        };
+        return Err(err(at, format!("`{c}` is not a comparison; write `{fix}`")));
+    }
+    let v = Version::parse(rest)
+        .map_err(|e| err(at + op.len(), format!("`{}`: {}", e.text, e.reason)))?;
+    let prefix_of = |keep: usize| -> Version {
+        let p = v.parts();
+        let s = p[..keep.min(p.len()).max(1)]
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(".");
+        Version::parse(&s).unwrap_or_else(|_| v.clone())
+    };
+    refuse_operator(op, rest, star, &v, at)?;
+    if op == "~=" {
+        // PEP 440: `~=X.Y` is `>=X.Y, ==X.*`.
+        let n = v.parts().len();
+        if n < 2 {
+            return Err(err(
+                at,
+                format!("`~=` needs at least two parts (`~={rest}.0`); write `>={rest}`"),
+            ));
+        }
+        clauses.push(Clause::Ge(v.clone()));
+        clauses.push(Clause::Prefix(prefix_of(n - 1)));
+        return Ok(());
+    }
+    if star {
+        // `==12.*` and `12.*` are the bare prefix `12`.
+        if !rest.chars().all(|ch| ch.is_ascii_digit() || ch == '.') {
+            return Err(err(
+                at + op.len(),
+                format!("`{rest}.*`: a wildcard follows a plain release like `12.4`"),
+            ));
+        }
+        clauses.push(Clause::Prefix(v));
+        return Ok(());
+    }
+    clauses.push(match op {
+        "==" => Clause::Eq(v),
+        "!=" => Clause::Ne(v),
+        ">=" => Clause::Ge(v),
+        "<=" => Clause::Le(v),
+        ">" => Clause::Gt(v),
+        "<" => Clause::Lt(v),
+        _ => Clause::Prefix(v),
+    });
+    Ok(())
+}
+
+/// Operators and wildcards that parse but gpustack does not accept (other ecosystems'
+/// `^` and `~`, `===`, misplaced `.*` and local labels), each refused with what to write.
+fn refuse_operator(
+    op: &str,
+    rest: &str,
+    star: bool,
+    v: &Version,
+    at: usize,
+) -> Result<(), (usize, String)> {
+    let err = |at: usize, reason: String| (at, reason);
+    // The versions bounding a caret or tilde, written out for the hint.
+    let bump = |keep: usize| -> String {
+        let p = v.parts();
+        let keep = keep.min(p.len()).max(1);
+        let mut up: Vec<u64> = p[..keep].to_vec();
+        if let Some(last) = up.last_mut() {
+            *last += 1;
+        }
+        up.iter().map(u64::to_string).collect::<Vec<_>>().join(".")
+    };
+    match op {
+        "===" => {
+            return Err(err(
+                at,
+                format!("`===` (arbitrary equality) is not supported; write `=={rest}`"),
+            ))
+        }
+        "^" => {
+            return Err(err(
+                at,
+                format!(
+                    "`^` is not a PEP 440 operator; write `>={rest}, <{}`",
+                    bump(1)
+                ),
+            ))
+        }
+        "~" => {
+            return Err(err(
+                at,
+                format!(
+                    "`~` is not a PEP 440 operator; write `>={rest}, <{}`",
+                    bump(2)
+                ),
+            ))
+        }
+        _ => {}
+    }
+    if star && !matches!(op, "==" | "!=" | "") {
+        return Err(err(
+            at,
+            format!("a wildcard `.*` is only allowed with `==` or `!=`; write `=={rest}.*`"),
+        ));
+    }
+    if star && v.local().is_some() {
+        return Err(err(at, "a wildcard cannot follow a local label".into()));
+    }
+    if v.local().is_some() && !matches!(op, "==" | "!=") {
+        return Err(err(
+            at,
+            format!(
+                "a local label such as `+{}` is only allowed with `==` or `!=`",
+                v.local().unwrap_or_default()
+            ),
+        ));
+    }
+    if star && op == "!=" {
+        let n = v.parts().len();
+        return Err(err(
+            at,
+            format!(
+                "`!=` with a wildcard is not supported; write `<{rest}, >={}`",
+                bump(n)
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl VersionReq {
     /// The requirement that anything satisfies.
     pub fn any() -> VersionReq {
@@ -430,141 +584,7 @@ impl VersionReq {
             let c = raw.trim();
             // Byte offset of the clause (its operator) within `text`.
             let at = raw_at + (raw.len() - raw.trim_start().len());
-            if c.is_empty() {
-                return Err(err(at, "an empty clause between commas".into()));
-            }
-            if c == "*" {
-                clauses.push(Clause::Any);
-                continue;
-            }
-            let (op, rest) = ["===", "==", "!=", ">=", "<=", "~=", ">", "<", "=", "^", "~"]
-                .iter()
-                .find_map(|op| c.strip_prefix(op).map(|r| (*op, r.trim_start())))
-                .unwrap_or(("", c));
-            // `12.*`: a wildcard is the bare prefix, valid after `==`, `!=` or nothing.
-            let (rest, star) = match rest.strip_suffix(".*") {
-                Some(r) => (r, true),
-                None => (rest, false),
-            };
-            if op == "=" {
-                let fix = match rest.chars().next() {
-                    Some('>') => format!(">={}", &rest[1..]),
-                    Some('<') => format!("<={}", &rest[1..]),
-                    _ => format!("=={rest}"),
-                };
-                return Err(err(at, format!("`{c}` is not a comparison; write `{fix}`")));
-            }
-            let v = Version::parse(rest)
-                .map_err(|e| err(at + op.len(), format!("`{}`: {}", e.text, e.reason)))?;
-            // The versions bounding a caret or tilde, written out for the hint.
-            let bump = |keep: usize| -> String {
-                let p = v.parts();
-                let keep = keep.min(p.len()).max(1);
-                let mut up: Vec<u64> = p[..keep].to_vec();
-                if let Some(last) = up.last_mut() {
-                    *last += 1;
-                }
-                up.iter().map(u64::to_string).collect::<Vec<_>>().join(".")
-            };
-            let prefix_of = |keep: usize| -> Version {
-                let p = v.parts();
-                let s = p[..keep.min(p.len()).max(1)]
-                    .iter()
-                    .map(u64::to_string)
-                    .collect::<Vec<_>>()
-                    .join(".");
-                Version::parse(&s).unwrap_or_else(|_| v.clone())
-            };
-            match op {
-                "===" => {
-                    return Err(err(
-                        at,
-                        format!("`===` (arbitrary equality) is not supported; write `=={rest}`"),
-                    ))
-                }
-                "^" => {
-                    return Err(err(
-                        at,
-                        format!(
-                            "`^` is not a PEP 440 operator; write `>={rest}, <{}`",
-                            bump(1)
-                        ),
-                    ))
-                }
-                "~" => {
-                    return Err(err(
-                        at,
-                        format!(
-                            "`~` is not a PEP 440 operator; write `>={rest}, <{}`",
-                            bump(2)
-                        ),
-                    ))
-                }
-                _ => {}
-            }
-            if star && !matches!(op, "==" | "!=" | "") {
-                return Err(err(
-                    at,
-                    format!(
-                        "a wildcard `.*` is only allowed with `==` or `!=`; write `=={rest}.*`"
-                    ),
-                ));
-            }
-            if star && v.local().is_some() {
-                return Err(err(at, "a wildcard cannot follow a local label".into()));
-            }
-            if v.local().is_some() && !matches!(op, "==" | "!=") {
-                return Err(err(
-                    at,
-                    format!(
-                        "a local label such as `+{}` is only allowed with `==` or `!=`",
-                        v.local().unwrap_or_default()
-                    ),
-                ));
-            }
-            if star && op == "!=" {
-                let n = v.parts().len();
-                return Err(err(
-                    at,
-                    format!(
-                        "`!=` with a wildcard is not supported; write `<{rest}, >={}`",
-                        bump(n)
-                    ),
-                ));
-            }
-            if op == "~=" {
-                // PEP 440: `~=X.Y` is `>=X.Y, ==X.*`.
-                let n = v.parts().len();
-                if n < 2 {
-                    return Err(err(
-                        at,
-                        format!("`~=` needs at least two parts (`~={rest}.0`); write `>={rest}`"),
-                    ));
-                }
-                clauses.push(Clause::Ge(v.clone()));
-                clauses.push(Clause::Prefix(prefix_of(n - 1)));
-                continue;
-            }
-            if star {
-                // `==12.*` and `12.*` are the bare prefix `12`.
-                if !rest.chars().all(|ch| ch.is_ascii_digit() || ch == '.') {
-                    return Err(err(
-                        at + op.len(),
-                        format!("`{rest}.*`: a wildcard follows a plain release like `12.4`"),
-                    ));
-                }
-                clauses.push(Clause::Prefix(v));
-                continue;
-            }
-            clauses.push(match op {
-                "==" => Clause::Eq(v),
-                "!=" => Clause::Ne(v),
-                ">=" => Clause::Ge(v),
-                "<=" => Clause::Le(v),
-                ">" => Clause::Gt(v),
-                "<" => Clause::Lt(v),
-                _ => Clause::Prefix(v),
-            });
+            parse_clause(c, at, &mut clauses).map_err(|(at, reason)| err(at, reason))?;
         }
         Ok(VersionReq { clauses })
     }

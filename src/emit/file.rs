@@ -17,40 +17,13 @@
 //! directory, holding the directory's lock, removes such leftovers ([`sweep_temporaries`]).
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+pub(crate) use crate::core::fs::kind_of;
+pub use crate::core::fs::{human_size, limits, read_bounded, ReadError};
 use crate::error::{Diagnostic, Stage};
-
-/// What a path names, for messages: `a FIFO`, `a symbolic link`.
-pub(crate) fn kind_of(ft: std::fs::FileType) -> &'static str {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        if ft.is_fifo() {
-            return "a FIFO";
-        }
-        if ft.is_socket() {
-            return "a socket";
-        }
-        if ft.is_char_device() {
-            return "a character device";
-        }
-        if ft.is_block_device() {
-            return "a block device";
-        }
-    }
-    if ft.is_symlink() {
-        "a symbolic link"
-    } else if ft.is_dir() {
-        "a directory"
-    } else if ft.is_file() {
-        "a file"
-    } else {
-        "not a regular file"
-    }
-}
 
 /// A path for a message: control characters (a newline, an escape sequence) are written
 /// as escapes, so a file name cannot forge output lines or drive the terminal.
@@ -228,76 +201,6 @@ pub fn sweep_temporaries(dir: &Path) {
     }
 }
 
-/// Size limits of the files gpustack reads.
-pub mod limits {
-    /// A spec (`gpustack.toml`): a few dozen lines in practice.
-    pub const SPEC: u64 = 1 << 20;
-    /// A lock: the largest committed lock is about 20 KiB; a synthetic 100× catalog's
-    /// about 100 KiB.
-    pub const LOCK: u64 = 4 << 20;
-    /// One catalog overlay file.
-    pub const CATALOG_FILE: u64 = 8 << 20;
-    /// A hardware profile or saved nvidia-smi output (XML for 8 GPUs is about 200 KiB).
-    pub const HARDWARE: u64 = 16 << 20;
-    /// A gpustack file inside an output directory (a target manifest, the journal).
-    pub const MANIFEST: u64 = 1 << 20;
-}
-
-/// Why [`read_bounded`] failed.
-#[derive(Debug)]
-pub enum ReadError {
-    /// Not there.
-    NotFound,
-    /// A directory, FIFO, device or socket: never opened.
-    NotRegular(&'static str),
-    /// Larger than the limit (by its metadata, or by what it yielded).
-    TooLarge(u64),
-    /// Another I/O error.
-    Io(std::io::Error),
-}
-
-impl std::fmt::Display for ReadError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ReadError::NotFound => f.write_str("not found"),
-            ReadError::NotRegular(what) => write!(f, "it is {what}, not a regular file"),
-            ReadError::TooLarge(n) => write!(f, "it is larger than {}", human_size(*n)),
-            ReadError::Io(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-/// Reads a regular file of at most `limit` bytes. The file's metadata is checked first
-/// (a FIFO or device is never opened, so `/dev/zero` or a FIFO cannot make it read
-/// forever), then at most `limit + 1` bytes are read, in case the file grows. Symbolic
-/// links are followed: an input may be a link to a file.
-pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
-    let m = std::fs::metadata(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => ReadError::NotFound,
-        _ => ReadError::Io(e),
-    })?;
-    if !m.is_file() {
-        return Err(ReadError::NotRegular(kind_of(m.file_type())));
-    }
-    if m.len() > limit {
-        return Err(ReadError::TooLarge(limit));
-    }
-    let f = File::open(path).map_err(ReadError::Io)?;
-    // Opened after the check: if the name now is something else, it is checked again.
-    let m2 = f.metadata().map_err(ReadError::Io)?;
-    if !m2.is_file() {
-        return Err(ReadError::NotRegular(kind_of(m2.file_type())));
-    }
-    let mut buf = Vec::with_capacity(usize::try_from(m2.len().min(limit)).unwrap_or(0));
-    f.take(limit + 1)
-        .read_to_end(&mut buf)
-        .map_err(ReadError::Io)?;
-    if buf.len() as u64 > limit {
-        return Err(ReadError::TooLarge(limit));
-    }
-    Ok(buf)
-}
-
 /// Reads a UTF-8 text input of at most `limit` bytes ([`read_bounded`]) with the CLI's
 /// messages: `{what} \`PATH\` not found`, `… is larger than 1 MiB`, `… is not UTF-8`, each
 /// with `hint` where it helps. `what` names the input (`spec`, `lock`, `manifest`).
@@ -340,17 +243,6 @@ pub fn read_text(
         )
         .hint("save it as UTF-8, e.g. `iconv -f latin1 -t utf-8 FILE`")
     })
-}
-
-/// A limit for messages: `1 MiB`.
-pub fn human_size(n: u64) -> String {
-    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
-        format!("{} MiB", n >> 20)
-    } else if n >= 1 << 10 && n.is_multiple_of(1 << 10) {
-        format!("{} KiB", n >> 10)
-    } else {
-        format!("{n} bytes")
-    }
 }
 
 /// The advisory lock on a directory that serialises gpustack runs writing into it

@@ -98,12 +98,32 @@ pub fn outdated(
     date: Option<&str>,
 ) -> Result<Report, ImportError> {
     let mut report = Report::default();
-    let read = |project: &str,
-                report: &mut Report|
-     -> Result<Option<(BTreeSet<Version>, String)>, ImportError> {
-        match pypi::project_page(fetch, index, project)? {
+    let pages = Pages { fetch, index, date };
+    python_families(&pages, base, &mut report)?;
+    extra_families(&pages, base, &mut report)?;
+    manifest_families(base, manifests, &mut report);
+    Ok(report)
+}
+
+/// Where the Python families' project pages are read.
+struct Pages<'a> {
+    fetch: &'a dyn Fetch,
+    index: &'a str,
+    /// Overrides the date the pages report.
+    date: Option<&'a str>,
+}
+
+impl Pages<'_> {
+    /// A project's upstream versions and the source to cite; a project the index does not
+    /// have is recorded in `report`.
+    fn read(
+        &self,
+        project: &str,
+        report: &mut Report,
+    ) -> Result<Option<(BTreeSet<Version>, String)>, ImportError> {
+        match pypi::project_page(self.fetch, self.index, project)? {
             Some(p) => {
-                let d = date.map(str::to_string).or_else(|| p.date.clone());
+                let d = self.date.map(str::to_string).or_else(|| p.date.clone());
                 let src = match d {
                     Some(d) => format!("{} (read {d})", p.url),
                     None => p.url.clone(),
@@ -115,33 +135,44 @@ pub fn outdated(
                 Ok(None)
             }
         }
-    };
-    let set = |it: &mut dyn Iterator<Item = &Version>| it.cloned().collect::<BTreeSet<Version>>();
+    }
+}
+
+fn set<'a>(it: impl Iterator<Item = &'a Version>) -> BTreeSet<Version> {
+    it.cloned().collect()
+}
+
+/// torch, vLLM, DeepSpeed, and cuDNN and NCCL from their `nvidia-*-cuXX` wheels.
+fn python_families(
+    pages: &Pages<'_>,
+    base: &Catalog,
+    report: &mut Report,
+) -> Result<(), ImportError> {
     let groups: Vec<(&str, Vec<String>, BTreeSet<Version>)> = vec![
         (
             "torch",
             vec!["torch".into()],
-            set(&mut base.torch_releases.iter().map(|r| &r.version)),
+            set(base.torch_releases.iter().map(|r| &r.version)),
         ),
         (
             "vllm",
             vec!["vllm".into()],
-            set(&mut base.vllm.iter().map(|r| &r.version)),
+            set(base.vllm.iter().map(|r| &r.version)),
         ),
         (
             "deepspeed",
             vec!["deepspeed".into()],
-            set(&mut base.deepspeed.iter().map(|r| &r.version)),
+            set(base.deepspeed.iter().map(|r| &r.version)),
         ),
         (
             "cudnn",
             (11..=13).map(|m| format!("nvidia-cudnn-cu{m}")).collect(),
-            set(&mut base.cudnn.iter().map(|r| &r.version)),
+            set(base.cudnn.iter().map(|r| &r.version)),
         ),
         (
             "nccl",
             (11..=13).map(|m| format!("nvidia-nccl-cu{m}")).collect(),
-            set(&mut base.nccl.iter().map(|r| &r.version)),
+            set(base.nccl.iter().map(|r| &r.version)),
         ),
     ];
     for (family, projects, have) in groups {
@@ -149,7 +180,7 @@ pub fn outdated(
         let mut sources = Vec::new();
         let mut found = Vec::new();
         for p in &projects {
-            if let Some((v, s)) = read(p, &mut report)? {
+            if let Some((v, s)) = pages.read(p, report)? {
                 for v in v {
                     up.entry(v).or_insert_with(|| p.clone());
                 }
@@ -161,10 +192,18 @@ pub fn outdated(
             .families
             .push(compare(family.to_string(), sources, found, &have, &up));
     }
-    // Extras: one row per distribution the catalog installs from PyPI.
+    Ok(())
+}
+
+/// Extras: one row per distribution the catalog installs from the index.
+fn extra_families(
+    pages: &Pages<'_>,
+    base: &Catalog,
+    report: &mut Report,
+) -> Result<(), ImportError> {
     let mut extras: BTreeMap<String, (String, BTreeSet<Version>)> = BTreeMap::new();
     for e in &base.extras {
-        if e.index.trim_end_matches('/') != index.trim_end_matches('/') {
+        if e.index.trim_end_matches('/') != pages.index.trim_end_matches('/') {
             continue;
         }
         extras
@@ -174,7 +213,7 @@ pub fn outdated(
             .insert(e.version.clone());
     }
     for (pypi_name, (component, have)) in extras {
-        if let Some((up, s)) = read(&pypi_name, &mut report)? {
+        if let Some((up, s)) = pages.read(&pypi_name, report)? {
             let up = up.into_iter().map(|v| (v, pypi_name.clone())).collect();
             report.families.push(compare(
                 format!("extra {component} ({pypi_name})"),
@@ -185,9 +224,14 @@ pub fn outdated(
             ));
         }
     }
+    Ok(())
+}
+
+/// CUDA and cuDNN from the redistrib manifests given.
+fn manifest_families(base: &Catalog, manifests: &[Manifest], report: &mut Report) {
     for (product, have) in [
-        ("cuda", set(&mut base.cuda.iter().map(|r| &r.version))),
-        ("cudnn", set(&mut base.cudnn.iter().map(|r| &r.version))),
+        ("cuda", set(base.cuda.iter().map(|r| &r.version))),
+        ("cudnn", set(base.cudnn.iter().map(|r| &r.version))),
     ] {
         let mut up = BTreeMap::new();
         let mut sources = Vec::new();
@@ -217,7 +261,6 @@ pub fn outdated(
             report.families.push(r);
         }
     }
-    Ok(report)
 }
 
 impl Report {

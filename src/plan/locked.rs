@@ -617,7 +617,10 @@ mod tests {
         };
         assert_eq!(p.by_version().unwrap(), "ghcr.io/astral-sh/uv:0.11.7");
         p.digest = Some("sha256:ab".into());
-        assert_eq!(p.by_version().unwrap(), "ghcr.io/astral-sh/uv:0.11.7@sha256:ab");
+        assert_eq!(
+            p.by_version().unwrap(),
+            "ghcr.io/astral-sh/uv:0.11.7@sha256:ab"
+        );
         p.image = None;
         assert_eq!(p.by_version(), None);
     }

@@ -1,0 +1,460 @@
+//! Validating the generator-side families: images, packages, instances, clouds,
+//! bandwidth figures and the NCCL environment.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::env_names;
+use super::model::*;
+use super::validate::{is_sha256_hex, safe_url, safe_word, valid_id, V};
+use super::wire::*;
+use crate::core::version::{Version, VersionReq};
+use crate::core::Component;
+
+pub(super) struct DeployLayers {
+    pub(super) image: BTreeMap<String, (ImageWire, Origin)>,
+    pub(super) package: BTreeMap<String, (PackageWire, Origin)>,
+    pub(super) instance: BTreeMap<String, (InstanceWire, Origin)>,
+    pub(super) cloud: BTreeMap<String, (CloudWire, Origin)>,
+    pub(super) bandwidth: BTreeMap<String, (BandwidthWire, Origin)>,
+    pub(super) env: BTreeMap<String, (EnvWire, Origin)>,
+}
+
+/// The generator-side families: images, packages, instances, clouds, bandwidth, and the
+/// NCCL environment (validated first).
+pub(super) fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
+    env_vars(v, c, l.env);
+    images(v, c, l.image);
+    packages(v, c, l.package);
+    instances(v, c, l.instance);
+    clouds(v, c, l.cloud);
+    bandwidth(v, c, l.bandwidth);
+}
+
+/// `[[env]]`: variables NCCL jobs on a fabric set, each one a documented name.
+fn env_vars(v: &mut V<'_>, c: &mut Catalog, env: BTreeMap<String, (EnvWire, Origin)>) {
+    for (_, (e, o)) in env {
+        v.source(&o);
+        if e.fabric != "all" && (!FABRICS.contains(&e.fabric.as_str()) || e.fabric == "nvlink") {
+            v.fail(
+                &o,
+                format!(
+                    "env fabric `{}` is not `all` or a `[cluster].fabric`",
+                    e.fabric
+                ),
+            );
+            continue;
+        }
+        let name_ok = e
+            .name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_uppercase() || b == b'_')
+            // Lower case after the first letter: Open MPI's and PMIx's MCA parameters
+            // (`OMPI_MCA_btl`, `PMIX_MCA_psec`) are spelled so.
+            && e.name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !name_ok {
+            v.fail(
+                &o,
+                format!(
+                    "`{}` is not an environment variable name ([A-Z_][A-Za-z0-9_]*)",
+                    e.name
+                ),
+            );
+            continue;
+        }
+        if !env_names::allowed(&e.name) {
+            let mut hint = "an `[[env]]` entry may set the NCCL, libfabric, UCX, CUDA and PyTorch NCCL variables those projects document (the list, with sources, is in the book's catalog chapter); set others in the site's own image or job script".to_string();
+            if let Some(s) = crate::core::names::did_you_mean(
+                &e.name,
+                env_names::ALLOWED.iter().map(|(n, _)| *n),
+            ) {
+                hint = format!("did you mean `{s}`? {hint}");
+            }
+            v.fail_hint(
+                &o,
+                format!("`{}` is not an environment variable gpustack sets", e.name),
+                hint,
+            );
+            continue;
+        }
+        if e.value.len() > 200
+            || e.value
+                .chars()
+                .any(|ch| ch.is_control() || matches!(ch, '"' | '\\' | '$' | '`' | '\''))
+        {
+            v.fail(&o, format!("value of `{}` may not hold quotes, `$`, backquotes, backslashes or control characters", e.name));
+            continue;
+        }
+        c.env.push(EnvVar {
+            fabric: e.fabric.clone(),
+            name: e.name.clone(),
+            value: e.value.clone(),
+            origin: o,
+        });
+    }
+}
+
+/// `nvidia/cuda` base images of a CUDA release on an OS, with their tags and digests.
+fn images(v: &mut V<'_>, c: &mut Catalog, image: BTreeMap<String, (ImageWire, Origin)>) {
+    let cuda_releases: BTreeSet<&Version> = c.cuda.iter().map(|r| &r.version).collect();
+    for (_, (i, o)) in image {
+        v.source(&o);
+        let Some(cuda) = v.version(&o, "cuda", &i.cuda) else {
+            continue;
+        };
+        if !cuda_releases.contains(&cuda) {
+            v.fail(
+                &o,
+                format!("image for CUDA `{cuda}`, which `cuda.toml` does not list"),
+            );
+        }
+        if !c.os.iter().any(|x| x.id == i.os) {
+            v.fail(
+                &o,
+                format!("image for OS `{}`, which `os.toml` does not list", i.os),
+            );
+        }
+        let supported = match i.status.as_str() {
+            "supported" => true,
+            "unsupported" => false,
+            other => {
+                v.fail(
+                    &o,
+                    format!("image status `{other}` is not `supported` or `unsupported`"),
+                );
+                continue;
+            }
+        };
+        for t in &i.tags {
+            if !safe_word(t) || !t.starts_with(&i.cuda) || !t.ends_with(&i.os) {
+                v.fail(
+                    &o,
+                    format!("tag `{t}` must be `{}-<flavour>-{}`", i.cuda, i.os),
+                );
+            }
+        }
+        let mut digests = Vec::new();
+        for d in &i.digests {
+            match d.split_once("@sha256:") {
+                Some((tag, hex)) if i.tags.iter().any(|t| t == tag) && is_sha256_hex(hex) => {
+                    digests.push((tag.to_string(), format!("sha256:{hex}")));
+                }
+                _ => v.fail(
+                    &o,
+                    format!("digest `{d}` must be `<one of the tags>@sha256:<64 lowercase hex>`"),
+                ),
+            }
+        }
+        let cudnn = i.cudnn.as_deref().and_then(|s| v.version(&o, "cudnn", s));
+        c.images.push(BaseImage {
+            cuda,
+            os: i.os.clone(),
+            tags: i.tags.clone(),
+            supported,
+            cudnn,
+            digests,
+            origin: o,
+        });
+    }
+    c.images
+        .sort_by(|a, b| b.cuda.cmp(&a.cuda).then_with(|| a.os.cmp(&b.os)));
+}
+
+/// Fabric, MPI and cluster packages, by name and newest first.
+fn packages(v: &mut V<'_>, c: &mut Catalog, package: BTreeMap<String, (PackageWire, Origin)>) {
+    for (_, (p, o)) in package {
+        v.source(&o);
+        if let Some(p) = one_package(v, &p, o) {
+            c.packages.push(p);
+        }
+    }
+    c.packages.sort_by(|a, b| {
+        a.name
+            .cmp(&b.name)
+            .then_with(|| b.order.cmp(&a.order))
+            .then_with(|| a.variant.cmp(&b.variant))
+    });
+}
+
+/// One package entry; none when it cannot be used (each problem reported).
+fn one_package(v: &mut V<'_>, p: &PackageWire, o: Origin) -> Option<Package> {
+    if !valid_id(&p.name) {
+        v.fail(
+            &o,
+            format!("package name `{}` must match [a-z0-9][a-z0-9-]*", p.name),
+        );
+        return None;
+    }
+    let (follows, follows_versions) = follows(v, p, &o)?;
+    let order = package_order(v, p, &o, follows.is_some())?;
+    check_package_refs(v, p, &o);
+    Some(Package {
+        name: p.name.clone(),
+        version: p.version.clone(),
+        order,
+        variant: p.variant.clone(),
+        url: p.url.clone(),
+        sha256: p.sha256.clone(),
+        apt_packages: p.apt_packages.clone(),
+        apt_pin: p.apt_pin.clone(),
+        dnf_packages: p.dnf_packages.clone(),
+        image: p.image.clone(),
+        image_digest: p.image_digest.clone(),
+        image_tags: p.image_tags.clone(),
+        minimum_safe: p.minimum_safe,
+        follows_driver: follows == Some(Component::Driver),
+        follows: follows.map(|c| (c, follows_versions)),
+        requires: p.requires.clone(),
+        origin: o,
+    })
+}
+
+/// The locked component a package follows (with the versions it applies to), if any.
+fn follows(v: &mut V<'_>, p: &PackageWire, o: &Origin) -> Option<(Option<Component>, VersionReq)> {
+    let follows = match (p.follows.as_deref(), p.follows_driver) {
+        (None, false) => None,
+        (None, true) | (Some("driver"), _) => Some(Component::Driver),
+        (Some("cuda"), false) => Some(Component::Cuda),
+        (Some("cudnn"), false) => Some(Component::Cudnn),
+        (Some("nccl"), false) => Some(Component::Nccl),
+        (Some(other), _) => {
+            v.fail(
+                o,
+                format!(
+                    "package `{}`: `follows = \"{other}\"` must be `driver`, `cuda`, `cudnn` or `nccl`{}",
+                    p.name,
+                    if p.follows_driver { " (and `follows_driver` then left out)" } else { "" }
+                ),
+            );
+            return None;
+        }
+    };
+    let follows_versions = match (&p.follows_versions, follows) {
+        (None, _) => VersionReq::any(),
+        (Some(r), Some(_)) => match VersionReq::parse(r) {
+            Ok(r) => r,
+            Err(e) => {
+                v.fail(o, format!("follows_versions `{r}`: {e}"));
+                return None;
+            }
+        },
+        (Some(_), None) => {
+            v.fail(o, "`follows_versions` needs `follows`".into());
+            return None;
+        }
+    };
+    Some((follows, follows_versions))
+}
+
+/// The version a package sorts by: its own (a pin), or none when it follows a component.
+fn package_order(
+    v: &mut V<'_>,
+    p: &PackageWire,
+    o: &Origin,
+    follows: bool,
+) -> Option<Option<Version>> {
+    let order = match (&p.version, follows) {
+        (Some(ver), false) => {
+            if !safe_word(ver) {
+                v.fail(
+                    o,
+                    format!("package version `{ver}` has characters a pin cannot hold"),
+                );
+                return None;
+            }
+            Version::parse(ver).ok()
+        }
+        (None, true) => None,
+        (Some(_), true) => {
+            v.fail(
+                o,
+                format!(
+                    "package `{}` follows a locked component; it takes no `version`",
+                    p.name
+                ),
+            );
+            return None;
+        }
+        (None, false) => {
+            v.fail(
+                o,
+                format!(
+                    "package `{}` needs a `version` (or `follows_driver = true`)",
+                    p.name
+                ),
+            );
+            return None;
+        }
+    };
+    Some(order)
+}
+
+/// What a package's URL, hash, image and pins may hold.
+fn check_package_refs(v: &mut V<'_>, p: &PackageWire, o: &Origin) {
+    if let Some(h) = &p.sha256 {
+        if !is_sha256_hex(h) {
+            v.fail(o, format!("sha256 `{h}` must be 64 lowercase hex digits"));
+        }
+        if p.url.is_none() {
+            v.fail(o, "a `sha256` needs the `url` it verifies".into());
+        }
+    }
+    if let Some(d) = &p.image_digest {
+        if !d.strip_prefix("sha256:").is_some_and(is_sha256_hex) || p.image.is_none() {
+            v.fail(
+                o,
+                format!(
+                    "image_digest `{d}` must be `sha256:<64 lowercase hex>` next to an `image`"
+                ),
+            );
+        }
+    }
+    if let Some(u) = &p.url {
+        if !safe_url(u) {
+            v.fail(
+                o,
+                format!("url `{u}` must be https:// and hold no quotes, spaces or `$`"),
+            );
+        }
+    }
+    for x in p
+        .apt_packages
+        .iter()
+        .chain(&p.dnf_packages)
+        .chain(p.apt_pin.iter())
+        .chain(p.variant.iter())
+        .chain(p.image.iter())
+        .chain(&p.image_tags)
+    {
+        if !safe_word(x) {
+            v.fail(o, format!("`{x}` has characters a package pin cannot hold"));
+        }
+    }
+}
+
+/// Cloud instance types of a GPU the catalog knows.
+fn instances(v: &mut V<'_>, c: &mut Catalog, instance: BTreeMap<String, (InstanceWire, Origin)>) {
+    let gpu_known = |c: &Catalog, id: &str| c.gpus.iter().any(|g| g.id == id);
+    for (_, (i, o)) in instance {
+        v.source(&o);
+        if !gpu_known(c, &i.gpu) {
+            v.fail(
+                &o,
+                format!(
+                    "instance for GPU `{}`, which `gpus.toml` does not list",
+                    i.gpu
+                ),
+            );
+        }
+        if !matches!(i.cloud.as_str(), "aws" | "gcp" | "azure") {
+            v.fail(
+                &o,
+                format!("cloud `{}` is not one of `aws`, `gcp`, `azure`", i.cloud),
+            );
+            continue;
+        }
+        for x in i.instance_type.iter().chain(i.accelerator_type.iter()) {
+            if !safe_word(x) {
+                v.fail(
+                    &o,
+                    format!("`{x}` is not a plain instance or accelerator type"),
+                );
+            }
+        }
+        c.instances.push(Instance {
+            gpu: i.gpu.clone(),
+            cloud: i.cloud.clone(),
+            instance_type: i.instance_type.clone(),
+            gpus: i.gpus,
+            accelerator_type: i.accelerator_type.clone(),
+            origin: o,
+        });
+    }
+}
+
+/// Per-cloud settings.
+fn clouds(v: &mut V<'_>, c: &mut Catalog, cloud: BTreeMap<String, (CloudWire, Origin)>) {
+    for (_, (x, o)) in cloud {
+        v.source(&o);
+        if let Some(m) = &x.on_host_maintenance {
+            if !matches!(m.as_str(), "TERMINATE" | "MIGRATE") {
+                v.fail(
+                    &o,
+                    format!("on_host_maintenance `{m}` is not `TERMINATE` or `MIGRATE`"),
+                );
+            }
+        }
+        c.clouds.push(CloudSettings {
+            id: x.id.clone(),
+            on_host_maintenance: x.on_host_maintenance.clone(),
+            origin: o,
+        });
+    }
+}
+
+/// Published nccl-tests bus bandwidth figures.
+fn bandwidth(v: &mut V<'_>, c: &mut Catalog, bandwidth: BTreeMap<String, (BandwidthWire, Origin)>) {
+    let gpu_known = |c: &Catalog, id: &str| c.gpus.iter().any(|g| g.id == id);
+    for (_, (b, o)) in bandwidth {
+        v.source(&o);
+        if !gpu_known(c, &b.gpu) {
+            v.fail(
+                &o,
+                format!(
+                    "bandwidth for GPU `{}`, which `gpus.toml` does not list",
+                    b.gpu
+                ),
+            );
+        }
+        if !FABRICS.contains(&b.fabric.as_str()) {
+            v.fail(
+                &o,
+                format!("fabric `{}` is not one of {}", b.fabric, FABRICS.join(", ")),
+            );
+        }
+        let numeric = !b.busbw_gbps.is_empty()
+            && b.busbw_gbps
+                .bytes()
+                .all(|x| x.is_ascii_digit() || x == b'.')
+            && b.busbw_gbps.parse::<f64>().is_ok();
+        if !numeric {
+            v.fail(
+                &o,
+                format!(
+                    "busbw_gbps `{}` must be a decimal number in text, like \"478.87\"",
+                    b.busbw_gbps
+                ),
+            );
+        }
+        if b.test.is_empty()
+            || b.test.chars().any(char::is_control)
+            || b.size.as_deref().is_some_and(|s| !safe_word(s))
+            || b.nodes == 0
+            || b.gpus_per_node == 0
+        {
+            v.fail(&o, "bandwidth `test` must be one line, `size` a plain word, and the job shape positive counts".into());
+        }
+        if b.sharp.is_some() && b.fabric != "infiniband" {
+            v.fail(
+                &o,
+                format!(
+                    "`sharp` describes InfiniBand runs, not fabric `{}`",
+                    b.fabric
+                ),
+            );
+        }
+        c.bandwidth.push(Bandwidth {
+            sharp: b.sharp,
+            gpu: b.gpu.clone(),
+            fabric: b.fabric.clone(),
+            test: b.test.clone(),
+            size: b.size.clone(),
+            busbw_gbps: b.busbw_gbps.clone(),
+            nodes: b.nodes,
+            gpus_per_node: b.gpus_per_node,
+            origin: o,
+        });
+    }
+}

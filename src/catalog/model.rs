@@ -1,0 +1,947 @@
+//! The validated catalog: the types the rest of gpustack reads ([`Catalog`], [`Gpu`],
+//! [`LibRelease`], …), each fact with its [`Origin`], and the catalog's lookups.
+
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+use crate::core::arch::{Cc, Target};
+use crate::core::version::{Version, VersionReq};
+use crate::core::{Component, Layer};
+
+/// Where a fact comes from: the catalog file and line, and the upstream source. Cheap to
+/// clone (shared).
+#[derive(Clone)]
+pub struct Origin(pub(super) Arc<OriginInner>);
+
+/// The data behind an [`Origin`].
+pub struct OriginInner {
+    /// `catalog/cuda.toml` for the stock catalog; the overlay path as given otherwise.
+    pub file: String,
+    /// The file's name as locks record it: `catalog/cuda.toml`, or `overlay/<file name>` for
+    /// an overlay (never an absolute or user-typed path).
+    pub lock_name: String,
+    /// 1-based line of the entry.
+    pub line: usize,
+    /// The upstream source a reader can open.
+    pub source: String,
+    /// Produces the canonical text of the entry, for the catalog digest (computed only for
+    /// the entries a lock uses).
+    pub(super) canonical: Box<dyn Fn() -> String + Send + Sync>,
+}
+
+/// A long source in a message: its first URL, or its first 100 characters; the full text
+/// is for `--verbose` and `gpustack catalog show`.
+///
+/// ```
+/// use gpustack::catalog::short_source;
+/// assert_eq!(short_source("CUDA notes https://docs.nvidia.com/x (Table 3); https://y"), "https://docs.nvidia.com/x (and more)");
+/// assert_eq!(short_source("vendor runbook"), "vendor runbook");
+/// ```
+pub fn short_source(source: &str) -> String {
+    if let Some(i) = source.find("https://").or_else(|| source.find("http://")) {
+        let url: String = source[i..]
+            .chars()
+            .take_while(|c| !c.is_whitespace() && !matches!(c, ')' | ';' | ',' | '\'' | '"'))
+            .collect();
+        let url = url.trim_end_matches(['.', ':']);
+        return if url.len() + 2 >= source.trim().len() {
+            url.to_string()
+        } else {
+            format!("{url} (and more)")
+        };
+    }
+    const MAX: usize = 100;
+    match source.char_indices().nth(MAX) {
+        Some((i, _)) => format!("{}…", &source[..i]),
+        None => source.to_string(),
+    }
+}
+
+impl std::ops::Deref for Origin {
+    type Target = OriginInner;
+    fn deref(&self) -> &OriginInner {
+        &self.0
+    }
+}
+
+impl PartialEq for Origin {
+    fn eq(&self, other: &Origin) -> bool {
+        self.file == other.file && self.line == other.line && self.source == other.source
+    }
+}
+
+impl Eq for Origin {}
+
+impl std::fmt::Debug for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Origin({}:{})", self.file, self.line)
+    }
+}
+
+impl Origin {
+    /// `catalog/cuda.toml:42`.
+    pub fn location(&self) -> String {
+        format!("{}:{}", self.file, self.line)
+    }
+
+    /// The canonical text of the entry.
+    pub(crate) fn canonical(&self) -> String {
+        (self.0.canonical)()
+    }
+}
+
+/// A driver branch's support type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum BranchKind {
+    /// Long-term support branch (about 3 years).
+    Ltsb,
+    /// Production branch (about 1 year).
+    Pb,
+    /// New feature branch (no updates).
+    Nfb,
+}
+
+impl BranchKind {
+    /// `ltsb`, `pb`, `nfb`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BranchKind::Ltsb => "ltsb",
+            BranchKind::Pb => "pb",
+            BranchKind::Nfb => "nfb",
+        }
+    }
+}
+
+/// A driver branch (`R535`).
+#[derive(Clone, Debug)]
+pub struct DriverBranch {
+    /// `535`.
+    pub number: u64,
+    /// LTSB, PB or NFB.
+    pub kind: BranchKind,
+    /// `true` while NVIDIA supports it (as of the catalog's date).
+    pub supported: bool,
+    /// End of life, as the source writes it.
+    pub eol: Option<String>,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// A released driver version.
+#[derive(Clone, Debug)]
+pub struct DriverRelease {
+    /// `550.54.15`.
+    pub version: Version,
+    /// Index into [`Catalog::branches`].
+    pub branch: usize,
+}
+
+/// A CUDA toolkit release.
+#[derive(Clone, Debug)]
+pub struct CudaRelease {
+    /// `12.4.1`.
+    pub version: Version,
+    /// Full-feature minimum Linux driver (Table 3), when published.
+    pub driver_min: Option<Version>,
+    /// Known only from NVIDIA's redistrib manifest: listed, never locked (rule
+    /// `cuda.redist-only`).
+    pub redist_only: bool,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// The minor-version-compatibility floor of a CUDA major.
+#[derive(Clone, Debug)]
+pub struct MinorCompat {
+    /// `12`.
+    pub major: u64,
+    /// `525.60.13`.
+    pub driver_min: Version,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// A `cuda-compat-X-Y` forward-compatibility package.
+#[derive(Clone, Debug)]
+pub struct ForwardCompat {
+    /// `13.0`.
+    pub cuda: Version,
+    /// `cuda-compat-13-0`.
+    pub package: String,
+    /// Base driver branches it supports (`535`, `570`).
+    pub bases: Vec<u64>,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// The GPU targets nvcc accepts for a range of CUDA releases.
+#[derive(Clone, Debug)]
+pub struct TargetSet {
+    /// The CUDA releases this applies to.
+    pub cuda: VersionReq,
+    /// The accepted targets (SASS spelling).
+    pub sm: Vec<Target>,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// A GPU product.
+#[derive(Clone, Debug)]
+pub struct Gpu {
+    /// `h100`.
+    pub id: String,
+    /// `NVIDIA H100 SXM5 80GB`.
+    pub name: String,
+    /// Other ids the spec may use.
+    pub aliases: Vec<String>,
+    /// Compute capability.
+    pub cc: Cc,
+    /// `hopper`.
+    pub arch: String,
+    /// A data center GPU (forward compatibility applies).
+    pub datacenter: bool,
+    /// On an NVSwitch board (Fabric Manager required).
+    pub nvswitch: bool,
+    /// Memory in GiB.
+    pub memory_gib: Option<u32>,
+    /// GPU Feature Discovery `nvidia.com/gpu.product` label.
+    pub gfd_product: Option<String>,
+    /// Names printed by `nvidia-smi`.
+    pub smi_names: Vec<String>,
+    /// Lowest driver supporting the product, when sourced.
+    pub min_driver: Option<Version>,
+    /// Last driver branch supporting it (legacy architectures).
+    pub last_driver_branch: Option<u64>,
+    /// CPU architecture of its hosts: `x86_64`, or `aarch64` for Grace systems.
+    pub cpu: String,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// Whether NVIDIA's open GPU kernel modules drive a GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenModules {
+    /// Only the open modules do (Blackwell, Grace Hopper).
+    Required,
+    /// Both flavours do; the branch decides the default.
+    Supported,
+    /// Only the proprietary modules do (Volta and older).
+    Unsupported,
+}
+
+/// The kernel-module flavours of an architecture, or of one product.
+#[derive(Clone, Debug)]
+pub struct KernelModules {
+    /// `[[gpu]].arch` it applies to.
+    pub arch: Option<String>,
+    /// GPU id it applies to (wins over its architecture's entry).
+    pub gpu: Option<String>,
+    /// Whether the open modules drive it.
+    pub open: OpenModules,
+    /// For [`OpenModules::Supported`]: the first driver branch whose default is open (`560`).
+    pub open_default_from: Option<u64>,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// The driver branches that support a GPU architecture (`[[generation]]` in `gpus.toml`).
+#[derive(Clone, Debug)]
+pub struct Generation {
+    /// `hopper`, as [`Gpu::arch`] spells it.
+    pub arch: String,
+    /// The first driver that supports the architecture.
+    pub min_driver: Option<Version>,
+    /// The last driver branch that supports it.
+    pub last_driver_branch: Option<u64>,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// The first cuDNN or NCCL release with kernels for a compute capability and every newer
+/// one (`[[gpu_support]]`).
+#[derive(Clone, Debug)]
+pub struct GpuSupport {
+    /// Applies to GPUs of this compute capability or newer.
+    pub cc: Cc,
+    /// The first release that supports them.
+    pub since: Version,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// The oldest DeepSpeed release that works with a torch minor (`[[torch_minimum]]`).
+#[derive(Clone, Debug)]
+pub struct DeepspeedTorchMinimum {
+    /// torch major and minor: `(2, 4)`.
+    pub torch: (u64, u64),
+    /// The oldest DeepSpeed release that works with it.
+    pub deepspeed: Version,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// A vendor-validated combination (`[[tested]]` in `tested.toml`): the exact versions an
+/// NGC container release or a cloud deep-learning image ships. Fields the vendor does not
+/// state are `None`.
+#[derive(Clone, Debug)]
+pub struct Tested {
+    /// `NGC PyTorch 25.10`.
+    pub name: String,
+    /// CUDA toolkit release.
+    pub cuda: Option<Version>,
+    /// cuDNN release.
+    pub cudnn: Option<Version>,
+    /// NCCL release.
+    pub nccl: Option<Version>,
+    /// Python minor.
+    pub python: Option<Version>,
+    /// A PyPI torch release.
+    pub torch: Option<Version>,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+impl Tested {
+    /// The version this tuple states for a component, if any.
+    pub fn version_of(&self, c: Component) -> Option<&Version> {
+        match c {
+            Component::Cuda => self.cuda.as_ref(),
+            Component::Cudnn => self.cudnn.as_ref(),
+            Component::Nccl => self.nccl.as_ref(),
+            Component::Python => self.python.as_ref(),
+            Component::Torch => self.torch.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+/// One Linux platform tag of a binary wheel: `manylinux_2_28_x86_64`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WheelPlatform {
+    /// The tag as the wheel's file name spells it.
+    pub tag: String,
+    /// `x86_64` or `aarch64`.
+    pub cpu: String,
+    /// The glibc the tag requires (`manylinux1` = 2.5, `manylinux2014` = 2.17,
+    /// `manylinux_X_Y` = X.Y); `None` for a plain `linux_*` tag, which states none.
+    pub glibc: Option<Version>,
+}
+
+impl WheelPlatform {
+    /// Parses a PEP 600 / legacy manylinux tag or a `linux_*` tag.
+    pub fn parse(tag: &str) -> Option<WheelPlatform> {
+        let (rest, cpu) = ["x86_64", "aarch64"]
+            .iter()
+            .find_map(|c| tag.strip_suffix(&format!("_{c}")).map(|r| (r, *c)))?;
+        let glibc = match rest {
+            "linux" => None,
+            "manylinux1" => Some("2.5"),
+            "manylinux2010" => Some("2.12"),
+            "manylinux2014" => Some("2.17"),
+            _ => {
+                let v = rest.strip_prefix("manylinux_")?;
+                let (a, b) = v.split_once('_')?;
+                if a.is_empty()
+                    || b.is_empty()
+                    || !a.bytes().chain(b.bytes()).all(|c| c.is_ascii_digit())
+                {
+                    return None;
+                }
+                return Some(WheelPlatform {
+                    tag: tag.to_string(),
+                    cpu: cpu.to_string(),
+                    glibc: Version::parse(&format!("{a}.{b}")).ok(),
+                });
+            }
+        };
+        Some(WheelPlatform {
+            tag: tag.to_string(),
+            cpu: cpu.to_string(),
+            glibc: glibc.and_then(|g| Version::parse(g).ok()),
+        })
+    }
+
+    /// Whether pip installs a wheel with this tag on a host with this CPU and glibc.
+    pub fn installs_on(&self, cpu: &str, glibc: &Version) -> bool {
+        self.cpu == cpu && self.glibc.as_ref().is_none_or(|g| g <= glibc)
+    }
+}
+
+/// An operating system with the CUDA releases it has images for.
+#[derive(Clone, Debug)]
+pub struct Os {
+    /// `ubuntu22.04`.
+    pub id: String,
+    /// CUDA releases with `nvidia/cuda` images for it.
+    pub cuda: VersionReq,
+    /// The glibc version it ships, when sourced.
+    pub glibc: Option<Version>,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// A Python release.
+#[derive(Clone, Debug)]
+pub struct PythonRelease {
+    /// `3.11`.
+    pub version: Version,
+    /// End of life.
+    pub eol: Option<String>,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// A cuDNN or NCCL release.
+#[derive(Clone, Debug)]
+pub struct LibRelease {
+    /// `9.1.0.70`, `2.21.5`.
+    pub version: Version,
+    /// CUDA majors it ships builds for.
+    pub cuda_majors: Vec<u64>,
+    /// NCCL: the CUDA minors NVIDIA publishes packages for (`12.9`), where a listing was
+    /// found; empty when unknown.
+    pub cuda_builds: Vec<Version>,
+    /// Lowest compute capability it supports, when sourced.
+    pub min_cc: Option<Cc>,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// A file with a known hash.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileRef {
+    /// The release it belongs to, when an entry covers several.
+    pub version: Option<Version>,
+    /// Python minor of the wheel tag.
+    pub python: Option<Version>,
+    /// Index it is served from.
+    pub index: Option<String>,
+    /// File name.
+    pub filename: String,
+    /// Hex sha256.
+    pub sha256: String,
+}
+
+/// A torch release (all variants).
+#[derive(Clone, Debug)]
+pub struct TorchRelease {
+    /// `2.5.1`.
+    pub version: Version,
+    /// Python minors with published wheels.
+    pub python: VersionReq,
+    /// The variant the PyPI wheel is.
+    pub pypi_variant: String,
+    /// Platform tags of the PyPI wheels (the `pypi_variant` build), when read.
+    pub platforms: Vec<WheelPlatform>,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// One torch wheel build: a release in one CUDA variant.
+#[derive(Clone, Debug)]
+pub struct TorchBuild {
+    /// `2.5.1`.
+    pub version: Version,
+    /// `cu124`.
+    pub variant: String,
+    /// `2.5.1+cu124`.
+    pub full: Version,
+    /// CUDA runtime in the wheel (`12.4`).
+    pub cuda: Version,
+    /// Index URL of the variant.
+    pub index_url: String,
+    /// `TORCH_CUDA_ARCH_LIST` of the build.
+    pub arch_list: Vec<Target>,
+    /// cuDNN pin, when known.
+    pub cudnn: Option<Version>,
+    /// NCCL pin, when known.
+    pub nccl: Option<Version>,
+    /// cuSPARSELt pin, when known.
+    pub cusparselt: Option<Version>,
+    /// Python minors with wheels for this build.
+    pub python: VersionReq,
+    /// Where `python` comes from: the `[[wheel]]` entry when the variant narrows the
+    /// release's range (its own `python`), else the `[[release]]` entry.
+    pub python_origin: Origin,
+    /// `true` when this variant is the PyPI default of the release.
+    pub pypi_default: bool,
+    /// Platform tags of its wheels, when read (the PyPI default build only).
+    pub platforms: Vec<WheelPlatform>,
+    /// Files with hashes for this release.
+    pub files: Vec<FileRef>,
+    /// The `[[wheel]]` entry.
+    pub origin: Origin,
+    /// The `[[release]]` entry.
+    pub release_origin: Origin,
+}
+
+/// The source of a torch release, for `torch = { build = "source" }`.
+#[derive(Clone, Debug)]
+pub struct TorchSource {
+    /// `2.10.0`.
+    pub version: Version,
+    /// `https://github.com/pytorch/pytorch`.
+    pub repository: String,
+    /// `v2.10.0`.
+    pub tag: String,
+    /// The commit the tag points to, when the catalog has read it.
+    pub commit: Option<String>,
+    /// The oldest cuDNN a source build supports.
+    pub cudnn_min: Version,
+    /// The build's own requirements (`[build-system].requires`).
+    pub build_requires: Vec<String>,
+    /// What the built wheel requires (setup.py `install_requires`).
+    pub runtime_requires: Vec<String>,
+    /// The `[[source]]` entry.
+    pub origin: Origin,
+}
+
+/// A vLLM release.
+#[derive(Clone, Debug)]
+pub struct VllmRelease {
+    /// `0.6.3.post1`.
+    pub version: Version,
+    /// Exact torch pin.
+    pub torch: Version,
+    /// CUDA of vLLM's PyPI wheel.
+    pub cuda: Version,
+    /// Python range.
+    pub python: VersionReq,
+    /// Minimum compute capability.
+    pub min_cc: Option<Cc>,
+    /// Files with hashes.
+    pub files: Vec<FileRef>,
+    /// Platform tags of its PyPI wheels, when read.
+    pub platforms: Vec<WheelPlatform>,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// A DeepSpeed release.
+#[derive(Clone, Debug)]
+pub struct DeepspeedRelease {
+    /// `0.16.4`.
+    pub version: Version,
+    /// torch requirement, when declared.
+    pub torch: Option<VersionReq>,
+    /// Python range, when known.
+    pub python: Option<VersionReq>,
+    /// CUDA minors within which nvcc and torch may differ.
+    pub cuda_mismatch_ok: Vec<Version>,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// One release of an optional framework component (an "extra": flash-attn, xformers, …),
+/// from `[[extra]]`.
+#[derive(Clone, Debug)]
+pub struct ExtraRelease {
+    /// Which component: [`Component::is_extra`] holds.
+    pub component: Component,
+    /// `2.8.3.post2`.
+    pub version: Version,
+    /// The layer every entry of the component states (the component's own layer).
+    pub layer: Layer,
+    /// The package's requirement on torch, when it has one. Compared with the torch release
+    /// without its `+cuXXX` label.
+    pub torch: Option<VersionReq>,
+    /// CUDA majors of the published binaries, when known.
+    pub cuda_majors: Option<Vec<u64>>,
+    /// Lowest compute capability, where a source states one.
+    pub min_cc: Option<Cc>,
+    /// `Requires-Python`, when known.
+    pub python: Option<VersionReq>,
+    /// The distribution to install: `cupy-cuda12x`, `flash_attn_3`.
+    pub pypi_name: String,
+    /// The index it installs from.
+    pub index: String,
+    /// The CUDA variant of the wheel on `index` (`cu128`), where stated.
+    pub pypi_variant: Option<String>,
+    /// What is published and how it installs, free text.
+    pub prebuilt: Option<String>,
+    /// Files with hashes.
+    pub files: Vec<FileRef>,
+    /// Platform tags of its PyPI wheels, when read.
+    pub platforms: Vec<WheelPlatform>,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+impl ExtraRelease {
+    /// `true` when the distribution is the component's own PyPI project (`flash-attn`),
+    /// not a differently named one (`flash_attn_3`, `cupy-cuda12x`). PEP 503 normalized.
+    pub fn is_own_project(&self) -> bool {
+        pep503(&self.pypi_name) == self.component.name()
+    }
+
+    /// The version, with the distribution when it is not the component's own project:
+    /// `2.8.3`, `14.2.0 (cupy-cuda13x)`. Two entries of one component never share it.
+    pub fn label(&self) -> String {
+        if self.is_own_project() {
+            self.version.to_string()
+        } else {
+            format!("{} ({})", self.version, self.pypi_name)
+        }
+    }
+}
+
+/// PEP 503 normalization: lowercase, runs of `-`, `_`, `.` become one `-`.
+pub(crate) fn pep503(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        if matches!(c, '-' | '_' | '.') {
+            if !out.ends_with('-') {
+                out.push('-');
+            }
+        } else {
+            out.push(c.to_ascii_lowercase());
+        }
+    }
+    out
+}
+
+/// The validated, indexed catalog. Every list is sorted newest first (or by id).
+#[derive(Clone, Debug, Default)]
+pub struct Catalog {
+    /// Driver branches, newest first.
+    pub branches: Vec<DriverBranch>,
+    /// Driver releases, newest first.
+    pub drivers: Vec<DriverRelease>,
+    /// CUDA releases, newest first.
+    pub cuda: Vec<CudaRelease>,
+    /// Minor-version-compatibility floors.
+    pub minor_compat: Vec<MinorCompat>,
+    /// Forward-compatibility packages.
+    pub forward_compat: Vec<ForwardCompat>,
+    /// nvcc target sets.
+    pub targets: Vec<TargetSet>,
+    /// GPUs by id.
+    pub gpus: Vec<Gpu>,
+    /// Kernel-module flavours by architecture or product.
+    pub kernel_modules: Vec<KernelModules>,
+    /// Driver support per GPU architecture, by architecture.
+    pub generations: Vec<Generation>,
+    /// cuDNN support of compute capabilities, oldest capability first.
+    pub cudnn_gpu_support: Vec<GpuSupport>,
+    /// NCCL support of compute capabilities, oldest capability first.
+    pub nccl_gpu_support: Vec<GpuSupport>,
+    /// The oldest DeepSpeed per torch minor, by torch minor.
+    pub deepspeed_torch_minimum: Vec<DeepspeedTorchMinimum>,
+    /// Vendor-validated combinations, by name.
+    pub tested: Vec<Tested>,
+    /// Operating systems by id.
+    pub os: Vec<Os>,
+    /// Python releases, newest first.
+    pub python: Vec<PythonRelease>,
+    /// cuDNN releases, newest first.
+    pub cudnn: Vec<LibRelease>,
+    /// NCCL releases, newest first.
+    pub nccl: Vec<LibRelease>,
+    /// torch releases, newest first.
+    pub torch_releases: Vec<TorchRelease>,
+    /// torch builds, newest release first, then PyPI default, then newest CUDA.
+    pub torch: Vec<TorchBuild>,
+    /// Where torch releases' sources live, for source builds (`[[source]]`), newest first.
+    pub torch_sources: Vec<TorchSource>,
+    /// vLLM releases, newest first.
+    pub vllm: Vec<VllmRelease>,
+    /// DeepSpeed releases, newest first.
+    pub deepspeed: Vec<DeepspeedRelease>,
+    /// Extra releases: by component (in [`Component`] order), then newest first, then by
+    /// distribution name.
+    pub extras: Vec<ExtraRelease>,
+    /// `nvidia/cuda` images, by CUDA (newest first) then OS.
+    pub images: Vec<BaseImage>,
+    /// Packages by name, newest first.
+    pub packages: Vec<Package>,
+    /// Cloud instance types, by GPU then cloud.
+    pub instances: Vec<Instance>,
+    /// Per-cloud settings.
+    pub clouds: Vec<CloudSettings>,
+    /// nccl-tests bandwidth figures, by GPU then fabric.
+    pub bandwidth: Vec<Bandwidth>,
+    /// Fabric environment variables, by fabric then name.
+    pub env: Vec<EnvVar>,
+}
+
+/// `nvidia/cuda` image tags for one CUDA release on one OS.
+#[derive(Clone, Debug)]
+pub struct BaseImage {
+    /// The CUDA release.
+    pub cuda: Version,
+    /// The OS id.
+    pub os: String,
+    /// Every tag NVIDIA lists for the pair.
+    pub tags: Vec<String>,
+    /// Listed as supported (not in NVIDIA's unsupported-tags list).
+    pub supported: bool,
+    /// The cuDNN inside the `cudnn` tags, where sourced.
+    pub cudnn: Option<Version>,
+    /// Digests by tag, where sourced: (`12.4.1-runtime-ubuntu22.04`, `sha256:…`).
+    pub digests: Vec<(String, String)>,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// A fabric, MPI or cluster package at one version.
+#[derive(Clone, Debug)]
+pub struct Package {
+    /// `ucx`.
+    pub name: String,
+    /// The upstream version text (`1.22.0`, `4.7.0-4.9.0`); `None` for packages that follow
+    /// the driver.
+    pub version: Option<String>,
+    /// The version as a [`Version`] where it parses, for ordering.
+    pub order: Option<Version>,
+    /// Build variant.
+    pub variant: Option<String>,
+    /// Download URL.
+    pub url: Option<String>,
+    /// sha256 of the download, from a published source.
+    pub sha256: Option<String>,
+    /// apt packages with pins (may hold `{driver}` / `{branch}`).
+    pub apt_packages: Vec<String>,
+    /// The apt version string.
+    pub apt_pin: Option<String>,
+    /// RPM packages (may hold `{driver}` / `{branch}`).
+    pub dnf_packages: Vec<String>,
+    /// Container image (without tag) shipping this version.
+    pub image: Option<String>,
+    /// `sha256:…` of the image at this version.
+    pub image_digest: Option<String>,
+    /// Tags of `image` published for this version, where sourced.
+    pub image_tags: Vec<String>,
+    /// The oldest version without known critical vulnerabilities.
+    pub minimum_safe: bool,
+    /// Its version equals the locked driver's.
+    pub follows_driver: bool,
+    /// The locked component its pins follow (the driver for `follows_driver`; CUDA, cuDNN
+    /// or NCCL for the stack's own OS packages), and the versions of it the naming
+    /// applies to.
+    pub follows: Option<(crate::core::Component, VersionReq)>,
+    /// Requirements in words.
+    pub requires: Option<String>,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// A cloud instance type for a GPU.
+#[derive(Clone, Debug)]
+pub struct Instance {
+    /// GPU id.
+    pub gpu: String,
+    /// `aws`, `gcp`, `azure`.
+    pub cloud: String,
+    /// `p5.48xlarge`.
+    pub instance_type: Option<String>,
+    /// GPUs per instance.
+    pub gpus: Option<u32>,
+    /// GCP accelerator type.
+    pub accelerator_type: Option<String>,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// Per-cloud settings for GPU machines.
+#[derive(Clone, Debug)]
+pub struct CloudSettings {
+    /// `gcp`.
+    pub id: String,
+    /// `TERMINATE`.
+    pub on_host_maintenance: Option<String>,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// A published nccl-tests bus bandwidth figure.
+#[derive(Clone, Debug)]
+pub struct Bandwidth {
+    /// GPU id.
+    pub gpu: String,
+    /// `nvlink`, `infiniband`, ….
+    pub fabric: String,
+    /// `all_reduce_perf`.
+    pub test: String,
+    /// Message size, where stated.
+    pub size: Option<String>,
+    /// GB/s as published.
+    pub busbw_gbps: String,
+    /// Job shape.
+    pub nodes: u32,
+    /// Job shape.
+    pub gpus_per_node: u32,
+    /// Measured with InfiniBand SHARP (`Some(true)`), without (`Some(false)`), or not
+    /// stated by the source.
+    pub sharp: Option<bool>,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// An environment variable NCCL jobs on a fabric set.
+#[derive(Clone, Debug)]
+pub struct EnvVar {
+    /// A `[cluster].fabric`, or `all`.
+    pub fabric: String,
+    /// `NCCL_IB_DISABLE`.
+    pub name: String,
+    /// `0`.
+    pub value: String,
+    /// Where this comes from.
+    pub origin: Origin,
+}
+
+/// Cluster fabrics (`[cluster].fabric`), plus `nvlink` for figures inside one node.
+pub const FABRICS: &[&str] = &[
+    "infiniband",
+    "roce",
+    "efa",
+    "slingshot",
+    "ethernet",
+    "nvlink",
+];
+
+/// The built-in catalog's identity ([`Catalog::stock_identity`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StockIdentity {
+    /// `sha256:…` over every file's path and text, in file-name order.
+    pub digest: String,
+    /// The newest `YYYY-MM-DD` a source records as read (`read 2026-11-22`, `as of …`,
+    /// `retrieved …`, `checked …`, `accessed …`, `fetched …`), if any.
+    pub date: Option<String>,
+    /// How many files.
+    pub files: usize,
+}
+
+impl Catalog {
+    /// The `nvidia/cuda` image entry for a CUDA release on an OS.
+    pub fn image(&self, cuda: &Version, os: &str) -> Option<&BaseImage> {
+        self.images.iter().find(|i| &i.cuda == cuda && i.os == os)
+    }
+
+    /// Packages named `name`, newest first.
+    pub fn packages_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Package> + 'a {
+        self.packages.iter().filter(move |p| p.name == name)
+    }
+
+    /// The `[[source]]` entry of a torch release, for source builds.
+    pub fn torch_source(&self, release: &Version) -> Option<&TorchSource> {
+        self.torch_sources.iter().find(|s| &s.version == release)
+    }
+
+    /// A GPU by id or alias, compared as [`crate::core::names::name_key`]s: case, spaces,
+    /// hyphens and underscores do not count (`RTX4090`, `"H100 PCIe"`, `a100_80gb`).
+    ///
+    /// ```
+    /// let catalog = gpustack::Catalog::stock().unwrap();
+    /// assert_eq!(catalog.gpu("RTX4090").unwrap().id, "rtx-4090");
+    /// assert_eq!(catalog.gpu("H100 PCIe").unwrap().id, "h100-pcie");
+    /// assert_eq!(catalog.gpu("a100 80gb").unwrap().id, "a100");
+    /// ```
+    pub fn gpu(&self, name: &str) -> Option<&Gpu> {
+        let n = name.trim().to_ascii_lowercase();
+        if let Some(g) = self
+            .gpus
+            .iter()
+            .find(|g| g.id == n || g.aliases.contains(&n))
+        {
+            return Some(g);
+        }
+        let k = crate::core::names::name_key(name);
+        self.gpus.iter().find(|g| {
+            crate::core::names::name_key(&g.id) == k
+                || g.aliases
+                    .iter()
+                    .any(|a| crate::core::names::name_key(a) == k)
+        })
+    }
+
+    /// The GPU id or alias closest to an unknown `name`, for a "did you mean" hint.
+    pub fn gpu_suggestion(&self, name: &str) -> Option<&str> {
+        crate::core::names::did_you_mean(
+            name,
+            self.gpus.iter().flat_map(|g| {
+                std::iter::once(g.id.as_str()).chain(g.aliases.iter().map(String::as_str))
+            }),
+        )
+    }
+
+    /// The branch a driver version belongs to, when the catalog knows it.
+    pub fn branch_of(&self, driver: &Version) -> Option<&DriverBranch> {
+        self.branches.iter().find(|b| b.number == driver.major())
+    }
+
+    /// A warning when `driver` is on a branch the catalog does not know (`999.1.1`): the
+    /// solver can only check its version against minimums, not its branch's support or end
+    /// of life. Names the known branches.
+    ///
+    /// ```
+    /// let catalog = gpustack::Catalog::stock().unwrap();
+    /// let w = catalog.unknown_branch(&"999.1.1".parse().unwrap()).unwrap();
+    /// assert!(w.starts_with("driver 999.1.1 is on branch R999, which the catalog does not know"), "{w}");
+    /// assert!(catalog.unknown_branch(&"550.54.15".parse().unwrap()).is_none());
+    /// ```
+    pub fn unknown_branch(&self, driver: &Version) -> Option<String> {
+        if self.branch_of(driver).is_some() {
+            return None;
+        }
+        let known: Vec<String> = self
+            .branches
+            .iter()
+            .map(|b| format!("R{}", b.number))
+            .collect();
+        Some(format!(
+            "driver {driver} is on branch R{}, which the catalog does not know (known branches: {}): its support status and end of life are not checked",
+            driver.major(),
+            known.join(", ")
+        ))
+    }
+
+    /// The nvcc targets of a CUDA release.
+    pub fn targets_for(&self, cuda: &Version) -> Option<&TargetSet> {
+        self.targets.iter().find(|t| t.cuda.matches(cuda))
+    }
+
+    /// The minor-version-compatibility floor for a CUDA major.
+    pub fn minor_compat_for(&self, major: u64) -> Option<&MinorCompat> {
+        self.minor_compat.iter().find(|m| m.major == major)
+    }
+
+    /// The catalog releases of an extra, with their indices into [`Catalog::extras`],
+    /// newest first.
+    pub fn extras_of(&self, c: Component) -> impl Iterator<Item = (usize, &ExtraRelease)> {
+        self.extras
+            .iter()
+            .enumerate()
+            .filter(move |(_, e)| e.component == c)
+    }
+
+    /// The forward-compatibility package for a CUDA major.minor.
+    pub fn forward_compat_for(&self, cuda: &Version) -> Option<&ForwardCompat> {
+        self.forward_compat
+            .iter()
+            .find(|f| f.cuda.major() == cuda.major() && f.cuda.minor() == cuda.minor())
+    }
+}
+
+/// sha256 over the canonical text of the given origins, sorted: `sha256:…`.
+pub(crate) fn digest_of<'a>(origins: impl IntoIterator<Item = &'a Origin>) -> String {
+    let mut texts: Vec<String> = origins.into_iter().map(Origin::canonical).collect();
+    texts.sort_unstable();
+    texts.dedup();
+    let mut h = Sha256::new();
+    for t in texts {
+        h.update(t.as_bytes());
+        h.update(b"\n\0");
+    }
+    format!("sha256:{}", hex(&h.finalize()))
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}

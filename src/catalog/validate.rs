@@ -1,0 +1,202 @@
+//! The validation context every family's step uses: wire strings to typed values, each
+//! problem a diagnostic at the entry's `file:line`; and the checks on values that reach
+//! generated files (plain words, https URLs, hex digests, ids).
+
+use super::model::{FileRef, Origin, WheelPlatform};
+use super::wire::FileRefWire;
+use crate::core::arch::Cc;
+use crate::core::version::{Version, VersionReq};
+use crate::error::{Diagnostic, Location, Stage};
+
+/// Validation context: turns wire strings into typed values, recording diagnostics at the
+/// entry's line.
+pub(super) struct V<'a> {
+    pub(super) diags: &'a mut Vec<Diagnostic>,
+}
+
+impl V<'_> {
+    pub(super) fn fail(&mut self, o: &Origin, msg: String) {
+        self.fail_hint(
+            o,
+            msg,
+            "the catalog reference in the book says what each family's fields accept".into(),
+        );
+    }
+    pub(super) fn fail_hint(&mut self, o: &Origin, msg: String, hint: String) {
+        self.diags.push(
+            Diagnostic::new(Stage::Catalog, msg)
+                .at(Location {
+                    file: o.file.clone(),
+                    line: o.line,
+                    col: 0,
+                })
+                .hint(hint),
+        );
+    }
+    pub(super) fn version(&mut self, o: &Origin, what: &str, s: &str) -> Option<Version> {
+        match Version::parse(s) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.fail(o, format!("{what}: {e}"));
+                None
+            }
+        }
+    }
+    pub(super) fn req(&mut self, o: &Origin, what: &str, s: &str) -> Option<VersionReq> {
+        match VersionReq::parse(s) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.fail(o, format!("{what}: {e}"));
+                None
+            }
+        }
+    }
+    pub(super) fn cc(&mut self, o: &Origin, what: &str, s: &str) -> Option<Cc> {
+        match s.parse::<Cc>() {
+            Ok(c) => Some(c),
+            Err(e) => {
+                self.fail(o, format!("{what}: {e}"));
+                None
+            }
+        }
+    }
+    pub(super) fn branch(&mut self, o: &Origin, s: &str) -> Option<u64> {
+        match s.strip_prefix('R').and_then(|n| n.parse::<u64>().ok()) {
+            Some(n) => Some(n),
+            None => {
+                self.fail(
+                    o,
+                    format!("driver branch `{s}` must be written `R` and a number, like `R535`"),
+                );
+                None
+            }
+        }
+    }
+    /// Wheel platform tags; an unknown tag is an error at the entry.
+    pub(super) fn platforms(&mut self, o: &Origin, tags: &[String]) -> Vec<WheelPlatform> {
+        let mut out = Vec::new();
+        for t in tags {
+            match WheelPlatform::parse(t) {
+                Some(p) => out.push(p),
+                None => self.fail(
+                    o,
+                    format!("`{t}` is not a Linux wheel platform tag (`manylinux_2_28_x86_64`, `manylinux2014_aarch64`, `linux_x86_64`)"),
+                ),
+            }
+        }
+        out
+    }
+
+    pub(super) fn source(&mut self, o: &Origin) {
+        if o.source.trim().is_empty() {
+            self.fail(
+                o,
+                "`source` is empty: every catalog fact needs a source a reader can open".into(),
+            );
+        } else if o.source.chars().any(char::is_control) {
+            // A source is shown by `why` and `catalog show` and copied into generated
+            // comments: a newline or an escape sequence would forge lines there.
+            self.fail_hint(
+                o,
+                format!(
+                    "`source` holds control characters: `{}`",
+                    crate::error::escape_control(&o.source)
+                ),
+                "write the source on one line, without escape sequences".into(),
+            );
+        }
+    }
+    pub(super) fn files(&mut self, o: &Origin, files: &[FileRefWire]) -> Vec<FileRef> {
+        let mut out = Vec::new();
+        for f in files {
+            if f.sha256.len() != 64
+                || !f
+                    .sha256
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+            {
+                self.fail(
+                    o,
+                    format!("sha256 of `{}` must be 64 lowercase hex digits", f.filename),
+                );
+                continue;
+            }
+            if f.filename.is_empty()
+                || f.filename
+                    .contains(['/', '\\', '\n', ' ', '"', '\'', '$', '`'])
+            {
+                self.fail(
+                    o,
+                    format!("file name `{}` must be a plain file name", f.filename),
+                );
+                continue;
+            }
+            out.push(FileRef {
+                version: f
+                    .version
+                    .as_deref()
+                    .and_then(|s| self.version(o, "file version", s)),
+                python: f
+                    .python
+                    .as_deref()
+                    .and_then(|s| self.version(o, "file python", s)),
+                index: f.index.clone(),
+                filename: f.filename.clone(),
+                sha256: f.sha256.clone(),
+            });
+        }
+        out
+    }
+}
+
+pub(super) fn newest_first<T>(v: &mut [T], key: impl Fn(&T) -> &Version) {
+    v.sort_by(|a, b| key(b).cmp(key(a)));
+}
+
+/// Characters allowed in a catalog value that reaches generated files as a bare word
+/// (tags, package pins, instance types): no quotes, spaces, `$`, backquotes or newlines.
+pub(super) fn safe_word(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 200
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-+:=~*{}/@".contains(&b))
+}
+
+pub(super) fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+pub(super) fn safe_url(s: &str) -> bool {
+    // Percent-escapes (`%2B` in python-build-standalone's archive names) are allowed as
+    // `%` and two hex digits only, so no `%{` (an HCL template directive) gets through.
+    let Some(rest) = s.strip_prefix("https://") else {
+        return false;
+    };
+    let b = rest.as_bytes();
+    let mut plain = String::with_capacity(rest.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            if i + 2 < b.len() && b[i + 1].is_ascii_hexdigit() && b[i + 2].is_ascii_hexdigit() {
+                plain.push('x');
+                i += 3;
+                continue;
+            }
+            return false;
+        }
+        plain.push(b[i] as char);
+        i += 1;
+    }
+    safe_word(&plain)
+}
+
+pub(crate) fn valid_id(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+}
