@@ -62,6 +62,7 @@ impl fmt::Display for Location {
 
 /// What kind of input a diagnostic is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Stage {
     /// `gpustack.toml`.
     Spec,
@@ -169,6 +170,7 @@ impl fmt::Display for Diagnostic {
 
 /// Every error the library returns.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Error {
     /// Invalid input: one or more diagnostics (exit code 2).
     Invalid(Vec<Diagnostic>),

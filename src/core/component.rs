@@ -6,6 +6,7 @@ use crate::core::names::{did_you_mean, name_key};
 
 /// A component of the stack. The set grows with the catalog's families.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum Component {
     /// The NVIDIA kernel driver.
     Driver,

@@ -55,6 +55,7 @@ pub mod limits {
 
 /// Why [`read_bounded`] failed.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ReadError {
     /// Not there.
     NotFound,

@@ -5,6 +5,7 @@ use std::fmt;
 
 /// The network fabric between nodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum Fabric {
     /// InfiniBand (RDMA, UCX, SHARP where supported).
     Infiniband,
@@ -42,6 +43,7 @@ impl Fabric {
 
 /// A cloud for Packer sources.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum Cloud {
     /// `amazon-ebs`.
     Aws,

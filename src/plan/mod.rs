@@ -37,6 +37,7 @@ pub const DEFAULT_REGISTRY: &str = "localhost/gpustack";
 
 /// The targets `gpustack gen` knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum Target {
     /// `out/docker/`: Dockerfile, bake file, requirements.
     Docker,

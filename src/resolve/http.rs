@@ -69,6 +69,7 @@ impl Response {
 
 /// Why a request got no response.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FetchError {
     /// `--offline` was given and the request needs the network.
     Offline {

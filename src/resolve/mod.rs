@@ -42,6 +42,7 @@ use spec::Resolve;
 
 /// Why repository metadata could not be read.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RepoError {
     /// No response.
     Fetch(FetchError),
@@ -93,6 +94,7 @@ impl fmt::Display for RepoError {
 /// A problem that stops `gpustack lock`: a tag or pin the registry or repository
 /// answered about, and does not have.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ResolveError {
     /// The registry answered, but not with a digest for the tag.
     Image {

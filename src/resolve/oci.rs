@@ -95,6 +95,7 @@ pub struct Resolved {
 
 /// Why a tag did not resolve.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum OciError {
     /// No response (offline, unreachable).
     Fetch(FetchError),

@@ -54,6 +54,7 @@ pub use crate::spec::python::{normalize, PythonReqs};
 
 /// Why the closure could not be locked.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ClosureError {
     /// No uv of the pinned version.
     Uv {

@@ -374,25 +374,6 @@ fn suggest_name(s: &str) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn unknown_table_suggests() {
-        let cat = crate::Catalog::stock().unwrap();
-        let err = super::Spec::parse("s", "[stack]\nname = \"d\"\n[clusters]\nnodes = 1\n", &cat)
-            .unwrap_err();
-        let crate::Error::Invalid(ds) = err else {
-            panic!()
-        };
-        assert_eq!(
-            ds[0].hints,
-            vec!["did you mean `cluster`?".to_string()],
-            "{:?}",
-            ds[0].message
-        );
-    }
-}
-
 /// The offset in the file of byte `at` of a requirement string whose value starts at
 /// `value_start` (its opening quote): the caret goes on the operator at fault. Falls back to
 /// the quote when the string is written with escapes (the text then differs from the value).
@@ -718,6 +699,25 @@ fn refuse_rebuilt_against_torch(
             )
             .at_offset(file, text, torch_at)
             .hint("remove `build = \"source\"` to install the torch wheel, or remove those components"),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn unknown_table_suggests() {
+        let cat = crate::Catalog::stock().unwrap();
+        let err = super::Spec::parse("s", "[stack]\nname = \"d\"\n[clusters]\nnodes = 1\n", &cat)
+            .unwrap_err();
+        let crate::Error::Invalid(ds) = err else {
+            panic!()
+        };
+        assert_eq!(
+            ds[0].hints,
+            vec!["did you mean `cluster`?".to_string()],
+            "{:?}",
+            ds[0].message
         );
     }
 }
