@@ -4,9 +4,10 @@
 //! * every variable `build-torch.sh` exports is a documented PyTorch build variable (the
 //!   sourced list in `src/catalog/torch_build_env.rs`); an unknown one fails;
 //! * the script, run under stand-ins for `uv`, `git`, `python` and `nproc`
-//!   (`tests/standins/torch-build/stub.sh`), clones the locked tag, installs the locked
-//!   build requirements and cuDNN, and builds one wheel with the lock's arch list, the
-//!   system NCCL, fatbin compression, ccache and the MAX_JOBS it was given (or the one
+//!   (`tests/standins/torch-build/stub.sh`), downloads the locked source archive and checks
+//!   it with the real `sha256sum -c` (a different archive stops it before any build), installs
+//!   the locked build requirements and cuDNN, and builds one wheel with the lock's arch list,
+//!   the system NCCL, fatbin compression, ccache and the MAX_JOBS it was given (or the one
 //!   memory allows);
 //! * the Dockerfile and Packer run that same script, byte for byte;
 //! * shellcheck accepts it.
@@ -59,12 +60,55 @@ fn every_exported_variable_is_a_documented_build_variable() {
 }
 
 struct Run {
+    ok: bool,
+    stderr: String,
     commands: Vec<String>,
     env: BTreeMap<String, String>,
     wheels: Vec<String>,
 }
 
-fn run_script(script: &Path, max_jobs: Option<&str>, mem_per_job: Option<&str>) -> Run {
+/// A stand-in source archive (`pytorch-v…/setup.py`, as the release tarball is laid out),
+/// and its sha256 as `sha256sum` prints it.
+fn stub_archive(dir: &Path) -> (PathBuf, String) {
+    let tree = dir.join("tree/pytorch-v0");
+    std::fs::create_dir_all(&tree).unwrap();
+    std::fs::write(tree.join("setup.py"), "# stand-in\n").unwrap();
+    let archive = dir.join("archive.tar.gz");
+    let st = Command::new("tar")
+        .arg("-czf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(dir.join("tree"))
+        .arg("pytorch-v0")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = Command::new("sha256sum").arg(&archive).output().unwrap();
+    let sum = String::from_utf8(out.stdout).unwrap();
+    (archive, sum.split(' ').next().unwrap().to_string())
+}
+
+/// The generated script with the locked archive digest replaced by the stand-in archive's,
+/// so the real `sha256sum -c` accepts it.
+fn script_for_stub_archive(dir: &Path, stub_sha: &str) -> PathBuf {
+    let lock = lock();
+    let torch = lock.component(Component::Torch).unwrap();
+    let locked = torch
+        .get("source-archive-sha256")
+        .expect("the lock pins the archive");
+    let text = std::fs::read_to_string(script_path()).unwrap();
+    assert!(text.contains(locked), "the script checks the locked digest");
+    let p = dir.join("build-torch.sh");
+    std::fs::write(&p, text.replace(locked, stub_sha)).unwrap();
+    p
+}
+
+fn run_script(
+    script: &Path,
+    archive: &Path,
+    max_jobs: Option<&str>,
+    mem_per_job: Option<&str>,
+) -> Run {
     let dir = tempdir("torch-build-harness");
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
@@ -73,6 +117,7 @@ fn run_script(script: &Path, max_jobs: Option<&str>, mem_per_job: Option<&str>) 
         std::os::unix::fs::symlink(&stub, bin.join(tool)).unwrap();
     }
     let log = dir.join("log");
+    std::fs::write(&log, "").unwrap();
     let wheels = dir.join("wheels");
     let mut cmd = Command::new("bash");
     cmd.arg(script)
@@ -81,6 +126,7 @@ fn run_script(script: &Path, max_jobs: Option<&str>, mem_per_job: Option<&str>) 
         .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
         .env("STUB_LOG", &log)
         .env("STUB_NPROC", "8")
+        .env("STUB_ARCHIVE", archive)
         .env("STUB_SITE", dir.join("site").display().to_string())
         .env("TORCH_SRC", dir.join("src").display().to_string());
     if let Some(j) = max_jobs {
@@ -90,19 +136,18 @@ fn run_script(script: &Path, max_jobs: Option<&str>, mem_per_job: Option<&str>) 
         cmd.env("MEM_PER_JOB_GIB", m);
     }
     let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "build-torch.sh failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let text = std::fs::read_to_string(&log).unwrap();
     let mut run = Run {
+        ok: out.status.success(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         commands: Vec::new(),
         env: BTreeMap::new(),
         wheels: std::fs::read_dir(&wheels)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect(),
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default(),
     };
     for l in text.lines() {
         if let Some(c) = l.strip_prefix("cmd ") {
@@ -111,7 +156,22 @@ fn run_script(script: &Path, max_jobs: Option<&str>, mem_per_job: Option<&str>) 
             run.env.insert(k.to_string(), v.to_string());
         }
     }
+    if let Ok(src) = std::fs::read_dir(dir.join("src")) {
+        run.commands
+            .extend(src.map(|e| format!("unpacked {}", e.unwrap().file_name().to_string_lossy())));
+    }
     let _ = std::fs::remove_dir_all(&dir);
+    run
+}
+
+/// Runs the script against the stand-in archive, with its digest accepted.
+fn run_ok(max_jobs: Option<&str>, mem_per_job: Option<&str>) -> Run {
+    let dir = tempdir("torch-build-script");
+    let (archive, sha) = stub_archive(&dir);
+    let script = script_for_stub_archive(&dir, &sha);
+    let run = run_script(&script, &archive, max_jobs, mem_per_job);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(run.ok, "build-torch.sh failed: {}", run.stderr);
     run
 }
 
@@ -120,27 +180,49 @@ fn script_path() -> PathBuf {
 }
 
 #[test]
+fn the_build_script_refuses_an_archive_whose_sha256_is_not_the_locked_one() {
+    // The generated script as is: the stand-in archive is not the locked one.
+    let dir = tempdir("torch-build-wrong-archive");
+    let (archive, _) = stub_archive(&dir);
+    let run = run_script(&script_path(), &archive, Some("6"), None);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!run.ok, "a wrong archive was accepted: {:?}", run.commands);
+    assert!(run.stderr.contains("did NOT match"), "{}", run.stderr);
+    assert!(
+        !run.commands
+            .iter()
+            .any(|c| c.starts_with("python -m pip wheel")),
+        "built from an unchecked archive: {:?}",
+        run.commands
+    );
+}
+
+#[test]
 fn the_build_script_builds_the_locked_source_with_the_locked_settings() {
     let lock = lock();
     let torch = lock.component(Component::Torch).unwrap();
     let cudnn = lock.component(Component::Cudnn).unwrap();
-    let script = script_path();
-    let run = run_script(&script, Some("6"), None);
+    let run = run_ok(Some("6"), None);
 
-    // Clones the locked tag of the locked repository, with its submodules.
-    let clone = run
-        .commands
-        .iter()
-        .find(|c| c.starts_with("git clone"))
-        .expect("a git clone");
+    // Downloads the locked archive (checked by sha256sum, else the run fails) and unpacks it
+    // without its top-level directory; nothing is cloned.
+    let archive = torch.get("source-archive").unwrap();
     assert!(
-        clone.contains(&format!("--branch {}", torch.get("source-tag").unwrap())),
-        "{clone}"
+        run.commands
+            .iter()
+            .any(|c| c.starts_with("python -c") && c.contains(archive)),
+        "{:?}",
+        run.commands
     );
-    assert!(clone.contains("--recurse-submodules"), "{clone}");
     assert!(
-        clone.contains(torch.get("source-repository").unwrap()),
-        "{clone}"
+        run.commands.iter().any(|c| c == "unpacked setup.py"),
+        "{:?}",
+        run.commands
+    );
+    assert!(
+        !run.commands.iter().any(|c| c.starts_with("git ")),
+        "{:?}",
+        run.commands
     );
     // Installs the build requirements the lock records, and the locked cuDNN.
     let install = run
@@ -188,11 +270,10 @@ fn the_build_script_builds_the_locked_source_with_the_locked_settings() {
 
 #[test]
 fn max_jobs_defaults_to_the_cpus_and_is_capped_by_memory_per_job() {
-    let script = script_path();
-    let run = run_script(&script, None, None);
+    let run = run_ok(None, None);
     assert_eq!(run.env.get("MAX_JOBS").map(String::as_str), Some("8"));
     // More memory per job than any test machine has: one job.
-    let run = run_script(&script, None, Some("1000000"));
+    let run = run_ok(None, Some("1000000"));
     assert_eq!(run.env.get("MAX_JOBS").map(String::as_str), Some("1"));
 }
 

@@ -391,6 +391,7 @@ codec_struct!(TorchSourceWire {
     repository,
     tag,
     commit,
+    archive,
     cudnn_min,
     build_requires,
     runtime_requires,
@@ -414,6 +415,7 @@ codec_struct!(ExtraWire {
     source,
     note,
 });
+codec_struct!(SourceArchiveWire { url, sha256 });
 codec_struct!(FileRefWire {
     version,
     python,

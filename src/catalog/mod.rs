@@ -36,8 +36,9 @@ pub use model::{
     short_source, Bandwidth, BaseImage, BranchKind, Catalog, CloudSettings, CudaRelease,
     DeepspeedRelease, DeepspeedTorchMinimum, DriverBranch, DriverRelease, EnvVar, ExtraRelease,
     FileRef, ForwardCompat, Generation, Gpu, GpuSupport, Instance, KernelModules, LibRelease,
-    MinorCompat, OpenModules, Origin, OriginInner, Os, Package, PythonRelease, StockIdentity,
-    TargetSet, Tested, TorchBuild, TorchRelease, TorchSource, VllmRelease, WheelPlatform, FABRICS,
+    MinorCompat, OpenModules, Origin, OriginInner, Os, Package, PythonRelease, SourceArchive,
+    StockIdentity, TargetSet, Tested, TorchBuild, TorchRelease, TorchSource, VllmRelease,
+    WheelPlatform, FABRICS,
 };
 pub(crate) use validate::valid_id;
 

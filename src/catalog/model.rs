@@ -487,6 +487,8 @@ pub struct TorchSource {
     pub tag: String,
     /// The commit the tag points to, when the catalog has read it.
     pub commit: Option<String>,
+    /// The source archive with submodules, when its digest is published.
+    pub archive: Option<SourceArchive>,
     /// The oldest cuDNN a source build supports.
     pub cudnn_min: Version,
     /// The build's own requirements (`[build-system].requires`).
@@ -495,6 +497,15 @@ pub struct TorchSource {
     pub runtime_requires: Vec<String>,
     /// The `[[source]]` entry.
     pub origin: Origin,
+}
+
+/// A release's source archive: what a source build downloads and checks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceArchive {
+    /// An `https://` URL.
+    pub url: String,
+    /// The archive's sha256, 64 lowercase hex digits.
+    pub sha256: String,
 }
 
 /// A vLLM release.

@@ -9,7 +9,7 @@ use super::deploy::{build_deploy, DeployLayers};
 use super::extras::build_extras;
 use super::ingest::Layers;
 use super::model::*;
-use super::validate::{newest_first, safe_url, valid_id, V};
+use super::validate::{is_sha256_hex, newest_first, safe_url, valid_id, V};
 use super::wire::*;
 use crate::core::arch::Target;
 use crate::core::version::Version;
@@ -665,58 +665,7 @@ fn torch_sources(
         let Some(cudnn_min) = v.version(&o, "cudnn_min", &w.cudnn_min) else {
             continue;
         };
-        if !safe_url(&w.repository) {
-            v.fail(&o, format!("torch source `repository` `{}` must be an https:// URL without spaces, quotes or `$`", w.repository.escape_debug()));
-            continue;
-        }
-        if w.tag.is_empty()
-            || !w
-                .tag
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
-        {
-            v.fail(
-                &o,
-                format!(
-                    "torch source `tag` `{}` must be a plain git tag like `v2.10.0`",
-                    w.tag.escape_debug()
-                ),
-            );
-            continue;
-        }
-        if let Some(c) = &w.commit {
-            if c.len() != 40
-                || !c
-                    .bytes()
-                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-            {
-                v.fail(
-                    &o,
-                    format!(
-                        "torch source `commit` `{}` must be 40 lowercase hex digits",
-                        c.escape_debug()
-                    ),
-                );
-                continue;
-            }
-        }
-        let mut reqs_ok = true;
-        for r in w.build_requires.iter().chain(&w.runtime_requires) {
-            if r.is_empty()
-                || r.chars()
-                    .any(|ch| ch.is_control() || matches!(ch, '`' | '$' | '\\'))
-            {
-                v.fail(
-                    &o,
-                    format!(
-                        "torch source requirement `{}` is not a plain PEP 508 requirement",
-                        r.escape_debug()
-                    ),
-                );
-                reqs_ok = false;
-            }
-        }
-        if !reqs_ok {
+        if !torch_source_fields_ok(v, &o, &w) {
             continue;
         }
         c.torch_sources.push(TorchSource {
@@ -724,6 +673,10 @@ fn torch_sources(
             repository: w.repository.clone(),
             tag: w.tag.clone(),
             commit: w.commit.clone(),
+            archive: w.archive.as_ref().map(|a| SourceArchive {
+                url: a.url.clone(),
+                sha256: a.sha256.clone(),
+            }),
             cudnn_min,
             build_requires: w.build_requires.clone(),
             runtime_requires: w.runtime_requires.clone(),
@@ -731,6 +684,76 @@ fn torch_sources(
         });
     }
     newest_first(&mut c.torch_sources, |t| &t.version);
+}
+
+/// The checks of one torch `[[source]]` entry's fields (repository, tag, commit, archive,
+/// requirements); failures are reported on `v`.
+fn torch_source_fields_ok(v: &mut V<'_>, o: &Origin, w: &TorchSourceWire) -> bool {
+    if !safe_url(&w.repository) {
+        v.fail(o, format!("torch source `repository` `{}` must be an https:// URL without spaces, quotes or `$`", w.repository.escape_debug()));
+        return false;
+    }
+    if w.tag.is_empty()
+        || !w
+            .tag
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+    {
+        v.fail(
+            o,
+            format!(
+                "torch source `tag` `{}` must be a plain git tag like `v2.10.0`",
+                w.tag.escape_debug()
+            ),
+        );
+        return false;
+    }
+    if let Some(c) = &w.commit {
+        if c.len() != 40
+            || !c
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        {
+            v.fail(
+                o,
+                format!(
+                    "torch source `commit` `{}` must be 40 lowercase hex digits",
+                    c.escape_debug()
+                ),
+            );
+            return false;
+        }
+    }
+    if let Some(a) = &w.archive {
+        if !safe_url(&a.url) || !is_sha256_hex(&a.sha256) {
+            v.fail(
+                o,
+                format!(
+                    "torch source `archive` needs an https:// `url` and a `sha256` of 64 lowercase hex digits, not `{}` / `{}`",
+                    a.url.escape_debug(),
+                    a.sha256.escape_debug()
+                ),
+            );
+            return false;
+        }
+    }
+    let mut reqs_ok = true;
+    for r in w.build_requires.iter().chain(&w.runtime_requires) {
+        if r.is_empty()
+            || r.chars()
+                .any(|ch| ch.is_control() || matches!(ch, '`' | '$' | '\\'))
+        {
+            v.fail(
+                o,
+                format!(
+                    "torch source requirement `{}` is not a plain PEP 508 requirement",
+                    r.escape_debug()
+                ),
+            );
+            reqs_ok = false;
+        }
+    }
+    reqs_ok
 }
 
 /// Every release list in its order (newest first); each torch release must have its PyPI

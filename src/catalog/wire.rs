@@ -406,6 +406,9 @@ pub(crate) struct TorchSourceWire {
     /// The commit the tag points to (40 hex digits), when read.
     #[serde(default)]
     pub(crate) commit: Option<String>,
+    /// The release's source archive with its submodules, when its digest is published.
+    #[serde(default)]
+    pub(crate) archive: Option<SourceArchiveWire>,
     /// The oldest cuDNN the source build supports: `8.5`.
     pub(crate) cudnn_min: String,
     /// PEP 508 requirements of the build itself (`[build-system].requires`).
@@ -415,6 +418,17 @@ pub(crate) struct TorchSourceWire {
     pub(crate) source: String,
     #[serde(default)]
     pub(crate) note: Option<String>,
+}
+
+/// `archive = { url, sha256 }` of a torch `[[source]]` entry: the release's source tarball
+/// with its submodules (`pytorch-v2.10.0.tar.gz`).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SourceArchiveWire {
+    /// `https://github.com/pytorch/pytorch/releases/download/v2.10.0/pytorch-v2.10.0.tar.gz`.
+    pub(crate) url: String,
+    /// 64 lowercase hex digits.
+    pub(crate) sha256: String,
 }
 
 /// `[[extra]]` in `extras.toml`: one release of an optional framework component (a Python

@@ -292,6 +292,10 @@ fn torch_source_fields(
     f.str("source-repository", src.repository.clone());
     f.str("source-tag", src.tag.clone());
     f.opt("source-commit", src.commit.as_ref());
+    if let Some(a) = &src.archive {
+        f.str("source-archive", a.url.clone());
+        f.str("source-archive-sha256", a.sha256.clone());
+    }
     f.str("cudnn-min", src.cudnn_min.to_string());
     f.compat(r.torch_compat.as_ref());
     let archs = r

@@ -343,6 +343,8 @@ const PINNED_FIELDS: &[&str] = &[
     "sdist",
     "sdist-index",
     "sha256",
+    "source-archive",
+    "source-archive-sha256",
     "source-commit",
     "source-repository",
     "source-tag",

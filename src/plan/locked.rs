@@ -537,6 +537,10 @@ pub(crate) struct TorchSource {
     pub(crate) tag: Option<String>,
     /// `source-commit`.
     pub(crate) commit: Option<String>,
+    /// `source-archive`: the source tarball with submodules.
+    pub(crate) archive: Option<String>,
+    /// `source-archive-sha256`.
+    pub(crate) archive_sha256: Option<String>,
     /// The CUDA the build targets (`12.8`).
     pub(crate) cuda: Option<String>,
     /// `TORCH_CUDA_ARCH_LIST` entries.
@@ -558,6 +562,8 @@ pub(crate) fn torch_source(lock: &Lock) -> Option<TorchSource> {
         repository: s("source-repository"),
         tag: s("source-tag"),
         commit: s("source-commit"),
+        archive: s("source-archive"),
+        archive_sha256: s("source-archive-sha256"),
         cuda: s("cuda"),
         arch_list: t.list("arch-list").to_vec(),
         build_requires: t.list("build-requires").to_vec(),

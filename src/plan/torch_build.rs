@@ -34,6 +34,9 @@ pub struct TorchBuildPlan {
     pub tag: String,
     /// The commit the tag must point to, when the lock records it.
     pub commit: Option<String>,
+    /// The source archive with submodules and its sha256, when the lock records them: the
+    /// script downloads it and checks the digest instead of cloning the tag.
+    pub archive: Option<TorchSourceArchive>,
     /// `TORCH_CUDA_ARCH_LIST`: `8.0`.
     pub arch_list: String,
     /// The build's fixed environment, sorted by name (every name documented).
@@ -50,6 +53,65 @@ pub struct TorchBuildPlan {
     /// The cuDNN wheel's library directory relative to the venv
     /// (`lib/python3.11/site-packages/nvidia/cudnn/lib`), for `LD_LIBRARY_PATH`.
     pub cudnn_lib_in_venv: String,
+}
+
+/// A source archive the script downloads and checks with `sha256sum -c`.
+#[derive(Clone, Debug, Serialize)]
+pub struct TorchSourceArchive {
+    /// `https://github.com/pytorch/pytorch/releases/download/v2.10.0/pytorch-v2.10.0.tar.gz`.
+    pub url: String,
+    /// 64 lowercase hex digits.
+    pub sha256: String,
+}
+
+fn lower_hex(s: &str, len: usize) -> bool {
+    s.len() == len
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// The lock's source pins, checked again here because the script runs them: a commit of 40
+/// and a sha256 of 64 lowercase hex digits, an `https://` URL without shell syntax.
+fn source_pins(
+    src: &super::locked::TorchSource,
+) -> Result<(Option<String>, Option<TorchSourceArchive>), Error> {
+    let rejected = |k: &str, v: &str| {
+        bad(
+            format!("the lock's torch `{k}` `{}` is malformed", v.escape_debug()),
+            "re-lock with `gpustack lock`",
+        )
+    };
+    if let Some(c) = src.commit.as_deref().filter(|c| !lower_hex(c, 40)) {
+        return Err(rejected("source-commit", c));
+    }
+    let archive = match (&src.archive, &src.archive_sha256) {
+        (None, None) => None,
+        (Some(url), Some(sha256)) => {
+            let plain = url.strip_prefix("https://").is_some_and(|r| {
+                !r.is_empty()
+                    && r.bytes().all(|b| {
+                        b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'-' | b'_' | b'+')
+                    })
+            });
+            if !plain {
+                return Err(rejected("source-archive", url));
+            }
+            if !lower_hex(sha256, 64) {
+                return Err(rejected("source-archive-sha256", sha256));
+            }
+            Some(TorchSourceArchive {
+                url: url.clone(),
+                sha256: sha256.clone(),
+            })
+        }
+        (Some(_), None) | (None, Some(_)) => {
+            return Err(bad(
+                "the lock's torch records one of `source-archive` and `source-archive-sha256` without the other".into(),
+                "re-lock with `gpustack lock`",
+            ))
+        }
+    };
+    Ok((src.commit.clone(), archive))
 }
 
 fn bad(msg: String, hint: &str) -> Error {
@@ -82,6 +144,7 @@ impl TorchBuildPlan {
                 )
             })
         };
+        let (commit, archive) = source_pins(&src)?;
         let arch_list = src.arch_list.join(";");
         let cudnn = lock.component(Component::Cudnn).ok_or_else(|| {
             bad(
@@ -131,7 +194,8 @@ impl TorchBuildPlan {
             version: t.version.to_string(),
             repository: field("source-repository", &src.repository)?,
             tag: field("source-tag", &src.tag)?,
-            commit: src.commit,
+            commit,
+            archive,
             arch_list,
             env,
             build_requires: src.build_requires,
@@ -139,5 +203,77 @@ impl TorchBuildPlan {
             cudnn_wheel: format!("nvidia-cudnn-cu{cuda_major}=={}", cudnn.version),
             cudnn_subdir: "nvidia/cudnn".into(),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::locked::TorchSource;
+
+    fn src(commit: Option<&str>, archive: Option<(&str, &str)>) -> TorchSource {
+        TorchSource {
+            repository: Some("https://github.com/pytorch/pytorch".into()),
+            tag: Some("v2.10.0".into()),
+            commit: commit.map(str::to_string),
+            archive: archive.map(|a| a.0.to_string()),
+            archive_sha256: archive.map(|a| a.1.to_string()),
+            cuda: Some("12.8".into()),
+            arch_list: vec!["8.0".into()],
+            build_requires: Vec::new(),
+            runtime_requires: Vec::new(),
+        }
+    }
+
+    fn plan(commit: Option<String>, archive: Option<TorchSourceArchive>) -> TorchBuildPlan {
+        TorchBuildPlan {
+            version: "2.10.0+cu128".into(),
+            repository: "https://github.com/pytorch/pytorch".into(),
+            tag: "v2.10.0".into(),
+            commit,
+            archive,
+            arch_list: "8.0".into(),
+            env: Vec::new(),
+            build_requires: Vec::new(),
+            runtime_requires: Vec::new(),
+            cudnn_wheel: "nvidia-cudnn-cu12==9.28.0.42".into(),
+            cudnn_subdir: "nvidia/cudnn".into(),
+            cudnn_lib_in_venv: "lib/python3.11/site-packages/nvidia/cudnn/lib".into(),
+        }
+    }
+
+    const SHA: &str = "fa8ccbe87f83f48735505371c1c313b4aa6db400b0ae4f8a02844d1e150c695f";
+    const COMMIT: &str = "449b1768410104d3ed79d3bcfe4ba1d65c7f22c0";
+    const URL: &str =
+        "https://github.com/pytorch/pytorch/releases/download/v2.10.0/pytorch-v2.10.0.tar.gz";
+
+    #[test]
+    fn an_archive_is_checked_by_sha256_and_without_one_the_clone_by_commit() {
+        let (c, a) = source_pins(&src(Some(COMMIT), Some((URL, SHA)))).unwrap();
+        let with_archive = plan(c, a).script().unwrap();
+        assert!(with_archive.contains(&format!(
+            "printf '%s  %s\\n' {SHA} \"${{archive}}\" | sha256sum -c -"
+        )));
+        assert!(!with_archive.contains("git clone"));
+        let (c, a) = source_pins(&src(Some(COMMIT), None)).unwrap();
+        let cloned = plan(c, a).script().unwrap();
+        assert!(cloned.contains("git clone --depth 1 --branch v2.10.0"));
+        assert!(cloned.contains(&format!("rev-parse HEAD)\" = {COMMIT}")));
+        assert!(!cloned.contains("sha256sum"));
+    }
+
+    #[test]
+    fn malformed_pins_are_refused() {
+        for s in [
+            src(Some("449B1768410104d3ed79d3bcfe4ba1d65c7f22c0"), None),
+            src(None, Some((URL, "abc"))),
+            src(None, Some(("https://x/$(id).tgz", SHA))),
+            src(None, Some(("http://x/a.tgz", SHA))),
+        ] {
+            assert!(source_pins(&s).is_err(), "{s:?}");
+        }
+        let mut half = src(None, Some((URL, SHA)));
+        half.archive_sha256 = None;
+        assert!(source_pins(&half).is_err());
     }
 }

@@ -834,9 +834,9 @@ fn torch_source_build(
                 "add `nccl = \"*\"` to [components] and re-lock",
             ));
         }
-        if tb.commit.is_none() {
+        if tb.commit.is_none() && tb.archive.is_none() {
             unverified.push(format!(
-                "torch {} source: git tag {} only (the catalog records no commit for it)",
+                "torch {} source: git tag {} only (the catalog records no commit or archive digest for it)",
                 tb.version, tb.tag
             ));
         }

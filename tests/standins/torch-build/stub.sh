@@ -4,6 +4,7 @@
 # the environment, into $STUB_LOG, then does the least the script needs to go on:
 #   nproc              prints $STUB_NPROC
 #   python -c …        prints $STUB_SITE (the script asks for site-packages)
+#   python -c CODE URL FILE            copies $STUB_ARCHIVE to FILE (the archive download)
 #   python -m pip wheel … -w DIR SRC   writes DIR/torch-<PYTORCH_BUILD_VERSION>-stub.whl
 #   git clone … URL DIR                creates DIR
 set -euo pipefail
@@ -16,6 +17,7 @@ case "${tool}" in
   git)
     if [ "${1:-}" = clone ]; then mkdir -p "${!#}"; fi ;;
   python)
+    if [ "${1:-}" = -c ] && [ "$#" -eq 4 ]; then cp "${STUB_ARCHIVE}" "$4"; exit 0; fi
     if [ "${1:-}" = -c ]; then echo "${STUB_SITE}"; exit 0; fi
     if [ "${1:-} ${2:-} ${3:-}" = "-m pip wheel" ]; then
       env | LC_ALL=C sort | sed 's/^/env /' >> "${STUB_LOG}"
