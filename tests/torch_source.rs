@@ -109,11 +109,31 @@ fn run_script(
     max_jobs: Option<&str>,
     mem_per_job: Option<&str>,
 ) -> Run {
+    run_script_with_gcc(script, archive, &locked_gcc(), max_jobs, mem_per_job)
+}
+
+/// The GCC the lock decided, as `gcc -dumpversion` prints it on Ubuntu and Rocky: the major.
+fn locked_gcc() -> String {
+    let lock = lock();
+    let torch = lock.component(Component::Torch).unwrap();
+    let gcc = torch
+        .get("host-gcc")
+        .expect("the lock records the host GCC");
+    gcc.split('.').next().unwrap().to_string()
+}
+
+fn run_script_with_gcc(
+    script: &Path,
+    archive: &Path,
+    gcc: &str,
+    max_jobs: Option<&str>,
+    mem_per_job: Option<&str>,
+) -> Run {
     let dir = tempdir("torch-build-harness");
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let stub = root().join("tests/standins/torch-build/stub.sh");
-    for tool in ["uv", "git", "python", "nproc"] {
+    for tool in ["uv", "git", "python", "nproc", "gcc"] {
         std::os::unix::fs::symlink(&stub, bin.join(tool)).unwrap();
     }
     let log = dir.join("log");
@@ -126,6 +146,7 @@ fn run_script(
         .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
         .env("STUB_LOG", &log)
         .env("STUB_NPROC", "8")
+        .env("STUB_GCC", gcc)
         .env("STUB_ARCHIVE", archive)
         .env("STUB_SITE", dir.join("site").display().to_string())
         .env("TORCH_SRC", dir.join("src").display().to_string());
@@ -177,6 +198,29 @@ fn run_ok(max_jobs: Option<&str>, mem_per_job: Option<&str>) -> Run {
 
 fn script_path() -> PathBuf {
     generate(NAME, "docker").join("build-torch.sh")
+}
+
+#[test]
+fn the_build_script_stops_on_a_gcc_other_than_the_locked_one() {
+    let dir = tempdir("torch-build-wrong-gcc");
+    let (archive, sha) = stub_archive(&dir);
+    let script = script_for_stub_archive(&dir, &sha);
+    let run = run_script_with_gcc(&script, &archive, "8", None, None);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!run.ok, "built with GCC 8: {:?}", run.commands);
+    assert!(
+        run.stderr
+            .contains(&format!("the lock builds with GCC {}", locked_gcc())),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        !run.commands
+            .iter()
+            .any(|c| c.starts_with("uv ") || c.starts_with("python -m pip")),
+        "{:?}",
+        run.commands
+    );
 }
 
 #[test]

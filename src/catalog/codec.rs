@@ -392,6 +392,9 @@ codec_struct!(TorchSourceWire {
     tag,
     commit,
     archive,
+    gcc_min,
+    nvcc_host_gcc,
+    os_gcc,
     cudnn_min,
     build_requires,
     runtime_requires,
@@ -416,6 +419,12 @@ codec_struct!(ExtraWire {
     note,
 });
 codec_struct!(SourceArchiveWire { url, sha256 });
+codec_struct!(NvccHostGccWire {
+    cuda,
+    gcc_max,
+    source,
+});
+codec_struct!(OsGccWire { os, gcc, source });
 codec_struct!(FileRefWire {
     version,
     python,

@@ -489,6 +489,8 @@ pub struct TorchSource {
     pub commit: Option<String>,
     /// The source archive with submodules, when its digest is published.
     pub archive: Option<SourceArchive>,
+    /// The host compiler facts of a source build, when the catalog has them.
+    pub compiler: HostCompiler,
     /// The oldest cuDNN a source build supports.
     pub cudnn_min: Version,
     /// The build's own requirements (`[build-system].requires`).
@@ -506,6 +508,32 @@ pub struct SourceArchive {
     pub url: String,
     /// The archive's sha256, 64 lowercase hex digits.
     pub sha256: String,
+}
+
+/// What decides a source build's host compiler: PyTorch's minimum GCC, nvcc's newest GCC
+/// major per CUDA minor, and the GCC each OS installs. Each list is empty where unread.
+#[derive(Clone, Debug, Default)]
+pub struct HostCompiler {
+    /// The oldest GCC PyTorch builds with (`9.4.0`).
+    pub gcc_min: Option<Version>,
+    /// (CUDA minor `12.8`, newest GCC major nvcc accepts `14`).
+    pub nvcc_gcc_max: Vec<(Version, u32)>,
+    /// (`[[os]]` id, the GCC it installs as `gcc`).
+    pub os_gcc: Vec<(String, Version)>,
+}
+
+impl HostCompiler {
+    /// The GCC `os` installs, if known.
+    pub fn os_gcc(&self, os: &str) -> Option<&Version> {
+        self.os_gcc.iter().find(|(o, _)| o == os).map(|(_, v)| v)
+    }
+    /// The newest GCC major nvcc of CUDA `cuda` (its minor) accepts, if known.
+    pub fn nvcc_gcc_max(&self, cuda: &Version) -> Option<u32> {
+        self.nvcc_gcc_max
+            .iter()
+            .find(|(c, _)| c.major() == cuda.major() && c.minor() == cuda.minor())
+            .map(|(_, m)| *m)
+    }
 }
 
 /// A vLLM release.

@@ -668,6 +668,9 @@ fn torch_sources(
         if !torch_source_fields_ok(v, &o, &w) {
             continue;
         }
+        let Some(compiler) = host_compiler(v, c, &o, &w) else {
+            continue;
+        };
         c.torch_sources.push(TorchSource {
             version: rel.version.clone(),
             repository: w.repository.clone(),
@@ -677,6 +680,7 @@ fn torch_sources(
                 url: a.url.clone(),
                 sha256: a.sha256.clone(),
             }),
+            compiler,
             cudnn_min,
             build_requires: w.build_requires.clone(),
             runtime_requires: w.runtime_requires.clone(),
@@ -684,6 +688,58 @@ fn torch_sources(
         });
     }
     newest_first(&mut c.torch_sources, |t| &t.version);
+}
+
+/// A `[[source]]` entry's host compiler facts: versions parse, CUDA minors and OS ids are
+/// unique, every OS is an `[[os]]` entry, every fact is sourced.
+fn host_compiler(
+    v: &mut V<'_>,
+    c: &Catalog,
+    o: &Origin,
+    w: &TorchSourceWire,
+) -> Option<HostCompiler> {
+    let mut hc = HostCompiler {
+        gcc_min: match &w.gcc_min {
+            Some(g) => Some(v.version(o, "torch source `gcc_min`", g)?),
+            None => None,
+        },
+        ..HostCompiler::default()
+    };
+    let sourced = |s: &str| !s.trim().is_empty() && !s.chars().any(char::is_control);
+    if !w
+        .nvcc_host_gcc
+        .iter()
+        .map(|n| &n.source)
+        .chain(w.os_gcc.iter().map(|g| &g.source))
+        .all(|s| sourced(s))
+    {
+        v.fail(
+            o,
+            "every `nvcc_host_gcc` and `os_gcc` row of a torch source needs a one-line `source`"
+                .into(),
+        );
+        return None;
+    }
+    for n in &w.nvcc_host_gcc {
+        let cuda = v.version(o, "torch source `nvcc_host_gcc.cuda`", &n.cuda)?;
+        if hc.nvcc_gcc_max(&cuda).is_some() {
+            v.fail(
+                o,
+                format!("torch source `nvcc_host_gcc` lists CUDA {} twice", n.cuda),
+            );
+            return None;
+        }
+        hc.nvcc_gcc_max.push((cuda, n.gcc_max));
+    }
+    for g in &w.os_gcc {
+        if !c.os.iter().any(|os| os.id == g.os) || hc.os_gcc(&g.os).is_some() {
+            v.fail(o, format!("torch source `os_gcc` names `{}`, which is not an `[[os]]` entry or is listed twice", g.os.escape_debug()));
+            return None;
+        }
+        let gcc = v.version(o, "torch source `os_gcc.gcc`", &g.gcc)?;
+        hc.os_gcc.push((g.os.clone(), gcc));
+    }
+    Some(hc)
 }
 
 /// The checks of one torch `[[source]]` entry's fields (repository, tag, commit, archive,

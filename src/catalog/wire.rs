@@ -409,6 +409,15 @@ pub(crate) struct TorchSourceWire {
     /// The release's source archive with its submodules, when its digest is published.
     #[serde(default)]
     pub(crate) archive: Option<SourceArchiveWire>,
+    /// The oldest host GCC PyTorch builds with: `9.4.0`.
+    #[serde(default)]
+    pub(crate) gcc_min: Option<String>,
+    /// `[[source.nvcc_host_gcc]]`: the newest host GCC major nvcc accepts, per CUDA minor.
+    #[serde(default)]
+    pub(crate) nvcc_host_gcc: Vec<NvccHostGccWire>,
+    /// `[[source.os_gcc]]`: the GCC each OS installs as `gcc`.
+    #[serde(default)]
+    pub(crate) os_gcc: Vec<OsGccWire>,
     /// The oldest cuDNN the source build supports: `8.5`.
     pub(crate) cudnn_min: String,
     /// PEP 508 requirements of the build itself (`[build-system].requires`).
@@ -429,6 +438,28 @@ pub(crate) struct SourceArchiveWire {
     pub(crate) url: String,
     /// 64 lowercase hex digits.
     pub(crate) sha256: String,
+}
+
+/// `[[source.nvcc_host_gcc]]`: nvcc's host GCC ceiling for one CUDA minor.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NvccHostGccWire {
+    /// `12.8`.
+    pub(crate) cuda: String,
+    /// `14`: nvcc stops on a newer GCC major (`crt/host_config.h`).
+    pub(crate) gcc_max: u32,
+    pub(crate) source: String,
+}
+
+/// `[[source.os_gcc]]`: the GCC an OS installs as `gcc`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OsGccWire {
+    /// `ubuntu22.04` (an `[[os]]` id).
+    pub(crate) os: String,
+    /// `11.2.0`.
+    pub(crate) gcc: String,
+    pub(crate) source: String,
 }
 
 /// `[[extra]]` in `extras.toml`: one release of an optional framework component (a Python

@@ -109,6 +109,9 @@ pub enum Rule {
     TorchSourceToolkit,
     /// A torch source build needs a minimum cuDNN.
     TorchSourceCudnn,
+    /// A torch source build's host GCC (the OS's) must be at least PyTorch's minimum and at
+    /// most the newest nvcc accepts.
+    TorchSourceCompiler,
 }
 
 impl Rule {
@@ -147,6 +150,7 @@ impl Rule {
             Rule::TorchSourceArchs => "torch.source-archs",
             Rule::TorchSourceToolkit => "torch.source-toolkit",
             Rule::TorchSourceCudnn => "torch.source-cudnn",
+            Rule::TorchSourceCompiler => "torch.source-compiler",
         }
     }
 }

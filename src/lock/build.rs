@@ -296,6 +296,9 @@ fn torch_source_fields(
         f.str("source-archive", a.url.clone());
         f.str("source-archive-sha256", a.sha256.clone());
     }
+    if let Some(gcc) = r.spec.os.as_deref().and_then(|os| src.compiler.os_gcc(os)) {
+        f.str("host-gcc", gcc.to_string());
+    }
     f.str("cudnn-min", src.cudnn_min.to_string());
     f.compat(r.torch_compat.as_ref());
     let archs = r

@@ -336,6 +336,7 @@ const PINNED_FIELDS: &[&str] = &[
     "cuda",
     "cudnn",
     "cusparselt",
+    "host-gcc",
     "index-url",
     "nccl",
     "pypi-name",

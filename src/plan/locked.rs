@@ -541,6 +541,8 @@ pub(crate) struct TorchSource {
     pub(crate) archive: Option<String>,
     /// `source-archive-sha256`.
     pub(crate) archive_sha256: Option<String>,
+    /// `host-gcc`: the OS's GCC the build compiles with (`11.2.0`).
+    pub(crate) host_gcc: Option<String>,
     /// The CUDA the build targets (`12.8`).
     pub(crate) cuda: Option<String>,
     /// `TORCH_CUDA_ARCH_LIST` entries.
@@ -564,6 +566,7 @@ pub(crate) fn torch_source(lock: &Lock) -> Option<TorchSource> {
         commit: s("source-commit"),
         archive: s("source-archive"),
         archive_sha256: s("source-archive-sha256"),
+        host_gcc: s("host-gcc"),
         cuda: s("cuda"),
         arch_list: t.list("arch-list").to_vec(),
         build_requires: t.list("build-requires").to_vec(),

@@ -37,6 +37,9 @@ pub struct TorchBuildPlan {
     /// The source archive with submodules and its sha256, when the lock records them: the
     /// script downloads it and checks the digest instead of cloning the tag.
     pub archive: Option<TorchSourceArchive>,
+    /// The GCC major the lock decided the build compiles with (`11`); the script stops on
+    /// another before building.
+    pub gcc_major: Option<String>,
     /// `TORCH_CUDA_ARCH_LIST`: `8.0`.
     pub arch_list: String,
     /// The build's fixed environment, sorted by name (every name documented).
@@ -145,6 +148,25 @@ impl TorchBuildPlan {
             })
         };
         let (commit, archive) = source_pins(&src)?;
+        let gcc_major = match src.host_gcc.as_deref() {
+            None => None,
+            Some(g) => match g
+                .split('.')
+                .next()
+                .filter(|m| !m.is_empty() && m.bytes().all(|b| b.is_ascii_digit()))
+            {
+                Some(m) => Some(m.to_string()),
+                None => {
+                    return Err(bad(
+                        format!(
+                            "the lock's torch `host-gcc` `{}` is malformed",
+                            g.escape_debug()
+                        ),
+                        "re-lock with `gpustack lock`",
+                    ))
+                }
+            },
+        };
         let arch_list = src.arch_list.join(";");
         let cudnn = lock.component(Component::Cudnn).ok_or_else(|| {
             bad(
@@ -196,6 +218,7 @@ impl TorchBuildPlan {
             tag: field("source-tag", &src.tag)?,
             commit,
             archive,
+            gcc_major,
             arch_list,
             env,
             build_requires: src.build_requires,
@@ -218,6 +241,7 @@ mod tests {
             commit: commit.map(str::to_string),
             archive: archive.map(|a| a.0.to_string()),
             archive_sha256: archive.map(|a| a.1.to_string()),
+            host_gcc: None,
             cuda: Some("12.8".into()),
             arch_list: vec!["8.0".into()],
             build_requires: Vec::new(),
@@ -232,6 +256,7 @@ mod tests {
             tag: "v2.10.0".into(),
             commit,
             archive,
+            gcc_major: None,
             arch_list: "8.0".into(),
             env: Vec::new(),
             build_requires: Vec::new(),

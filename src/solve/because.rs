@@ -134,6 +134,9 @@ fn torch_fits(
             list.join(";"),
             Rule::TorchSourceArchs.id()
         ));
+        if let Some(line) = source_compiler_because(ctx, i) {
+            out.push(line);
+        }
     } else {
         out.push(format!(
             "its arch list {} runs on compute capability {ccs} [{}]",
@@ -165,6 +168,38 @@ fn torch_fits(
             Rule::VllmTorchPin.id()
         ));
     }
+}
+
+/// The host compiler a torch source build compiles with, and the range it is in.
+fn source_compiler_because(ctx: &Ctx<'_>, i: usize) -> Option<String> {
+    let t = &ctx.cat.torch[i];
+    let src = ctx.cat.torch_source(&t.version)?;
+    let os = ctx.spec.os.as_deref()?;
+    let gcc = src.compiler.os_gcc(os)?;
+    let min = src
+        .compiler
+        .gcc_min
+        .as_ref()
+        .map_or(String::new(), |m| format!("at least PyTorch's GCC {m}"));
+    let max = src
+        .compiler
+        .nvcc_gcc_max(&t.cuda)
+        .map_or(String::new(), |m| {
+            format!(
+                "at most GCC {m}, the newest nvcc of CUDA {} accepts",
+                t.cuda
+            )
+        });
+    let range = [min, max]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join(" and ");
+    Some(format!(
+        "compiled with {os}'s GCC {gcc}{}{range} [{}]",
+        if range.is_empty() { "" } else { ": " },
+        Rule::TorchSourceCompiler.id()
+    ))
 }
 
 /// cuDNN or NCCL under a torch source build: what the build compiles against.

@@ -480,6 +480,30 @@ impl<'c> Ctx<'c> {
                 return Err(self.violation(Rule::TorchSourceArchs, || format!("the requested arch list `{}` has no kernels for compute capability {cc}{}, and a source build has no other", crate::core::arch::torch_list(archs).join(";"), self.gpu_names_for(*cc)), Vec::new));
             }
         }
+        self.torch_source_compiler(i)
+    }
+
+    /// The OS's GCC builds torch from source: at least PyTorch's minimum, at most the
+    /// newest GCC the candidate's nvcc accepts. Unchecked where the catalog lacks a fact.
+    fn torch_source_compiler(&self, i: usize) -> Result<(), Violation> {
+        let b = &self.cat.torch[i];
+        let (Some(src), Some(os)) = (self.cat.torch_source(&b.version), self.spec.os.as_deref())
+        else {
+            return Ok(());
+        };
+        let Some(gcc) = src.compiler.os_gcc(os) else {
+            return Ok(());
+        };
+        if let Some(min) = src.compiler.gcc_min.as_ref().filter(|m| gcc < *m) {
+            return Err(self.violation(Rule::TorchSourceCompiler, || format!("{os} compiles with GCC {gcc}, older than the GCC {min} PyTorch requires to build {} from source", b.version), || vec![src.origin.clone()]));
+        }
+        if let Some(max) = src
+            .compiler
+            .nvcc_gcc_max(&b.cuda)
+            .filter(|m| gcc.major() > u64::from(*m))
+        {
+            return Err(self.violation(Rule::TorchSourceCompiler, || format!("{os} compiles with GCC {gcc}, newer than GCC {max}, the newest nvcc of CUDA {} accepts as its host compiler", b.cuda), || vec![src.origin.clone()]));
+        }
         Ok(())
     }
 

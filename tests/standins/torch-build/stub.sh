@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# A stand-in for the tools build-torch.sh runs (uv, git, python, nproc), linked under each
+# A stand-in for the tools build-torch.sh runs (uv, git, python, nproc, gcc), linked under each
 # tool's name: it records the command line, and for the build itself (`python -m pip wheel`)
 # the environment, into $STUB_LOG, then does the least the script needs to go on:
 #   nproc              prints $STUB_NPROC
+#   gcc -dumpversion   prints $STUB_GCC
 #   python -c …        prints $STUB_SITE (the script asks for site-packages)
 #   python -c CODE URL FILE            copies $STUB_ARCHIVE to FILE (the archive download)
 #   python -m pip wheel … -w DIR SRC   writes DIR/torch-<PYTORCH_BUILD_VERSION>-stub.whl
@@ -14,6 +15,7 @@ printf ' %s' "$@" >> "${STUB_LOG}"
 printf '\n' >> "${STUB_LOG}"
 case "${tool}" in
   nproc) echo "${STUB_NPROC}" ;;
+  gcc) echo "${STUB_GCC}" ;;
   git)
     if [ "${1:-}" = clone ]; then mkdir -p "${!#}"; fi ;;
   python)
