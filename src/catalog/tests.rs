@@ -466,3 +466,61 @@ fn misplaced_entries_keep_their_order_and_places() {
         "{got:#?}"
     );
 }
+
+/// A torch `[[source]]` entry's pins and host compiler rows are checked where they are
+/// written: a malformed archive digest, an unknown OS, a CUDA minor listed twice, a row
+/// without a source.
+#[test]
+fn torch_source_pins_and_compiler_rows_are_validated() {
+    let entry = |extra: &str, rows: &str| {
+        format!(
+            "family = \"torch\"\n[[source]]\ntorch = \"2.10.0\"\nrepository = \"https://github.com/pytorch/pytorch\"\ntag = \"v2.10.0\"\ncudnn_min = \"8.5\"\nbuild_requires = []\nruntime_requires = []\nsource = \"test\"\n{extra}\n{rows}"
+        )
+    };
+    let load = |text: String| {
+        let stock: Vec<(String, String)> = STOCK
+            .iter()
+            .map(|(p, t)| (p.to_string(), t.to_string()))
+            .collect();
+        Catalog::from_layers(&[stock, vec![("site/torch.toml".to_string(), text)]])
+    };
+    let good = load(entry(
+        "gcc_min = \"9.4.0\"\narchive = { url = \"https://example.org/a.tar.gz\", sha256 = \"fa8ccbe87f83f48735505371c1c313b4aa6db400b0ae4f8a02844d1e150c695f\" }",
+        "[[source.nvcc_host_gcc]]\ncuda = \"12.8\"\ngcc_max = 14\nsource = \"s\"\n[[source.os_gcc]]\nos = \"ubuntu22.04\"\ngcc = \"11.2.0\"\nsource = \"s\"\n",
+    ))
+    .unwrap();
+    let src = good
+        .torch_source(&Version::parse("2.10.0").unwrap())
+        .unwrap();
+    assert_eq!(
+        src.compiler
+            .nvcc_gcc_max(&Version::parse("12.8.1").unwrap()),
+        Some(14)
+    );
+    assert_eq!(
+        src.compiler.os_gcc("ubuntu22.04").map(ToString::to_string),
+        Some("11.2.0".into())
+    );
+    let cases = [
+        (
+            entry("archive = { url = \"https://example.org/a.tar.gz\", sha256 = \"00\" }", ""),
+            "torch source `archive` needs",
+        ),
+        (
+            entry("", "[[source.os_gcc]]\nos = \"plan9\"\ngcc = \"11\"\nsource = \"s\"\n"),
+            "names `plan9`, which is not an `[[os]]` entry",
+        ),
+        (
+            entry("", "[[source.nvcc_host_gcc]]\ncuda = \"12.8\"\ngcc_max = 14\nsource = \"s\"\n[[source.nvcc_host_gcc]]\ncuda = \"12.8\"\ngcc_max = 13\nsource = \"s\"\n"),
+            "lists CUDA 12.8 twice",
+        ),
+        (
+            entry("", "[[source.os_gcc]]\nos = \"ubuntu22.04\"\ngcc = \"11\"\nsource = \" \"\n"),
+            "needs a one-line `source`",
+        ),
+    ];
+    for (text, want) in cases {
+        let d = diagnostics(load(text));
+        assert!(d.iter().any(|d| d.message.contains(want)), "{want}: {d:?}");
+    }
+}
