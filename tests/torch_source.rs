@@ -421,3 +421,105 @@ fn the_closure_takes_torch_requirements_not_torch_from_an_index() {
         assert!(build.requirements.contains(r), "build lacks {r}");
     }
 }
+
+/// The a100 fixture spec with `prebuilt = { … }` added to its `torch` table.
+fn spec_with_prebuilt(url: &str, sha256: &str) -> String {
+    let spec = std::fs::read_to_string(root().join(format!("fixtures/specs/{NAME}.toml"))).unwrap();
+    let from = "archs = [\"8.0\"] }";
+    assert!(spec.contains(from), "{spec}");
+    spec.replace(
+        from,
+        &format!("archs = [\"8.0\"], prebuilt = {{ url = \"{url}\", sha256 = \"{sha256}\" }} }}"),
+    )
+}
+
+const WHEEL_SHA: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+#[test]
+fn packer_installs_a_named_prebuilt_wheel_checked_by_sha256_instead_of_building() {
+    let dir = tempdir("torch-prebuilt");
+    let url = "https://cache.example.org/wheels/torch-2.10.0%2Bcu128-cp311-cp311-linux_x86_64.whl";
+    std::fs::write(
+        dir.join("gpustack.toml"),
+        spec_with_prebuilt(url, WHEEL_SHA),
+    )
+    .unwrap();
+    let lock = run_in(&dir, &["lock", "-q"]);
+    assert_eq!(lock.code, 0, "{}", lock.stderr);
+    let locked = std::fs::read_to_string(dir.join("gpustack.lock")).unwrap();
+    assert!(
+        locked.contains(&format!("prebuilt-url = \"{url}\"")),
+        "{locked}"
+    );
+    assert!(locked.contains(&format!("prebuilt-sha256 = \"{WHEEL_SHA}\"")));
+    let gen = run_in(&dir, &["gen", "packer", "--out", "out"]);
+    assert_eq!(gen.code, 0, "{}", gen.stderr);
+    let framework = std::fs::read_to_string(dir.join("out/packer/scripts/framework.sh")).unwrap();
+    let file = "/opt/gpustack/wheels/torch-2.10.0+cu128-cp311-cp311-linux_x86_64.whl";
+    assert!(
+        framework.contains(&format!("curl -fsSL --retry 3 -o {file} '{url}'")),
+        "{framework}"
+    );
+    assert!(
+        framework.contains(&format!(
+            "printf '%s  %s\\n' {WHEEL_SHA} {file} | sha256sum -c -"
+        )),
+        "{framework}"
+    );
+    assert!(
+        !framework.contains("build-torch.sh"),
+        "still builds on the VM"
+    );
+    assert!(framework
+        .contains("/usr/local/bin/uv pip install --no-deps /opt/gpustack/wheels/torch-*.whl"));
+    // A wheel of another version is refused (by `lock`, which runs the generators' checks).
+    let other = url.replace("2.10.0", "2.9.1");
+    std::fs::write(
+        dir.join("gpustack.toml"),
+        spec_with_prebuilt(&other, WHEEL_SHA),
+    )
+    .unwrap();
+    let relock = run_in(&dir, &["lock", "-q"]);
+    assert_eq!(relock.code, 2, "{}", relock.stderr);
+    assert!(
+        relock.stderr.contains("is not torch 2.10.0+cu128"),
+        "{}",
+        relock.stderr
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_malformed_prebuilt_wheel_is_refused_at_its_line() {
+    let dir = tempdir("torch-prebuilt-bad");
+    for (url, sha, want) in [
+        (
+            "http://cache.example.org/torch-2.10.0.whl",
+            WHEEL_SHA,
+            "must be an https:// URL of a `torch-….whl` file",
+        ),
+        (
+            "https://cache.example.org/$(id)/torch-2.10.0.whl",
+            WHEEL_SHA,
+            "must be an https:// URL",
+        ),
+        (
+            "https://cache.example.org/numpy-2.0.whl",
+            WHEEL_SHA,
+            "`torch-….whl`",
+        ),
+        (
+            "https://cache.example.org/torch-2.10.0.whl",
+            "ABC",
+            "must be 64 lowercase hex digits",
+        ),
+    ] {
+        std::fs::write(dir.join("gpustack.toml"), spec_with_prebuilt(url, sha)).unwrap();
+        let out = run_in(&dir, &["lock", "-q"]);
+        assert_eq!(out.code, 2, "{url}: {}", out.stderr);
+        assert!(out.stderr.contains(want), "{url}: {}", out.stderr);
+        assert!(out.stderr.contains("gpustack.toml:"), "{}", out.stderr);
+        assert!(out.stderr.contains("hint:"), "{}", out.stderr);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -326,6 +326,10 @@ fn request_key<'de, A: serde::de::MapAccess<'de>, const T: bool>(
 struct TorchSourceWire {
     #[serde(default)]
     archs: Vec<String>,
+    #[serde(default)]
+    prebuilt_url: Option<String>,
+    #[serde(default)]
+    prebuilt_sha256: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -497,7 +501,18 @@ impl Cx<'_> {
                     }
                     archs.sort();
                     archs.dedup();
-                    Some(crate::spec::TorchSourceReq { archs })
+                    let prebuilt = match (&t.prebuilt_url, &t.prebuilt_sha256) {
+                        (None, None) => None,
+                        (Some(u), Some(h)) => Some(
+                            crate::spec::PrebuiltWheel::new(u, h).map_err(|(m, _)| self.bad(m))?,
+                        ),
+                        _ => {
+                            return Err(self.bad(
+                                "[request.torch-source] has one of `prebuilt-url` and `prebuilt-sha256` without the other".into(),
+                            ))
+                        }
+                    };
+                    Some(crate::spec::TorchSourceReq { archs, prebuilt })
                 }
             },
             deploy,

@@ -206,6 +206,10 @@ pub fn request_toml(spec: &Spec) -> String {
     if let Some(t) = &spec.torch_source {
         o.push_str("\n[request.torch-source]\n");
         list(&mut o, "archs", &crate::core::arch::torch_list(&t.archs));
+        if let Some(w) = &t.prebuilt {
+            kv(&mut o, "prebuilt-url", &w.url);
+            kv(&mut o, "prebuilt-sha256", &w.sha256);
+        }
     }
     deploy_toml(&mut o, &spec.deploy);
     o

@@ -37,6 +37,9 @@ pub struct TorchBuildPlan {
     /// The source archive with submodules and its sha256, when the lock records them: the
     /// script downloads it and checks the digest instead of cloning the tag.
     pub archive: Option<TorchSourceArchive>,
+    /// A wheel of this build the user already has (`prebuilt` in the spec): Packer downloads
+    /// and checks it instead of building on the VM.
+    pub prebuilt: Option<PrebuiltWheelPlan>,
     /// The GCC major the lock decided the build compiles with (`11`); the script stops on
     /// another before building.
     pub gcc_major: Option<String>,
@@ -65,6 +68,41 @@ pub struct TorchSourceArchive {
     pub url: String,
     /// 64 lowercase hex digits.
     pub sha256: String,
+}
+
+/// A previously built wheel: where it is, its sha256 and its file name.
+#[derive(Clone, Debug, Serialize)]
+pub struct PrebuiltWheelPlan {
+    /// `https://cache.example.org/torch-2.10.0+cu128-cp311-cp311-linux_x86_64.whl`.
+    pub url: String,
+    /// 64 lowercase hex digits.
+    pub sha256: String,
+    /// `torch-2.10.0+cu128-cp311-cp311-linux_x86_64.whl`.
+    pub file: String,
+}
+
+/// The spec's `prebuilt` wheel, which must be the locked version's.
+fn prebuilt(lock: &Lock, version: &str) -> Result<Option<PrebuiltWheelPlan>, Error> {
+    let Some(w) = lock
+        .request
+        .torch_source
+        .as_ref()
+        .and_then(|t| t.prebuilt.as_ref())
+    else {
+        return Ok(None);
+    };
+    let file = w.file_name();
+    if !file.starts_with(&format!("torch-{version}-")) {
+        return Err(bad(
+            format!("the prebuilt wheel `{file}` is not torch {version}, the version this lock builds"),
+            "name the wheel built from this lock (its file name starts with `torch-VERSION-`), or remove `prebuilt`",
+        ));
+    }
+    Ok(Some(PrebuiltWheelPlan {
+        url: w.url.clone(),
+        sha256: w.sha256.clone(),
+        file,
+    }))
 }
 
 fn lower_hex(s: &str, len: usize) -> bool {
@@ -148,6 +186,7 @@ impl TorchBuildPlan {
             })
         };
         let (commit, archive) = source_pins(&src)?;
+        let prebuilt = prebuilt(lock, &t.version.to_string())?;
         let gcc_major = match src.host_gcc.as_deref() {
             None => None,
             Some(g) => match g
@@ -218,6 +257,7 @@ impl TorchBuildPlan {
             tag: field("source-tag", &src.tag)?,
             commit,
             archive,
+            prebuilt,
             gcc_major,
             arch_list,
             env,
@@ -256,6 +296,7 @@ mod tests {
             tag: "v2.10.0".into(),
             commit,
             archive,
+            prebuilt: None,
             gcc_major: None,
             arch_list: "8.0".into(),
             env: Vec::new(),

@@ -77,10 +77,95 @@ pub struct TorchSourceReq {
     /// The `TORCH_CUDA_ARCH_LIST` to build, sorted and deduplicated (`+PTX` adds the PTX
     /// target); empty means the GPUs' own list (`[hardware]`).
     pub archs: Vec<Target>,
+    /// `prebuilt = { url, sha256 }`: a wheel of this build the user already has (built once
+    /// by the `torch-build` stage and uploaded to a cache); Packer installs it, checked by
+    /// its sha256, instead of building on the VM.
+    pub prebuilt: Option<PrebuiltWheel>,
+}
+
+/// A previously built torch wheel the user names: where it is and its sha256.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PrebuiltWheel {
+    /// An `https://` URL whose last segment is the wheel's file name (`torch-….whl`).
+    pub url: String,
+    /// 64 lowercase hex digits.
+    pub sha256: String,
+}
+
+impl PrebuiltWheel {
+    /// Checks a URL and digest: `https://`, no shell or template syntax, a `torch-*.whl`
+    /// file name, a sha256 of 64 lowercase hex digits. `Err` holds (message, hint).
+    pub fn new(url: &str, sha256: &str) -> Result<PrebuiltWheel, (String, String)> {
+        let rest = url.strip_prefix("https://").unwrap_or_default();
+        let plain = !rest.is_empty()
+            && rest.bytes().all(|b| {
+                b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'-' | b'_' | b'+' | b'%')
+            });
+        let file = rest.rsplit('/').next().unwrap_or_default();
+        if !plain || !file.starts_with("torch-") || !file.ends_with(".whl") {
+            return Err((
+                format!("`prebuilt.url` `{}` must be an https:// URL of a `torch-….whl` file (letters, digits, `/._-+%` only)", url.escape_debug()),
+                "name the wheel the `torch-build` stage built, as uploaded: `url = \"https://cache.example.org/torch-2.10.0+cu128-cp311-cp311-linux_x86_64.whl\"`".into(),
+            ));
+        }
+        if sha256.len() != 64
+            || !sha256
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            return Err((
+                format!(
+                    "`prebuilt.sha256` `{}` must be 64 lowercase hex digits",
+                    sha256.escape_debug()
+                ),
+                "write the wheel's digest as `sha256sum` prints it".into(),
+            ));
+        }
+        Ok(PrebuiltWheel {
+            url: url.to_string(),
+            sha256: sha256.to_string(),
+        })
+    }
+
+    /// The wheel's file name, the URL's last segment (`%2B` read as `+`).
+    pub fn file_name(&self) -> String {
+        self.url
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .replace("%2B", "+")
+    }
+}
+
+/// Reads `prebuilt = { url = "…", sha256 = "…" }` of the `torch` table.
+fn prebuilt(v: &toml::Value) -> Result<PrebuiltWheel, (String, String)> {
+    let hint = "write `prebuilt = { url = \"https://…/torch-….whl\", sha256 = \"…\" }`";
+    let Some(t) = v.as_table() else {
+        return Err((
+            "`prebuilt` in the `torch` table must be a table".into(),
+            hint.into(),
+        ));
+    };
+    if let Some(k) = t.keys().find(|k| !matches!(k.as_str(), "url" | "sha256")) {
+        return Err((
+            format!("unknown key `{}` in `prebuilt`", k.escape_debug()),
+            hint.into(),
+        ));
+    }
+    match (
+        t.get("url").and_then(toml::Value::as_str),
+        t.get("sha256").and_then(toml::Value::as_str),
+    ) {
+        (Some(u), Some(h)) => PrebuiltWheel::new(u, h),
+        _ => Err((
+            "`prebuilt` needs a string `url` and a string `sha256`".into(),
+            hint.into(),
+        )),
+    }
 }
 
 /// The keys of the `torch = { … }` table form.
-pub(crate) const TORCH_TABLE_KEYS: &[&str] = &["version", "build", "archs"];
+pub(crate) const TORCH_TABLE_KEYS: &[&str] = &["version", "build", "archs", "prebuilt"];
 
 /// Components a torch source build refuses (see [`Spec::parse`]): vLLM, DeepSpeed and the
 /// extras whose wheels require `torch` or are built against its ABI.
@@ -103,7 +188,7 @@ fn torch_table(
         if !TORCH_TABLE_KEYS.contains(&k.as_str()) {
             return Err((
                 format!("unknown key `{}` in the `torch` table", k.escape_debug()),
-                "the `torch` table takes `version`, `build` (`\"wheel\"` or `\"source\"`) and `archs`".into(),
+                "the `torch` table takes `version`, `build` (`\"wheel\"` or `\"source\"`), `archs` and `prebuilt`".into(),
             ));
         }
     }
@@ -174,7 +259,17 @@ fn torch_table(
         archs.sort();
         archs.dedup();
     }
-    Ok((req, source.then_some(TorchSourceReq { archs })))
+    let prebuilt = match tbl.get("prebuilt") {
+        None => None,
+        Some(_) if !source => {
+            return Err((
+                "`prebuilt` in the `torch` table names a wheel of a source build: add `build = \"source\"`".into(),
+                "a wheel build installs torch from its index; `prebuilt` reuses a wheel built from source".into(),
+            ))
+        }
+        Some(v) => Some(prebuilt(v)?),
+    };
+    Ok((req, source.then_some(TorchSourceReq { archs, prebuilt })))
 }
 
 /// The spec as written (also read by `crate::spec::schema`, which lists its keys).

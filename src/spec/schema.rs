@@ -264,12 +264,21 @@ fn components() -> Value {
                     string,
                     {
                         "type": "object",
-                        "description": "torch as a table: `version` (the requirement, default `*`), `build` (`wheel`, the default, or `source`: compiled from the release's tag against the lock's CUDA, cuDNN and NCCL) and, for a source build, `archs` (the TORCH_CUDA_ARCH_LIST entries to compile; default the GPUs' list).",
+                        "description": "torch as a table: `version` (the requirement, default `*`), `build` (`wheel`, the default, or `source`: compiled from the release's tag against the lock's CUDA, cuDNN and NCCL) and, for a source build, `archs` (the TORCH_CUDA_ARCH_LIST entries to compile; default the GPUs' list) and `prebuilt` (`url` and `sha256` of a wheel of this build made before, which Packer installs instead of building on the VM).",
                         "additionalProperties": false,
                         "properties": {
                             "version": {"type": "string", "minLength": 1, "pattern": "\\S"},
                             "build": {"enum": ["wheel", "source"]},
                             "archs": {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}},
+                            "prebuilt": {
+                                "type": "object",
+                                "additionalProperties": false,
+                                "required": ["url", "sha256"],
+                                "properties": {
+                                    "url": {"type": "string", "pattern": "^https://[A-Za-z0-9/._+%-]*/torch-[A-Za-z0-9._+%-]*\\.whl$"},
+                                    "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+                                },
+                            },
                         },
                         "examples": [{"version": "==2.10.0", "build": "source", "archs": ["8.0"]}],
                     },
