@@ -287,3 +287,75 @@ impl PythonInstall {
         self.layers.iter().find(|l| l.layer == name)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The committed two-platform lock (x86_64 H100 + aarch64 GH200), its pylocks read.
+    fn mixed() -> Lock {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/closed/h100-gh200-mixed");
+        let text = std::fs::read_to_string(dir.join("gpustack.lock")).unwrap();
+        let mut lock = Lock::parse("gpustack.lock", &text).unwrap();
+        let bad = crate::resolve::python::load(lock.python.as_mut().unwrap(), &dir);
+        assert!(bad.is_empty(), "{bad:?}");
+        lock
+    }
+
+    #[test]
+    fn each_platform_is_mapped_to_its_own_file_once() {
+        let pi = PythonInstall::new(&mixed()).unwrap().unwrap();
+        assert!(pi.per_platform);
+        assert_eq!(pi.oci_platforms(), ["linux/arm64", "linux/amd64"]);
+        let fw = pi.layer("framework").unwrap();
+        assert_eq!(fw.file, "pylock.framework.toml");
+        let picks: Vec<(&str, &str, &str)> = fw
+            .files
+            .iter()
+            .map(|f| (f.machine.as_str(), f.oci_arch.as_str(), f.file.as_str()))
+            .collect();
+        assert_eq!(
+            picks,
+            [
+                ("aarch64", "arm64", "pylock.framework.aarch64.toml"),
+                ("x86_64", "amd64", "pylock.framework.x86_64.toml"),
+            ]
+        );
+        let layers: Vec<&str> = pi.layers.iter().map(|l| l.layer.as_str()).collect();
+        assert_eq!(layers, ["framework", "training", "build"]);
+        assert_eq!(pi.layer("training").unwrap().built, ["deepspeed-0.19.8"]);
+        // The sdist is listed once, though the lock records it per platform.
+        assert_eq!(pi.sdists.len(), 1);
+    }
+
+    #[test]
+    fn a_layer_missing_a_platform_or_building_differently_is_refused() {
+        let mut lock = mixed();
+        let py = lock.python.as_mut().unwrap();
+        py.files
+            .retain(|f| !(f.layer == "training" && f.platform.starts_with("aarch64")));
+        let e = PythonInstall::new(&lock).unwrap_err().to_string();
+        assert!(
+            e.contains("has no `training` pylock for `aarch64-manylinux_2_39`"),
+            "{e}"
+        );
+
+        let mut lock = mixed();
+        let py = lock.python.as_mut().unwrap();
+        py.builds
+            .retain(|b| !(b.layer == "training" && b.platform.starts_with("x86_64")));
+        let e = PythonInstall::new(&lock).unwrap_err().to_string();
+        assert!(
+            e.contains("layer `training` installs different compiled packages per platform"),
+            "{e}"
+        );
+
+        let mut lock = mixed();
+        for f in &mut lock.python.as_mut().unwrap().files {
+            f.platform = f.platform.replace("aarch64", "riscv64");
+        }
+        let e = PythonInstall::new(&lock).unwrap_err().to_string();
+        assert!(e.contains("`riscv64-manylinux_2_39`"), "{e}");
+    }
+}

@@ -114,7 +114,7 @@ pub struct PyStage {
 
 /// How a stage picks the pylock of the platform being built when the lock has several:
 /// by BuildKit's automatic `TARGETARCH` build argument
-/// (<https://docs.docker.com/build/building/variables/#multi-platform-build-arguments>),
+/// (<https://docs.docker.com/reference/dockerfile/#automatic-platform-args-in-the-global-scope>),
 /// the mapping [`PythonInstall`](crate::plan::python::PythonInstall) decided.
 #[derive(Clone, Debug, Serialize)]
 pub struct PylockPick {
