@@ -359,6 +359,20 @@ fn the_multi_platform_outputs_pass_their_linters() {
             );
         }
     }
+    // No build step resolves: nothing names an index or a requirement file, on any platform.
+    let mut files = vec![out.join("docker/Dockerfile")];
+    files.extend(sorted_files(&out.join("packer/scripts"), "sh"));
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for word in [
+            "--index",
+            "--extra-index-url",
+            "--find-links",
+            "requirements-",
+        ] {
+            assert!(!text.contains(word), "{}: `{word}`", f.display());
+        }
+    }
     if let Some(h) = validator("hadolint") {
         let (code, log) = run_tool(&h, &["-t", "info", "Dockerfile"], &out.join("docker"));
         assert_eq!(code, 0, "{log}");
