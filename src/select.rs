@@ -34,7 +34,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::catalog::{Catalog, DigestObservation, Origin, Package};
+use crate::catalog::{Catalog, DigestKind, DigestObservation, Origin, Package};
 use crate::core::version::Version;
 use crate::core::Fabric;
 use crate::core::{Component, Field, Layer};
@@ -337,10 +337,16 @@ fn base_image(sel: &mut Sel<'_>, r: &Resolution) {
             );
             let mut because = vec![why];
             let mut unpinned = Vec::new();
+            // An aarch64 (Grace) host pulls the arm64 image: only a digest known to name
+            // the multi-arch index serves it (one of unknown kind may be an amd64 manifest).
+            let arm = grace_host(spec.gpus.iter().map(String::as_str));
             for flavour in ["runtime", "devel"] {
                 let tag = format!("{}-{flavour}-{}", i.cuda, i.os);
                 if i.tags.contains(&tag) {
-                    match i.observation(&tag) {
+                    match i
+                        .observation(&tag)
+                        .filter(|d| !arm || d.kind == DigestKind::Index)
+                    {
                         Some(d) => {
                             f.insert(format!("{flavour}-digest"), s(d.digest.clone()));
                             because.push(observation_because(&format!("nvidia/cuda:{tag}"), d));

@@ -467,3 +467,36 @@ fn digest_observations_are_validated() {
         assert!(e.contains("overlay/images.toml:2"), "{e}");
     }
 }
+
+/// A Grace (aarch64) host pulls the arm64 image: only an observation known to name the
+/// multi-arch index pins it; one of unknown kind may be an amd64 manifest and is not used.
+#[test]
+fn a_grace_host_is_pinned_only_by_an_observed_index() {
+    let spec = OBSERVED_SPEC.replace("\"a100\"", "\"gh200\"");
+    let stock = gpustack::lock_spec(catalog(), "s", &spec).unwrap();
+    let cuda = stock.package("cuda-image").unwrap();
+    let (runtime, devel) = (
+        cuda.get("runtime-tag").unwrap().to_string(),
+        cuda.get("devel-tag").unwrap().to_string(),
+    );
+    let digests = [
+        observation(&devel, 'e', "2026-04-01", "index"),
+        observation(&runtime, 'f', "2026-04-01", "unknown"),
+    ]
+    .concat();
+    let cat = observed_catalog(&cuda.version, "ubuntu22.04", &[&runtime, &devel], &digests);
+    let lock = gpustack::lock_spec(&cat, "s", &spec).unwrap();
+    let cuda = lock.package("cuda-image").unwrap();
+    assert_eq!(
+        cuda.get("devel-digest"),
+        Some(format!("sha256:{}", "e".repeat(64)).as_str())
+    );
+    assert!(cuda.get("runtime-digest").is_none(), "{:?}", cuda.fields);
+    assert!(
+        cuda.because.contains(&format!(
+            "UNPINNED: the catalog knows no sourced digest for `{runtime}`"
+        )),
+        "{:?}",
+        cuda.because
+    );
+}
