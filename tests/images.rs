@@ -500,3 +500,48 @@ fn a_grace_host_is_pinned_only_by_an_observed_index() {
         cuda.because
     );
 }
+
+/// The committed example locks (made offline) pin the base images the catalog has dated
+/// observations for, from the catalog, and say which observation.
+#[test]
+fn committed_offline_locks_pin_observed_base_images_from_the_catalog() {
+    let mut pinned = 0;
+    for name in example_names() {
+        let lock = lock_of(&name);
+        let Some(cuda) = lock.package("cuda-image") else {
+            continue;
+        };
+        let Some(image) = catalog().image(
+            &gpustack::Version::parse(&cuda.version).unwrap(),
+            cuda.get("os").unwrap(),
+        ) else {
+            continue;
+        };
+        let grace = lock.hardware.gpus.iter().any(|g| g.id.starts_with("gh"));
+        for flavour in ["runtime", "devel"] {
+            let tag = cuda.get(&format!("{flavour}-tag")).unwrap();
+            let digest = cuda.get(&format!("{flavour}-digest"));
+            match image
+                .observation(tag)
+                .filter(|o| !grace || o.kind == gpustack::catalog::DigestKind::Index)
+            {
+                Some(o) => {
+                    pinned += 1;
+                    assert_eq!(digest, Some(o.digest.as_str()), "{name} {tag}");
+                    assert_eq!(cuda.get("digest-source"), Some("catalog"), "{name}");
+                    let line =
+                        format!("`nvidia/cuda:{tag}`: catalog observation of {}", o.observed);
+                    assert!(
+                        cuda.because
+                            .iter()
+                            .any(|b| b.starts_with(&line) && b.contains(&o.source)),
+                        "{name}: {:?}",
+                        cuda.because
+                    );
+                }
+                None => assert_eq!(digest, None, "{name} {tag}"),
+            }
+        }
+    }
+    assert!(pinned > 0, "no example lock uses an observed tag");
+}
