@@ -34,7 +34,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::catalog::{Catalog, Origin, Package};
+use crate::catalog::{Catalog, DigestKind, DigestObservation, Origin, Package};
 use crate::core::version::Version;
 use crate::core::Fabric;
 use crate::core::{Component, Field, Layer};
@@ -184,9 +184,16 @@ impl Sel<'_> {
                 "newest {name} in the catalog; UNVERIFIED: no published sha256 for any version"
             ));
         }
+        because.extend(image_observation_because(&p));
         let fields = package_fields(&p, None);
         self.push(name, version, layer, &p.origin, fields, because);
     }
+}
+
+/// The `because` line of a package image's digest, when the catalog dates its observation.
+fn image_observation_because(p: &Package) -> Option<String> {
+    let (image, d) = (p.image.as_ref()?, p.image_observation.as_ref()?);
+    Some(observation_because(&format!("{image}:{}", d.tag), d))
 }
 
 fn package_fields(p: &Package, driver: Option<&Version>) -> BTreeMap<String, Field> {
@@ -328,20 +335,32 @@ fn base_image(sel: &mut Sel<'_>, r: &Resolution) {
                     "unsupported"
                 }),
             );
+            let mut because = vec![why];
+            let mut unpinned = Vec::new();
+            // An aarch64 (Grace) host pulls the arm64 image: only a digest known to name
+            // the multi-arch index serves it (one of unknown kind may be an amd64 manifest).
+            let arm = grace_host(spec.gpus.iter().map(String::as_str));
             for flavour in ["runtime", "devel"] {
                 let tag = format!("{}-{flavour}-{}", i.cuda, i.os);
                 if i.tags.contains(&tag) {
-                    if let Some((_, d)) = i.digests.iter().find(|(t, _)| *t == tag) {
-                        f.insert(format!("{flavour}-digest"), s(d.clone()));
+                    match i
+                        .observation(&tag)
+                        .filter(|d| !arm || d.kind == DigestKind::Index)
+                    {
+                        Some(d) => {
+                            f.insert(format!("{flavour}-digest"), s(d.digest.clone()));
+                            because.push(observation_because(&format!("nvidia/cuda:{tag}"), d));
+                        }
+                        None => unpinned.push(tag.clone()),
                     }
                     f.insert(format!("{flavour}-tag"), s(tag));
                 }
             }
-            let mut because = vec![why];
-            if i.digests.is_empty() {
-                because.push(
-                    "UNPINNED: the catalog knows no sourced digest for these tags".to_string(),
-                );
+            if !unpinned.is_empty() {
+                because.push(format!(
+                    "UNPINNED: the catalog knows no sourced digest for `{}`",
+                    unpinned.join("`, `")
+                ));
             }
             if !i.supported {
                 because.push("NVIDIA lists these tags as unsupported (they may be deleted)".into());
@@ -358,6 +377,22 @@ fn base_image(sel: &mut Sel<'_>, r: &Resolution) {
         }
     }
 }
+
+/// The lock's `because` line for a digest taken from a catalog observation: which
+/// observation (date, what it names, source). `gpustack lock` replaces it when the
+/// registry answers (`resolve::OBSERVATION`).
+pub(crate) fn observation_because(reference: &str, d: &DigestObservation) -> String {
+    format!(
+        "`{reference}`: {}{} ({}), not read from the registry; source: {}",
+        OBSERVATION,
+        d.observed,
+        d.kind.describe(),
+        d.source
+    )
+}
+
+/// What starts the rest of an observation's `because` line, after the reference.
+pub(crate) const OBSERVATION: &str = "catalog observation of ";
 
 /// The fabric stack for `[cluster].fabric`, and the RDMA device plugin of multi-node
 /// InfiniBand/RoCE Kubernetes jobs.
@@ -469,6 +504,7 @@ fn container_toolkit(sel: &mut Sel<'_>) {
                 "not below {fl}, the catalog's minimum safe version"
             ));
         }
+        because.extend(image_observation_because(&t));
         if floor.is_none_or(|fl| t.order.as_ref().is_some_and(|v| *v >= fl)) {
             let fields = package_fields(&t, None);
             let v = t.version.clone().unwrap_or_default();
@@ -525,9 +561,11 @@ fn dcgm(sel: &mut Sel<'_>, r: &Resolution, driver: &Version) {
             Layer::Host,
             &e.origin,
             package_fields(&e, None),
-            vec![format!(
+            std::iter::once(format!(
                 "newest DCGM Exporter whose DCGM ({dv}) the catalog has package pins for"
-            )],
+            ))
+            .chain(image_observation_because(&e))
+            .collect(),
         );
     }
 }

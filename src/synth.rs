@@ -227,7 +227,17 @@ fn mark(e: &mut Table, original: &str) {
             "synthetic copy of `{original}`: every other field as that entry"
         )),
     );
-    for k in ["files", "sha256", "digests", "image_digest", "minimum_safe"] {
+    for k in [
+        "files",
+        "sha256",
+        "digests",
+        "digest",
+        "image_digest",
+        "image_digest_observed",
+        "image_digest_source",
+        "image_digest_kind",
+        "minimum_safe",
+    ] {
         e.remove(k);
     }
 }

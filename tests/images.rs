@@ -154,9 +154,11 @@ fn with_digests(mut lock: Lock) -> Lock {
 }
 
 /// The GPU Operator component images the generated values leave to the chart or compose
-/// from a version: the lock does not name them yet, so no digest can be rendered (issue
-/// 15's open item; the book's "Reproducible builds" chapter lists it).
-const OPERATOR_TAG_ONLY: &[&str] = &["driver", "toolkit"];
+/// from a version: the driver container of a Rocky Linux node (the operator appends the
+/// node's OS to the version), whose tag the lock does not name, so no digest can be
+/// rendered (the book's "Reproducible builds" chapter lists it). The Container Toolkit and
+/// DCGM Exporter are named by the lock and pulled by digest where it has one.
+const OPERATOR_TAG_ONLY: &[&str] = &["driver"];
 
 fn scan(name: &str, lock: &Lock, allowed: &[String]) -> Vec<String> {
     let mut failures = Vec::new();
@@ -243,4 +245,303 @@ fn check_warns_about_every_reference_without_a_digest() {
             out.stdout
         );
     }
+}
+
+/// A catalog overlay giving `image` entry of the stock catalog's `cuda`/`os` pair the
+/// `[[image.digest]]` observations in `digests` (TOML text appended to the entry).
+fn observed_catalog(cuda: &str, os: &str, tags: &[&str], digests: &str) -> gpustack::Catalog {
+    let overlay = format!(
+        "family = \"image\"\n[[image]]\ncuda = \"{cuda}\"\nos = \"{os}\"\ntags = [{}]\nstatus = \"supported\"\nsource = \"https://example.org/supported-tags.md\"\n{digests}",
+        tags.iter()
+            .map(|t| format!("\"{t}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    gpustack::Catalog::stock_with(&[vec![("overlay/images.toml".into(), overlay)]])
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn observation(tag: &str, hex: char, observed: &str, kind: &str) -> String {
+    format!(
+        "[[image.digest]]\ntag = \"{tag}\"\ndigest = \"sha256:{}\"\nobserved = \"{observed}\"\nsource = \"https://example.org/{observed}/Dockerfile\"\nkind = \"{kind}\"\n",
+        hex.to_string().repeat(64)
+    )
+}
+
+const OBSERVED_SPEC: &str = "[stack]\nname = \"observed\"\nos = \"ubuntu22.04\"\n[hardware]\ngpus = [\"a100\"]\n[components]\ntorch = \"*\"\n";
+
+/// Offline, the base images are pinned by the catalog's newest observation that names the
+/// multi-arch index (or may), never by a single platform's manifest; the lock says which
+/// observation (date, kind, source), `gpustack lock` reports it, and the Dockerfile says
+/// the digest was not read from the registry.
+#[test]
+fn an_offline_lock_pins_base_images_by_the_catalogs_dated_observation() {
+    let stock = gpustack::lock_spec(catalog(), "s", OBSERVED_SPEC).unwrap();
+    let cuda = stock.package("cuda-image").unwrap();
+    let (runtime, devel) = (
+        cuda.get("runtime-tag").unwrap().to_string(),
+        cuda.get("devel-tag").unwrap().to_string(),
+    );
+    let version = cuda.version.clone();
+    let digests = [
+        observation(&devel, 'a', "2026-01-05", "index"),
+        observation(&devel, 'b', "2026-03-01", "index"),
+        // Newer, but one platform's manifest: a FROM by it pulls on amd64 only.
+        observation(&devel, 'c', "2026-06-01", "manifest"),
+        observation(&runtime, 'd', "2026-02-10", "unknown"),
+    ]
+    .concat();
+    let cat = observed_catalog(&version, "ubuntu22.04", &[&runtime, &devel], &digests);
+    let (lock, report) = gpustack::lock_spec_resolved(
+        &cat,
+        "s",
+        OBSERVED_SPEC,
+        &gpustack::resolve::http::Offline,
+        None,
+    )
+    .unwrap();
+    let cuda = lock.package("cuda-image").unwrap();
+    let b = "b".repeat(64);
+    let d = "d".repeat(64);
+    assert_eq!(cuda.get("digest-source"), Some("catalog"));
+    assert_eq!(
+        cuda.get("devel-digest"),
+        Some(format!("sha256:{b}").as_str())
+    );
+    assert_eq!(
+        cuda.get("runtime-digest"),
+        Some(format!("sha256:{d}").as_str())
+    );
+    let because = cuda.because.join("\n");
+    assert!(
+        because.contains(&format!(
+            "`nvidia/cuda:{devel}`: catalog observation of 2026-03-01 (the multi-arch index), not read from the registry; source: https://example.org/2026-03-01/Dockerfile"
+        )),
+        "{because}"
+    );
+    assert!(
+        because.contains(&format!(
+            "`nvidia/cuda:{runtime}`: catalog observation of 2026-02-10 (index or platform manifest: the source does not say)"
+        )),
+        "{because}"
+    );
+    assert!(!because.contains("UNPINNED"), "{because}");
+    // `gpustack lock` says where each digest came from.
+    let fallback: Vec<&String> = report
+        .fallback
+        .iter()
+        .filter(|(r, _)| r.starts_with("nvidia/cuda:"))
+        .map(|(_, why)| why)
+        .collect();
+    assert_eq!(fallback.len(), 2, "{:?}", report.fallback);
+    assert!(fallback
+        .iter()
+        .all(|w| w.starts_with("catalog observation of 2026-")));
+    // The Dockerfile pulls by the observed digests and says they are observations.
+    let files = gpustack::plan::generate_many(&lock, &[Target::Docker]).unwrap();
+    let dockerfile = &files[0]
+        .1
+        .iter()
+        .find(|f| f.path.ends_with("Dockerfile"))
+        .unwrap()
+        .contents;
+    assert!(dockerfile.contains(&format!("FROM nvidia/cuda:{runtime}@sha256:{d} AS base")));
+    assert!(dockerfile.contains(&format!("nvidia/cuda:{devel}@sha256:{b}")));
+    assert!(
+        dockerfile.contains("catalog observation of 2026-03-01"),
+        "{dockerfile}"
+    );
+    assert!(!dockerfile.contains("pinned by tag only"), "{dockerfile}");
+    assert!(lock.verify().is_empty());
+
+    // With the stock catalog's entry the pair has no observation for one flavour at most:
+    // what is unpinned is named.
+    let only_devel = observed_catalog(
+        &version,
+        "ubuntu22.04",
+        &[&runtime, &devel],
+        &observation(&devel, 'b', "2026-03-01", "index"),
+    );
+    let lock = gpustack::lock_spec(&only_devel, "s", OBSERVED_SPEC).unwrap();
+    let cuda = lock.package("cuda-image").unwrap();
+    assert!(cuda.get("runtime-digest").is_none());
+    assert!(
+        cuda.because.contains(&format!(
+            "UNPINNED: the catalog knows no sourced digest for `{runtime}`"
+        )),
+        "{:?}",
+        cuda.because
+    );
+}
+
+/// The GPU Operator's Container Toolkit and DCGM Exporter come with NVIDIA's own digests
+/// (the operator's OLM bundle), and the Helm values pull them by digest: the operator uses
+/// `repository/image@version` for a `sha256:` version.
+#[test]
+fn operator_component_images_are_pinned_by_the_bundles_digests() {
+    let lock = lock_of("h100-ib-train-serve");
+    for (package, image, tag) in [
+        (
+            "nvidia-container-toolkit",
+            "nvcr.io/nvidia/k8s/container-toolkit",
+            "v1.20.0",
+        ),
+        (
+            "dcgm-exporter",
+            "nvcr.io/nvidia/k8s/dcgm-exporter",
+            "4.6.0-4.8.3-distroless",
+        ),
+    ] {
+        let p = lock.package(package).unwrap();
+        assert_eq!(p.get("image"), Some(image), "{package}");
+        assert_eq!(p.get("image-tag"), Some(tag), "{package}");
+        assert_eq!(p.get("digest-source"), Some("catalog"), "{package}");
+        let digest = p.get("image-digest").unwrap();
+        assert!(
+            p.because.iter().any(|b| b.starts_with(&format!(
+                "`{image}:{tag}`: catalog observation of 2026-08-20 (the multi-arch index)"
+            )) && b.contains("github.com/NVIDIA/gpu-operator/blob/")),
+            "{package}: {:?}",
+            p.because
+        );
+        let values = generate_many(&lock, &[Target::K8s]).unwrap()[0]
+            .1
+            .iter()
+            .find(|f| f.path.ends_with("gpu-operator-values.yaml"))
+            .unwrap()
+            .contents
+            .clone();
+        let (repository, name) = image.rsplit_once('/').unwrap();
+        let found = operator_images(&values).into_iter().any(|(_, r, i, v)| {
+            r.as_deref() == Some(repository) && i.as_deref() == Some(name) && v == digest
+        });
+        assert!(found, "{package}: {values}");
+    }
+}
+
+/// Each malformed observation is refused at its entry's line, with what is expected.
+#[test]
+fn digest_observations_are_validated() {
+    let tag = "12.4.1-devel-ubuntu22.04";
+    let good = observation(tag, 'a', "2026-01-05", "index");
+    let cases = [
+        (
+            good.replace("2026-01-05\"", "2026-02-30\""),
+            "is not a date",
+        ),
+        (good.replace("2026-01-05\"", "yesterday\""), "is not a date"),
+        (
+            good.replace("kind = \"index\"", "kind = \"list\""),
+            "is not `index`, `manifest` or `unknown`",
+        ),
+        (
+            good.replace(&"a".repeat(64), "abc"),
+            "must be `sha256:<64 lowercase hex>`",
+        ),
+        (
+            good.replace("https://example.org/2026-01-05", "http://example.org"),
+            "must be an https URL",
+        ),
+        (
+            good.replace(
+                &format!("tag = \"{tag}\""),
+                "tag = \"12.4.1-base-ubuntu22.04\"",
+            ),
+            "not one of the entry's tags",
+        ),
+        (
+            format!("digests = [\"{tag}@sha256:{}\"]\n", "a".repeat(64)),
+            "no longer read",
+        ),
+    ];
+    for (digests, want) in cases {
+        // `digests` (the old form) belongs to the entry, before the sub-tables.
+        let overlay = format!(
+            "family = \"image\"\n[[image]]\ncuda = \"12.4.1\"\nos = \"ubuntu22.04\"\ntags = [\"{tag}\"]\nstatus = \"supported\"\nsource = \"https://example.org/tags\"\n{digests}"
+        );
+        let e = gpustack::Catalog::stock_with(&[vec![("overlay/images.toml".into(), overlay)]])
+            .err()
+            .unwrap_or_else(|| panic!("accepted: {digests}"))
+            .to_string();
+        assert!(e.contains(want), "{want}: {e}");
+        assert!(e.contains("overlay/images.toml:2"), "{e}");
+    }
+}
+
+/// A Grace (aarch64) host pulls the arm64 image: only an observation known to name the
+/// multi-arch index pins it; one of unknown kind may be an amd64 manifest and is not used.
+#[test]
+fn a_grace_host_is_pinned_only_by_an_observed_index() {
+    let spec = OBSERVED_SPEC.replace("\"a100\"", "\"gh200\"");
+    let stock = gpustack::lock_spec(catalog(), "s", &spec).unwrap();
+    let cuda = stock.package("cuda-image").unwrap();
+    let (runtime, devel) = (
+        cuda.get("runtime-tag").unwrap().to_string(),
+        cuda.get("devel-tag").unwrap().to_string(),
+    );
+    let digests = [
+        observation(&devel, 'e', "2026-04-01", "index"),
+        observation(&runtime, 'f', "2026-04-01", "unknown"),
+    ]
+    .concat();
+    let cat = observed_catalog(&cuda.version, "ubuntu22.04", &[&runtime, &devel], &digests);
+    let lock = gpustack::lock_spec(&cat, "s", &spec).unwrap();
+    let cuda = lock.package("cuda-image").unwrap();
+    assert_eq!(
+        cuda.get("devel-digest"),
+        Some(format!("sha256:{}", "e".repeat(64)).as_str())
+    );
+    assert!(cuda.get("runtime-digest").is_none(), "{:?}", cuda.fields);
+    assert!(
+        cuda.because.contains(&format!(
+            "UNPINNED: the catalog knows no sourced digest for `{runtime}`"
+        )),
+        "{:?}",
+        cuda.because
+    );
+}
+
+/// The committed example locks (made offline) pin the base images the catalog has dated
+/// observations for, from the catalog, and say which observation.
+#[test]
+fn committed_offline_locks_pin_observed_base_images_from_the_catalog() {
+    let mut pinned = 0;
+    for name in example_names() {
+        let lock = lock_of(&name);
+        let Some(cuda) = lock.package("cuda-image") else {
+            continue;
+        };
+        let Some(image) = catalog().image(
+            &gpustack::Version::parse(&cuda.version).unwrap(),
+            cuda.get("os").unwrap(),
+        ) else {
+            continue;
+        };
+        let grace = lock.hardware.gpus.iter().any(|g| g.id.starts_with("gh"));
+        for flavour in ["runtime", "devel"] {
+            let tag = cuda.get(&format!("{flavour}-tag")).unwrap();
+            let digest = cuda.get(&format!("{flavour}-digest"));
+            match image
+                .observation(tag)
+                .filter(|o| !grace || o.kind == gpustack::catalog::DigestKind::Index)
+            {
+                Some(o) => {
+                    pinned += 1;
+                    assert_eq!(digest, Some(o.digest.as_str()), "{name} {tag}");
+                    assert_eq!(cuda.get("digest-source"), Some("catalog"), "{name}");
+                    let line =
+                        format!("`nvidia/cuda:{tag}`: catalog observation of {}", o.observed);
+                    assert!(
+                        cuda.because
+                            .iter()
+                            .any(|b| b.starts_with(&line) && b.contains(&o.source)),
+                        "{name}: {:?}",
+                        cuda.because
+                    );
+                }
+                None => assert_eq!(digest, None, "{name} {tag}"),
+            }
+        }
+    }
+    assert!(pinned > 0, "no example lock uses an observed tag");
 }

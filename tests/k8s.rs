@@ -759,16 +759,20 @@ fn manifests_agree_with_the_lock_and_the_images() {
             assert_eq!(d["version"].as_str(), Some(driver), "{name}");
         }
         if let Some(p) = package("nvidia-container-toolkit") {
-            assert_eq!(
-                v["toolkit"]["version"],
-                format!("v{}", p["version"].as_str().unwrap()),
-                "{name}"
+            // By the image's digest where the lock has one (the operator pulls
+            // `repository/image@version` for a `sha256:` version), else the version's tag.
+            let want = p.get("image-digest").and_then(|d| d.as_str()).map_or_else(
+                || format!("v{}", p["version"].as_str().unwrap()),
+                str::to_string,
             );
+            assert_eq!(v["toolkit"]["version"], want, "{name}");
         }
         if let Some(p) = package("dcgm-exporter") {
-            // The tag NVIDIA publishes for the version (`-distroless` flavour), else the version.
+            // The digest where the lock has one, else the tag NVIDIA publishes for the
+            // version (`-distroless` flavour), else the version.
             let tag = p
-                .get("image-tag")
+                .get("image-digest")
+                .or_else(|| p.get("image-tag"))
                 .or_else(|| p.get("version"))
                 .and_then(|t| t.as_str())
                 .unwrap();

@@ -491,6 +491,14 @@ fn image_digests_come_from_a_real_registry_through_a_mirror_and_a_token_gate() {
         &format!("nvidia/driver:{driver_tag}"),
     );
     push(&dir.join("layout"), &url, &exporter_ref);
+    // The Container Toolkit's operator image, named by the lock's toolkit package.
+    let toolkit = offline.package("nvidia-container-toolkit").unwrap();
+    let toolkit_ref = format!(
+        "{}:{}",
+        toolkit.get("image").unwrap().trim_start_matches("nvcr.io/"),
+        toolkit.get("image-tag").unwrap()
+    );
+    push(&dir.join("layout"), &url, &toolkit_ref);
     let text = spec_with(&format!(
         "registries = {{ \"docker.io\" = \"{url}\", \"nvcr.io\" = \"{url}\" }}\n"
     ));
@@ -521,6 +529,33 @@ fn image_digests_come_from_a_real_registry_through_a_mirror_and_a_token_gate() {
     assert!(
         values.contains(&format!("  version: \"{exporter_digest}\"\n")),
         "{values}"
+    );
+    let toolkit = both.package("nvidia-container-toolkit").unwrap();
+    assert_eq!(toolkit.get("digest-source"), Some("registry"));
+    assert!(
+        values.contains(&format!(
+            "  repository: \"nvcr.io/nvidia/k8s\"\n  image: \"container-toolkit\"\n  version: \"{}\"\n",
+            toolkit.get("image-digest").unwrap()
+        )),
+        "{values}"
+    );
+    // The registry's answer replaced the catalog's observation (NVIDIA's bundle digest,
+    // which this test registry does not serve): said, with the observation's date.
+    assert!(
+        toolkit.because.iter().any(
+            |b| b.contains("` moved: the catalog observed sha256:f8c647d5")
+                && b.contains(" on 2026-08-20, the registry now serves ")
+        ),
+        "{:?}",
+        toolkit.because
+    );
+    assert!(
+        !toolkit
+            .because
+            .iter()
+            .any(|b| b.contains("catalog observation of")),
+        "{:?}",
+        toolkit.because
     );
     std::fs::write(project.join("gpustack.toml"), &text).unwrap();
     let (code, _, err) = cli(&["lock"], false);
@@ -800,6 +835,111 @@ fn resolve_table_is_validated_with_lines() {
         err.contains("invalid `registries` mirror `ftp://x`"),
         "{err}"
     );
+}
+
+/// A catalog overlay giving the stock `image` entry of `cuda`/`os` one observation per tag.
+fn observed(cuda: &str, os: &str, tags: &[&str], digest: &str) -> Catalog {
+    let mut text = format!(
+        "family = \"image\"\n[[image]]\ncuda = \"{cuda}\"\nos = \"{os}\"\ntags = [{}]\nstatus = \"supported\"\nsource = \"https://example.org/tags\"\n",
+        tags.iter()
+            .map(|t| format!("\"{t}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    for t in tags {
+        text.push_str(&format!(
+            "[[image.digest]]\ntag = \"{t}\"\ndigest = \"{digest}\"\nobserved = \"2026-03-04\"\nsource = \"https://example.org/Dockerfile\"\nkind = \"unknown\"\n"
+        ));
+    }
+    Catalog::stock_with(&[vec![("overlay/images.toml".into(), text)]]).unwrap()
+}
+
+/// The registry wins over the catalog's dated observations: online, the observation's line
+/// leaves the lock and a different digest is reported as a moved tag with the observation's
+/// date; an observation that was one platform's manifest of the served index is said to be
+/// that, not a move. Offline, the observation pins the image and says so.
+#[test]
+fn the_registry_wins_over_a_dated_catalog_observation() {
+    if !tools(&["docker-registry", "skopeo"]) {
+        return;
+    }
+    let dir = tmp("observed");
+    let stock = gpustack::lock_spec(&Catalog::stock().unwrap(), "s", SPEC).unwrap();
+    let cuda = stock.package("cuda-image").unwrap();
+    let (version, devel, runtime) = (
+        cuda.version.clone(),
+        cuda.get("devel-tag").unwrap().to_string(),
+        cuda.get("runtime-tag").unwrap().to_string(),
+    );
+    let tags = [runtime.as_str(), devel.as_str()];
+    let stale = format!("sha256:{}", "5".repeat(64));
+    let cat = observed(&version, "ubuntu22.04", &tags, &stale);
+    let (offline, _) =
+        gpustack::lock_spec_resolved(&cat, "s", SPEC, &gpustack::resolve::http::Offline, None)
+            .unwrap();
+    let cuda = offline.package("cuda-image").unwrap();
+    assert_eq!(cuda.get("digest-source"), Some("catalog"));
+    assert_eq!(cuda.get("devel-digest"), Some(stale.as_str()));
+
+    oci_layout(&dir.join("layout"), "obs");
+    let (_reg, url) = registry(&dir);
+    for tag in tags {
+        push(&dir.join("layout"), &url, &format!("nvidia/cuda:{tag}"));
+    }
+    push(&dir.join("layout"), &url, "docker/dockerfile:1.7");
+    let text = spec_with(&format!("registries = {{ \"docker.io\" = \"{url}\" }}\n"));
+    let http = Http::new(false);
+    let (online, _) = gpustack::lock_spec_resolved(&cat, "s", &text, &http, None).unwrap();
+    let cuda = online.package("cuda-image").unwrap();
+    assert_eq!(cuda.get("digest-source"), Some("registry"));
+    let served = cuda.get("devel-digest").unwrap().to_string();
+    assert_ne!(served, stale);
+    assert!(
+        !cuda
+            .because
+            .iter()
+            .any(|b| b.contains("catalog observation of")),
+        "{:?}",
+        cuda.because
+    );
+    assert!(
+        cuda.because.contains(&format!(
+            "`nvidia/cuda:{devel}` moved: the catalog observed {stale} on 2026-03-04, the registry now serves {served}"
+        )),
+        "{:?}",
+        cuda.because
+    );
+    // Offline again, with that lock as the previous one: its registry digests stand, and
+    // the observation does not come back.
+    let (again, _) = gpustack::lock_spec_resolved(
+        &cat,
+        "s",
+        &text,
+        &gpustack::resolve::http::Offline,
+        Some(&online),
+    )
+    .unwrap();
+    assert_eq!(again.to_toml(), online.to_toml());
+
+    // An observation that named the amd64 manifest of the index the tag still names.
+    let amd64 = cuda.list("devel-platforms")[0].clone();
+    let (platform, manifest) = amd64.split_once(' ').unwrap();
+    let cat = observed(&version, "ubuntu22.04", &tags, manifest);
+    let (online, _) = gpustack::lock_spec_resolved(&cat, "s", &text, &http, None).unwrap();
+    let cuda = online.package("cuda-image").unwrap();
+    assert!(
+        cuda.because.contains(&format!(
+            "`nvidia/cuda:{devel}`: the catalog's observation on 2026-03-04 ({manifest}) is the {platform} manifest of the index the registry serves"
+        )),
+        "{:?}",
+        cuda.because
+    );
+    assert!(
+        !cuda.because.iter().any(|b| b.contains("moved")),
+        "{:?}",
+        cuda.because
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Writes a flat apt repository's `Packages`, `Packages.gz` and `Release` for the `.deb`

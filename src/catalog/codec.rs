@@ -223,8 +223,16 @@ codec_struct!(ImageWire {
     status,
     cudnn,
     digests,
+    digest,
     source,
     note,
+});
+codec_struct!(DigestWire {
+    tag,
+    digest,
+    observed,
+    source,
+    kind,
 });
 codec_struct!(PackageWire {
     name,
@@ -237,6 +245,9 @@ codec_struct!(PackageWire {
     dnf_packages,
     image,
     image_digest,
+    image_digest_observed,
+    image_digest_source,
+    image_digest_kind,
     image_tags,
     minimum_safe,
     follows_driver,

@@ -135,17 +135,26 @@ fn images(v: &mut V<'_>, c: &mut Catalog, image: BTreeMap<String, (ImageWire, Or
                 );
             }
         }
+        if let Some(d) = i.digests.first() {
+            v.fail_hint(
+                &o,
+                format!("`digests = [\"{d}\", …]` has no date or source: it is no longer read"),
+                "write each as `[[image.digest]]` with `tag`, `digest`, `observed` (YYYY-MM-DD), `source` and `kind`".into(),
+            );
+        }
         let mut digests = Vec::new();
-        for d in &i.digests {
-            match d.split_once("@sha256:") {
-                Some((tag, hex)) if i.tags.iter().any(|t| t == tag) && is_sha256_hex(hex) => {
-                    digests.push((tag.to_string(), format!("sha256:{hex}")));
-                }
-                _ => v.fail(
+        for d in &i.digest {
+            if !i.tags.contains(&d.tag) {
+                v.fail(
                     &o,
-                    format!("digest `{d}` must be `<one of the tags>@sha256:<64 lowercase hex>`"),
-                ),
+                    format!(
+                        "digest for `{}`, which is not one of the entry's tags",
+                        d.tag
+                    ),
+                );
+                continue;
             }
+            digests.extend(v.observation(&o, &d.tag, &d.digest, &d.observed, &d.source, &d.kind));
         }
         let cudnn = i.cudnn.as_deref().and_then(|s| v.version(&o, "cudnn", s));
         c.images.push(BaseImage {
@@ -202,6 +211,7 @@ fn one_package(v: &mut V<'_>, p: &PackageWire, o: Origin) -> Option<Package> {
         dnf_packages: p.dnf_packages.clone(),
         image: p.image.clone(),
         image_digest: p.image_digest.clone(),
+        image_observation: image_observation(v, p, &o),
         image_tags: p.image_tags.clone(),
         minimum_safe: p.minimum_safe,
         follows_driver: follows == Some(Component::Driver),
@@ -209,6 +219,26 @@ fn one_package(v: &mut V<'_>, p: &PackageWire, o: Origin) -> Option<Package> {
         requires: p.requires.clone(),
         origin: o,
     })
+}
+
+/// The dated observation behind a package's `image_digest`, when the entry dates it
+/// (`image_digest_observed`; the source defaults to the entry's, the kind to `unknown`).
+fn image_observation(v: &mut V<'_>, p: &PackageWire, o: &Origin) -> Option<DigestObservation> {
+    let (digest, observed) = (p.image_digest.as_ref()?, p.image_digest_observed.as_ref()?);
+    let tag = p
+        .image_tags
+        .iter()
+        .find(|t| t.ends_with("-distroless"))
+        .or(p.image_tags.first())
+        .or(p.version.as_ref())?;
+    v.observation(
+        o,
+        tag,
+        digest,
+        observed,
+        p.image_digest_source.as_deref().unwrap_or(&o.source),
+        p.image_digest_kind.as_deref().unwrap_or("unknown"),
+    )
 }
 
 /// The locked component a package follows (with the versions it applies to), if any.
@@ -310,6 +340,14 @@ fn check_package_refs(v: &mut V<'_>, p: &PackageWire, o: &Origin) {
                 ),
             );
         }
+    } else if p.image_digest_observed.is_some()
+        || p.image_digest_source.is_some()
+        || p.image_digest_kind.is_some()
+    {
+        v.fail(
+            o,
+            "`image_digest_observed`, `_source` and `_kind` describe an `image_digest`, which the entry lacks".into(),
+        );
     }
     if let Some(u) = &p.url {
         if !safe_url(u) {

@@ -34,11 +34,11 @@ mod wire;
 pub(crate) use model::{digest_of, hex, pep503};
 pub use model::{
     short_source, Bandwidth, BaseImage, BranchKind, Catalog, CloudSettings, CudaRelease,
-    DeepspeedRelease, DeepspeedTorchMinimum, DriverBranch, DriverRelease, EnvVar, ExtraRelease,
-    FileRef, ForwardCompat, Generation, Gpu, GpuSupport, HostCompiler, Instance, KernelModules,
-    LibRelease, MinorCompat, OpenModules, Origin, OriginInner, Os, Package, PythonRelease,
-    SourceArchive, StockIdentity, TargetSet, Tested, TorchBuild, TorchRelease, TorchSource,
-    VllmRelease, WheelPlatform, FABRICS,
+    DeepspeedRelease, DeepspeedTorchMinimum, DigestKind, DigestObservation, DriverBranch,
+    DriverRelease, EnvVar, ExtraRelease, FileRef, ForwardCompat, Generation, Gpu, GpuSupport,
+    Instance, KernelModules, LibRelease, MinorCompat, OpenModules, Origin, OriginInner, Os,
+    Package, PythonRelease, StockIdentity, TargetSet, Tested, TorchBuild, TorchRelease,
+    TorchSource, VllmRelease, WheelPlatform, FABRICS,
 };
 pub(crate) use validate::valid_id;
 

@@ -722,10 +722,66 @@ pub struct BaseImage {
     pub supported: bool,
     /// The cuDNN inside the `cudnn` tags, where sourced.
     pub cudnn: Option<Version>,
-    /// Digests by tag, where sourced: (`12.4.1-runtime-ubuntu22.04`, `sha256:…`).
-    pub digests: Vec<(String, String)>,
+    /// Digests sources showed the tags carrying, each with its date (several per tag when
+    /// the tag moved).
+    pub digests: Vec<DigestObservation>,
     /// Where this comes from.
     pub origin: Origin,
+}
+
+impl BaseImage {
+    /// The observation of `tag`'s digest a lock may pin the image by: the newest one that
+    /// is not known to name a single platform's manifest (a `FROM` by such a digest pulls
+    /// on that platform only); the first listed among equally new ones.
+    pub fn observation(&self, tag: &str) -> Option<&DigestObservation> {
+        self.digests
+            .iter()
+            .filter(|d| d.tag == tag && d.kind != DigestKind::Manifest)
+            .fold(None, |best: Option<&DigestObservation>, d| match best {
+                Some(b) if b.observed >= d.observed => Some(b),
+                _ => Some(d),
+            })
+    }
+}
+
+/// Which manifest a recorded digest names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DigestKind {
+    /// The multi-arch image index (what `docker pull` prints, and what a `FROM …@sha256`
+    /// copied from it names).
+    Index,
+    /// One platform's image manifest.
+    Manifest,
+    /// The source does not say.
+    Unknown,
+}
+
+impl DigestKind {
+    /// How the lock words it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            DigestKind::Index => "the multi-arch index",
+            DigestKind::Manifest => "one platform's manifest",
+            DigestKind::Unknown => "index or platform manifest: the source does not say",
+        }
+    }
+}
+
+/// A digest a source showed an image tag carrying, on a date: catalog knowledge, not
+/// registry truth (tags move), used when the registry cannot be asked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DigestObservation {
+    /// The tag (`12.8.1-devel-ubuntu22.04`, `v1.20.0`).
+    pub tag: String,
+    /// `sha256:…`.
+    pub digest: String,
+    /// `YYYY-MM-DD`, the source's date.
+    pub observed: String,
+    /// Where it was seen.
+    pub source: String,
+    /// What the digest names.
+    pub kind: DigestKind,
 }
 
 /// A fabric, MPI or cluster package at one version.
@@ -754,6 +810,8 @@ pub struct Package {
     pub image: Option<String>,
     /// `sha256:…` of the image at this version.
     pub image_digest: Option<String>,
+    /// The dated observation behind `image_digest`, where the catalog records its date.
+    pub image_observation: Option<DigestObservation>,
     /// Tags of `image` published for this version, where sourced.
     pub image_tags: Vec<String>,
     /// The oldest version without known critical vulnerabilities.

@@ -315,7 +315,7 @@ fn deploy_families_refuse_unsafe_values() {
             "must be `12.4.1-<flavour>-ubuntu22.04`",
         ),
         (
-            "family = \"image\"\n[[image]]\ncuda = \"12.4.1\"\nos = \"ubuntu22.04\"\ntags = [\"12.4.1-runtime-ubuntu22.04\"]\ndigests = [\"12.4.1-runtime-ubuntu22.04@sha256:abc\"]\nstatus = \"supported\"\nsource = \"s\"\n",
+            "family = \"image\"\n[[image]]\ncuda = \"12.4.1\"\nos = \"ubuntu22.04\"\ntags = [\"12.4.1-runtime-ubuntu22.04\"]\nstatus = \"supported\"\nsource = \"s\"\n[[image.digest]]\ntag = \"12.4.1-runtime-ubuntu22.04\"\ndigest = \"sha256:abc\"\nobserved = \"2026-01-01\"\nsource = \"https://example.org\"\nkind = \"index\"\n",
             "64 lowercase hex",
         ),
         (

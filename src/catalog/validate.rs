@@ -2,7 +2,7 @@
 //! problem a diagnostic at the entry's `file:line`; and the checks on values that reach
 //! generated files (plain words, https URLs, hex digests, ids).
 
-use super::model::{FileRef, Origin, WheelPlatform};
+use super::model::{DigestKind, DigestObservation, FileRef, Origin, WheelPlatform};
 use super::wire::FileRefWire;
 use crate::core::arch::Cc;
 use crate::core::version::{Version, VersionReq};
@@ -106,6 +106,67 @@ impl V<'_> {
             );
         }
     }
+    /// A dated digest observation: `digest` is `sha256:<64 lowercase hex>`, `observed` a
+    /// calendar date `YYYY-MM-DD`, `source` an https URL on one line, `kind` `index`,
+    /// `manifest` or `unknown`; each problem reported at the entry.
+    pub(super) fn observation(
+        &mut self,
+        o: &Origin,
+        tag: &str,
+        digest: &str,
+        observed: &str,
+        source: &str,
+        kind: &str,
+    ) -> Option<DigestObservation> {
+        let mut ok = true;
+        if !digest.strip_prefix("sha256:").is_some_and(is_sha256_hex) {
+            self.fail(
+                o,
+                format!("digest `{digest}` of `{tag}` must be `sha256:<64 lowercase hex>`"),
+            );
+            ok = false;
+        }
+        if !is_date(observed) {
+            self.fail_hint(
+                o,
+                format!("`observed = \"{observed}\"` of `{tag}` is not a date"),
+                "write the source's date as `YYYY-MM-DD` (a commit's date, a release's)".into(),
+            );
+            ok = false;
+        }
+        if !source.starts_with("https://") || source.chars().any(char::is_control) {
+            self.fail_hint(
+                o,
+                format!(
+                    "the source of `{tag}`'s digest must be an https URL on one line, not `{}`",
+                    crate::error::escape_control(source)
+                ),
+                "cite the page or the file at a commit where the digest was seen".into(),
+            );
+            ok = false;
+        }
+        let kind = match kind {
+            "index" => DigestKind::Index,
+            "manifest" => DigestKind::Manifest,
+            "unknown" => DigestKind::Unknown,
+            other => {
+                self.fail(
+                    o,
+                    format!(
+                        "digest kind `{other}` of `{tag}` is not `index`, `manifest` or `unknown`"
+                    ),
+                );
+                return None;
+            }
+        };
+        ok.then(|| DigestObservation {
+            tag: tag.to_string(),
+            digest: digest.to_string(),
+            observed: observed.to_string(),
+            source: source.to_string(),
+            kind,
+        })
+    }
     pub(super) fn files(&mut self, o: &Origin, files: &[FileRefWire]) -> Vec<FileRef> {
         let mut out = Vec::new();
         for f in files {
@@ -166,6 +227,33 @@ pub(super) fn is_sha256_hex(s: &str) -> bool {
     s.len() == 64
         && s.bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// A calendar date `YYYY-MM-DD` (years 2000 to 2099; the day within its month).
+pub(super) fn is_date(s: &str) -> bool {
+    let b = s.as_bytes();
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+        return false;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<u32> {
+        let t = &s[r];
+        if t.bytes().all(|c| c.is_ascii_digit()) {
+            t.parse().ok()
+        } else {
+            None
+        }
+    };
+    let (Some(y), Some(m), Some(d)) = (num(0..4), num(5..7), num(8..10)) else {
+        return false;
+    };
+    let days = match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if y % 4 == 0 => 29,
+        2 => 28,
+        _ => return false,
+    };
+    (2000..2100).contains(&y) && (1..=days).contains(&d)
 }
 
 pub(super) fn safe_url(s: &str) -> bool {

@@ -543,12 +543,34 @@ pub(crate) struct ImageWire {
     /// The cuDNN inside the `cudnn` tags, where sourced.
     #[serde(default)]
     pub(crate) cudnn: Option<String>,
-    /// `sha256:…` digests per tag, where a citable source gives them.
-    #[serde(default)]
+    /// The old, undated form (`<tag>@sha256:…`): no longer read, refused with a hint to
+    /// write `[[image.digest]]` instead.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) digests: Vec<String>,
+    /// `[[image.digest]]`: digests a source showed a tag carrying, each with its date.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) digest: Vec<DigestWire>,
     pub(crate) source: String,
     #[serde(default)]
     pub(crate) note: Option<String>,
+}
+
+/// `[[image.digest]]`: one observation of the digest a tag pointed to. Tags move (NVIDIA
+/// re-pushes), so each observation carries the date it was true and where it was seen.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DigestWire {
+    /// One of the entry's tags.
+    pub(crate) tag: String,
+    /// `sha256:<64 lowercase hex>`.
+    pub(crate) digest: String,
+    /// `YYYY-MM-DD`: the date of the source (a commit's date, a release's).
+    pub(crate) observed: String,
+    /// Where it was seen: a URL at a commit, a release.
+    pub(crate) source: String,
+    /// `index` (the multi-arch image index, what `docker pull` prints), `manifest` (one
+    /// platform's manifest) or `unknown` (the source does not say).
+    pub(crate) kind: String,
 }
 
 /// `[[package]]` in `packages.toml`: a fabric, MPI or cluster package at one version.
@@ -586,6 +608,15 @@ pub(crate) struct PackageWire {
     /// `sha256:…` of `image:version`, from a published source.
     #[serde(default)]
     pub(crate) image_digest: Option<String>,
+    /// `YYYY-MM-DD`: when `image_digest` was observed (the source's date).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) image_digest_observed: Option<String>,
+    /// Where `image_digest` was observed, when not the entry's `source`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) image_digest_source: Option<String>,
+    /// `index`, `manifest` or `unknown`, as for `[[image.digest]]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) image_digest_kind: Option<String>,
     /// Tags of `image` published for this version, where sourced
     /// (`4.6.0-4.8.3-distroless`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

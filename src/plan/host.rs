@@ -187,7 +187,7 @@ impl HostPlan {
     /// let lock = gpustack::Lock::parse("gpustack.lock", &text)?;
     /// let host = gpustack::plan::host::HostPlan::new(&lock);
     /// assert_eq!(host.kernel_modules.unwrap().name, "open");
-    /// assert!(host.exporter.unwrap().reference.ends_with("-distroless"));
+    /// assert!(host.exporter.unwrap().reference.contains("-distroless@sha256:"));
     /// # Ok::<(), gpustack::Error>(())
     /// ```
     pub fn new(lock: &Lock) -> HostPlan {
@@ -356,12 +356,19 @@ mod tests {
     #[test]
     fn one_exporter_reference_with_a_published_tag() {
         let e = host("[hardware]\ngpus = [\"h100\"]\n").exporter.unwrap();
+        // By the digest NVIDIA's GPU Operator bundle names for the tag (catalog/packages.toml).
         assert_eq!(
             e.reference,
-            "nvcr.io/nvidia/k8s/dcgm-exporter:4.6.0-4.8.3-distroless"
+            "nvcr.io/nvidia/k8s/dcgm-exporter:4.6.0-4.8.3-distroless@sha256:613ab03c11d442fd960ff515f547e9921537454a712d08160bc8f677f89f1c35"
         );
         assert_eq!(
-            format!("{}/{}:{}", e.repository, e.name, e.tag),
+            format!(
+                "{}/{}:{}@{}",
+                e.repository,
+                e.name,
+                e.tag,
+                e.digest.as_deref().unwrap_or_default()
+            ),
             e.reference
         );
         assert!(e.tag_sourced);

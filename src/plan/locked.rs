@@ -28,16 +28,25 @@ pub(crate) struct PinnedImage {
     pub(crate) version: String,
     /// Where the catalog found it.
     pub(crate) source: String,
+    /// When the digest is the catalog's dated observation rather than the registry's
+    /// answer: the lock's line saying which (`` `image:tag`: catalog observation of … ``).
+    pub(crate) observation: Option<String>,
 }
 
 impl PinnedImage {
     fn of(p: &LockedPackage) -> PinnedImage {
+        let image = p.get("image").map(str::to_string);
+        let tag = p.get("image-tag").map(str::to_string);
+        let observation = image
+            .as_deref()
+            .and_then(|i| observation(p, &format!("{i}:{}", tag.as_deref().unwrap_or(&p.version))));
         PinnedImage {
-            image: p.get("image").map(str::to_string),
-            tag: p.get("image-tag").map(str::to_string),
+            image,
+            tag,
             digest: p.get("image-digest").map(str::to_string),
             version: p.version.clone(),
             source: p.source.clone(),
+            observation,
         }
     }
 
@@ -60,6 +69,22 @@ pub(crate) fn uv(lock: &Lock) -> Option<PinnedImage> {
 /// The Dockerfile syntax frontend (`# syntax=`).
 pub(crate) fn dockerfile_frontend(lock: &Lock) -> Option<PinnedImage> {
     lock.package("dockerfile-frontend").map(PinnedImage::of)
+}
+
+/// The `because` line of `reference`'s catalog digest observation, when the lock's digest
+/// is one (`select::observation_because`; `gpustack lock` removes it when the registry
+/// answers).
+fn observation(p: &LockedPackage, reference: &str) -> Option<String> {
+    let marker = format!("`{reference}`: {}", crate::select::OBSERVATION);
+    p.because.iter().find(|b| b.starts_with(&marker)).cloned()
+}
+
+/// The GPU Operator's Container Toolkit image (`nvcr.io/nvidia/k8s/container-toolkit`),
+/// when the lock's toolkit package names it.
+pub(crate) fn container_toolkit_image(lock: &Lock) -> Option<PinnedImage> {
+    lock.package(HostPackage::ContainerToolkit.name())
+        .map(PinnedImage::of)
+        .filter(|p| p.image.is_some())
 }
 
 /// The DCGM Exporter image.
@@ -85,6 +110,8 @@ pub(crate) struct CudaImageTag {
     pub(crate) tag: Option<String>,
     /// `sha256:…`, when the catalog has a sourced digest.
     pub(crate) digest: Option<String>,
+    /// When the digest is the catalog's dated observation: the lock's line saying which.
+    pub(crate) observation: Option<String>,
 }
 
 /// The `nvidia/cuda` base images of the locked CUDA release and OS.
@@ -105,12 +132,19 @@ pub(crate) struct CudaImage {
 /// The lock's `nvidia/cuda` base images.
 pub(crate) fn cuda_image(lock: &Lock) -> Option<CudaImage> {
     let p = lock.package(CUDA_IMAGE)?;
-    let tag = |flavour: &str| CudaImageTag {
-        tag: p.get(&format!("{flavour}-tag")).map(str::to_string),
-        digest: p.get(&format!("{flavour}-digest")).map(str::to_string),
+    let repository = p.get("repository").unwrap_or("nvidia/cuda").to_string();
+    let tag = |flavour: &str| {
+        let tag = p.get(&format!("{flavour}-tag")).map(str::to_string);
+        CudaImageTag {
+            observation: tag
+                .as_deref()
+                .and_then(|t| observation(p, &format!("{repository}:{t}"))),
+            tag,
+            digest: p.get(&format!("{flavour}-digest")).map(str::to_string),
+        }
     };
     Some(CudaImage {
-        repository: p.get("repository").unwrap_or("nvidia/cuda").to_string(),
+        repository: repository.clone(),
         version: p.version.clone(),
         os: p.get("os").map(str::to_string),
         runtime: tag("runtime"),
@@ -624,6 +658,7 @@ mod tests {
             digest: None,
             version: "0.11.7".into(),
             source: String::new(),
+            observation: None,
         };
         assert_eq!(p.by_version().unwrap(), "ghcr.io/astral-sh/uv:0.11.7");
         p.digest = Some("sha256:ab".into());

@@ -36,6 +36,7 @@ use std::fmt;
 
 use crate::core::version::Version;
 use crate::lock::{Field, Lock, LockedPackage};
+use crate::select::OBSERVATION;
 
 use http::{FetchError, Transport};
 use oci::{ImageRef, OciError, Registry};
@@ -624,10 +625,24 @@ fn record_registry_digests(
 ) {
     for (stem, reference, r) in resolved {
         let key = format!("{stem}-digest");
+        // The registry's answer replaces the catalog's observation; a different digest is
+        // said, with the observation's date (the tag moved since, or the source was wrong).
+        let observed = take_observation(p, &reference);
         if let Some(old) = p.get(&key) {
-            if old != r.digest {
+            let when = observed
+                .as_deref()
+                .and_then(|o| o.split_whitespace().next())
+                .map(|d| format!(" on {d}"))
+                .unwrap_or_default();
+            if let Some((platform, _)) = r.platforms.iter().find(|(_, d)| d == old) {
+                // Not a move: the observation named one platform's manifest of the index
+                // the tag still names.
                 p.because.push(format!(
-                    "`{reference}` moved: the catalog observed {old}, the registry now serves {}",
+                    "`{reference}`: the catalog's observation{when} ({old}) is the {platform} manifest of the index the registry serves"
+                ));
+            } else if old != r.digest {
+                p.because.push(format!(
+                    "`{reference}` moved: the catalog observed {old}{when}, the registry now serves {}",
                     r.digest
                 ));
             }
@@ -650,6 +665,24 @@ fn record_registry_digests(
         .insert("digest-source".into(), Field::Str("registry".into()));
 }
 
+/// Removes the `because` line of `reference`'s catalog observation
+/// ([`crate::select::observation_because`]) and returns its text after the marker
+/// (`2026-08-20 (the multi-arch index), not read …`).
+fn take_observation(p: &mut LockedPackage, reference: &str) -> Option<String> {
+    let marker = format!("`{reference}`: {OBSERVATION}");
+    let i = p.because.iter().position(|b| b.starts_with(&marker))?;
+    Some(p.because.remove(i)[marker.len()..].to_string())
+}
+
+/// The text of `reference`'s catalog observation, when the package has one.
+fn observation_of(p: &LockedPackage, reference: &str) -> Option<String> {
+    let marker = format!("`{reference}`: {OBSERVATION}");
+    p.because
+        .iter()
+        .find_map(|b| b.strip_prefix(&marker))
+        .map(|rest| format!("{OBSERVATION}{rest}"))
+}
+
 /// The registry could not be asked: the previous lock's digests for the same references,
 /// else the catalog's observed digests, else the images stay unpinned.
 fn fall_back_digests(
@@ -670,16 +703,16 @@ fn fall_back_digests(
     if let Some(q) = same {
         // The previous lock's note that a tag moved away from the catalog's observation
         // stands with its digest: an offline re-lock writes the same lock.
-        for b in q
-            .because
-            .iter()
-            .filter(|b| b.contains("` moved: the catalog observed "))
-        {
+        for b in q.because.iter().filter(|b| {
+            b.contains("` moved: the catalog observed ")
+                || b.contains("`: the catalog's observation")
+        }) {
             if !p.because.contains(b) {
                 p.because.push(b.clone());
             }
         }
         for (stem, reference) in images {
+            take_observation(p, reference);
             for k in [format!("{stem}-digest"), format!("{stem}-platforms")] {
                 match q.fields.get(&k) {
                     Some(v) => p.fields.insert(k, v.clone()),
@@ -699,9 +732,10 @@ fn fall_back_digests(
         .all(|(stem, _)| p.get(&format!("{stem}-digest")).is_some())
     {
         for (_, reference) in images {
+            let what = observation_of(p, reference).unwrap_or_else(|| "catalog".into());
             report
                 .fallback
-                .push((reference.clone(), format!("catalog ({why})")));
+                .push((reference.clone(), format!("{what} ({why})")));
         }
         p.fields
             .insert("digest-source".into(), Field::Str("catalog".into()));

@@ -747,6 +747,14 @@ fn base_images(lock: &Lock, unverified: &mut Vec<String>) -> Result<BaseImages, 
             "{repo} base images are pinned by tag only: the catalog knows no sourced digest for them"
         ));
     }
+    // A digest from the catalog's dated observation, not the registry's answer: said, with
+    // the observation (`gpustack lock` with the registry reachable reads the registry's).
+    for o in [&img.runtime, &img.devel]
+        .into_iter()
+        .filter_map(|t| t.observation.as_ref())
+    {
+        unverified.push(o.clone());
+    }
     Ok(BaseImages {
         runtime,
         devel,

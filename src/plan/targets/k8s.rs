@@ -1408,8 +1408,26 @@ fn operator_driver(lock: &Lock, common: &Common) -> OperatorDriver {
 fn operator_images(lock: &Lock, host: &crate::plan::host::HostPlan) -> Vec<OperatorImage> {
     let tag_note = "image tag suffixes (e.g. `-ubuntu22.04`, `-ubi9`) are not verified by the catalog: append the one NVIDIA publishes for this version if the bare tag does not exist";
     let mut images = Vec::new();
-    match locked::host_package(lock, HostPackage::ContainerToolkit) {
-        Some(p) => images.push(OperatorImage {
+    let toolkit_image = locked::container_toolkit_image(lock).and_then(|i| {
+        let image = i.image.clone()?;
+        let (repository, name) = image.rsplit_once('/')?;
+        Some(pinned_operator_image("toolkit", repository, name, &i))
+    });
+    match (
+        locked::host_package(lock, HostPackage::ContainerToolkit),
+        toolkit_image,
+    ) {
+        (Some(p), Some(mut t)) => {
+            t.notes.insert(
+                0,
+                format!(
+                    "nvidia-container-toolkit {}, the lock's host package; source: {}",
+                    p.version, p.source
+                ),
+            );
+            images.push(t);
+        }
+        (Some(p), None) => images.push(OperatorImage {
             key: "toolkit".into(),
             version: Some(format!("v{}", p.version)),
             repository: None,
@@ -1423,7 +1441,7 @@ fn operator_images(lock: &Lock, host: &crate::plan::host::HostPlan) -> Vec<Opera
                 tag_note.into(),
             ],
         }),
-        None => images.push(OperatorImage {
+        (None, _) => images.push(OperatorImage {
             key: "toolkit".into(),
             version: None,
             repository: None,
@@ -1448,6 +1466,7 @@ fn operator_images(lock: &Lock, host: &crate::plan::host::HostPlan) -> Vec<Opera
                     e.tag
                 ));
             }
+            notes.extend(locked::dcgm_exporter(lock).and_then(|p| p.observation));
             images.push(OperatorImage {
                 key: "dcgmExporter".into(),
                 version: Some(e.digest.clone().unwrap_or_else(|| e.tag.clone())),
@@ -1469,6 +1488,37 @@ fn operator_images(lock: &Lock, host: &crate::plan::host::HostPlan) -> Vec<Opera
         }),
     }
     images
+}
+
+/// An operator component image the lock names (`repository/name:tag`): by its digest
+/// where the lock has one (the operator pulls `repository/image@version` when `version`
+/// is a `sha256:` digest: NVIDIA/gpu-operator, api/nvidia/v1/clusterpolicy_types.go,
+/// `imagePath`), else by its tag.
+fn pinned_operator_image(
+    key: &str,
+    repository: &str,
+    name: &str,
+    i: &locked::PinnedImage,
+) -> OperatorImage {
+    let tag = i.tag.clone().unwrap_or_else(|| i.version.clone());
+    let mut notes = Vec::new();
+    match &i.digest {
+        Some(_) => notes.push(format!(
+            "`{repository}/{name}:{tag}`, pulled by the digest the lock records"
+        )),
+        None => notes.push(format!(
+            "`{repository}/{name}:{tag}` is pinned by tag only: the lock could not read its digest from the registry (lock with nvcr.io or a `[resolve] registries` mirror reachable)"
+        )),
+    }
+    notes.extend(i.observation.clone());
+    OperatorImage {
+        key: key.into(),
+        version: Some(i.digest.clone().unwrap_or(tag)),
+        repository: Some(repository.into()),
+        image: Some(name.into()),
+        service_monitor: false,
+        notes,
+    }
 }
 
 fn operator_plan(lock: &Lock, common: &Common) -> OperatorPlan {
