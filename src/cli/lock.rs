@@ -1,5 +1,7 @@
 //! `gpustack lock`: resolve the spec, then write the lock and its pylock files
 //! ([`gpustack::generate::write_lock`]) or compare them with the ones on disk (`--check`).
+//! An offline re-lock whose inputs are byte for byte those of an earlier run that changed
+//! nothing answers from that run's cache entry ([`gpustack::generate::fresh`]).
 
 use std::path::{Path, PathBuf};
 
