@@ -1,9 +1,12 @@
 //! `gpustack lock`: resolve the spec, then write the lock and its pylock files
 //! ([`gpustack::generate::write_lock`]) or compare them with the ones on disk (`--check`).
+//! An offline re-lock whose inputs are byte for byte those of an earlier run that changed
+//! nothing answers from that run's cache entry ([`gpustack::generate::fresh`]).
 
 use std::path::{Path, PathBuf};
 
 use gpustack::error::{Diagnostic, Stage};
+use gpustack::generate::fresh::{self, Said};
 use gpustack::generate::{LockOutput, LockStatus};
 use gpustack::{Catalog, Error, Lock, PythonOutcome};
 
@@ -47,18 +50,113 @@ struct Resolved {
     notes: Vec<String>,
 }
 
+/// What a run printed to standard error, kept for the re-lock fast path.
+#[derive(Default)]
+struct Say(Vec<Said>);
+
+impl Say {
+    /// A progress line (left out with `-q`).
+    fn info(&mut self, text: String) {
+        crate::info!("{text}");
+        self.0.push(Said { info: true, text });
+    }
+
+    /// A note, warning or error line.
+    fn note(&mut self, text: String) {
+        note!("{text}");
+        self.0.push(Said { info: false, text });
+    }
+}
+
 pub(crate) fn run(args: Args, verbose: bool) -> Result<u8, Error> {
-    let catalog = load_catalog(&args.catalogs)?;
     let offline = args.offline
         || args.check
         || std::env::var_os("GPUSTACK_OFFLINE").is_some_and(|v| !v.is_empty() && v != "0");
+    let fresh = Fresh::of(&args, offline, verbose);
+    if let Some(said) = fresh.as_ref().and_then(Fresh::recall) {
+        for s in said {
+            if s.info {
+                crate::info!("{}", s.text);
+            } else {
+                note!("{}", s.text);
+            }
+        }
+        return Ok(0);
+    }
+    let mut say = Say::default();
+    let (code, unchanged) = full(&args, offline, verbose, &mut say)?;
+    if let (Some(f), 0, true) = (fresh, code, unchanged) {
+        f.remember(&say.0);
+    }
+    Ok(code)
+}
+
+/// The re-lock fast path ([`gpustack::generate::fresh`]): an offline run with nothing
+/// that could change its answer but the files it reads.
+struct Fresh {
+    cache: PathBuf,
+    request: (PathBuf, PathBuf, String),
+    key: fresh::Key,
+}
+
+impl Fresh {
+    fn of(args: &Args, offline: bool, verbose: bool) -> Option<Fresh> {
+        let eligible = offline
+            && !args.upgrade
+            && args.upgrade_package.is_empty()
+            && args.catalogs.is_empty()
+            && args.out != "-"
+            && args.format == TextOrJson::Text;
+        if !eligible {
+            return None;
+        }
+        let cache = fresh::cache_dir(
+            std::env::var_os("GPUSTACK_CACHE_DIR").map(PathBuf::from),
+            std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from),
+            std::env::var_os("HOME").map(PathBuf::from),
+        )?;
+        let request = (
+            args.spec.clone(),
+            PathBuf::from(&args.out),
+            format!("check={} verbose={verbose}", args.check),
+        );
+        let key = fresh::Key::of(&fresh::Request {
+            spec: &request.0,
+            out: &request.1,
+            flags: &request.2,
+        })?;
+        Some(Fresh {
+            cache,
+            request,
+            key,
+        })
+    }
+
+    fn recall(&self) -> Option<Vec<Said>> {
+        fresh::recall(&self.cache, &self.key)
+    }
+
+    /// Records the run, if every file is still what it was when the key was taken.
+    fn remember(&self, said: &[Said]) {
+        let (spec, out, flags) = &self.request;
+        let now = fresh::Key::of(&fresh::Request { spec, out, flags });
+        if now.as_ref() == Some(&self.key) {
+            fresh::remember(&self.cache, &self.key, said);
+        }
+    }
+}
+
+/// The full path: solve, lock the closure, write (or compare). Returns the exit code and
+/// whether every file was already what it would be.
+fn full(args: &Args, offline: bool, verbose: bool, say: &mut Say) -> Result<(u8, bool), Error> {
+    let catalog = load_catalog(&args.catalogs)?;
     // The lock being replaced: its registry digests stand when a registry cannot be asked
     // (`--offline`, unreachable), and its picks are kept unless upgraded.
     let previous = (args.out != "-")
         .then(|| gpustack::generate::previous_lock(Path::new(&args.out)))
         .flatten();
-    let Some(resolved) = resolve(&args, &catalog, offline, previous.as_ref(), verbose)? else {
-        return Ok(1);
+    let Some(resolved) = resolve(args, &catalog, offline, previous.as_ref(), verbose)? else {
+        return Ok((1, false));
     };
     // The process ends right after; freeing the catalog would only cost time.
     std::mem::forget(catalog);
@@ -73,24 +171,25 @@ pub(crate) fn run(args: Args, verbose: bool) -> Result<u8, Error> {
             .into());
         }
         let _ = stdout(&output.text);
-        for n in &resolved.notes {
-            note!("{n}");
+        for n in resolved.notes {
+            say.note(n);
         }
-        return Ok(0);
+        return Ok((0, false));
     }
     let out_path = PathBuf::from(&args.out);
     let out_shown = gpustack::emit::shown(&out_path);
     if args.check {
-        return check(&args, &out_path, &output);
+        return check(args, &out_path, &output, say);
     }
-    gpustack::generate::write_lock(&out_path, &args.spec, &output, previous.as_ref())?;
+    let changed =
+        gpustack::generate::write_lock(&out_path, &args.spec, &output, previous.as_ref())?;
     if args.format == TextOrJson::Json {
         let _ = stdout(&json_text(&crate::show::lock_summary_json(
             &resolved.lock,
             &out_shown,
             &resolved.notes,
         )));
-        return Ok(0);
+        return Ok((0, !changed));
     }
     let summary: Vec<String> = resolved
         .lock
@@ -98,15 +197,15 @@ pub(crate) fn run(args: Args, verbose: bool) -> Result<u8, Error> {
         .iter()
         .map(|c| format!("{} {}", c.name, c.version))
         .collect();
-    crate::info!(
+    say.info(format!(
         "locked `{}` into {out_shown}: {}",
         resolved.lock.request.name,
         summary.join(", ")
-    );
-    for n in &resolved.notes {
-        note!("{n}");
+    ));
+    for n in resolved.notes {
+        say.note(n);
     }
-    Ok(0)
+    Ok((0, !changed))
 }
 
 /// Solves the spec and locks the Python closure. `None`: `--check` found that the closure
@@ -204,7 +303,12 @@ fn notes(
 
 /// `--check`: exit 0 when the lock and its pylock files are what would be written, 1 (with
 /// the command to run) when not.
-fn check(args: &Args, out_path: &Path, output: &LockOutput) -> Result<u8, Error> {
+fn check(
+    args: &Args,
+    out_path: &Path,
+    output: &LockOutput,
+    say: &mut Say,
+) -> Result<(u8, bool), Error> {
     let out_shown = gpustack::emit::shown(out_path);
     // `gpustack lock` as the user would re-run it: their --spec and --out repeated.
     let mut again = String::from("gpustack lock");
@@ -222,16 +326,16 @@ fn check(args: &Args, out_path: &Path, output: &LockOutput) -> Result<u8, Error>
     }
     match gpustack::generate::check_lock(out_path, output)? {
         LockStatus::UpToDate => {
-            crate::info!("{out_shown} is up to date");
-            Ok(0)
+            say.info(format!("{out_shown} is up to date"));
+            Ok((0, true))
         }
         LockStatus::Missing => {
-            note!("error: {out_shown} does not exist: `gpustack lock` would create it\n\nhint: run `{again}` and commit the result");
-            Ok(1)
+            say.note(format!("error: {out_shown} does not exist: `gpustack lock` would create it\n\nhint: run `{again}` and commit the result"));
+            Ok((1, false))
         }
         _ => {
-            note!("error: {out_shown} is stale: `gpustack lock` would change it\n\nhint: run `{again}` and commit the result");
-            Ok(1)
+            say.note(format!("error: {out_shown} is stale: `gpustack lock` would change it\n\nhint: run `{again}` and commit the result"));
+            Ok((1, false))
         }
     }
 }

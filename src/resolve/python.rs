@@ -796,6 +796,12 @@ pub fn compile_args(
     v
 }
 
+/// One `uv pip compile` of a layer. A layer under the union's pins (`constraints`) first
+/// runs with uv's `--offline`: the union's run has just read (and revalidated) every index
+/// page and metadata file it can need, since its requirements include the layer's and every
+/// version is pinned, so uv answers from its cache without a request. Should the cache
+/// lack anything (pruned meanwhile, an index whose pages uv does not store), the run fails
+/// and is repeated online: the result is the same either way, only the cost differs.
 fn compile(
     uv: &Uv,
     input: &LayerInput,
@@ -806,55 +812,77 @@ fn compile(
     seed: Option<&str>,
 ) -> Result<String, ClosureError> {
     let dir = TempDir::new()?;
-    let pyproject = pyproject(input, python, &opts.mirrors);
     let write = |name: &str, text: &str| {
         std::fs::write(dir.0.join(name), text)
             .map_err(|e| ClosureError::Other(format!("cannot write a temporary file: {e}")))
     };
-    write("pyproject.toml", &pyproject)?;
-    let out_name = "pylock.toml";
-    if let Some(seed) = seed.filter(|_| !opts.upgrade) {
-        write(out_name, seed)?;
+    write("pyproject.toml", &pyproject(input, python, &opts.mirrors))?;
+    if let Some(c) = constraints {
+        write("constraints.txt", c)?;
     }
-    let mut cmd = Command::new(&uv.exe);
-    cmd.current_dir(&dir.0)
-        .args(["pip", "compile", "pyproject.toml"])
-        .args(compile_args(
+    let seed = seed.filter(|_| !opts.upgrade);
+    let run = |offline: bool| -> Result<std::process::Output, ClosureError> {
+        if let Some(seed) = seed {
+            write(OUT_NAME, seed)?;
+        }
+        let mut cmd = uv_command(uv, &dir.0);
+        cmd.args(compile_args(
             input,
             platform,
             python,
             &opts.exclude_newer,
             &opts.pypi,
-        ))
+        ));
+        if constraints.is_some() {
+            cmd.args(["-c", "constraints.txt"]);
+        }
+        if offline {
+            cmd.arg("--offline");
+        }
+        cmd.output()
+            .map_err(|e| ClosureError::Other(format!("cannot run `{}`: {e}", uv.exe.display())))
+    };
+    let mut out = run(constraints.is_some())?;
+    if !out.status.success() && constraints.is_some() {
+        out = run(false)?;
+    }
+    if !out.status.success() {
+        return Err(ClosureError::Resolve {
+            layer: input.layer.clone(),
+            message: uv_message(&out.stderr),
+        });
+    }
+    std::fs::read_to_string(dir.0.join(OUT_NAME))
+        .map_err(|e| ClosureError::Other(format!("uv wrote no {OUT_NAME}: {e}")))
+}
+
+/// The file `uv pip compile` writes (`-o`, see [`compile_args`]).
+const OUT_NAME: &str = "pylock.toml";
+
+/// `uv pip compile pyproject.toml` in `dir`, without the environment's index settings.
+fn uv_command(uv: &Uv, dir: &Path) -> Command {
+    let mut cmd = Command::new(&uv.exe);
+    cmd.current_dir(dir)
+        .args(["pip", "compile", "pyproject.toml"])
         .env("UV_PYTHON_DOWNLOADS", "never")
         .env_remove("UV_INDEX_URL")
         .env_remove("UV_EXTRA_INDEX_URL")
         .env_remove("UV_INDEX")
         .env_remove("UV_DEFAULT_INDEX")
         .env_remove("UV_EXCLUDE_NEWER");
-    if let Some(c) = constraints {
-        write("constraints.txt", c)?;
-        cmd.args(["-c", "constraints.txt"]);
-    }
-    let out = cmd
-        .output()
-        .map_err(|e| ClosureError::Other(format!("cannot run `{}`: {e}", uv.exe.display())))?;
-    if !out.status.success() {
-        let msg = String::from_utf8_lossy(&out.stderr);
-        // uv's own explanation, without the retries of an interpreter download.
-        let message: Vec<&str> = msg
-            .lines()
-            .filter(|l| {
-                !l.contains("managed Python download") && !l.trim_start().starts_with("Caused by")
-            })
-            .collect();
-        return Err(ClosureError::Resolve {
-            layer: input.layer.clone(),
-            message: message.join("\n"),
-        });
-    }
-    std::fs::read_to_string(dir.0.join(out_name))
-        .map_err(|e| ClosureError::Other(format!("uv wrote no {out_name}: {e}")))
+    cmd
+}
+
+/// uv's own explanation, without the retries of an interpreter download.
+fn uv_message(stderr: &[u8]) -> String {
+    let msg = String::from_utf8_lossy(stderr);
+    let message: Vec<&str> = msg
+        .lines()
+        .filter(|l| {
+            !l.contains("managed Python download") && !l.trim_start().starts_with("Caused by")
+        })
+        .collect();
+    message.join("\n")
 }
 
 /// Mirror URLs back to canonical, every file hashed, source builds split out.
