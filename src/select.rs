@@ -380,7 +380,29 @@ fn fabric_stack(sel: &mut Sel<'_>, r: &Resolution) {
                 Layer::Host,
                 "the NicClusterPolicy provides the pods' RDMA resource through this device plugin",
             );
+            pod_network_plugins(sel, c.fabric, spec.deploy.network.as_ref());
         }
+    }
+}
+
+/// The NicClusterPolicy's secondary-network components when pods attach networks on the
+/// fabric (`[network].pod_subnets`): Multus, the CNI plugins, nv-ipam, and on InfiniBand
+/// the IPoIB CNI.
+fn pod_network_plugins(
+    sel: &mut Sel<'_>,
+    fabric: Fabric,
+    net: Option<&crate::spec::deploy::Network>,
+) {
+    if net.is_none_or(|n| n.pod_subnets.is_empty()) {
+        return;
+    }
+    let why =
+        "the NicClusterPolicy deploys it for the pods' secondary networks ([network].pod_subnets)";
+    for name in ["multus-cni", "cni-plugins", "nvidia-k8s-ipam"] {
+        sel.package(name, Layer::Host, why);
+    }
+    if fabric == Fabric::Infiniband {
+        sel.package("ipoib-cni", Layer::Host, why);
     }
 }
 
