@@ -90,13 +90,15 @@ pub(crate) fn fabric_packages(f: Fabric) -> &'static [&'static str] {
         // each), then aws-ofi-nccl against its libfabric.
         Fabric::Efa => &["efa-installer", "aws-ofi-nccl"],
         // The CXI stack as the Alps images build it (install-alps-hpc-stack.sh): the
-        // Cassini and CXI UAPI headers, libcxi, GDRCopy, libfabric with the CXI provider,
-        // Open MPI with OFI, aws-ofi-nccl against that libfabric, OSU micro-benchmarks.
+        // Cassini and CXI UAPI headers, libcxi, GDRCopy, the XPMEM library, libfabric with
+        // the CXI provider (and XPMEM), Open MPI with OFI, aws-ofi-nccl against that
+        // libfabric, OSU micro-benchmarks.
         Fabric::Slingshot => &[
             "cassini-headers",
             "cxi-driver",
             "libcxi",
             "gdrcopy",
+            "xpmem",
             "libfabric",
             "openmpi",
             "aws-ofi-nccl",

@@ -568,7 +568,13 @@ fn the_fabric_stack_per_fabric_and_across_targets() {
                         .position(|b| *b == n)
                         .unwrap_or_else(|| panic!("slingshot: {n} is not built ({built:?})"))
                 };
-                for n in ["cassini-headers", "cxi-driver", "libcxi", "gdrcopy"] {
+                for n in [
+                    "cassini-headers",
+                    "cxi-driver",
+                    "libcxi",
+                    "gdrcopy",
+                    "xpmem",
+                ] {
                     assert!(at(n) < at("libfabric"), "{n} before libfabric");
                 }
                 assert!(at("libfabric") < at("aws-ofi-nccl"));
@@ -583,6 +589,8 @@ fn the_fabric_stack_per_fabric_and_across_targets() {
                     "--with-cassini-headers=/opt/fabric",
                     "--with-cxi-uapi-headers=/opt/fabric",
                     "--with-cuda=/usr/local/cuda",
+                    // XPMEM for the shared-memory provider, as the Alps build.
+                    "--enable-xpmem=/opt/fabric",
                 ] {
                     assert!(
                         libfabric.split(' ').any(|a| a == flag),
@@ -592,6 +600,10 @@ fn the_fabric_stack_per_fabric_and_across_targets() {
                 assert!(in_image
                     .iter()
                     .any(|l| l.contains("--with-libfabric=/opt/fabric")));
+                // XPMEM's library only: the kernel module is the host's.
+                assert!(in_image
+                    .iter()
+                    .any(|l| l.contains("--disable-kernel-module")));
                 assert!(
                     in_image
                         .iter()

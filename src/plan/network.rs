@@ -268,6 +268,12 @@ impl NetworkPlan {
         }
         if multi && cluster.fabric == Fabric::Slingshot {
             prerequisites.push("Slingshot: the images carry the CXI user space (libcxi, libfabric with the CXI provider, aws-ofi-nccl) of HPE's SHS 13.0.0 release, as the Alps images build it; the hosts must run the CXI kernel driver and give the job its VNI (Slurm's Slingshot switch plugin), and FI_CXI_RDZV_PROTO=alt_read needs the NIC's rdzv_get_en=0 (srun --network=disable_rdzv_get)".into());
+            if super::locked::fabric_sources(lock)
+                .iter()
+                .any(|p| p.name == "xpmem")
+            {
+                prerequisites.push("XPMEM: the images carry only its user-space library (built with --disable-kernel-module, as the Alps images build it); libfabric uses XPMEM for intra-node copies only where the hosts load the xpmem kernel module (/dev/xpmem), which gpustack does not build".into());
+            }
         }
         if multi && cluster.fabric == Fabric::Efa {
             let installer = super::locked::efa_installer(lock).map_or_else(

@@ -624,9 +624,10 @@ fn fabric_settings(common: &Common) -> (Option<String>, bool, bool, Vec<String>)
 
 /// Why multi-node InfiniBand/RoCE pods need no secondary network: they run on the host
 /// network, where the HCAs' IP interfaces (IPoIB, the RoCE NIC's) already are; the RDMA
-/// device itself comes from the shared device plugin. The Network Operator's IPoIB and
-/// macvlan quick starts show the alternative (a secondary network per pod).
-const HOST_NETWORK_NOTE: &str = "no secondary network: the pods use the host network (hostNetwork: true), so NCCL's bootstrap interface and the HCAs' IPoIB/RoCE addresses are the node's own; a site that keeps pods off the host network must attach an IPoIBNetwork or MacvlanNetwork of the Network Operator itself (https://github.com/Mellanox/network-operator-docs/blob/0c0ecad430c9281c0924fa7434a88f1380ba3d7a/docs/quick-start/ipoib-rdma-shared.rst), which gpustack does not generate";
+/// device itself comes from the shared device plugin. `[network].pod_subnets` takes the
+/// alternative of the Network Operator's IPoIB and macvlan quick starts (a secondary
+/// network per interface, [`pod_networks_plan`]).
+const HOST_NETWORK_NOTE: &str = "no secondary network: the pods use the host network (hostNetwork: true), so NCCL's bootstrap interface and the HCAs' IPoIB/RoCE addresses are the node's own; to keep pods off the host network, give [network].pod_subnets and gpustack writes the Network Operator's IPoIBNetwork or MacvlanNetwork per interface (https://github.com/Mellanox/network-operator-docs/blob/0c0ecad430c9281c0924fa7434a88f1380ba3d7a/docs/quick-start/ipoib-rdma-shared.rst)";
 
 /// What the pods of `[network].pod_subnets` attach, for comments.
 fn pod_networks_note(common: &Common) -> String {
