@@ -717,6 +717,8 @@ fn bandwidth_facts(sel: &mut Sel<'_>, r: &Resolution) {
                 .filter(|b| {
                     b.gpu == g.id
                         && b.fabric == fabric
+                        // OSU point-to-point figures are not nccl-tests thresholds.
+                        && !b.test.starts_with("osu_")
                         && b.gpus_per_node == gpn
                         && (want_nodes == 1) == (b.nodes == 1)
                         // SHARP and non-SHARP figures are kept apart: a SHARP run is the

@@ -480,6 +480,25 @@ fn the_lock_records_the_network_request() {
     assert_eq!(net.pod_subnets, ["192.168.5.0/24", "192.168.6.0/24"]);
 }
 
+/// The OSU point-to-point figure (catalog/bandwidth.toml, `test = "osu_bw"`, one GPU on
+/// each of two nodes) is never an nccl-tests threshold, even for a job of that shape.
+#[test]
+fn the_osu_figure_is_not_an_nccl_tests_threshold() {
+    let base = std::fs::read_to_string(root().join("fixtures/fabrics/slingshot.toml")).unwrap();
+    let spec = base.replacen("nodes = 4", "nodes = 2", 1).replacen(
+        "gpus_per_node = 4",
+        "gpus_per_node = 1",
+        1,
+    );
+    assert_ne!(spec, base);
+    let dir = tempdir("fabric-osu-shape");
+    std::fs::write(dir.join("gpustack.toml"), &spec).unwrap();
+    let out = run_in(&dir, &["lock"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lock = std::fs::read_to_string(dir.join("gpustack.lock")).unwrap();
+    assert!(!lock.contains("osu_bw"), "{lock}");
+}
+
 /// SHARP and non-SHARP bandwidth figures are kept apart: a spec with `sharp = true` is held
 /// to a SHARP run, the same spec without SHARP never is.
 #[test]
