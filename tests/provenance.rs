@@ -246,3 +246,78 @@ fn every_recorded_redist_manifest_is_in_the_catalog() {
         missing.join("\n")
     );
 }
+
+/// Every NCCL package build the catalog lists (`cuda_builds`, the `+cuda<X.Y>` of
+/// `libnccl2=<v>-1+cuda<X.Y>`) is a CUDA minor the catalog knows, written `X.Y`, listed once
+/// and in order, and named by the release's own `source`: the minor of a listed CUDA release,
+/// or the first minor (`X.0`) of a listed CUDA major, which NVIDIA builds NCCL for to serve the
+/// whole major (`+cuda11.0`). The lock picks the package build from this list, so a typo here
+/// would name a package NVIDIA never published.
+#[test]
+fn every_nccl_cuda_build_is_a_known_cuda_minor_and_cited() {
+    let root = root();
+    let read = |family: &str| -> toml::Value {
+        toml::from_str(
+            &std::fs::read_to_string(root.join(format!("catalog/{family}.toml"))).unwrap(),
+        )
+        .unwrap()
+    };
+    let releases = |v: &toml::Value| -> Vec<toml::Value> {
+        v.get("release")
+            .and_then(toml::Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let minor_of = |v: &str| -> Option<(u64, u64)> {
+        let mut p = v.split('.').map(str::parse::<u64>);
+        Some((p.next()?.ok()?, p.next()?.ok()?))
+    };
+    let known: std::collections::BTreeSet<(u64, u64)> = releases(&read("cuda"))
+        .iter()
+        .filter_map(|r| r.get("version").and_then(toml::Value::as_str))
+        .filter_map(minor_of)
+        .collect();
+    let majors: std::collections::BTreeSet<u64> = known.iter().map(|(m, _)| *m).collect();
+    let (mut failures, mut builds) = (Vec::new(), 0);
+    for r in releases(&read("nccl")) {
+        let version = r.get("version").and_then(toml::Value::as_str).unwrap();
+        let source = r
+            .get("source")
+            .and_then(toml::Value::as_str)
+            .unwrap_or_default()
+            .to_lowercase()
+            .replace("cuda ", "cuda");
+        let listed: Vec<&str> = r
+            .get("cuda_builds")
+            .and_then(toml::Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(toml::Value::as_str)
+            .collect();
+        let mut parsed = Vec::new();
+        for b in &listed {
+            builds += 1;
+            let two_parts = b.split('.').count() == 2;
+            match minor_of(b).filter(|_| two_parts) {
+                Some(m) if known.contains(&m) || (m.1 == 0 && majors.contains(&m.0)) => {
+                    parsed.push(m);
+                }
+                _ => failures.push(format!(
+                    "nccl {version}: cuda_builds `{b}` is not a CUDA minor the catalog knows"
+                )),
+            }
+            if !source.contains(&format!("cuda{b}")) {
+                failures.push(format!(
+                    "nccl {version}: cuda_builds `{b}` is not named in the release's source"
+                ));
+            }
+        }
+        if parsed.windows(2).any(|w| w[0] >= w[1]) {
+            failures.push(format!(
+                "nccl {version}: cuda_builds {listed:?} are not sorted and unique"
+            ));
+        }
+    }
+    assert!(builds >= 20, "only {builds} NCCL builds read");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -229,6 +229,7 @@ const TOP_TABLES: &[&str] = &[
     "k8s",
     "slurm",
     "storage",
+    "network",
     "resolve",
     "python",
     "check",
@@ -411,7 +412,7 @@ fn read_wire(file: &str, text: &str) -> Result<SpecWire, Error> {
             } else if !expected.is_empty() && !expected.iter().any(|k| k == "stack") {
                 d = d.hint(format!("this table takes: {}; see the spec reference in the book", expected.join(", ")));
             } else {
-                d = d.hint("the spec's tables are [stack], [hardware], [components], and for the generators [cluster], [image], [train], [serve], [packer], [k8s], [slurm], [storage], and [check] for acknowledged warnings; see the spec reference in the book");
+                d = d.hint("the spec's tables are [stack], [hardware], [components], and for the generators [cluster], [image], [train], [serve], [packer], [k8s], [slurm], [storage], [network] for the site's fabric, [python] and [resolve] for the Python closure, and [check] for acknowledged warnings; see the spec reference in the book");
             }
         } else if d.message.starts_with("duplicate key") {
             d = d.hint("a key, and a table, may appear once: keep one of them");
