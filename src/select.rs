@@ -1069,6 +1069,28 @@ fn stack_os_packages(sel: &mut Sel<'_>, r: &Resolution, driver: &Version) {
     }
 }
 
+/// The CUDA build of a library published once per CUDA minor (NCCL's `+cudaX.Y` packages)
+/// that a stack on CUDA `locked` installs, among `builds` of the same major: the locked
+/// minor itself, else the nearest newer one (CUDA minor-version compatibility runs it on
+/// the locked driver), else the newest older one; `None` when there is no build of that
+/// major. One rule for the catalog's list (lock time, offline) and a repository's index
+/// (`crate::resolve`, when the catalog lists none).
+pub(crate) fn nearest_cuda_build(builds: &[&Version], locked: &Version) -> Option<Version> {
+    let same: Vec<&Version> = builds
+        .iter()
+        .copied()
+        .filter(|b| b.major() == locked.major())
+        .collect();
+    if same.iter().any(|b| *b == locked) {
+        return Some(locked.clone());
+    }
+    same.iter()
+        .filter(|b| **b > locked)
+        .min()
+        .or_else(|| same.iter().max())
+        .map(|b| (*b).clone())
+}
+
 /// The CUDA build of the NCCL packages (`libnccl2=<nccl>-1+cuda<X.Y>`): NVIDIA publishes
 /// each NCCL release for a few CUDA minors only. The locked CUDA minor when the catalog
 /// lists that build; else the nearest listed build of the same CUDA major, the newer one
@@ -1106,26 +1128,16 @@ fn nccl_build(out: &mut Selection, cat: &Catalog, r: &Resolution) {
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join(", ");
-    let (build, known, why) = if same_major.iter().any(|b| **b == locked) {
-        (
-            locked.clone(),
-            true,
-            format!("NVIDIA publishes NCCL {nccl} for CUDA {locked}, the locked CUDA minor"),
-        )
-    } else if let Some(b) = same_major
-        .iter()
-        .filter(|b| ***b > locked)
-        .min()
-        .or_else(|| same_major.iter().max())
-    {
-        (
-            (*b).clone(),
-            true,
+    let (build, known, why) = if let Some(b) = nearest_cuda_build(&same_major, &locked) {
+        let why = if b == locked {
+            format!("NVIDIA publishes NCCL {nccl} for CUDA {locked}, the locked CUDA minor")
+        } else {
             format!(
                 "NVIDIA publishes NCCL {nccl} for CUDA {listed} only, not {locked}: the nearest build of CUDA {}, {b}, newer first (CUDA minor-version compatibility runs it on the locked driver)",
                 cv.major()
-            ),
-        )
+            )
+        };
+        (b, true, why)
     } else {
         (
             locked.clone(),
@@ -1178,4 +1190,31 @@ fn push_fact(
         fields,
         because,
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_nearest_cuda_build_is_the_locked_minor_else_newer_first_within_the_major() {
+        let v = |s: &str| Version::parse(s).unwrap();
+        let pick = |builds: &[&str], locked: &str| {
+            let b: Vec<Version> = builds.iter().map(|s| v(s)).collect();
+            let r: Vec<&Version> = b.iter().collect();
+            nearest_cuda_build(&r, &v(locked)).map(|x| x.to_string())
+        };
+        assert_eq!(pick(&["12.4", "12.9"], "12.9").as_deref(), Some("12.9"));
+        assert_eq!(
+            pick(&["12.4", "12.9", "13.2"], "12.8").as_deref(),
+            Some("12.9")
+        );
+        assert_eq!(pick(&["12.2", "12.4"], "12.8").as_deref(), Some("12.4"));
+        assert_eq!(
+            pick(&["12.9", "13.3", "13.4"], "13.2").as_deref(),
+            Some("13.3")
+        );
+        assert_eq!(pick(&["12.9"], "13.0"), None);
+        assert_eq!(pick(&[], "12.8"), None);
+    }
 }

@@ -801,3 +801,128 @@ fn resolve_table_is_validated_with_lines() {
         "{err}"
     );
 }
+
+/// Writes a flat apt repository's `Packages`, `Packages.gz` and `Release` for the `.deb`
+/// files in `repo`.
+fn index_flat_apt(repo: &Path) {
+    for (what, file) in [("packages", "Packages"), ("release", "Release")] {
+        if what == "release" {
+            sh(Command::new("gzip")
+                .args(["-kfn9"])
+                .arg(repo.join("Packages")));
+        }
+        let out = Command::new("apt-ftparchive")
+            .arg(what)
+            .arg(".")
+            .current_dir(repo)
+            .output()
+            .unwrap();
+        std::fs::write(repo.join(file), &out.stdout).unwrap();
+    }
+}
+
+/// NCCL 2.29.7 has no CUDA build in the catalog, so the lock assumes the locked minor
+/// (`+cuda13.0`, unverified); NVIDIA's repository publishes `+cuda12.9` and `+cuda13.2`
+/// only: the lock takes the nearest build of the locked major from the index (13.2), the
+/// same rule the catalog's lists follow, records it in the `nccl-build` fact, and the
+/// generated installs name it. A repository with no build of that major stops the lock.
+#[test]
+fn an_nccl_build_the_catalog_does_not_list_is_read_from_the_repository() {
+    if !tools(&["dpkg-deb", "apt-ftparchive"]) {
+        return;
+    }
+    let dir = tmp("nccl-build");
+    let cat = Catalog::stock().unwrap();
+    let spec = "[stack]\nname = \"nccl-build\"\nos = \"ubuntu22.04\"\n[hardware]\ngpus = [\"h100\"]\ndriver = \"580.95.05\"\n[components]\ntorch = \"==2.12.0\"\nnccl = \"==2.29.7\"\n";
+    let offline = gpustack::lock_spec(&cat, "s", spec).unwrap();
+    let fact = |l: &Lock| {
+        l.facts
+            .iter()
+            .find(|f| f.kind == "nccl-build")
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(fact(&offline).get("known"), Some("false"));
+    assert_eq!(fact(&offline).get("cuda"), Some("13.0"));
+    let repo = dir.join("cuda/ubuntu2204/x86_64");
+    std::fs::create_dir_all(&repo).unwrap();
+    let publish = |builds: &[&str]| {
+        for f in std::fs::read_dir(&repo).unwrap().flatten() {
+            std::fs::remove_file(f.path()).unwrap();
+        }
+        for p in offline
+            .packages
+            .iter()
+            .filter(|p| p.name != "nvidia-container-toolkit")
+        {
+            for pin in p.list("apt") {
+                let (n, v) = pin.split_once('=').unwrap();
+                match v.strip_suffix("+cuda13.0") {
+                    Some(stem) => builds
+                        .iter()
+                        .for_each(|b| deb(&repo, n, &format!("{stem}+cuda{b}"))),
+                    None => deb(&repo, n, v),
+                }
+            }
+        }
+        index_flat_apt(&repo);
+    };
+    publish(&["12.9", "13.2"]);
+    let port = serve_dir(dir.clone());
+    let text = format!(
+        "{spec}[resolve]\napt = {{ \"https://developer.download.nvidia.com/compute/cuda/repos\" = \"http://127.0.0.1:{port}/cuda\" }}\n"
+    );
+    let http = Http::new(false);
+    let (lock, _) = gpustack::lock_spec_resolved(&cat, "s", &text, &http, None)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let nccl = lock.package("libnccl").unwrap();
+    assert_eq!(nccl.get("apt-source"), Some("repository"));
+    assert_eq!(
+        nccl.list("apt"),
+        [
+            "libnccl2=2.29.7-1+cuda13.2",
+            "libnccl-dev=2.29.7-1+cuda13.2"
+        ]
+    );
+    let f = fact(&lock);
+    assert_eq!(f.get("cuda"), Some("13.2"));
+    assert_eq!(f.get("known"), Some("repository"));
+    assert!(
+        f.because
+            .iter()
+            .any(|b| b.contains("publishes NCCL 2.29.7 for CUDA 13.2")),
+        "{:?}",
+        f.because
+    );
+    assert!(!f.because.iter().any(|b| b.contains("UNVERIFIED")));
+    assert!(lock.verify().is_empty());
+    // The lock reads back as written, and every target installs the repository's build.
+    let again = Lock::parse("gpustack.lock", &lock.to_toml()).unwrap();
+    assert_eq!(fact(&again).get("cuda"), Some("13.2"));
+    let rendered = gpustack::plan::generate_many(
+        &lock,
+        &[
+            gpustack::plan::Target::Docker,
+            gpustack::plan::Target::Packer,
+        ],
+    )
+    .unwrap();
+    let all: String = rendered
+        .iter()
+        .flat_map(|(_, files)| files.iter().map(|f| f.contents.clone()))
+        .collect();
+    assert!(all.contains("libnccl2=2.29.7-1+cuda13.2"));
+    assert!(!all.contains("+cuda13.0"));
+    assert!(!all
+        .lines()
+        .any(|l| l.contains("unverified") && l.contains("libnccl2")));
+
+    // No build of CUDA 13 at all: the assumed pin is reported missing, with what exists.
+    publish(&["12.9"]);
+    let err = gpustack::lock_spec_resolved(&cat, "s", &text, &http, None).unwrap_err();
+    assert!(
+        err.to_string().contains("libnccl2=2.29.7-1+cuda13.0"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -366,6 +366,7 @@ codec_struct!(ReleaseWire {
     cuda_builds,
     python,
     pypi_variant,
+    pypi_cuda_cpus,
     torch,
     cuda,
     cuda_mismatch_ok,

@@ -432,6 +432,9 @@ pub struct TorchRelease {
     pub python: VersionReq,
     /// The variant the PyPI wheel is.
     pub pypi_variant: String,
+    /// The CPUs whose PyPI wheel is the `pypi_variant` CUDA build (`x86_64`, `aarch64`);
+    /// on any other CPU the PyPI wheel is a CPU build and the variant's index serves it.
+    pub pypi_cuda_cpus: Vec<String>,
     /// Platform tags of the PyPI wheels (the `pypi_variant` build), when read.
     pub platforms: Vec<WheelPlatform>,
     /// Where this comes from.
@@ -466,6 +469,8 @@ pub struct TorchBuild {
     pub python_origin: Origin,
     /// `true` when this variant is the PyPI default of the release.
     pub pypi_default: bool,
+    /// The CPUs whose PyPI wheel is this build (the PyPI default only; else empty).
+    pub pypi_cpus: Vec<String>,
     /// Platform tags of its wheels, when read (the PyPI default build only).
     pub platforms: Vec<WheelPlatform>,
     /// Files with hashes for this release.

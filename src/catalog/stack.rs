@@ -510,10 +510,30 @@ fn torch_release(
     let Some(python) = v.req(&o, "python", py) else {
         return None;
     };
+    let mut pypi_cuda_cpus = if r.pypi_cuda_cpus.is_empty() {
+        vec!["x86_64".to_string()]
+    } else {
+        r.pypi_cuda_cpus.clone()
+    };
+    if let Some(bad) = pypi_cuda_cpus
+        .iter()
+        .find(|c| !matches!(c.as_str(), "x86_64" | "aarch64"))
+    {
+        v.fail(
+            &o,
+            format!(
+                "torch `{version}`: `pypi_cuda_cpus` takes `x86_64` and `aarch64`, not `{bad}`"
+            ),
+        );
+        return None;
+    }
+    pypi_cuda_cpus.sort();
+    pypi_cuda_cpus.dedup();
     Some(TorchRelease {
         version,
         python,
         pypi_variant: pv.to_string(),
+        pypi_cuda_cpus,
         platforms: v.platforms(&o, &r.platforms),
         origin: o,
     })
@@ -634,6 +654,11 @@ fn wheels(
             python,
             python_origin,
             pypi_default: rel.pypi_variant == w.variant,
+            pypi_cpus: if rel.pypi_variant == w.variant {
+                rel.pypi_cuda_cpus.clone()
+            } else {
+                Vec::new()
+            },
             platforms: if rel.pypi_variant == w.variant {
                 rel.platforms.clone()
             } else {

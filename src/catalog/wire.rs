@@ -340,6 +340,10 @@ pub(crate) struct ReleaseWire {
     /// torch: the variant the PyPI wheel is (`cu124`).
     #[serde(default)]
     pub(crate) pypi_variant: Option<String>,
+    /// torch: the CPUs whose PyPI wheel is that CUDA build (`["x86_64", "aarch64"]`);
+    /// absent, x86_64 only (PyPI's aarch64 wheels of torch 2.10 and older are CPU builds).
+    #[serde(default)]
+    pub(crate) pypi_cuda_cpus: Vec<String>,
 
     // vllm, deepspeed
     /// vllm: exact torch pin (`2.4.0`); deepspeed: a requirement (`>=2.0`).

@@ -311,6 +311,7 @@ fn torch_wheel_fields(f: &mut Fields, r: &Resolution, t: &crate::catalog::TorchB
     f.str("index-url", t.index_url.clone());
     if t.pypi_default {
         f.str("pypi-default", "true".into());
+        f.list("pypi-cpus", &t.pypi_cpus);
     }
     f.opt("cudnn", t.cudnn.as_ref());
     f.opt("nccl", t.nccl.as_ref());

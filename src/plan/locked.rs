@@ -348,7 +348,8 @@ pub(crate) struct NcclBuildFact {
     pub(crate) nccl: String,
     /// `12.9`.
     pub(crate) cuda: String,
-    /// Whether the catalog lists the build as published.
+    /// Whether the build is known to be published: the catalog lists it, or the lock read
+    /// it from the repository's index (`known = "repository"`).
     pub(crate) known: bool,
     /// The lock's reasons.
     pub(crate) because: Vec<String>,
@@ -360,7 +361,7 @@ pub(crate) fn nccl_build(lock: &Lock) -> Option<NcclBuildFact> {
     Some(NcclBuildFact {
         nccl: f.get("nccl").unwrap_or(&f.key).to_string(),
         cuda: f.get("cuda")?.to_string(),
-        known: f.get("known") == Some("true"),
+        known: matches!(f.get("known"), Some("true" | "repository")),
         because: f.because.clone(),
     })
 }

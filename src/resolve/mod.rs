@@ -34,6 +34,7 @@ pub use crate::spec::resolve as spec;
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::core::version::Version;
 use crate::lock::{Field, Lock, LockedPackage};
 
 use http::{FetchError, Transport};
@@ -274,6 +275,7 @@ pub fn resolve(
     };
     let mut apt_indexes: BTreeMap<String, Result<apt::AptIndex, RepoError>> = BTreeMap::new();
     let mut dnf_indexes: BTreeMap<String, Result<dnf::DnfIndex, RepoError>> = BTreeMap::new();
+    let assumed = AssumedNcclBuild::of(lock);
     for p in &mut lock.packages {
         let pins = p.list(manager).to_vec();
         if pins.is_empty() {
@@ -294,10 +296,16 @@ pub fn resolve(
                 .or_insert_with(|| apt::fetch_index(transport, &mirror));
             match idx {
                 Err(e) => Err(e.clone()),
-                Ok(idx) => Ok((
-                    apt_pins(idx, &pins, &p.name, &repo, &mut errors),
-                    idx.release_digest.clone(),
-                )),
+                Ok(idx) => {
+                    let pins = assumed.as_ref().map_or_else(
+                        || pins.clone(),
+                        |a| a.pins_as_published(&pins, '=', |n| idx.packages.get(n).cloned()),
+                    );
+                    Ok((
+                        apt_pins(idx, &pins, &p.name, &repo, &mut errors),
+                        idx.release_digest.clone(),
+                    ))
+                }
             }
         } else {
             let idx = dnf_indexes
@@ -305,10 +313,22 @@ pub fn resolve(
                 .or_insert_with(|| dnf::fetch_index(transport, &mirror));
             match idx {
                 Err(e) => Err(e.clone()),
-                Ok(idx) => Ok((
-                    dnf_pins(idx, &pins, &p.name, &repo, &mut errors),
-                    idx.repomd_digest.clone(),
-                )),
+                Ok(idx) => {
+                    let pins = assumed.as_ref().map_or_else(
+                        || pins.clone(),
+                        |a| {
+                            a.pins_as_published(&pins, '-', |n| {
+                                idx.packages
+                                    .get(n)
+                                    .map(|v| v.iter().map(dnf::Evr::text).collect())
+                            })
+                        },
+                    );
+                    Ok((
+                        dnf_pins(idx, &pins, &p.name, &repo, &mut errors),
+                        idx.repomd_digest.clone(),
+                    ))
+                }
             }
         };
         record_pins(
@@ -322,11 +342,107 @@ pub fn resolve(
             &mut errors,
         );
     }
+    if let Some(a) = &assumed {
+        a.record(lock, manager);
+    }
     lock.rehash();
     if errors.is_empty() {
         Ok(report)
     } else {
         Err(errors)
+    }
+}
+
+/// NCCL's packages exist once per CUDA build (`libnccl2=2.29.7-1+cuda12.9`). Where the
+/// catalog lists no build of the locked NCCL for the locked CUDA major, the lock assumed
+/// the locked minor (its `nccl-build` fact says `known = "false"`); the repository's own
+/// index then says which builds exist, and the pins take the nearest one by the rule the
+/// catalog's list follows ([`crate::select::nearest_cuda_build`]).
+struct AssumedNcclBuild {
+    /// The locked NCCL: `2.29.7`.
+    nccl: String,
+    /// The assumed build: `13.2`.
+    cuda: Version,
+}
+
+impl AssumedNcclBuild {
+    fn of(lock: &Lock) -> Option<Self> {
+        let f = lock.facts.iter().find(|f| f.kind == "nccl-build")?;
+        if f.get("known") != Some("false") {
+            return None;
+        }
+        Some(Self {
+            nccl: f.get("nccl")?.to_string(),
+            cuda: Version::parse(f.get("cuda")?).ok()?,
+        })
+    }
+
+    /// `pins` with the assumed `+cudaX.Y` replaced by the nearest build the repository
+    /// publishes for the first NCCL pin's package (`sep`: `=` for apt, `-` for dnf); as
+    /// they were when it publishes none of that major (the pin check then reports it).
+    fn pins_as_published(
+        &self,
+        pins: &[String],
+        sep: char,
+        versions_of: impl Fn(&str) -> Option<Vec<String>>,
+    ) -> Vec<String> {
+        let tag = format!("+cuda{}", self.cuda);
+        let lead = format!("{sep}{}-", self.nccl);
+        let Some(name) = pins
+            .iter()
+            .filter(|p| p.ends_with(&tag))
+            .find_map(|p| p.find(&lead).map(|i| &p[..i]))
+        else {
+            return pins.to_vec();
+        };
+        let builds: Vec<Version> = versions_of(name)
+            .unwrap_or_default()
+            .iter()
+            .map(|v| v.split_once(':').map_or(v.as_str(), |(_, r)| r))
+            .filter(|v| v.starts_with(&format!("{}-", self.nccl)))
+            .filter_map(|v| v.rsplit_once("+cuda"))
+            .filter_map(|(_, b)| Version::parse(b).ok())
+            .collect();
+        let refs: Vec<&Version> = builds.iter().collect();
+        match crate::select::nearest_cuda_build(&refs, &self.cuda) {
+            Some(b) if b != self.cuda => pins
+                .iter()
+                .map(|p| match p.strip_suffix(&tag) {
+                    Some(stem) => format!("{stem}+cuda{b}"),
+                    None => p.clone(),
+                })
+                .collect(),
+            _ => pins.to_vec(),
+        }
+    }
+
+    /// Records in the `nccl-build` fact the build the lock's verified pins name, when the
+    /// repository's differs from the assumed one.
+    fn record(&self, lock: &mut Lock, manager: &str) {
+        let lead = format!("{}-", self.nccl);
+        let built = lock
+            .packages
+            .iter()
+            .filter(|p| p.get(&format!("{manager}-source")) == Some("repository"))
+            .flat_map(|p| p.list(manager).iter())
+            .filter(|pin| pin.contains(&lead))
+            .find_map(|pin| pin.rsplit_once("+cuda"))
+            .and_then(|(_, b)| Version::parse(b).ok());
+        let Some(b) = built.filter(|b| *b != self.cuda) else {
+            return;
+        };
+        let Some(f) = lock.facts.iter_mut().find(|f| f.kind == "nccl-build") else {
+            return;
+        };
+        f.fields.insert("cuda".into(), Field::Str(b.to_string()));
+        f.fields
+            .insert("known".into(), Field::Str("repository".into()));
+        f.because
+            .retain(|w| !w.starts_with("UNVERIFIED: the catalog lists"));
+        f.because.push(format!(
+            "NVIDIA's repository publishes NCCL {} for CUDA {b}, not {} (read from its index at lock time; the catalog lists no build of that major): the nearest build, newer first",
+            self.nccl, self.cuda
+        ));
     }
 }
 

@@ -108,6 +108,56 @@ pub struct PyStage {
     pub pylock: Option<String>,
     /// Wheels compiled in `build` that it installs with `--no-deps` (a closed lock).
     pub built: Vec<String>,
+    /// A closed lock with several platforms: how the stage puts the pylock of the
+    /// platform being built under the name [`pylock`](Self::pylock).
+    pub pick: Option<PylockPick>,
+}
+
+/// How a stage picks the pylock of the platform being built when the lock has several:
+/// by BuildKit's automatic `TARGETARCH` build argument
+/// (<https://docs.docker.com/reference/dockerfile/#automatic-platform-args-in-the-global-scope>),
+/// the mapping [`PythonInstall`](crate::plan::python::PythonInstall) decided.
+#[derive(Clone, Debug, Serialize)]
+pub struct PylockPick {
+    /// Per platform, in the lock's order: the `TARGETARCH` value and the lock's file.
+    pub files: Vec<ArchFile>,
+    /// The `printf` format of the error for any other `TARGETARCH` (`%s` is its value).
+    pub missing: String,
+}
+
+/// A `TARGETARCH` value and the pylock file of its platform.
+#[derive(Clone, Debug, Serialize)]
+pub struct ArchFile {
+    /// `amd64`, `arm64`.
+    pub arch: String,
+    /// `pylock.framework.x86_64.toml`.
+    pub file: String,
+}
+
+impl PylockPick {
+    /// The pick of a layer's install; `None` when the lock has one platform.
+    fn of(l: &crate::plan::python::LayerInstall, platforms: &[String]) -> Option<PylockPick> {
+        if l.files.len() < 2 {
+            return None;
+        }
+        let archs: Vec<&str> = l.files.iter().map(|f| f.oci_arch.as_str()).collect();
+        Some(PylockPick {
+            files: l
+                .files
+                .iter()
+                .map(|f| ArchFile {
+                    arch: f.oci_arch.clone(),
+                    file: f.file.clone(),
+                })
+                .collect(),
+            missing: format!(
+                "error: gpustack.lock has no pylock of the {} layer for TARGETARCH=%s (it has {})\\nhint: build with --platform {}\\n",
+                l.layer,
+                archs.join(", "),
+                platforms.join(",")
+            ),
+        })
+    }
 }
 
 /// The Dockerfile plan. LOAD-BEARING: `generators/docker/*.j2` print these fields.
@@ -185,6 +235,12 @@ pub struct DockerPlan {
     /// The Python closure's install plan (a closed lock); `None` for an open lock, whose
     /// stages install requirement files.
     pub python_install: Option<crate::plan::python::PythonInstall>,
+    /// A closed lock with several platforms: how the `build` and `torch-build` stages pick
+    /// the platform's `pylock.build.toml`.
+    pub build_pick: Option<PylockPick>,
+    /// The OCI platforms the bake file builds every image for (a closed lock: its
+    /// closure's platforms); empty for an open lock, which records no CPU architecture.
+    pub platforms: Vec<String>,
     /// torch built from source in the `torch-build` stage (`build = "source"` in the lock);
     /// the framework stage installs its wheel with `--no-deps`.
     pub torch_build: Option<crate::plan::torch_build::TorchBuildPlan>,
@@ -1019,6 +1075,7 @@ fn py_stages(
             uses_build,
             pylock: None,
             built: Vec::new(),
+            pick: None,
         });
     }
     out
@@ -1074,6 +1131,7 @@ fn python_install(
         for s in stages.iter_mut() {
             if let Some(l) = pi.layer(&s.name) {
                 s.pylock = Some(l.file.clone());
+                s.pick = PylockPick::of(l, &pi.oci_platforms());
                 s.built = l.built.clone();
                 s.uses_build = !l.built.is_empty();
                 s.indexes.clear();
@@ -1242,6 +1300,14 @@ impl DockerPlan {
             nccl_tests,
             labels,
             unverified,
+            build_pick: python_install.as_ref().and_then(|pi| {
+                pi.layer("build")
+                    .and_then(|l| PylockPick::of(l, &pi.oci_platforms()))
+            }),
+            platforms: python_install
+                .as_ref()
+                .map(crate::plan::python::PythonInstall::oci_platforms)
+                .unwrap_or_default(),
             python_install,
             torch_build,
         })
@@ -1280,8 +1346,8 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
         ));
     }
     if let Some(pi) = &plan.python_install {
-        for l in &pi.layers {
-            files.push(RenderedFile::new(l.file.clone(), l.contents.clone()));
+        for f in pi.layers.iter().flat_map(|l| &l.files) {
+            files.push(RenderedFile::new(f.file.clone(), f.contents.clone()));
         }
         files.sort_by(|a, b| a.path.cmp(&b.path));
         return Ok(files);
@@ -1307,6 +1373,7 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
             image: String::new(),
             pylock: None,
             built: Vec::new(),
+            pick: None,
         };
         if !compiled.requirements.is_empty() {
             files.push(RenderedFile::new(
@@ -1331,6 +1398,7 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
             image: String::new(),
             pylock: None,
             built: Vec::new(),
+            pick: None,
         };
         files.push(RenderedFile::new(
             "requirements-build.lock",

@@ -262,8 +262,26 @@ pub struct PyLayer {
 /// A pylock file written onto the VM.
 #[derive(Clone, Debug, Serialize)]
 pub struct PyLockOnVm {
-    /// `/opt/gpustack/pylock.framework.toml`.
+    /// `/opt/gpustack/pylock.framework.toml`: where the script writes the VM's pylock, on
+    /// every platform.
     pub path: String,
+    /// Its text (a lock with one platform).
+    pub contents: String,
+    /// A lock with several platforms: each platform's text, by the VM's `uname -m`; the
+    /// script writes the one of the VM's own CPU to [`path`](Self::path).
+    pub by_machine: Vec<MachineFile>,
+    /// The `printf` format of the error for a VM whose CPU the lock has no pylock for (`%s`
+    /// is `uname -m`).
+    pub missing: String,
+}
+
+/// One platform's pylock, for the VM whose `uname -m` is `machine`.
+#[derive(Clone, Debug, Serialize)]
+pub struct MachineFile {
+    /// `x86_64`, `aarch64`.
+    pub machine: String,
+    /// The lock's file: `pylock.framework.x86_64.toml`.
+    pub file: String,
     /// Its text.
     pub contents: String,
 }
@@ -1142,17 +1160,42 @@ fn toolkit(lock: &Lock, apt: bool) -> Option<Toolkit> {
 fn py_layers(lock: &Lock, dp: &DockerPlan) -> Result<Vec<PyLayer>, Error> {
     let on_vm = |l: &crate::plan::python::LayerInstall| -> Result<PyLockOnVm, Error> {
         // Written with a quoted heredoc: no line of it may be the terminator.
-        if l.contents.lines().any(|x| x.trim() == PYLOCK_EOF) {
+        if let Some(f) = l
+            .files
+            .iter()
+            .find(|f| f.contents.lines().any(|x| x.trim() == PYLOCK_EOF))
+        {
             return Err(Diagnostic::new(
                 Stage::Generate,
-                format!("`{}` holds the line `{PYLOCK_EOF}`", l.file),
+                format!("`{}` holds the line `{PYLOCK_EOF}`", f.file),
             )
             .hint("re-lock with `gpustack lock`; the pylock files are uv's output")
             .into());
         }
+        let machines: Vec<&str> = l.files.iter().map(|f| f.machine.as_str()).collect();
         Ok(PyLockOnVm {
             path: format!("/opt/gpustack/{}", l.file),
-            contents: l.contents.clone(),
+            contents: match l.files.as_slice() {
+                [one] => one.contents.clone(),
+                _ => String::new(),
+            },
+            by_machine: if l.files.len() > 1 {
+                l.files
+                    .iter()
+                    .map(|f| MachineFile {
+                        machine: f.machine.clone(),
+                        file: f.file.clone(),
+                        contents: f.contents.clone(),
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            missing: format!(
+                "error: gpustack.lock has no pylock of the {} layer for the CPU of this VM, %s (it has {})\\n",
+                l.layer,
+                machines.join(", ")
+            ),
         })
     };
     let pi = dp.python_install.as_ref();
