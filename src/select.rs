@@ -90,13 +90,15 @@ pub(crate) fn fabric_packages(f: Fabric) -> &'static [&'static str] {
         // each), then aws-ofi-nccl against its libfabric.
         Fabric::Efa => &["efa-installer", "aws-ofi-nccl"],
         // The CXI stack as the Alps images build it (install-alps-hpc-stack.sh): the
-        // Cassini and CXI UAPI headers, libcxi, GDRCopy, libfabric with the CXI provider,
-        // Open MPI with OFI, aws-ofi-nccl against that libfabric, OSU micro-benchmarks.
+        // Cassini and CXI UAPI headers, libcxi, GDRCopy, the XPMEM library, libfabric with
+        // the CXI provider (and XPMEM), Open MPI with OFI, aws-ofi-nccl against that
+        // libfabric, OSU micro-benchmarks.
         Fabric::Slingshot => &[
             "cassini-headers",
             "cxi-driver",
             "libcxi",
             "gdrcopy",
+            "xpmem",
             "libfabric",
             "openmpi",
             "aws-ofi-nccl",
@@ -415,7 +417,29 @@ fn fabric_stack(sel: &mut Sel<'_>, r: &Resolution) {
                 Layer::Host,
                 "the NicClusterPolicy provides the pods' RDMA resource through this device plugin",
             );
+            pod_network_plugins(sel, c.fabric, spec.deploy.network.as_ref());
         }
+    }
+}
+
+/// The NicClusterPolicy's secondary-network components when pods attach networks on the
+/// fabric (`[network].pod_subnets`): Multus, the CNI plugins, nv-ipam, and on InfiniBand
+/// the IPoIB CNI.
+fn pod_network_plugins(
+    sel: &mut Sel<'_>,
+    fabric: Fabric,
+    net: Option<&crate::spec::deploy::Network>,
+) {
+    if net.is_none_or(|n| n.pod_subnets.is_empty()) {
+        return;
+    }
+    let why =
+        "the NicClusterPolicy deploys it for the pods' secondary networks ([network].pod_subnets)";
+    for name in ["multus-cni", "cni-plugins", "nvidia-k8s-ipam"] {
+        sel.package(name, Layer::Host, why);
+    }
+    if fabric == Fabric::Infiniband {
+        sel.package("ipoib-cni", Layer::Host, why);
     }
 }
 
@@ -731,6 +755,8 @@ fn bandwidth_facts(sel: &mut Sel<'_>, r: &Resolution) {
                 .filter(|b| {
                     b.gpu == g.id
                         && b.fabric == fabric
+                        // OSU point-to-point figures are not nccl-tests thresholds.
+                        && !b.test.starts_with("osu_")
                         && b.gpus_per_node == gpn
                         && (want_nodes == 1) == (b.nodes == 1)
                         // SHARP and non-SHARP figures are kept apart: a SHARP run is the

@@ -194,6 +194,42 @@ fn site_values_reach_every_runtime_environment_and_no_image() {
     }
 }
 
+/// Pods on secondary networks (`[network].pod_subnets`) keep the site's environment: Slurm
+/// and the ConfigMap carry the same values, and every interface `NCCL_SOCKET_IFNAME` names
+/// exists in the pod, as the interface of a network the pod annotates (the pods' own `eth0`
+/// is never taken). The objects themselves are validated in tests/k8s.rs.
+#[test]
+fn pod_networks_keep_the_site_environment() {
+    for fixture in ["infiniband-pod-networks", "roce-pod-networks"] {
+        let dir = generate_all(fixture);
+        let out = dir.join("out");
+        let slurm = bash_env(&out.join("slurm/env/nccl.env"));
+        assert_eq!(slurm, configmap(&out), "{fixture}: Slurm vs the ConfigMap");
+        let ifnames: Vec<&str> = slurm["NCCL_SOCKET_IFNAME"].split(',').collect();
+        let runtime = std::fs::read_to_string(out.join("k8s/trainingruntime.yaml")).unwrap();
+        let line = runtime
+            .lines()
+            .find(|l| l.trim_start().starts_with("k8s.v1.cni.cncf.io/networks:"))
+            .unwrap_or_else(|| panic!("{fixture}: the training pods annotate no network"));
+        let value: String = serde_json::from_str(line.split_once(": ").unwrap().1).unwrap();
+        let nets: Vec<serde_json::Value> = serde_json::from_str(&value).unwrap();
+        let pod_ifs: Vec<&str> = nets
+            .iter()
+            .map(|n| n["interface"].as_str().unwrap())
+            .collect();
+        assert_eq!(pod_ifs, ifnames, "{fixture}");
+        assert!(!pod_ifs.contains(&"eth0"), "{fixture}");
+        for n in &nets {
+            let name = n["name"].as_str().unwrap();
+            assert!(
+                out.join(format!("k8s/network/{name}.yaml")).exists(),
+                "{fixture}: the pods annotate {name}, which is not generated"
+            );
+        }
+        assert!(!runtime.contains("hostNetwork: true"), "{fixture}");
+    }
+}
+
 /// Every extended resource a pod requests (anything but CPU, memory and GPUs) is provided
 /// by a generated NicClusterPolicy's RDMA shared device plugin (`rdma/<resourceName>`) or
 /// named as a prerequisite in the generated files.
@@ -348,6 +384,48 @@ fn network_keys_are_checked_per_fabric() {
             "`[network].hcas` does not apply to fabric `efa`",
         ),
         (
+            "efa",
+            "interfaces = [\"ens32\"]",
+            "interfaces = [\"ens32\"]\npod_subnets = [\"192.168.4.0/24\"]",
+            "`[network].pod_subnets` does not apply to fabric `efa`",
+        ),
+        (
+            "roce-pod-networks",
+            "\"192.168.4.0/24\"",
+            "\"192.168.4.1/24\"",
+            "`192.168.4.1/24` in `[network].pod_subnets` is not an IPv4 subnet",
+        ),
+        (
+            "infiniband-pod-networks",
+            ", \"192.168.6.0/24\"",
+            "",
+            "`[network].pod_subnets` has 1 subnets for 2 interfaces",
+        ),
+        (
+            "roce-pod-networks",
+            "pod_subnets = [",
+            "gid_index = 3\npod_subnets = [",
+            "`[network].gid_index` is the host's RoCE address",
+        ),
+        (
+            "roce-pod-networks",
+            "\"192.168.4.0/24\"",
+            "\"192.168.4.0/30\"",
+            "`192.168.4.0/30` has 2 addresses, but 2 nodes take 8 each",
+        ),
+        (
+            "roce-pod-networks",
+            "interfaces = [\"ens1f0np0\"]",
+            "interfaces = [\"eth0\"]",
+            "`eth0` is the pod's own",
+        ),
+        (
+            "roce-pod-networks",
+            "nodes = 2",
+            "nodes = 1",
+            "`[network].pod_subnets` is for multi-node jobs",
+        ),
+        (
             "infiniband",
             "[cluster]\nfabric = \"infiniband\"\nnodes = 4\ngpus_per_node = 8\n",
             "",
@@ -390,6 +468,35 @@ fn the_lock_records_the_network_request() {
     assert_eq!(parsed.to_toml(), lock, "round trip");
     let net = parsed.request.deploy.network.unwrap();
     assert_eq!(net.gid_index, Some(3));
+    let dir = generate_all("infiniband-pod-networks");
+    let lock = std::fs::read_to_string(dir.join("gpustack.lock")).unwrap();
+    assert!(
+        lock.contains("pod_subnets = [\"192.168.5.0/24\", \"192.168.6.0/24\"]\n"),
+        "{lock}"
+    );
+    let parsed = gpustack::Lock::parse("gpustack.lock", &lock).unwrap();
+    assert_eq!(parsed.to_toml(), lock, "round trip");
+    let net = parsed.request.deploy.network.unwrap();
+    assert_eq!(net.pod_subnets, ["192.168.5.0/24", "192.168.6.0/24"]);
+}
+
+/// The OSU point-to-point figure (catalog/bandwidth.toml, `test = "osu_bw"`, one GPU on
+/// each of two nodes) is never an nccl-tests threshold, even for a job of that shape.
+#[test]
+fn the_osu_figure_is_not_an_nccl_tests_threshold() {
+    let base = std::fs::read_to_string(root().join("fixtures/fabrics/slingshot.toml")).unwrap();
+    let spec = base.replacen("nodes = 4", "nodes = 2", 1).replacen(
+        "gpus_per_node = 4",
+        "gpus_per_node = 1",
+        1,
+    );
+    assert_ne!(spec, base);
+    let dir = tempdir("fabric-osu-shape");
+    std::fs::write(dir.join("gpustack.toml"), &spec).unwrap();
+    let out = run_in(&dir, &["lock"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lock = std::fs::read_to_string(dir.join("gpustack.lock")).unwrap();
+    assert!(!lock.contains("osu_bw"), "{lock}");
 }
 
 /// SHARP and non-SHARP bandwidth figures are kept apart: a spec with `sharp = true` is held
@@ -480,7 +587,13 @@ fn the_fabric_stack_per_fabric_and_across_targets() {
                         .position(|b| *b == n)
                         .unwrap_or_else(|| panic!("slingshot: {n} is not built ({built:?})"))
                 };
-                for n in ["cassini-headers", "cxi-driver", "libcxi", "gdrcopy"] {
+                for n in [
+                    "cassini-headers",
+                    "cxi-driver",
+                    "libcxi",
+                    "gdrcopy",
+                    "xpmem",
+                ] {
                     assert!(at(n) < at("libfabric"), "{n} before libfabric");
                 }
                 assert!(at("libfabric") < at("aws-ofi-nccl"));
@@ -495,6 +608,8 @@ fn the_fabric_stack_per_fabric_and_across_targets() {
                     "--with-cassini-headers=/opt/fabric",
                     "--with-cxi-uapi-headers=/opt/fabric",
                     "--with-cuda=/usr/local/cuda",
+                    // XPMEM for the shared-memory provider, as the Alps build.
+                    "--enable-xpmem=/opt/fabric",
                 ] {
                     assert!(
                         libfabric.split(' ').any(|a| a == flag),
@@ -504,6 +619,10 @@ fn the_fabric_stack_per_fabric_and_across_targets() {
                 assert!(in_image
                     .iter()
                     .any(|l| l.contains("--with-libfabric=/opt/fabric")));
+                // XPMEM's library only: the kernel module is the host's.
+                assert!(in_image
+                    .iter()
+                    .any(|l| l.contains("--disable-kernel-module")));
                 assert!(
                     in_image
                         .iter()

@@ -54,6 +54,18 @@ fn crd_of(file: &str) -> Option<(&'static str, &'static str)> {
         "network/nic-cluster-policy.yaml" => {
             ("mellanox.com_nicclusterpolicies.v26.4.1.yaml", "v1alpha1")
         }
+        // The pods' secondary networks: `network/<stack>-{ipoib,macvlan,pool}-<i>.yaml`.
+        f if f.starts_with("network/") => {
+            let stem = f.strip_suffix(".yaml")?;
+            let (head, index) = stem.rsplit_once('-')?;
+            index.parse::<u32>().ok()?;
+            match head.rsplit_once('-')?.1 {
+                "ipoib" => ("mellanox.com_ipoibnetworks.v26.4.1.yaml", "v1alpha1"),
+                "macvlan" => ("mellanox.com_macvlannetworks.v26.4.1.yaml", "v1alpha1"),
+                "pool" => ("nv-ipam.nvidia.com_ippools.v26.4.1.yaml", "v1alpha1"),
+                _ => return None,
+            }
+        }
         _ => return None,
     })
 }
@@ -120,10 +132,16 @@ fn crd_schema(py: &Path, crd: &str, version: &str) -> PathBuf {
     let dir = DIR.get_or_init(|| tempdir("crd-schemas"));
     let out = dir.join(format!("{crd}.{version}.json"));
     if !out.exists() {
-        let src = root().join("../shared/schemas").join(crd);
+        // The Network Operator's network CRDs are committed (fixtures/schemas/README.md).
+        let committed = root().join("fixtures/schemas").join(crd);
+        let src = if committed.exists() {
+            committed
+        } else {
+            root().join("../shared/schemas").join(crd)
+        };
         assert!(
             src.exists(),
-            "{} is missing: the CRD schemas live in ../shared/schemas",
+            "{} is missing: the CRD schemas live in fixtures/schemas and ../shared/schemas",
             src.display()
         );
         let tmp = dir.join(format!(
@@ -1530,6 +1548,157 @@ fn fabric_variants_validate() {
         let serve = std::fs::read_to_string(dir.join("vllm-deployment.yaml")).unwrap();
         assert!(serve.contains("Hugging Face id"), "{serve}");
         let _ = std::fs::remove_dir_all(dir.parent().unwrap().parent().unwrap());
+    }
+}
+
+/// The pods' secondary networks (`[network].pod_subnets`, fixtures/fabrics/*-pod-networks):
+/// every object validates against the Network Operator's CRDs; the pods leave the host
+/// network and annotate exactly the generated networks, under their interface names; each
+/// network's IPAM names a generated IPPool of its subnet; the NicClusterPolicy deploys
+/// what those objects need (nv-ipam, Multus, the CNI plugins, the IPoIB CNI on InfiniBand).
+#[test]
+fn pod_networks_validate_and_agree() {
+    let Some(t) = tools() else { return };
+    for (fabric, kind, interfaces, subnets) in [
+        (
+            "infiniband",
+            "IPoIBNetwork",
+            &["ib0", "ib1"][..],
+            &["192.168.5.0/24", "192.168.6.0/24"][..],
+        ),
+        (
+            "roce",
+            "MacvlanNetwork",
+            &["ens1f0np0"][..],
+            &["192.168.4.0/24"][..],
+        ),
+    ] {
+        let spec = std::fs::read_to_string(
+            root().join(format!("fixtures/fabrics/{fabric}-pod-networks.toml")),
+        )
+        .unwrap();
+        let dir = lock_and_generate(&format!("pod-networks-{fabric}"), &spec);
+        validate_dir(&t, &dir, "1.30.0").unwrap_or_else(|e| panic!("{fabric}: {e}"));
+        let docs = parse_yaml(&t.py, &dir);
+        let of_kind = |k: &str| -> Vec<&Value> {
+            docs.values().flatten().filter(|d| d["kind"] == k).collect()
+        };
+        let nets = of_kind(kind);
+        let pools = of_kind("IPPool");
+        assert_eq!(
+            nets.len(),
+            interfaces.len(),
+            "{fabric}: one network per interface"
+        );
+        for (i, net) in nets.iter().enumerate() {
+            assert_eq!(net["spec"]["master"], interfaces[i], "{fabric}");
+            assert_eq!(net["spec"]["networkNamespace"], "train", "{fabric}");
+            let ipam: Value = serde_json::from_str(net["spec"]["ipam"].as_str().unwrap()).unwrap();
+            assert_eq!(ipam["type"], "nv-ipam", "{fabric}");
+            let pool = pools
+                .iter()
+                .find(|p| p["metadata"]["name"] == ipam["poolName"])
+                .unwrap_or_else(|| panic!("{fabric}: {ipam} names no generated IPPool"));
+            assert_eq!(pool["spec"]["subnet"], subnets[i], "{fabric}");
+            assert_eq!(pool["metadata"]["namespace"], "nvidia-network-operator");
+        }
+        // Every GPU pod on the fabric annotates exactly those networks and leaves the
+        // host network.
+        let names: Vec<&str> = nets
+            .iter()
+            .map(|n| n["metadata"]["name"].as_str().unwrap())
+            .collect();
+        let mut on_fabric = 0;
+        for (file, ds) in &docs {
+            let text = serde_json::to_string(ds).unwrap();
+            assert!(!text.contains("\"hostNetwork\":true"), "{fabric}: {file}");
+            for d in ds {
+                walk_pod_templates(d, &mut |meta: &Value, pod: &Value| {
+                    let rdma = serde_json::to_string(&pod["containers"])
+                        .unwrap()
+                        .contains("rdma/rdma_shared_device_a");
+                    let Some(v) = meta["annotations"].get("k8s.v1.cni.cncf.io/networks") else {
+                        assert!(!rdma, "{fabric}: {file}: an RDMA pod without the networks");
+                        return;
+                    };
+                    assert!(rdma, "{fabric}: {file}: networks on a pod without RDMA");
+                    on_fabric += 1;
+                    let list: Vec<Value> = serde_json::from_str(v.as_str().unwrap()).unwrap();
+                    let got: Vec<&str> = list.iter().map(|e| e["name"].as_str().unwrap()).collect();
+                    assert_eq!(got, names, "{fabric}: {file}");
+                    let ifs: Vec<&str> = list
+                        .iter()
+                        .map(|e| e["interface"].as_str().unwrap())
+                        .collect();
+                    assert_eq!(ifs, interfaces, "{fabric}: {file}");
+                    assert!(list.iter().all(|e| e["namespace"] == "train"), "{file}");
+                });
+            }
+        }
+        // The training pods and the acceptance test's nodes.
+        assert!(
+            on_fabric >= 2,
+            "{fabric}: {on_fabric} pod templates on the fabric"
+        );
+        let policy = &docs["network/nic-cluster-policy.yaml"][0]["spec"];
+        assert_eq!(policy["nvIpam"]["image"], "nvidia-k8s-ipam", "{fabric}");
+        let sec = &policy["secondaryNetwork"];
+        assert_eq!(sec["multus"]["image"], "multus-cni", "{fabric}");
+        assert_eq!(sec["cniPlugins"]["image"], "plugins", "{fabric}");
+        assert_eq!(
+            sec.get("ipoib").is_some(),
+            fabric == "infiniband",
+            "{fabric}"
+        );
+        // The CRDs do reject: a field the network kind lacks, a pool without its block size.
+        for (file, from, to) in [
+            (
+                format!("network/{}.yaml", names[0]),
+                "  master: ",
+                "  vlan: 5\n  master: ",
+            ),
+            (
+                format!(
+                    "network/{}-pool-0.yaml",
+                    names[0]
+                        .rsplit_once('-')
+                        .unwrap()
+                        .0
+                        .rsplit_once('-')
+                        .unwrap()
+                        .0
+                ),
+                "  perNodeBlockSize: 8\n",
+                "",
+            ),
+        ] {
+            let path = dir.join(&file);
+            let good = std::fs::read_to_string(&path).unwrap();
+            assert!(good.contains(from), "{file}");
+            std::fs::write(&path, good.replace(from, to)).unwrap();
+            assert!(
+                check_crd(&t, &dir, &file).is_err(),
+                "{fabric}: broken {file} passed"
+            );
+            std::fs::write(&path, good).unwrap();
+        }
+        let _ = std::fs::remove_dir_all(dir.parent().unwrap().parent().unwrap());
+    }
+}
+
+/// Calls `f` with `(metadata, spec)` of every pod template (or pod) under `v`.
+fn walk_pod_templates(v: &Value, f: &mut dyn FnMut(&Value, &Value)) {
+    match v {
+        Value::Object(m) => {
+            if let (Some(meta), Some(spec)) = (m.get("metadata"), m.get("spec")) {
+                if spec.get("containers").is_some() {
+                    f(meta, spec);
+                }
+            }
+            m.values().for_each(|x| walk_pod_templates(x, f));
+        }
+        Value::Array(a) => a.iter().for_each(|x| walk_pod_templates(x, f)),
+        _ => {}
     }
 }
 

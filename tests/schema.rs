@@ -70,8 +70,11 @@ fn full_spec(schema: &Value) -> toml::Table {
     // Across keys, per fabric (the parser's rule, tests/fabric.rs): `[network].gid_index`
     // is RoCE only, `sharp` InfiniBand only, so the InfiniBand spec leaves the GID index out;
     // its bounds are checked on a RoCE spec below.
+    // `pod_subnets` needs one subnet per interface, several nodes that fit the subnet and
+    // no GID index: its rules are across keys and tables, so tests/fabric.rs checks it.
     if let Some(n) = spec.get_mut("network").and_then(toml::Value::as_table_mut) {
         n.remove("gid_index");
+        n.remove("pod_subnets");
     }
     spec
 }

@@ -258,6 +258,9 @@ fn workload_toml(o: &mut String, d: &crate::spec::deploy::Deploy) {
         if n.sharp {
             o.push_str("sharp = true\n");
         }
+        if !n.pod_subnets.is_empty() {
+            list(o, "pod_subnets", &n.pod_subnets);
+        }
     }
     if let Some(i) = &d.image {
         o.push_str("\n[request.image]\n");

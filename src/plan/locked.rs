@@ -103,6 +103,12 @@ pub(crate) fn rdma_shared_dev_plugin(lock: &Lock) -> Option<PinnedImage> {
         .map(PinnedImage::of)
 }
 
+/// A Network Operator component image of the NicClusterPolicy (`multus-cni`,
+/// `cni-plugins`, `nvidia-k8s-ipam`, `ipoib-cni`).
+pub(crate) fn network_operator_image(lock: &Lock, name: &str) -> Option<PinnedImage> {
+    lock.package(name).map(PinnedImage::of)
+}
+
 /// One flavour (`runtime`, `devel`) of the `nvidia/cuda` base image.
 #[derive(Clone, Debug)]
 pub(crate) struct CudaImageTag {

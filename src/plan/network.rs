@@ -8,6 +8,11 @@
 //!   `ENV` or a layer hash: one image serves every site;
 //! * the **RDMA resource** multi-node InfiniBand/RoCE pods request, which the generated
 //!   NicClusterPolicy provides ([`NetworkPlan::rdma_resource`]);
+//! * the **pods' secondary networks** ([`NetworkPlan::pod_networks`]) when
+//!   `[network].pod_subnets` keeps Kubernetes pods off the host network: one network per
+//!   interface, of the kind the NVIDIA Network Operator documents for the fabric with its
+//!   RDMA shared device plugin (IPoIBNetwork on InfiniBand, MacvlanNetwork on RoCE), each
+//!   with an nv-ipam IPPool of its subnet;
 //! * the **GPUDirect RDMA path** ([`GpuDirect`]), from the kernel-module flavour the lock
 //!   picked: DMA-BUF with the open modules, the legacy `nvidia-peermem` with the proprietary
 //!   ones. The GPU Operator values and the book print this decision; none of them makes it.
@@ -33,6 +38,20 @@ pub const NIC_CLUSTER_POLICY: &str = "https://github.com/Mellanox/network-operat
 /// NVIDIA's SHARP plugin for NCCL (nccl-rdma-sharp-plugins), which registers the CollNet
 /// network NCCL uses when `NCCL_COLLNET_ENABLE=1`.
 pub const SHARP_PLUGIN: &str = "https://github.com/Mellanox/nccl-rdma-sharp-plugins";
+/// The Network Operator's quick starts for secondary networks with the RDMA shared device
+/// plugin: an nv-ipam IPPool, then an IPoIBNetwork (InfiniBand) or a MacvlanNetwork (RoCE)
+/// naming the pool, which the pods annotate (`k8s.v1.cni.cncf.io/networks`); the
+/// NicClusterPolicy deploys `nvIpam` and `secondaryNetwork` (Multus, CNI plugins, IPoIB CNI).
+pub const POD_NETWORK_DOCS: [&str; 2] = [
+    "https://github.com/Mellanox/network-operator-docs/blob/0c0ecad430c9281c0924fa7434a88f1380ba3d7a/docs/quick-start/ipoib-rdma-shared.rst",
+    "https://github.com/Mellanox/network-operator-docs/blob/0c0ecad430c9281c0924fa7434a88f1380ba3d7a/docs/quick-start/macvlan-rdma-shared.rst",
+];
+/// Multus' usage guide: the JSON form of `k8s.v1.cni.cncf.io/networks` with `namespace`
+/// and `interface` (the pod's interface name) per network.
+pub const MULTUS_ANNOTATION: &str = "https://github.com/k8snetworkplumbingwg/multus-cni/blob/041e3ce46b5ac0237efd70b6d284869e7c497a73/docs/how-to-use.md";
+/// Where the Network Operator runs nv-ipam, and so where its IPPools live (the quick
+/// starts' namespace).
+pub const NETWORK_OPERATOR_NAMESPACE: &str = "nvidia-network-operator";
 /// The resource name the Network Operator's example config gives the shared RDMA device.
 pub const DEFAULT_RDMA_RESOURCE: &str = "rdma/rdma_shared_device_a";
 /// The prefix the RDMA shared device plugin puts before `resourceName`.
@@ -82,6 +101,83 @@ pub struct NetworkPlan {
     /// What the hosts or images must provide that gpustack does not install (every
     /// target prints these).
     pub prerequisites: Vec<String>,
+    /// The secondary networks multi-node InfiniBand/RoCE pods attach, one per interface
+    /// (`[network].pod_subnets`); empty: the pods use the host network.
+    pub pod_networks: Vec<PodNetwork>,
+}
+
+/// The Network Operator's network kind for a fabric.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+pub enum PodNetworkKind {
+    /// `IPoIBNetwork`: an IPoIB child interface of the host's (InfiniBand).
+    #[serde(rename = "IPoIBNetwork")]
+    Ipoib,
+    /// `MacvlanNetwork`: a macvlan interface on the RoCE NIC, whose address gives the pod
+    /// its RoCE v2 GID.
+    #[serde(rename = "MacvlanNetwork")]
+    Macvlan,
+}
+
+/// One secondary network on the fabric and the IPPool it takes addresses from.
+/// LOAD-BEARING: `generators/k8s/network/*.j2` print these fields.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct PodNetwork {
+    /// The custom resource's kind.
+    pub kind: PodNetworkKind,
+    /// Its name (cluster-scoped; the NetworkAttachmentDefinition the operator makes from
+    /// it has the same name): `<stack>-ipoib-0`.
+    pub name: String,
+    /// The host interface it hangs off (`master`), which is also the interface's name in
+    /// the pod, so the site's `NCCL_SOCKET_IFNAME` holds there too.
+    pub interface: String,
+    /// The nv-ipam IPPool: `<stack>-pool-0`.
+    pub pool: String,
+    /// The pool's subnet.
+    pub subnet: String,
+    /// The pool's `perNodeBlockSize`.
+    pub per_node_block: u32,
+    /// The network's `ipam` JSON text.
+    pub ipam: String,
+}
+
+impl PodNetwork {
+    /// `IPoIBNetwork` / `MacvlanNetwork`.
+    pub fn kind_name(&self) -> &'static str {
+        match self.kind {
+            PodNetworkKind::Ipoib => "IPoIBNetwork",
+            PodNetworkKind::Macvlan => "MacvlanNetwork",
+        }
+    }
+}
+
+/// The secondary networks of `[network].pod_subnets`, one per interface.
+fn pod_networks(
+    stack: &str,
+    fabric: Fabric,
+    net: &crate::spec::deploy::Network,
+) -> Vec<PodNetwork> {
+    let (kind, word) = match fabric {
+        Fabric::Infiniband => (PodNetworkKind::Ipoib, "ipoib"),
+        Fabric::Roce => (PodNetworkKind::Macvlan, "macvlan"),
+        _ => return Vec::new(),
+    };
+    net.interfaces
+        .iter()
+        .zip(&net.pod_subnets)
+        .enumerate()
+        .map(|(i, (interface, subnet))| {
+            let pool = format!("{stack}-pool-{i}");
+            PodNetwork {
+                kind,
+                name: format!("{stack}-{word}-{i}"),
+                interface: interface.clone(),
+                ipam: serde_json::json!({"type": "nv-ipam", "poolName": pool}).to_string(),
+                pool,
+                subnet: subnet.clone(),
+                per_node_block: crate::spec::deploy::POD_BLOCK,
+            }
+        })
+        .collect()
 }
 
 /// A variable with its source from the documented-names table (a name outside it has an
@@ -172,6 +268,12 @@ impl NetworkPlan {
         }
         if multi && cluster.fabric == Fabric::Slingshot {
             prerequisites.push("Slingshot: the images carry the CXI user space (libcxi, libfabric with the CXI provider, aws-ofi-nccl) of HPE's SHS 13.0.0 release, as the Alps images build it; the hosts must run the CXI kernel driver and give the job its VNI (Slurm's Slingshot switch plugin), and FI_CXI_RDZV_PROTO=alt_read needs the NIC's rdzv_get_en=0 (srun --network=disable_rdzv_get)".into());
+            if super::locked::fabric_sources(lock)
+                .iter()
+                .any(|p| p.name == "xpmem")
+            {
+                prerequisites.push("XPMEM: the images carry only its user-space library (built with --disable-kernel-module, as the Alps images build it); libfabric uses XPMEM for intra-node copies only where the hosts load the xpmem kernel module (/dev/xpmem), which gpustack does not build".into());
+            }
         }
         if multi && cluster.fabric == Fabric::Efa {
             let installer = super::locked::efa_installer(lock).map_or_else(
@@ -188,7 +290,13 @@ impl NetworkPlan {
             );
             prerequisites.push(format!("EFA: the images carry the user space of {installer} (installed without its kernel module) and aws-ofi-nccl built against its libfabric; the hosts need the EFA kernel driver, which the same installer run as root with `./efa_installer.sh -y` provides (the VM image's multinode.sh does so)"));
         }
+        let pod_networks = if rdma && multi {
+            pod_networks(&lock.request.name, cluster.fabric, &net)
+        } else {
+            Vec::new()
+        };
         NetworkPlan {
+            pod_networks,
             prerequisites,
             site_env,
             rdma_resource,

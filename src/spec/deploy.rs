@@ -49,6 +49,10 @@ pub struct Network {
     pub rdma_resource: Option<String>,
     /// InfiniBand SHARP through NCCL's CollNet plugin.
     pub sharp: bool,
+    /// IPv4 subnets (`192.168.4.0/24`), one per `interfaces` entry, of the secondary
+    /// networks Kubernetes pods attach on the fabric (IPoIB on InfiniBand, macvlan on RoCE)
+    /// instead of the host network; empty: the pods use the host network.
+    pub pod_subnets: Vec<String>,
 }
 
 /// A Linux interface name as `ip link` accepts it (at most 15 bytes, IFNAMSIZ − 1), limited
@@ -438,6 +442,7 @@ pub(crate) struct NetworkWire {
     gid_index: Option<S<i64>>,
     rdma_resource: Option<S<String>>,
     sharp: Option<S<bool>>,
+    pod_subnets: Option<S<Vec<String>>>,
 }
 
 #[derive(Deserialize)]
@@ -870,7 +875,12 @@ fn names(
 
 /// `[network]`, checked against the cluster's fabric (none: `[cluster]` is missing, which
 /// is reported here).
-fn validate_network(n: S<NetworkWire>, fabric: Option<Fabric>, at: &mut At<'_>) -> Network {
+fn validate_network(
+    n: S<NetworkWire>,
+    fabric: Option<Fabric>,
+    nodes: u32,
+    at: &mut At<'_>,
+) -> Network {
     let span = n.span();
     let n = n.into_inner();
     let Some(fabric) = fabric else {
@@ -972,13 +982,136 @@ fn validate_network(n: S<NetworkWire>, fabric: Option<Fabric>, at: &mut At<'_>) 
             sharp = true;
         }
     }
+    let pod_subnets = n
+        .pod_subnets
+        .as_ref()
+        .map(|p| pod_subnets(p, fabric, nodes, &interfaces, gid_index, at))
+        .unwrap_or_default();
     Network {
         interfaces,
         hcas,
         gid_index,
         rdma_resource,
         sharp,
+        pod_subnets,
     }
+}
+
+/// An IPv4 subnet in CIDR form with its host bits zero and a prefix from 8 to 30
+/// (`192.168.4.0/24`): the `subnet` of an nv-ipam IPPool.
+pub fn is_ipv4_subnet(s: &str) -> bool {
+    let Some((a, l)) = s.split_once('/') else {
+        return false;
+    };
+    let (Ok(addr), Ok(len)) = (a.parse::<std::net::Ipv4Addr>(), l.parse::<u32>()) else {
+        return false;
+    };
+    // Canonical text only (no `010.0.0.0`, no `/024`), so the IPPool shows what was written.
+    (8..=30).contains(&len)
+        && addr.to_string() == a
+        && len.to_string() == l
+        && u32::from(addr) & (u32::MAX >> len) == 0
+}
+
+/// The interface of a pod's default network, which a secondary network cannot take
+/// (Multus' usage guide: `eth0`, "Default network interface";
+/// <https://github.com/k8snetworkplumbingwg/multus-cni/blob/041e3ce46b5ac0237efd70b6d284869e7c497a73/docs/how-to-use.md>).
+pub const POD_INTERFACE: &str = "eth0";
+
+/// Addresses each node takes from a pod subnet (the nv-ipam IPPool's `perNodeBlockSize`):
+/// a pod of the stack takes a node's GPUs whole, so a node runs one at a time; the rest
+/// leave room for a replaced pod still terminating and for the acceptance job.
+pub const POD_BLOCK: u32 = 8;
+
+/// Host addresses of a valid [`is_ipv4_subnet`] (without the network and broadcast
+/// addresses).
+pub fn subnet_hosts(s: &str) -> u32 {
+    let len: u32 = s
+        .split_once('/')
+        .and_then(|(_, l)| l.parse().ok())
+        .unwrap_or(32);
+    (1u32 << (32 - len.min(31))) - 2
+}
+
+/// `[network].pod_subnets`: RDMA fabrics only, one subnet per interface, and no fixed GID
+/// index beside them (a pod's RoCE address has its own).
+fn pod_subnets(
+    p: &S<Vec<String>>,
+    fabric: Fabric,
+    nodes: u32,
+    interfaces: &[String],
+    gid_index: Option<u32>,
+    at: &mut At<'_>,
+) -> Vec<String> {
+    if !applies(
+        fabric,
+        at,
+        "pod_subnets",
+        p.span(),
+        &[Fabric::Infiniband, Fabric::Roce],
+        "they are the IPoIB or macvlan secondary networks of the NVIDIA Network Operator",
+    ) {
+        return Vec::new();
+    }
+    let subnets = names(
+        at,
+        Some(p),
+        "pod_subnets",
+        is_ipv4_subnet,
+        "an IPv4 subnet (`192.168.4.0/24`, host bits zero, prefix /8 to /30)",
+        "give one subnet per interface, like `pod_subnets = [\"192.168.4.0/24\"]`",
+    );
+    if subnets.len() != p.get_ref().len() {
+        return Vec::new();
+    }
+    if subnets.len() != interfaces.len() {
+        at.fail(
+            p.span(),
+            format!(
+                "`[network].pod_subnets` has {} subnets for {} interfaces",
+                subnets.len(),
+                interfaces.len()
+            ),
+            "give one subnet per `[network].interfaces` entry, in the same order: each interface gets a secondary network of its own",
+        );
+        return Vec::new();
+    }
+    if interfaces.iter().any(|i| i == POD_INTERFACE) {
+        at.fail(
+            p.span(),
+            format!("with `[network].pod_subnets`, each interface becomes a pod interface of the same name, but `{POD_INTERFACE}` is the pod's own (Kubernetes' default network)"),
+            "list the host interfaces of the fabric NICs (`ip link`: `ib0`, `ens1f0np0`), or leave `pod_subnets` out to keep the host network",
+        );
+        return Vec::new();
+    }
+    if nodes < 2 {
+        at.fail(
+            p.span(),
+            "`[network].pod_subnets` is for multi-node jobs, but `[cluster].nodes` is 1".into(),
+            "leave `pod_subnets` out: the pods of one node talk over NVLink and shared memory",
+        );
+        return Vec::new();
+    }
+    if let Some(small) = subnets.iter().find(|s| subnet_hosts(s) < nodes * POD_BLOCK) {
+        at.fail(
+            p.span(),
+            format!(
+                "`{small}` has {} addresses, but {nodes} nodes take {POD_BLOCK} each",
+                subnet_hosts(small)
+            ),
+            "use a larger subnet (a /24 holds 31 nodes)",
+        );
+        return Vec::new();
+    }
+    if gid_index.is_some() {
+        at.fail(
+            p.span(),
+            "`[network].gid_index` is the host's RoCE address; a pod on a secondary network has its own, at another index".into(),
+            "leave `gid_index` out, so NCCL picks the RoCE v2 GID of the pod's address, or leave `pod_subnets` out to keep the host network",
+        );
+        return Vec::new();
+    }
+    subnets
 }
 
 /// Whether a `[network]` key applies to the fabric; when not, reported at the key, naming the
@@ -1053,7 +1186,8 @@ impl DeployWire {
         }
         if let Some(n) = self.network {
             let fabric = d.cluster.as_ref().map(|c| c.fabric);
-            d.network = Some(validate_network(n, fabric, at));
+            let nodes = d.cluster.as_ref().map_or(1, |c| c.nodes);
+            d.network = Some(validate_network(n, fabric, nodes, at));
         }
         if let Some(i) = self.image {
             d.image = Some(validate_image(i, at));

@@ -401,6 +401,17 @@ fn network() -> Value {
                     "examples": [true],
                 }),
             ),
+            (
+                "pod_subnets",
+                json!({
+                    "type": "array",
+                    "description": "IPv4 subnets, one per `interfaces` entry in the same order: Kubernetes pods attach a secondary network on each interface (the NVIDIA Network Operator's IPoIBNetwork on InfiniBand, MacvlanNetwork on RoCE, addresses from an nv-ipam IPPool) instead of using the host network. InfiniBand and RoCE only; not with `gid_index`.",
+                    "items": {"type": "string", "pattern": "^[0-9]{1,3}(\\.[0-9]{1,3}){3}/([89]|[12][0-9]|30)$"},
+                    "minItems": 1,
+                    "maxItems": 64,
+                    "examples": [["192.168.4.0/24"]],
+                }),
+            ),
         ],
     ))
 }

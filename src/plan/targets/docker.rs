@@ -64,6 +64,7 @@ fn flags_source(name: &str) -> Option<&'static str> {
     Some(match name {
         "cassini-headers" | "cxi-driver" | "libcxi" => "https://github.com/eth-cscs/alps-extended-images/blob/f305f43d9dd0fee4d2761b705eafea90a0b531b1/Alps-Images/common/install-alps-hpc-stack.sh (build_cxi_bits) ; https://github.com/HewlettPackard/shs-libcxi/blob/4b7fc964bf5065539a631abf425ba5a1a340e5ba/configure.ac",
         "libfabric" => "https://github.com/ofiwg/libfabric/blob/main/prov/cxi/configure.m4 ; https://github.com/eth-cscs/alps-extended-images/blob/f305f43d9dd0fee4d2761b705eafea90a0b531b1/Alps-Images/common/install-alps-hpc-stack.sh (build_libfabric)",
+        "xpmem" => "https://github.com/eth-cscs/alps-extended-images/blob/f305f43d9dd0fee4d2761b705eafea90a0b531b1/Alps-Images/common/install-alps-hpc-stack.sh (build_xpmem) ; https://github.com/hpc/xpmem/blob/3bcab55479489fdd93847fa04c58ab16e9c0b3fd/m4/ac_path_kernel_source.m4",
         "osu-micro-benchmarks" => "https://github.com/spack/spack-packages/blob/00caeea401b3dc9b5daa89f23d5edab008fabd99/repos/spack_repo/builtin/packages/osu_micro_benchmarks/package.py (configure_args, setup_build_environment)",
         "ucx" => "https://openucx.readthedocs.io/en/master/running.html (./contrib/configure-release --with-verbs --with-rdmacm)",
         "efa-installer" => "https://github.com/aws-samples/awsome-distributed-training/blob/7988de6df1a319c47e2c927cc97fa285ea5a1d56/micro-benchmarks/nccl-tests/nccl-tests.Dockerfile (container) ; https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start-nccl.html (VM: ./efa_installer.sh -y)",
@@ -393,6 +394,13 @@ fn host_stack_recipe(name: &str, common: &Common) -> Option<Recipe> {
             }
             ("autotools", a, None)
         }
+        // The library only, as the Alps build configures it: the kernel module is the
+        // host's.
+        "xpmem" => (
+            "autotools",
+            vec![prefix, "--disable-kernel-module".into()],
+            None,
+        ),
         "gdrcopy" => (
             "make",
             vec![format!("prefix={f}"), "CUDA=/usr/local/cuda".into()],
@@ -434,6 +442,9 @@ fn comm_recipe(name: &str, common: &Common) -> Option<Recipe> {
                 if has("gdrcopy") {
                     a.push(format!("--with-gdrcopy={f}"));
                     a.push("--enable-gdrcopy-dlopen".into());
+                }
+                if has("xpmem") {
+                    a.push(format!("--enable-xpmem={f}"));
                 }
             }
             ("autotools", a, None)

@@ -151,6 +151,10 @@ pub struct Pod {
     pub fabric_notes: Vec<String>,
     /// `hostNetwork: true` with `ClusterFirstWithHostNet`.
     pub host_network: bool,
+    /// `k8s.v1.cni.cncf.io/networks`: the secondary networks on the fabric the pod
+    /// attaches (Multus' JSON form), when `[network].pod_subnets` keeps it off the host
+    /// network.
+    pub networks: Option<String>,
     /// Add `IPC_LOCK` (RDMA memory registration pins memory).
     pub ipc_lock: bool,
     /// HTTP probes.
@@ -347,6 +351,36 @@ pub struct NicPolicyPlan {
     pub config: String,
     /// Comments.
     pub notes: Vec<String>,
+    /// `nvIpam` and `secondaryNetwork`, when the pods attach secondary networks.
+    pub secondary: Option<SecondaryComponents>,
+}
+
+/// The NicClusterPolicy's components for the pods' secondary networks, as the Network
+/// Operator's quick starts deploy them (images from the lock).
+#[derive(Clone, Debug, Serialize)]
+pub struct SecondaryComponents {
+    /// `nvIpam` (with `enableWebhook: false`, as the quick starts set it).
+    pub nv_ipam: NicPolicyImage,
+    /// `secondaryNetwork.multus`.
+    pub multus: NicPolicyImage,
+    /// `secondaryNetwork.cniPlugins` (macvlan among them).
+    pub cni_plugins: NicPolicyImage,
+    /// `secondaryNetwork.ipoib`, on InfiniBand.
+    pub ipoib: Option<NicPolicyImage>,
+}
+
+/// `network/<name>.yaml`: the pods' secondary networks and their IPPools.
+#[derive(Clone, Debug, Serialize)]
+pub struct PodNetworksPlan {
+    /// The networks, one per `[network].interfaces` entry.
+    pub networks: Vec<crate::plan::network::PodNetwork>,
+    /// `networkNamespace`: where the operator writes the NetworkAttachmentDefinitions
+    /// (`[k8s].namespace`; the pods' annotation names it).
+    pub network_namespace: String,
+    /// Where the IPPools go: the Network Operator's namespace, where nv-ipam runs.
+    pub pool_namespace: String,
+    /// Comments.
+    pub notes: Vec<String>,
 }
 
 /// `rdmaSharedDevicePlugin.{repository,image,version}` of the NicClusterPolicy.
@@ -469,6 +503,8 @@ pub struct K8sPlan {
     pub operator: OperatorPlan,
     /// The NicClusterPolicy providing the pods' RDMA resource, when gpustack can write it.
     pub nic_policy: Option<NicPolicyPlan>,
+    /// The pods' secondary networks on the fabric (`[network].pod_subnets`).
+    pub pod_networks: Option<PodNetworksPlan>,
     /// What the cluster must provide that no generated object does (an RDMA resource
     /// outside the `rdma/` prefix, EFA and CXI devices).
     pub prerequisites: Vec<String>,
@@ -560,12 +596,13 @@ fn fabric_settings(common: &Common) -> (Option<String>, bool, bool, Vec<String>)
                 ),
                 (None, _) => String::new(),
             };
-            (
-                r,
-                true,
-                true,
-                vec![note, HOST_NETWORK_NOTE.to_string()],
-            )
+            let on_host = common.network.pod_networks.is_empty();
+            let how = if on_host {
+                HOST_NETWORK_NOTE.to_string()
+            } else {
+                pod_networks_note(common)
+            };
+            (r, on_host, true, vec![note, how])
         }
         Some(Fabric::Efa) => (
             None,
@@ -587,16 +624,53 @@ fn fabric_settings(common: &Common) -> (Option<String>, bool, bool, Vec<String>)
 
 /// Why multi-node InfiniBand/RoCE pods need no secondary network: they run on the host
 /// network, where the HCAs' IP interfaces (IPoIB, the RoCE NIC's) already are; the RDMA
-/// device itself comes from the shared device plugin. The Network Operator's IPoIB and
-/// macvlan quick starts show the alternative (a secondary network per pod).
-const HOST_NETWORK_NOTE: &str = "no secondary network: the pods use the host network (hostNetwork: true), so NCCL's bootstrap interface and the HCAs' IPoIB/RoCE addresses are the node's own; a site that keeps pods off the host network must attach an IPoIBNetwork or MacvlanNetwork of the Network Operator itself (https://github.com/Mellanox/network-operator-docs/blob/0c0ecad430c9281c0924fa7434a88f1380ba3d7a/docs/quick-start/ipoib-rdma-shared.rst), which gpustack does not generate";
+/// device itself comes from the shared device plugin. `[network].pod_subnets` takes the
+/// alternative of the Network Operator's IPoIB and macvlan quick starts (a secondary
+/// network per interface, [`pod_networks_plan`]).
+const HOST_NETWORK_NOTE: &str = "no secondary network: the pods use the host network (hostNetwork: true), so NCCL's bootstrap interface and the HCAs' IPoIB/RoCE addresses are the node's own; to keep pods off the host network, give [network].pod_subnets and gpustack writes the Network Operator's IPoIBNetwork or MacvlanNetwork per interface (https://github.com/Mellanox/network-operator-docs/blob/0c0ecad430c9281c0924fa7434a88f1380ba3d7a/docs/quick-start/ipoib-rdma-shared.rst)";
+
+/// What the pods of `[network].pod_subnets` attach, for comments.
+fn pod_networks_note(common: &Common) -> String {
+    let nets: Vec<String> = (common.network.pod_networks.iter())
+        .map(|n| {
+            format!(
+                "{} {} (on {}, named so in the pod too; nv-ipam pool {})",
+                n.kind_name(),
+                n.name,
+                n.interface,
+                n.pool
+            )
+        })
+        .collect();
+    format!(
+        "secondary networks on the fabric ([network].pod_subnets): {}; files network/<name>.yaml, applied after the NicClusterPolicy (source: {}; the annotation's JSON form: {})",
+        nets.join(", "),
+        crate::plan::network::POD_NETWORK_DOCS.join(", "),
+        crate::plan::network::MULTUS_ANNOTATION
+    )
+}
+
+/// `k8s.v1.cni.cncf.io/networks` for the pods on the fabric: Multus' JSON list naming each
+/// network's NetworkAttachmentDefinition (the operator writes it into `namespace`, the
+/// networks' `networkNamespace`) and the pod's interface, named as on the host so the
+/// site's `NCCL_SOCKET_IFNAME` holds in the pod.
+fn networks_annotation(common: &Common, namespace: &str) -> Option<String> {
+    let nets = &common.network.pod_networks;
+    if nets.is_empty() || common.nodes < 2 {
+        return None;
+    }
+    let list: Vec<serde_json::Value> = nets
+        .iter()
+        .map(|n| serde_json::json!({"name": n.name, "namespace": namespace, "interface": n.interface}))
+        .collect();
+    Some(serde_json::Value::Array(list).to_string())
+}
 
 /// The NicClusterPolicy for the network plan's RDMA resource, or the prerequisite when
 /// gpustack cannot write one.
-fn nic_policy(
-    common: &Common,
-    plugin: Option<&PinnedImage>,
-) -> (Option<NicPolicyPlan>, Vec<String>) {
+fn nic_policy(common: &Common, lock: &Lock) -> (Option<NicPolicyPlan>, Vec<String>) {
+    let plugin = locked::rdma_shared_dev_plugin(lock);
+    let plugin = plugin.as_ref();
     let net = &common.network;
     let mut prerequisites = net.prerequisites.clone();
     let policy = match (&net.rdma_resource, &net.rdma_resource_name) {
@@ -615,7 +689,11 @@ fn nic_policy(
                 format!("source: {}", crate::plan::network::NIC_CLUSTER_POLICY),
 
                 "no `ofedDriver`: the hosts keep their RDMA driver (inbox rdma-core, or DOCA-OFED where GPUDirect RDMA uses nvidia-peermem)".into(),
-                HOST_NETWORK_NOTE.into(),
+                if net.pod_networks.is_empty() {
+                    HOST_NETWORK_NOTE.into()
+                } else {
+                    pod_networks_note(common)
+                },
             ];
             if !net.hcas.is_empty() {
                 notes.push(format!(
@@ -623,17 +701,8 @@ fn nic_policy(
                     net.hcas.join(", ")
                 ));
             }
-            let image = plugin.map(|p| {
-                let full = p.image.as_deref().unwrap_or_default();
-                let (repository, image) = full.rsplit_once('/').unwrap_or(("", full));
-                let tag = p.tag.as_deref().unwrap_or_default();
-                notes.push(format!("{image} {tag}: source {}", p.source));
-                NicPolicyImage {
-                    repository: repository.to_string(),
-                    image: image.to_string(),
-                    version: tag.to_string(),
-                }
-            });
+            let image = plugin.map(|p| policy_image(p, &mut notes));
+            let secondary = secondary_components(common, lock, &mut notes, &mut prerequisites);
             if image.is_none() {
                 notes.push("the lock has no k8s-rdma-shared-dev-plugin image: set `repository` and `version` to those of your Network Operator release before applying".into());
             }
@@ -643,12 +712,16 @@ fn nic_policy(
                 resource: resource.clone(),
                 config: config.to_string(),
                 notes,
+                secondary,
             })
         }
         (Some(resource), None) => {
             prerequisites.push(format!(
                 "{resource}: a device plugin of the cluster must provide this resource ([network].rdma_resource is not an rdma/ resource of the Network Operator's RDMA shared device plugin)"
             ));
+            if !net.pod_networks.is_empty() {
+                prerequisites.push(SECONDARY_PREREQUISITE.into());
+            }
             None
         }
         (None, _) => None,
@@ -662,6 +735,75 @@ fn nic_policy(
         prerequisites.push("the CXI NICs must be exposed to pods by the cluster (gpustack knows no device plugin for them)".into());
     }
     (policy, prerequisites)
+}
+
+/// What must run when gpustack writes no NicClusterPolicy but the pods attach networks.
+const SECONDARY_PREREQUISITE: &str = "the pods' secondary networks (network/*.yaml) need the Network Operator's Multus, CNI plugins, IPoIB CNI (InfiniBand) and nv-ipam, deployed by the cluster's own NicClusterPolicy (`secondaryNetwork`, `nvIpam`)";
+
+/// `{repository, image, version}` of a locked Network Operator image, noting its source.
+fn policy_image(p: &PinnedImage, notes: &mut Vec<String>) -> NicPolicyImage {
+    let full = p.image.as_deref().unwrap_or_default();
+    let (repository, image) = full.rsplit_once('/').unwrap_or(("", full));
+    let tag = p.tag.as_deref().unwrap_or_default();
+    notes.push(format!("{image} {tag}: source {}", p.source));
+    NicPolicyImage {
+        repository: repository.to_string(),
+        image: image.to_string(),
+        version: tag.to_string(),
+    }
+}
+
+/// `nvIpam` and `secondaryNetwork` of the NicClusterPolicy, when the pods attach secondary
+/// networks; a prerequisite when the lock lacks one of their images.
+fn secondary_components(
+    common: &Common,
+    lock: &Lock,
+    notes: &mut Vec<String>,
+    prerequisites: &mut Vec<String>,
+) -> Option<SecondaryComponents> {
+    let nets = &common.network.pod_networks;
+    if nets.is_empty() {
+        return None;
+    }
+    let ib = common.fabric == Some(Fabric::Infiniband);
+    let find = |name: &str| locked::network_operator_image(lock, name);
+    let (Some(ipam), Some(multus), Some(cni)) = (
+        find("nvidia-k8s-ipam"),
+        find("multus-cni"),
+        find("cni-plugins"),
+    ) else {
+        prerequisites.push(SECONDARY_PREREQUISITE.into());
+        return None;
+    };
+    let ipoib = find("ipoib-cni");
+    if ib && ipoib.is_none() {
+        prerequisites.push(SECONDARY_PREREQUISITE.into());
+        return None;
+    }
+    Some(SecondaryComponents {
+        nv_ipam: policy_image(&ipam, notes),
+        multus: policy_image(&multus, notes),
+        cni_plugins: policy_image(&cni, notes),
+        ipoib: ipoib.filter(|_| ib).map(|p| policy_image(&p, notes)),
+    })
+}
+
+/// The pods' secondary networks and their IPPools.
+fn pod_networks_plan(common: &Common, namespace: &str) -> Option<PodNetworksPlan> {
+    let nets = &common.network.pod_networks;
+    if nets.is_empty() {
+        return None;
+    }
+    Some(PodNetworksPlan {
+        networks: nets.clone(),
+        network_namespace: namespace.to_string(),
+        pool_namespace: crate::plan::network::NETWORK_OPERATOR_NAMESPACE.into(),
+        notes: vec![
+            format!("one network per [network].interfaces entry, each with an nv-ipam IPPool of its [network].pod_subnets entry; every node takes a block of {} addresses (a pod of this stack takes a node's GPUs whole, so a node runs one at a time)", crate::spec::deploy::POD_BLOCK),
+            "apply after the NicClusterPolicy (the operator must run; not in kustomization.yaml): kubectl apply -f network/".into(),
+            format!("source: {}", crate::plan::network::POD_NETWORK_DOCS.join(", ")),
+        ],
+    })
 }
 
 /// The ConfigMap every GPU pod takes its NCCL/fabric environment from.
@@ -692,17 +834,19 @@ fn namespace_and_version(lock: &Lock) -> Result<(String, String), Error> {
 struct PodSettings {
     rdma_resource: Option<String>,
     host_network: bool,
+    networks: Option<String>,
     ipc_lock: bool,
     fabric_notes: Vec<String>,
     storage: Vec<Volume>,
 }
 
 impl PodSettings {
-    fn new(common: &Common) -> PodSettings {
+    fn new(common: &Common, namespace: &str) -> PodSettings {
         let (rdma_resource, host_network, ipc_lock, fabric_notes) = fabric_settings(common);
         PodSettings {
             rdma_resource,
             host_network,
+            networks: networks_annotation(common, namespace),
             ipc_lock,
             fabric_notes,
             storage: common.mounts.iter().map(volume_of).collect(),
@@ -714,6 +858,7 @@ impl PodSettings {
         p.rdma_resource = self.rdma_resource.clone();
         p.fabric_notes = self.fabric_notes.clone();
         p.host_network = self.host_network;
+        p.networks = self.networks.clone();
         p.ipc_lock = self.ipc_lock;
     }
 }
@@ -744,6 +889,7 @@ fn pod(
         rdma_resource: None,
         fabric_notes: Vec::new(),
         host_network: false,
+        networks: None,
         ipc_lock: false,
         probes: None,
         volumes: vec![shm()],
@@ -970,9 +1116,10 @@ fn mpi_acceptance(
     p.run_as = Some(ssh.uid);
     p.tcp_ready = Some(ssh.port);
     p.host_network = settings.host_network;
+    p.networks = settings.networks.clone();
     p.rdma_resource = settings.rdma_resource.clone();
     p.fabric_notes = settings.fabric_notes.clone();
-    if p.host_network {
+    if p.rdma_resource.is_some() {
         p.fabric_notes.push(format!(
             "the ranks run as uid {}: a capability such as IPC_LOCK would not reach them (Kubernetes sets no ambient capabilities), so none is added; RDMA memory registration needs the container runtime's locked-memory limit (`ulimit -l` in a pod) to be unlimited",
             ssh.uid
@@ -1251,7 +1398,7 @@ impl K8sPlan {
     pub fn new(lock: &Lock, common: &Common) -> Result<K8sPlan, Error> {
         let (namespace, version) = namespace_and_version(lock)?;
         let workloads = WorkloadPlan::new(lock, common)?;
-        let settings = PodSettings::new(common);
+        let settings = PodSettings::new(common, &namespace);
         let k8s = lock.request.deploy.k8s.as_ref();
         let api = k8s.map_or(TrainingApi::TrainJob, |k| k.training_api);
         let queue = k8s.and_then(|k| k.queue.clone());
@@ -1265,8 +1412,8 @@ impl K8sPlan {
             .is_none()
             .then(|| "the lock has no nccl-tests package (no NCCL is locked)".to_string());
         let operator = operator_plan(lock, common);
-        let (nic_policy, prerequisites) =
-            nic_policy(common, locked::rdma_shared_dev_plugin(lock).as_ref());
+        let (nic_policy, prerequisites) = nic_policy(common, lock);
+        let pod_networks = pod_networks_plan(common, &namespace);
         let mut resources = workload_files(nccl_tests.as_ref(), train.as_ref(), serve.as_ref());
         let namespaces = namespaces(
             &namespace,
@@ -1312,6 +1459,7 @@ impl K8sPlan {
             nccl_tests_missing,
             operator,
             nic_policy,
+            pod_networks,
             prerequisites,
             resources,
             gpus_total: common.nodes.saturating_mul(common.gpus_per_node),
@@ -1595,6 +1743,30 @@ fn operator_rdma(common: &Common, installed: bool) -> (Option<OperatorRdma>, Vec
     }
 }
 
+/// `network/<network>.yaml` and `network/<pool>.yaml` for each secondary network.
+fn render_pod_networks(plan: &K8sPlan) -> Result<Vec<RenderedFile>, Error> {
+    #[derive(Serialize)]
+    struct One<'a> {
+        plan: &'a K8sPlan,
+        nets: &'a PodNetworksPlan,
+        net: &'a crate::plan::network::PodNetwork,
+    }
+    let mut files = Vec::new();
+    let Some(nets) = &plan.pod_networks else {
+        return Ok(files);
+    };
+    for net in &nets.networks {
+        let ctx = crate::render::Context::new(&One { plan, nets, net });
+        for (file, template) in [(&net.name, "pod-network"), (&net.pool, "ippool")] {
+            files.push(RenderedFile::new(
+                format!("network/{file}.yaml"),
+                crate::render::render_with(&format!("k8s/network/{template}.yaml.j2"), &ctx)?,
+            ));
+        }
+    }
+    Ok(files)
+}
+
 /// `out/k8s/`.
 pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> {
     let plan = K8sPlan::new(lock, common)?;
@@ -1626,6 +1798,7 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
             t("network/nic-cluster-policy.yaml")?,
         ));
     }
+    files.extend(render_pod_networks(&plan)?);
     for ns in &plan.namespaces {
         let top = crate::render::Context::new(&Top { plan: &plan, ns });
         let mut names = vec!["namespace", "nccl-env", "resourcequota"];
