@@ -789,3 +789,29 @@ fn diff_names_the_python_packages_that_moved() {
     assert!(!d.layers.iter().any(|l| l.layer == "training"));
     assert!(d.to_markdown().contains("python-package"));
 }
+
+/// Where torch comes from is decided per CPU: PyPI's aarch64 wheels of torch 2.10.0 are CPU
+/// builds (the catalog's `pypi_cuda_cpus` leaves aarch64 out), so a GH200 platform takes
+/// torch from the variant's index while x86_64 takes PyPI's same build; from 2.11.0 PyPI
+/// serves the CUDA build on both CPUs. Offline: the closure's inputs only.
+#[test]
+fn aarch64_takes_torch_from_the_variant_index_where_pypi_has_a_cpu_build() {
+    let cat = gpustack::Catalog::stock().unwrap();
+    for (torch, aarch64_index) in [
+        ("2.10.0", Some("https://download.pytorch.org/whl/cu128")),
+        ("2.12.0", None),
+    ] {
+        let spec = format!(
+            "[stack]\nname = \"arm\"\nos = \"ubuntu24.04\"\n[hardware]\ngpus = [\"h100\", \"gh200\"]\n[components]\npython = \"3.12\"\ntorch = \"{torch}\"\n"
+        );
+        let lock = gpustack::lock_spec(&cat, "s", &spec).unwrap();
+        let index = |cpu: &str| {
+            gpustack::resolve::python::inputs_for(&lock, cpu)
+                .iter()
+                .find(|i| i.layer == "framework")
+                .and_then(|i| i.sources.get("torch").cloned())
+        };
+        assert_eq!(index("x86_64"), None, "torch {torch}: PyPI on x86_64");
+        assert_eq!(index("aarch64").as_deref(), aarch64_index, "torch {torch}");
+    }
+}

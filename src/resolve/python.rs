@@ -221,11 +221,18 @@ fn pypi_name(lock: &Lock, c: Component) -> Option<(String, String, Option<String
 /// The closure's inputs per layer, from the lock alone (its components and
 /// `[request.python]`): framework first, then the layers built on it, then `build`.
 pub fn inputs(lock: &Lock) -> Vec<LayerInput> {
+    inputs_for(lock, "x86_64")
+}
+
+/// [`inputs`] for the CPU `cpu` (`x86_64`, `aarch64`): where torch comes from can depend
+/// on it (PyPI's aarch64 wheels of torch 2.10 and older are CPU builds, so an aarch64
+/// platform takes the variant's own index; the lock's `pypi-cpus`).
+pub fn inputs_for(lock: &Lock, cpu: &str) -> Vec<LayerInput> {
     let Some(torch) = lock.component(Component::Torch) else {
         return Vec::new();
     };
     let user = &lock.request.deploy.python;
-    let (from_pypi, torch_index, torch_pin) = torch_install(lock, torch);
+    let (from_pypi, torch_index, torch_pin) = torch_install(lock, torch, cpu);
     let source_built = torch.get("build") == Some("source");
     let (mut sources, by_layer) =
         requirements_by_layer(lock, torch, from_pypi, &torch_pin, source_built);
@@ -303,17 +310,30 @@ pub fn inputs(lock: &Lock) -> Vec<LayerInput> {
     out
 }
 
-/// Where torch comes from: PyPI (`true`) or its variant's index, and the pin written.
-fn torch_install(lock: &Lock, torch: &LockedComponent) -> (bool, Option<String>, String) {
-    // The PyPI-default variant is the same build on PyPI (the catalog's `pypi-default`):
-    // taken from there, without its local version, unless `[resolve] variant-index`.
+/// Where torch comes from on `cpu`: PyPI (`true`) or its variant's index, and the pin
+/// written.
+fn torch_install(
+    lock: &Lock,
+    torch: &LockedComponent,
+    cpu: &str,
+) -> (bool, Option<String>, String) {
+    // The PyPI-default variant is the same build on PyPI (the catalog's `pypi-default`) on
+    // the CPUs the lock's `pypi-cpus` lists (x86_64 only when absent): taken from there,
+    // without its local version, unless `[resolve] variant-index`. On any other CPU the
+    // PyPI wheel is a CPU build, so the variant's index serves it.
     let variant_index = lock
         .request
         .deploy
         .resolve
         .as_ref()
         .is_some_and(|r| r.variant_index);
-    let from_pypi = torch.get("pypi-default") == Some("true") && !variant_index;
+    let cpus = torch.list("pypi-cpus");
+    let cuda_on_pypi = if cpus.is_empty() {
+        cpu == "x86_64"
+    } else {
+        cpus.iter().any(|c| c == cpu)
+    };
+    let from_pypi = torch.get("pypi-default") == Some("true") && !variant_index && cuda_on_pypi;
     let torch_index = torch
         .get("index-url")
         .filter(|_| !from_pypi)
@@ -482,12 +502,13 @@ pub fn resolve(lock: &Lock, opts: &Options<'_>) -> Result<PythonLock, ClosureErr
     let several = opts.platforms.len() > 1;
     let mut files = Vec::new();
     let mut builds: Vec<PyBuild> = Vec::new();
-    let layer_inputs = inputs(lock);
-    // Every layer's requirements together: resolved once, its pins constrain each layer,
-    // so the layers agree on every shared package and an upper image only adds to the
-    // one below (installing `inference` over `framework` changes nothing already there).
-    let union = union_of(&layer_inputs);
     for platform in &opts.platforms {
+        let cpu = platform.split('-').next().unwrap_or(platform);
+        let layer_inputs = inputs_for(lock, cpu);
+        // Every layer's requirements together: resolved once, its pins constrain each
+        // layer, so the layers agree on every shared package and an upper image only adds
+        // to the one below (installing `inference` over `framework` changes nothing there).
+        let union = union_of(&layer_inputs);
         let union_digest = input_digest(
             &union,
             platform,
