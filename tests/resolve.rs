@@ -1066,3 +1066,90 @@ fn an_nccl_build_the_catalog_does_not_list_is_read_from_the_repository() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The same on dnf: NCCL 2.24.3 has no CUDA build in the catalog; the Rocky repository
+/// publishes `+cuda12.2` and `+cuda12.6`, and a CUDA 12.4 stack takes 12.6 (newer first).
+#[test]
+fn an_nccl_build_the_catalog_does_not_list_is_read_from_a_dnf_repository() {
+    if !tools(&["rpmbuild", "createrepo_c"]) {
+        return;
+    }
+    let dir = tmp("nccl-build-dnf");
+    let cat = Catalog::stock().unwrap();
+    let spec = "[stack]\nname = \"nccl-build\"\nos = \"rockylinux9\"\n[hardware]\ngpus = [\"h100\"]\n[components]\ncuda = \"12.4\"\nnccl = \"==2.24.3\"\n";
+    let offline = gpustack::lock_spec(&cat, "s", spec).unwrap();
+    let nccl_fact = |l: &Lock| {
+        l.facts
+            .iter()
+            .find(|f| f.kind == "nccl-build")
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(nccl_fact(&offline).get("known"), Some("false"));
+    let repo = dir.join("cuda/rhel9/x86_64");
+    std::fs::create_dir_all(&repo).unwrap();
+    let mut rpms: Vec<(String, String, String)> = Vec::new();
+    for p in offline
+        .packages
+        .iter()
+        .filter(|p| p.name != "nvidia-container-toolkit")
+    {
+        for x in p.list("dnf") {
+            let at = x
+                .find(&format!("-{}", p.version))
+                .unwrap_or_else(|| panic!("{x}"));
+            let rest = &x[at + 1 + p.version.len()..];
+            let release = rest.strip_prefix('-').unwrap_or("1");
+            let name = x[..at].to_string();
+            match release.strip_suffix("+cuda12.4") {
+                Some(r) => {
+                    for b in ["12.2", "12.6"] {
+                        rpms.push((name.clone(), p.version.clone(), format!("{r}+cuda{b}")));
+                    }
+                }
+                None => rpms.push((name, p.version.clone(), release.to_string())),
+            }
+        }
+    }
+    for (i, (n, v, r)) in rpms.iter().enumerate() {
+        let specfile = dir.join(format!("p{i}.spec"));
+        std::fs::write(
+            &specfile,
+            format!("Name: {n}\nVersion: {v}\nRelease: {r}\nSummary: t\nLicense: MIT\nBuildArch: noarch\n%description\nt\n%files\n"),
+        )
+        .unwrap();
+        sh(Command::new("rpmbuild")
+            .arg("--define")
+            .arg(format!("_topdir {}", dir.join("rpmbuild").display()))
+            .arg("--define")
+            .arg(format!("_rpmdir {}", repo.display()))
+            .arg("-bb")
+            .arg(&specfile)
+            .stdout(Stdio::null()));
+    }
+    sh(Command::new("createrepo_c")
+        .args(["--quiet", "--general-compress-type=gz"])
+        .arg(&repo));
+    let port = serve_dir(dir.clone());
+    let text = format!(
+        "{spec}[resolve]\ndnf = {{ \"https://developer.download.nvidia.com/compute/cuda/repos\" = \"http://127.0.0.1:{port}/cuda\" }}\n"
+    );
+    let (lock, _) = gpustack::lock_spec_resolved(&cat, "s", &text, &Http::new(false), None)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let nccl = lock.package("libnccl").unwrap();
+    assert_eq!(nccl.get("dnf-source"), Some("repository"));
+    assert_eq!(
+        nccl.list("dnf"),
+        [
+            "libnccl-2.24.3-1+cuda12.6",
+            "libnccl-devel-2.24.3-1+cuda12.6"
+        ]
+    );
+    let f = nccl_fact(&lock);
+    assert_eq!(
+        (f.get("cuda"), f.get("known")),
+        (Some("12.6"), Some("repository"))
+    );
+    assert!(lock.verify().is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
