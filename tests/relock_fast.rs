@@ -44,9 +44,13 @@ fn mark(cache: &Path) {
     }
 }
 
+/// The committed closed project, locked once without a cache (which rewrites it where the
+/// committed lock trails the catalog), so that the next run changes nothing.
 fn project(tag: &str) -> (PathBuf, PathBuf) {
     let dir = tempdir(tag);
     copy_dir(&root().join("fixtures/closed/h100-ib-train-serve"), &dir);
+    let (code, err) = lock(&dir, Path::new(""), &["lock"]);
+    assert_eq!(code, 0, "{err}");
     let cache = dir.join("cache");
     (dir, cache)
 }
