@@ -778,25 +778,7 @@ fn dnf_pins_are_checked_against_a_real_repository() {
         }
     }
     assert!(rpms.iter().any(|(n, _, _)| n == "libnccl"), "{rpms:?}");
-    for (i, (n, v, r)) in rpms.iter().enumerate() {
-        let specfile = dir.join(format!("p{i}.spec"));
-        std::fs::write(
-            &specfile,
-            format!("Name: {n}\nVersion: {v}\nRelease: {r}\nSummary: t\nLicense: MIT\nBuildArch: noarch\n%description\nt\n%files\n"),
-        )
-        .unwrap();
-        sh(Command::new("rpmbuild")
-            .arg("--define")
-            .arg(format!("_topdir {}", dir.join("rpmbuild").display()))
-            .arg("--define")
-            .arg(format!("_rpmdir {}", repo.display()))
-            .arg("-bb")
-            .arg(&specfile)
-            .stdout(Stdio::null()));
-    }
-    sh(Command::new("createrepo_c")
-        .args(["--quiet", "--general-compress-type=gz"])
-        .arg(&repo));
+    dnf_repository(&dir, &repo, &rpms);
     let port = serve_dir(dir.clone());
     let text = spec_with(&format!(
         "dnf = {{ \"https://developer.download.nvidia.com/compute/cuda/repos\" = \"http://127.0.0.1:{port}/cuda\" }}\n"
@@ -1111,25 +1093,7 @@ fn an_nccl_build_the_catalog_does_not_list_is_read_from_a_dnf_repository() {
             }
         }
     }
-    for (i, (n, v, r)) in rpms.iter().enumerate() {
-        let specfile = dir.join(format!("p{i}.spec"));
-        std::fs::write(
-            &specfile,
-            format!("Name: {n}\nVersion: {v}\nRelease: {r}\nSummary: t\nLicense: MIT\nBuildArch: noarch\n%description\nt\n%files\n"),
-        )
-        .unwrap();
-        sh(Command::new("rpmbuild")
-            .arg("--define")
-            .arg(format!("_topdir {}", dir.join("rpmbuild").display()))
-            .arg("--define")
-            .arg(format!("_rpmdir {}", repo.display()))
-            .arg("-bb")
-            .arg(&specfile)
-            .stdout(Stdio::null()));
-    }
-    sh(Command::new("createrepo_c")
-        .args(["--quiet", "--general-compress-type=gz"])
-        .arg(&repo));
+    dnf_repository(&dir, &repo, &rpms);
     let port = serve_dir(dir.clone());
     let text = format!(
         "{spec}[resolve]\ndnf = {{ \"https://developer.download.nvidia.com/compute/cuda/repos\" = \"http://127.0.0.1:{port}/cuda\" }}\n"
@@ -1152,4 +1116,28 @@ fn an_nccl_build_the_catalog_does_not_list_is_read_from_a_dnf_repository() {
     );
     assert!(lock.verify().is_empty());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Builds an empty noarch RPM per `(name, version, release)` into `repo` (work files under
+/// `dir`) and indexes it with `createrepo_c`.
+fn dnf_repository(dir: &Path, repo: &Path, rpms: &[(String, String, String)]) {
+    for (i, (n, v, r)) in rpms.iter().enumerate() {
+        let specfile = dir.join(format!("p{i}.spec"));
+        std::fs::write(
+            &specfile,
+            format!("Name: {n}\nVersion: {v}\nRelease: {r}\nSummary: t\nLicense: MIT\nBuildArch: noarch\n%description\nt\n%files\n"),
+        )
+        .unwrap();
+        sh(Command::new("rpmbuild")
+            .arg("--define")
+            .arg(format!("_topdir {}", dir.join("rpmbuild").display()))
+            .arg("--define")
+            .arg(format!("_rpmdir {}", repo.display()))
+            .arg("-bb")
+            .arg(&specfile)
+            .stdout(Stdio::null()));
+    }
+    sh(Command::new("createrepo_c")
+        .args(["--quiet", "--general-compress-type=gz"])
+        .arg(repo));
 }
