@@ -39,13 +39,13 @@ fn every_component_reaches_its_layer_and_nothing_is_dropped() {
         assert!(text.starts_with("# syntax=docker/dockerfile:1."), "{name}");
         assert!(stages.contains_key("base"), "{name}: no base stage");
 
-        // Base: the locked CUDA image.
+        // Base: the locked CUDA image, by digest where the lock has one.
         let cuda = lock.package("cuda-image").expect("cuda image in lock");
-        assert_eq!(
-            stages["base"].from,
-            format!("nvidia/cuda:{}", cuda.get("runtime-tag").unwrap()),
-            "{name}"
-        );
+        let mut want = format!("nvidia/cuda:{}", cuda.get("runtime-tag").unwrap());
+        if let Some(d) = cuda.get("runtime-digest") {
+            want.push_str(&format!("@{d}"));
+        }
+        assert_eq!(stages["base"].from, want, "{name}");
         // Environment from the lock lives in base.
         let base_env: Vec<&str> = stages["base"]
             .instructions
