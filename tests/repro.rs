@@ -93,7 +93,12 @@ fn entries(text: &str) -> (String, Vec<String>) {
     let mut out: Vec<String> = Vec::new();
     let mut pending = String::new();
     for line in text.split_inclusive('\n') {
-        if line.starts_with("[[") {
+        // `[[image.digest]]`, `[[source.os_gcc]]`: a sub-table stays with its entry.
+        let sub_table = line
+            .strip_prefix("[[")
+            .and_then(|l| l.split_once("]]"))
+            .is_some_and(|(name, _)| name.contains('.'));
+        if line.starts_with("[[") && !sub_table {
             let mut e = std::mem::take(&mut pending);
             e.push_str(line);
             out.push(e);
