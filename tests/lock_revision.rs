@@ -16,7 +16,8 @@ fn read(rel: &str) -> (String, Lock) {
 
 #[test]
 fn a_lock_without_revision_reads_as_revision_0_and_generates_the_same_files() {
-    // The committed lock before `revision` was written (commit eb13a537).
+    // The committed lock with its `revision` line removed: what a writer before revisions
+    // wrote (the seal does not cover `revision`); regenerated when the committed lock changes.
     let (text, old) = read("fixtures/lockfiles/v4/h100-ib-train-serve-revision0.lock");
     assert!(!text.contains("\nrevision ="));
     let (_, now) = read("lockfiles/h100-ib-train-serve.lock");

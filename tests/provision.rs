@@ -60,6 +60,7 @@ const TOOLS: &[&str] = &[
     "python",
     "git",
     "nvcc",
+    "gcc",
     "passwd",
 ];
 
@@ -439,7 +440,15 @@ fn check(
         }
     }
     if let Some(e) = k8s_exporter {
-        if !r.docker.lines().any(|l| l == format!("pull {e}")) {
+        let pulled = |l: &str| match e.split_once('@') {
+            // The operator pulls by digest alone (its `imagePath`): the VM's
+            // `image:tag@digest` is the same image.
+            Some((image, digest)) => l.strip_prefix("pull ").is_some_and(|p| {
+                p.starts_with(&format!("{image}:")) && p.ends_with(&format!("@{digest}"))
+            }),
+            None => l == format!("pull {e}"),
+        };
+        if !r.docker.lines().any(pulled) {
             f.push(format!(
                 "{name}: the VM image pulls {:?}, the GPU Operator values name {e}",
                 r.docker
@@ -451,7 +460,8 @@ fn check(
     f
 }
 
-/// `repository/image:version` of `dcgmExporter` in the GPU Operator values.
+/// `repository/image:version` of `dcgmExporter` in the GPU Operator values, or
+/// `repository/image@sha256:…` when the version is a digest (the operator's `imagePath`).
 fn operator_exporter(values: &str) -> Option<String> {
     let block = values.split("\ndcgmExporter:\n").nth(1)?;
     let field = |k: &str| {
@@ -461,11 +471,16 @@ fn operator_exporter(values: &str) -> Option<String> {
             .find_map(|l| l.trim().strip_prefix(&format!("{k}: ")))
             .map(|v| v.trim_matches('"').to_string())
     };
+    let version = field("version")?;
+    let sep = if version.starts_with("sha256:") {
+        '@'
+    } else {
+        ':'
+    };
     Some(format!(
-        "{}/{}:{}",
+        "{}/{}{sep}{version}",
         field("repository")?,
-        field("image")?,
-        field("version")?
+        field("image")?
     ))
 }
 
