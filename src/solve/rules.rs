@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::catalog::{Catalog, Origin};
+use crate::catalog::{Catalog, CudaRelease, Origin};
 use crate::core::arch::{best_way, Cc, RunsVia, Target};
 use crate::core::version::{Version, VersionReq};
 use crate::core::{extra_pattern, Component};
@@ -67,9 +67,10 @@ pub(crate) struct Ctx<'c> {
     /// the origin of the first (newest) of them. Every driver × wheel check asks for both;
     /// computed once here instead of scanning the CUDA releases on each check.
     runtimes: BTreeMap<(u64, u64), (Option<&'c Version>, &'c Origin)>,
-    /// The CUDA releases with an `nvidia/cuda` image for the requested OS (any OS when none
-    /// is requested), for the CUDA candidate order.
-    pub(crate) imaged: std::collections::BTreeSet<&'c Version>,
+    /// The CUDA releases with an `nvidia/cuda` image for the requested OS (an Ubuntu one
+    /// when none is requested: the image `select::base_image` then takes), for rule
+    /// `os.cuda-images`.
+    imaged: std::collections::BTreeSet<&'c Version>,
     /// Each requested GPU with its architecture's driver support, when the catalog has it.
     generations: Vec<(&'c crate::catalog::Gpu, &'c crate::catalog::Generation)>,
     /// The newest-GPU floor for cuDNN and NCCL: the release every GPU of the stack needs
@@ -133,7 +134,10 @@ impl<'c> Ctx<'c> {
         let imaged = cat
             .images
             .iter()
-            .filter(|im| spec.os.as_deref().is_none_or(|os| im.os == os))
+            .filter(|im| match spec.os.as_deref() {
+                Some(os) => im.os == os,
+                None => im.os.starts_with("ubuntu"),
+            })
             .map(|im| &im.cuda)
             .collect();
         let generations = gpus
@@ -461,7 +465,31 @@ impl<'c> Ctx<'c> {
                 }
             }
         }
-        Ok(())
+        self.cuda_has_image(r)
+    }
+
+    /// Every target builds on an `nvidia/cuda` image of the locked CUDA release (the
+    /// requested OS's, else the newest Ubuntu's: `select::base_image`), so a release whose
+    /// tags the catalog does not record for that OS is never locked (it once only ranked
+    /// last, and `lock` then failed in the generators).
+    fn cuda_has_image(&self, r: &CudaRelease) -> Result<(), Violation> {
+        let found = self.imaged.contains(&r.version);
+        if found {
+            return Ok(());
+        }
+        let os = self.spec.os.as_deref().unwrap_or("Ubuntu");
+        // The OS entry is where the catalog says which images NVIDIA publishes for it.
+        let origin = self
+            .cat
+            .os
+            .iter()
+            .find(|o| Some(&o.id) == self.spec.os.as_ref())
+            .map_or(&r.origin, |o| &o.origin);
+        Err(self.violation(
+            Rule::OsImages,
+            || format!("the catalog records no `nvidia/cuda` image tags for CUDA {} on {os} (catalog/images.toml), and every target builds on one", r.version),
+            || vec![origin.clone()],
+        ))
     }
 
     /// torch built from source: a source entry, and the requested arch list covers every GPU.
