@@ -199,3 +199,16 @@ fn no_pinned_build_keeps_sharp_a_prerequisite() {
         "{env}"
     );
 }
+
+/// Rocky Linux 9 takes HPC-X's RHEL 9 build.
+#[test]
+fn rocky_linux_takes_the_rhel_build() {
+    let dir = generate("rocky", true, |s| {
+        s.replace("os = \"ubuntu22.04\"", "os = \"rockylinux9\"")
+    });
+    let lock = read_lock(&dir.join("gpustack.lock"));
+    let hpcx = lock.package("hpcx").expect("HPC-X");
+    assert_eq!(hpcx.get("variant"), Some("doca_ofed-redhat9-cuda12-x86_64"));
+    let docker = read(&dir, "out/docker/Dockerfile");
+    assert!(docker.contains("--with-sharp=/opt/fabric/sharp"));
+}
