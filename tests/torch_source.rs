@@ -523,3 +523,57 @@ fn a_malformed_prebuilt_wheel_is_refused_at_its_line() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `torch.source-arch-names`: an arch list entry the release's CMake does not accept is
+/// refused. Stock 2.10.0 accepts `N.N`, `N.Na` and `N.Nf` (`[source.cmake_archs]`), so the
+/// conflict uses an overlay whose `[[source]]` entry is the stock one with `suffixes = ["a"]`,
+/// the pattern (`[0-9]+\.[0-9]a?`) of the 2.6.0–2.8.0 wheels' `select_compute_arch.cmake`.
+/// Its neighbour, the same spec on the stock catalog, locks and says why in `because`.
+#[test]
+fn an_arch_entry_the_cmake_rejects_is_refused_and_the_stock_pattern_locks() {
+    let dir = tempdir("torch-source-arch-names");
+    let spec = "[stack]\nname = \"b200-torch-source-family\"\nos = \"ubuntu24.04\"\n[hardware]\ngpus = [\"b200\"]\n[components]\ntorch = { version = \"==2.10.0\", build = \"source\", archs = [\"10.0f\"] }\ncuda = \"13.0\"\n";
+    std::fs::write(dir.join("gpustack.toml"), spec).unwrap();
+    let stock = std::fs::read_to_string(root().join("catalog/torch.toml")).unwrap();
+    let start = stock.find("[[source]]\ntorch = \"2.10.0\"").unwrap();
+    let end = start + stock[start..].find("\n[[source.nvcc_host_gcc]]").unwrap();
+    let entry = &stock[start..end];
+    assert!(entry.contains("suffixes = [\"a\", \"f\"]"), "{entry}");
+    let overlay = dir.join("overlay");
+    std::fs::create_dir_all(&overlay).unwrap();
+    std::fs::write(
+        overlay.join("torch.toml"),
+        format!(
+            "family = \"torch\"\ndescription = \"test: a CMake without `f`\"\n\n{}",
+            entry.replace("suffixes = [\"a\", \"f\"]", "suffixes = [\"a\"]")
+        ),
+    )
+    .unwrap();
+
+    let refused = run_in(&dir, &["lock", "--catalog", "overlay"]);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused
+            .stderr
+            .contains("does not accept `10.0f` in TORCH_CUDA_ARCH_LIST"),
+        "{}",
+        refused.stderr
+    );
+    assert!(
+        refused.stderr.contains("rule `torch.source-arch-names`"),
+        "{}",
+        refused.stderr
+    );
+
+    let locked = run_in(&dir, &["lock"]);
+    assert_eq!(locked.code, 0, "{}", locked.stderr);
+    let lock = std::fs::read_to_string(dir.join("gpustack.lock")).unwrap();
+    assert!(lock.contains("arch-list = [\"10.0f\"]"), "{lock}");
+    assert!(
+        lock.contains(
+            "`N.N`, `N.Na` or `N.Nf` (each with or without `+PTX`) [torch.source-arch-names]"
+        ),
+        "{lock}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
