@@ -495,17 +495,22 @@ impl<'c> Ctx<'c> {
     /// torch built from source: a source entry, and the requested arch list covers every GPU.
     fn unary_torch_source(&self, i: usize) -> Result<(), Violation> {
         let b = &self.cat.torch[i];
-        if self.cat.torch_source(&b.version).is_none() {
+        let Some(src) = self.cat.torch_source(&b.version) else {
             return Err(self.violation(
                 Rule::TorchSource,
                 || format!("the catalog has no source entry (`[[source]]`: tag, build requirements) for torch {}, so it cannot be built from source", b.version),
                 || vec![b.release_origin.clone()],
             ));
-        }
+        };
         let archs = self.torch_archs(i);
         for cc in &self.ccs {
             if best_way(archs, *cc).is_none() {
                 return Err(self.violation(Rule::TorchSourceArchs, || format!("the requested arch list `{}` has no kernels for compute capability {cc}{}, and a source build has no other", crate::core::arch::torch_list(archs).join(";"), self.gpu_names_for(*cc)), Vec::new));
+            }
+        }
+        if let Some(forms) = &src.cmake_archs {
+            if let Some(t) = archs.iter().find(|t| !forms.accepts(t)) {
+                return Err(self.violation(Rule::TorchSourceArchNames, || format!("PyTorch {}'s CMake does not accept `{}` in TORCH_CUDA_ARCH_LIST: its select_compute_arch.cmake takes {}", b.version, t.torch_form(), cmake_forms(forms)), || vec![src.origin.clone()]));
             }
         }
         self.torch_source_compiler(i)
@@ -1767,4 +1772,22 @@ mod key_tests {
         let cat = Catalog::from_layers(&[crate::synth::scaled_catalog(2)]).unwrap();
         check(&cat, "gpus = [\"h100\"]\ndriver = \"550.54.15\"");
     }
+}
+
+/// The entry forms a release's CMake accepts, for messages: `` `N.N`, `N.Na` or `N.Nf` (each
+/// with or without `+PTX`)``.
+pub(crate) fn cmake_forms(forms: &crate::catalog::CmakeArchs) -> String {
+    let mut all = vec!["`N.N`".to_string()];
+    all.extend(forms.suffixes.iter().map(|s| match s {
+        crate::core::arch::Suffix::A => "`N.Na`".to_string(),
+        crate::core::arch::Suffix::F => "`N.Nf`".to_string(),
+        crate::core::arch::Suffix::None => "`N.N`".to_string(),
+    }));
+    let last = all.pop().unwrap_or_default();
+    let head = if all.is_empty() {
+        last
+    } else {
+        format!("{} or {last}", all.join(", "))
+    };
+    format!("{head} (each with or without `+PTX`)")
 }

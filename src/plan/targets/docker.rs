@@ -1372,7 +1372,8 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
         RenderedFile::new("docker-bake.hcl", t("docker/docker-bake.hcl.j2")?),
         RenderedFile::new(".dockerignore", t("docker/dockerignore.j2")?),
     ];
-    if let Some(tb) = &plan.torch_build {
+    // A named prebuilt wheel is fetched, not built: no build script in the context.
+    if let Some(tb) = plan.torch_build.as_ref().filter(|tb| tb.builds_here()) {
         files.push(RenderedFile::new(
             crate::plan::torch_build::SCRIPT,
             tb.script()?,
