@@ -227,6 +227,9 @@ fn package_fields_with(
     if let Some(h) = &p.sha256 {
         f.insert("sha256".into(), s(h.clone()));
     }
+    if let Some(c) = &p.commit {
+        f.insert("commit".into(), s(c.clone()));
+    }
     if !p.apt_packages.is_empty() {
         f.insert(
             "apt".into(),

@@ -94,15 +94,27 @@ fn sharp_builds_the_plugin_against_pinned_sharp_libraries_on_every_target() {
         .because
         .iter()
         .any(|b| b.starts_with("UNVERIFIED: no `inbox`")));
-    assert!(plugin
-        .get("url")
-        .is_some_and(|u| u.contains("/archive/2f5ac02e164336044388b7f1f6242cc0db575fec.")));
+    // No tarball checksum is published: the plugin is pinned by commit and fetched from
+    // the repository by it, so it is not among the image's unverified downloads.
+    assert_eq!(
+        plugin.get("url"),
+        Some("https://github.com/Mellanox/nccl-rdma-sharp-plugins.git")
+    );
+    assert_eq!(
+        plugin.get("commit"),
+        Some("2f5ac02e164336044388b7f1f6242cc0db575fec")
+    );
     assert!(plugin
         .source
         .contains("/blob/2f5ac02e164336044388b7f1f6242cc0db575fec/"));
 
     let docker = read(&dir, "out/docker/Dockerfile");
     let vm = read(&dir, "out/packer/scripts/multinode.sh");
+    let head: String = docker.lines().take_while(|l| l.starts_with('#')).collect();
+    assert!(!head.contains("nccl-rdma-sharp-plugins"), "{head}");
+    for text in [&docker, &vm] {
+        assert!(text.contains(" fetch -q --depth 1 https://github.com/Mellanox/nccl-rdma-sharp-plugins.git 2f5ac02e164336044388b7f1f6242cc0db575fec"));
+    }
     let args = plugin_configure(&docker);
     assert_eq!(args, plugin_configure(&vm), "Dockerfile and VM differ");
     assert_eq!(
@@ -211,4 +223,92 @@ fn rocky_linux_takes_the_rhel_build() {
     assert_eq!(hpcx.get("variant"), Some("doca_ofed-redhat9-cuda12-x86_64"));
     let docker = read(&dir, "out/docker/Dockerfile");
     assert!(docker.contains("--with-sharp=/opt/fabric/sharp"));
+}
+
+/// The VM script's fetch of a source pinned by commit, run with real git against a local
+/// repository standing in for GitHub: the pinned commit is checked out; a commit the
+/// repository does not have stops the script (`set -e`). git is there wherever the
+/// repository was cloned.
+#[test]
+fn a_commit_pinned_source_is_fetched_and_checked_by_git() {
+    let dir = generate("git", true, |s| s);
+    let vm = read(&dir, "out/packer/scripts/multinode.sh");
+    let lines: Vec<&str> = vm
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            l.starts_with("git -C /tmp/src/nccl-rdma-sharp-plugins")
+                || l.starts_with("test \"$(git -C /tmp/src/nccl-rdma-sharp-plugins")
+        })
+        .collect();
+    assert_eq!(lines.len(), 4, "{lines:?}");
+
+    // The stand-in upstream: one commit; GitHub serves any commit by id, a local
+    // repository only with uploadpack.allowAnySHA1InWant.
+    let up = tempdir("sharp-upstream");
+    let git = |args: &[&str], cwd: &Path| {
+        let out = std::process::Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "init.defaultBranch=main",
+            ])
+            .args(args)
+            .current_dir(cwd)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    git(&["init", "-q"], &up);
+    git(&["config", "uploadpack.allowAnySHA1InWant", "true"], &up);
+    std::fs::write(
+        up.join("configure.ac"),
+        "AC_INIT([nccl-rdma-sharp-plugins], [2.7])\n",
+    )
+    .unwrap();
+    git(&["add", "."], &up);
+    git(&["commit", "-q", "-m", "upstream"], &up);
+    let head = git(&["rev-parse", "HEAD"], &up);
+
+    let work = tempdir("sharp-fetch");
+    let run = |commit: &str| {
+        let script = lines
+            .iter()
+            .map(|l| {
+                l.replace("/tmp/src/", &format!("{}/", work.display()))
+                    .replace(
+                        "https://github.com/Mellanox/nccl-rdma-sharp-plugins.git",
+                        &format!("'file://{}'", up.display()),
+                    )
+                    .replace("2f5ac02e164336044388b7f1f6242cc0db575fec", commit)
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let _ = std::fs::remove_dir_all(work.join("nccl-rdma-sharp-plugins"));
+        std::fs::create_dir_all(work.join("nccl-rdma-sharp-plugins")).unwrap();
+        std::process::Command::new("bash")
+            .args(["-euo", "pipefail", "-c", &script])
+            .output()
+            .unwrap()
+    };
+    let ok = run(&head);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(work.join("nccl-rdma-sharp-plugins/configure.ac").is_file());
+    let bad = run(&"0".repeat(40));
+    assert!(
+        !bad.status.success(),
+        "an absent commit must stop the build"
+    );
 }

@@ -240,6 +240,7 @@ codec_struct!(PackageWire {
     variant,
     url,
     sha256,
+    commit,
     apt_packages,
     apt_pin,
     dnf_packages,

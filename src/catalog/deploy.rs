@@ -206,6 +206,7 @@ fn one_package(v: &mut V<'_>, p: &PackageWire, o: Origin) -> Option<Package> {
         variant: p.variant.clone(),
         url: p.url.clone(),
         sha256: p.sha256.clone(),
+        commit: p.commit.clone(),
         apt_packages: p.apt_packages.clone(),
         apt_pin: p.apt_pin.clone(),
         dnf_packages: p.dnf_packages.clone(),
@@ -329,6 +330,17 @@ fn check_package_refs(v: &mut V<'_>, p: &PackageWire, o: &Origin) {
         }
         if p.url.is_none() {
             v.fail(o, "a `sha256` needs the `url` it verifies".into());
+        }
+    }
+    if let Some(c) = &p.commit {
+        if c.len() != 40 || !c.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            v.fail(o, format!("commit `{c}` must be 40 lowercase hex digits"));
+        }
+        if p.sha256.is_some() || !p.url.as_deref().is_some_and(|u| u.starts_with("https://")) {
+            v.fail(
+                o,
+                "a `commit` pins a git repository: it needs an https `url` of the repository and no `sha256`".into(),
+            );
         }
     }
     if let Some(d) = &p.image_digest {

@@ -820,6 +820,9 @@ pub struct Package {
     pub url: Option<String>,
     /// sha256 of the download, from a published source.
     pub sha256: Option<String>,
+    /// The git commit of a source fetched from the repository `url` (no tarball checksum
+    /// is published; git verifies the commit's content by its hash).
+    pub commit: Option<String>,
     /// apt packages with pins (may hold `{driver}` / `{branch}`).
     pub apt_packages: Vec<String>,
     /// The apt version string.

@@ -311,6 +311,14 @@ fn deploy_families_refuse_unsafe_values() {
             "takes no `version`",
         ),
         (
+            "family = \"package\"\n[[package]]\nname = \"p\"\nversion = \"1\"\nurl = \"https://x/p.git\"\ncommit = \"main\"\nsource = \"s\"\n",
+            "commit `main` must be 40 lowercase hex",
+        ),
+        (
+            "family = \"package\"\n[[package]]\nname = \"p\"\nversion = \"1\"\ncommit = \"2f5ac02e164336044388b7f1f6242cc0db575fec\"\nsource = \"s\"\n",
+            "a `commit` pins a git repository",
+        ),
+        (
             "family = \"image\"\n[[image]]\ncuda = \"12.4.1\"\nos = \"ubuntu22.04\"\ntags = [\"12.4.1-runtime-ubuntu22.04\\nRUN x\"]\nstatus = \"supported\"\nsource = \"s\"\n",
             "must be `12.4.1-<flavour>-ubuntu22.04`",
         ),

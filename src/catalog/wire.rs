@@ -606,6 +606,10 @@ pub(crate) struct PackageWire {
     /// sha256 of `url`, from a published source.
     #[serde(default)]
     pub(crate) sha256: Option<String>,
+    /// A source published without a tarball checksum: `url` is then a git repository and
+    /// this its commit (40 hex), which git verifies when it checks the commit out.
+    #[serde(default)]
+    pub(crate) commit: Option<String>,
     /// Debian/Ubuntu packages with pins (`name=version`); `{driver}` and `{branch}` stand
     /// for the locked driver for packages that follow it.
     #[serde(default)]

@@ -192,6 +192,8 @@ pub(crate) struct SourcePackage {
     pub(crate) url: Option<String>,
     /// The published sha256.
     pub(crate) sha256: Option<String>,
+    /// The git commit, when `url` is a repository (no published tarball checksum).
+    pub(crate) commit: Option<String>,
     /// Where the catalog found it.
     pub(crate) source: String,
 }
@@ -203,6 +205,7 @@ impl SourcePackage {
             version: p.version.clone(),
             url: p.get("url").map(str::to_string),
             sha256: p.get("sha256").map(str::to_string),
+            commit: p.get("commit").map(str::to_string),
             source: p.source.clone(),
         }
     }

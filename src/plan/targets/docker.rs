@@ -41,6 +41,9 @@ pub struct SourceBuild {
     pub file: String,
     /// The published sha256, when the catalog has it.
     pub sha256: Option<String>,
+    /// The git commit when `url` is a repository: fetched by commit and checked out, so
+    /// git verifies the content by its hash (a source without a published checksum).
+    pub commit: Option<String>,
     /// `autotools`, `cmake`, `make`, `headers` (directories of the tarball copied into
     /// the fabric prefix) or `installer` (AWS's `efa_installer.sh`, run in the `fabric`
     /// stage, the `base` stage and on the VM).
@@ -319,6 +322,7 @@ fn source_build(p: &SourcePackage, common: &Common) -> Result<SourceBuild, Error
         url: url.to_string(),
         file,
         sha256: p.sha256.clone(),
+        commit: p.commit.clone(),
         recipe: recipe.into(),
         install_target: install_target.map(str::to_string),
         source: p.source.clone(),
@@ -572,6 +576,10 @@ fn fabric_os_packages(
             build.push("hwloc-devel");
             run.push("hwloc-libs");
         }
+    }
+    if fabric.iter().any(|b| b.commit.is_some()) {
+        // A source pinned by git commit is fetched with git (same name on both).
+        build.push("git");
     }
     if cxi {
         let (b, r) = cxi_os_packages(apt);
@@ -868,7 +876,7 @@ fn fabric_builds(
     let mut fabric = Vec::new();
     for p in locked::fabric_sources(lock) {
         let b = source_build(&p, common)?;
-        if b.sha256.is_none() {
+        if b.sha256.is_none() && b.commit.is_none() {
             unverified.push(format!(
                 "{} {} source tarball (no published sha256)",
                 b.name, b.version
