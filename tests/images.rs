@@ -362,9 +362,39 @@ fn an_offline_lock_pins_base_images_by_the_catalogs_dated_observation() {
         &[&runtime, &devel],
         &observation(&devel, 'b', "2026-03-01", "index"),
     );
-    let lock = gpustack::lock_spec(&only_devel, "s", OBSERVED_SPEC).unwrap();
+    let (lock, report) = gpustack::lock_spec_resolved(
+        &only_devel,
+        "s",
+        OBSERVED_SPEC,
+        &gpustack::resolve::http::Offline,
+        None,
+    )
+    .unwrap();
     let cuda = lock.package("cuda-image").unwrap();
     assert!(cuda.get("runtime-digest").is_none());
+    // The observed flavour is pinned from the catalog, the other reported unpinned.
+    assert_eq!(cuda.get("digest-source"), Some("catalog"));
+    assert_eq!(
+        cuda.get("devel-digest"),
+        Some(format!("sha256:{b}").as_str())
+    );
+    let runtime_ref = format!("nvidia/cuda:{runtime}");
+    let devel_ref = format!("nvidia/cuda:{devel}");
+    assert!(
+        report.unpinned.contains(&runtime_ref),
+        "{:?}",
+        report.unpinned
+    );
+    assert!(
+        !report.unpinned.contains(&devel_ref),
+        "{:?}",
+        report.unpinned
+    );
+    assert!(
+        report.fallback.iter().any(|(r, _)| *r == devel_ref),
+        "{:?}",
+        report.fallback
+    );
     assert!(
         cuda.because.contains(&format!(
             "UNPINNED: the catalog knows no sourced digest for `{runtime}`"
