@@ -21,6 +21,9 @@ mod codec;
 mod deploy;
 mod env_names;
 mod extras;
+// Computed by the build script; compiled here only to check its constants.
+#[cfg(test)]
+mod identity;
 mod ingest;
 mod load;
 mod model;
