@@ -1064,6 +1064,19 @@ pub(crate) fn os_manager(os: Option<&str>) -> &'static str {
 /// `follow` a component give the repository's naming with placeholders; the strings are
 /// recorded with `<manager>-source = "naming"`, and `gpustack lock` replaces them with what
 /// the repository's index publishes (`src/resolve`, `"repository"`).
+/// The OS suffix the GPU Operator appends to the driver image's tag on a node of this OS
+/// (`{operator_os}` in the catalog's tag forms): NFD's `os_release.ID` followed by
+/// `VERSION_ID`, whose minor the operator drops for Rocky Linux and RHEL (NVIDIA/gpu-operator
+/// v26.7.0 `getOSTag`: `ubuntu22.04`, `rocky9`). `None` for an OS the catalog cannot name so.
+fn gpu_operator_os_tag(os: &str) -> Option<String> {
+    if os.starts_with("ubuntu") {
+        return Some(os.to_string());
+    }
+    let major = os.strip_prefix("rockylinux")?;
+    (!major.is_empty() && major.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| format!("rocky{major}"))
+}
+
 fn stack_os_packages(sel: &mut Sel<'_>, r: &Resolution, driver: &Version) {
     let manager = os_manager(r.spec.os.as_deref());
     let build = sel.out.facts.iter().find(|f| f.kind == "nccl-build");
@@ -1095,6 +1108,10 @@ fn stack_os_packages(sel: &mut Sel<'_>, r: &Resolution, driver: &Version) {
     }
     let os = r.spec.os.clone().unwrap_or_default();
     vars.push(("os", os.clone()));
+    let operator_os = gpu_operator_os_tag(&os);
+    if let Some(t) = &operator_os {
+        vars.push(("operator_os", t.clone()));
+    }
     let fill = |x: &str| {
         let mut x = x.to_string();
         for (k, v) in &vars {
@@ -1102,9 +1119,9 @@ fn stack_os_packages(sel: &mut Sel<'_>, r: &Resolution, driver: &Version) {
         }
         x
     };
-    // The GPU Operator's driver image (variant `image`): its tag form is known for Ubuntu
-    // nodes only.
-    let images = os.starts_with("ubuntu");
+    // The GPU Operator's driver image (variant `image`): its tag form is known for the
+    // node OSes the operator names (`gpu_operator_os_tag`).
+    let images = operator_os.is_some();
     let entries: Vec<Package> = sel
         .cat
         .packages

@@ -362,9 +362,39 @@ fn an_offline_lock_pins_base_images_by_the_catalogs_dated_observation() {
         &[&runtime, &devel],
         &observation(&devel, 'b', "2026-03-01", "index"),
     );
-    let lock = gpustack::lock_spec(&only_devel, "s", OBSERVED_SPEC).unwrap();
+    let (lock, report) = gpustack::lock_spec_resolved(
+        &only_devel,
+        "s",
+        OBSERVED_SPEC,
+        &gpustack::resolve::http::Offline,
+        None,
+    )
+    .unwrap();
     let cuda = lock.package("cuda-image").unwrap();
     assert!(cuda.get("runtime-digest").is_none());
+    // The observed flavour is pinned from the catalog, the other reported unpinned.
+    assert_eq!(cuda.get("digest-source"), Some("catalog"));
+    assert_eq!(
+        cuda.get("devel-digest"),
+        Some(format!("sha256:{b}").as_str())
+    );
+    let runtime_ref = format!("nvidia/cuda:{runtime}");
+    let devel_ref = format!("nvidia/cuda:{devel}");
+    assert!(
+        report.unpinned.contains(&runtime_ref),
+        "{:?}",
+        report.unpinned
+    );
+    assert!(
+        !report.unpinned.contains(&devel_ref),
+        "{:?}",
+        report.unpinned
+    );
+    assert!(
+        report.fallback.iter().any(|(r, _)| *r == devel_ref),
+        "{:?}",
+        report.fallback
+    );
     assert!(
         cuda.because.contains(&format!(
             "UNPINNED: the catalog knows no sourced digest for `{runtime}`"
@@ -544,4 +574,71 @@ fn committed_offline_locks_pin_observed_base_images_from_the_catalog() {
         }
     }
     assert!(pinned > 0, "no example lock uses an observed tag");
+}
+
+/// A Rocky Linux node: the GPU Operator appends `rocky<major>` to the driver image's tag
+/// (NVIDIA/gpu-operator `getOSTag` drops the minor for rocky, rhel and ol), and NVIDIA
+/// publishes those images (GPU Operator v26.7.0 platform support: Rocky Linux 8.10, 9.7,
+/// 10.1). The lock records the driver container by that tag for `gpustack lock` to read
+/// its digest, the Helm values let the operator install the locked driver, and say the
+/// tag is unpinned offline. With the driver installed on the hosts the operator installs
+/// none (`driver.enabled: false`), as on Ubuntu.
+#[test]
+fn a_rocky_node_gets_the_operators_rocky_driver_container() {
+    let spec = "[stack]\nname = \"rocky\"\nos = \"rockylinux9\"\n[hardware]\ngpus = [\"h100\"]\n[components]\ntorch = \"*\"\n";
+    let lock = gpustack::lock_spec(catalog(), "s", spec).unwrap();
+    let driver = lock.hardware.driver.to_string();
+    let pkg = lock
+        .package("gpu-operator-driver")
+        .expect("driver container");
+    assert_eq!(pkg.get("image"), Some("nvcr.io/nvidia/driver"));
+    assert_eq!(
+        pkg.get("image-tag"),
+        Some(format!("{driver}-rocky9").as_str())
+    );
+    let values = |lock: &Lock| {
+        let files = generate_many(lock, &[Target::K8s]).unwrap();
+        files[0]
+            .1
+            .iter()
+            .find(|f| f.path.ends_with("gpu-operator-values.yaml"))
+            .unwrap()
+            .contents
+            .clone()
+    };
+    let text = values(&lock);
+    let driver_block: String = text
+        .split("\ndriver:\n")
+        .nth(1)
+        .and_then(|t| t.split("\ntoolkit:").next())
+        .unwrap()
+        .to_string();
+    assert!(driver_block.contains("  enabled: true"), "{driver_block}");
+    assert!(
+        driver_block.contains(&format!("  version: \"{driver}\"")),
+        "{driver_block}"
+    );
+    assert!(
+        driver_block.contains(&format!(
+            "`nvcr.io/nvidia/driver:{driver}-rocky9` is pinned by tag only"
+        )),
+        "{driver_block}"
+    );
+    assert!(
+        !driver_block.contains("Ubuntu nodes only"),
+        "{driver_block}"
+    );
+
+    // The driver on the hosts: no driver container, and the values say why.
+    let installed = spec.replace(
+        "gpus = [\"h100\"]",
+        "gpus = [\"h100\"]\ndriver = \"580.178.04\"",
+    );
+    let lock = gpustack::lock_spec(catalog(), "s", &installed).unwrap();
+    let text = values(&lock);
+    assert!(text.contains("\n  enabled: false\n"), "{text}");
+    assert!(
+        text.contains("the operator must not install another"),
+        "{text}"
+    );
 }

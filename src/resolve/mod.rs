@@ -727,21 +727,22 @@ fn fall_back_digests(
             .insert("digest-source".into(), Field::Str("registry".into()));
         return;
     }
-    if images
-        .iter()
-        .all(|(stem, _)| p.get(&format!("{stem}-digest")).is_some())
-    {
-        for (_, reference) in images {
+    // Each reference the catalog observed is pinned by its observation (the package's
+    // digests then come from the catalog); one it did not stays on its tag, reported.
+    let mut observed = false;
+    for (stem, reference) in images {
+        if p.get(&format!("{stem}-digest")).is_some() {
             let what = observation_of(p, reference).unwrap_or_else(|| "catalog".into());
             report
                 .fallback
                 .push((reference.clone(), format!("{what} ({why})")));
+            observed = true;
+        } else {
+            report.unpinned.push(reference.clone());
         }
+    }
+    if observed {
         p.fields
             .insert("digest-source".into(), Field::Str("catalog".into()));
-    } else {
-        report
-            .unpinned
-            .extend(images.iter().map(|(_, r)| r.clone()));
     }
 }

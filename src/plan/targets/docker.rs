@@ -786,9 +786,18 @@ fn base_images(lock: &Lock, unverified: &mut Vec<String>) -> Result<BaseImages, 
         "apt"
     }
     .to_string();
-    if !digest_pinned {
+    if !runtime.contains('@') && !devel.contains('@') {
         unverified.push(format!(
             "{repo} base images are pinned by tag only: the catalog knows no sourced digest for them"
+        ));
+    } else if !digest_pinned {
+        let by_tag = if runtime.contains('@') {
+            &devel
+        } else {
+            &runtime
+        };
+        unverified.push(format!(
+            "`{by_tag}` is pinned by tag only: the catalog knows no sourced digest for it"
         ));
     }
     // A digest from the catalog's dated observation, not the registry's answer: said, with

@@ -1524,7 +1524,7 @@ fn operator_driver(lock: &Lock, common: &Common) -> OperatorDriver {
             Some((repository, name, tag, None)) => driver_notes.push(format!(
                 "`{repository}/{name}:{tag}` is pinned by tag only: the lock could not read its digest from the registry (lock with nvcr.io or a `[resolve] registries` mirror reachable)"
             )),
-            None => driver_notes.push("the operator appends the node OS to the driver image tag (`<version>-<os>`); the catalog knows that tag form for Ubuntu nodes only, so the lock records no digest for it".into()),
+            None => driver_notes.push("the operator appends the node OS to the driver image tag (`<version>-<os>`); the catalog knows that tag form for Ubuntu and Rocky Linux nodes only, so the lock records no digest for it".into()),
         }
     }
     if let Some(d) = driver {
