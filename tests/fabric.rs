@@ -495,8 +495,20 @@ fn the_osu_figure_is_not_an_nccl_tests_threshold() {
     std::fs::write(dir.join("gpustack.toml"), &spec).unwrap();
     let out = run_in(&dir, &["lock"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let lock = std::fs::read_to_string(dir.join("gpustack.lock")).unwrap();
-    assert!(!lock.contains("osu_bw"), "{lock}");
+    let lock: toml::Table = std::fs::read_to_string(dir.join("gpustack.lock"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let facts = lock["fact"].as_array().unwrap();
+    for f in facts {
+        if f["kind"].as_str() == Some("bandwidth") && f["key"].as_str() != Some("osu_bw") {
+            assert_ne!(f["test"].as_str(), Some("osu_bw"), "{f:?}");
+        }
+    }
+    // The OSU run's own figure is recorded apart, under its own key.
+    assert!(facts
+        .iter()
+        .any(|f| f["key"].as_str() == Some("osu_bw") && f["test"].as_str() == Some("osu_bw")));
 }
 
 /// SHARP and non-SHARP bandwidth figures are kept apart: a spec with `sharp = true` is held
@@ -877,5 +889,85 @@ fn the_nic_cluster_policy_image_comes_from_the_lock() {
             "{fabric}"
         );
         assert_eq!(plugin["version"].as_str(), p.get("image-tag"), "{fabric}");
+    }
+}
+
+/// The `osu_bw` figure is decided once (the lock's `bandwidth`/`osu_bw` fact, restated by the
+/// acceptance plan in osu_bw's own unit: MB/s of 10^6 bytes per second, at a message size in
+/// bytes) and every target that runs OSU prints the same value and source: Slurm's
+/// `expected-bandwidth.txt` and the lines `nccl-tests.sbatch` echoes, the Kubernetes
+/// ConfigMap's `osu_bw.*` keys. The VM image builds the OSU micro-benchmarks but its
+/// validate script runs nccl-tests only, so it carries none. A fabric without the OSU run
+/// carries no OSU figure anywhere.
+#[test]
+fn the_osu_figure_is_one_value_on_every_target() {
+    for fabric in FABRICS {
+        let dir = generate_all(fabric);
+        let out = dir.join("out");
+        let text = std::fs::read_to_string(dir.join("gpustack.lock")).unwrap();
+        let lock = gpustack::Lock::parse("gpustack.lock", &text).unwrap();
+        let common = gpustack::plan::Common::new(&lock).unwrap();
+        let acceptance = gpustack::plan::workload::acceptance(&lock, &common)
+            .unwrap()
+            .expect("nccl-tests is locked");
+        let txt = std::fs::read_to_string(out.join("slurm/expected-bandwidth.txt")).unwrap();
+        let sbatch = std::fs::read_to_string(out.join("slurm/nccl-tests.sbatch")).unwrap();
+        let doc = yaml(&out.join("k8s/expected-bandwidth.yaml"));
+        let data: BTreeMap<String, String> = doc["data"]
+            .as_hash()
+            .map(|h| {
+                h.iter()
+                    .map(|(k, v)| (k.as_str().unwrap().into(), v.as_str().unwrap().into()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let validate = std::fs::read_to_string(out.join("packer/scripts/validate.sh")).unwrap();
+        assert!(!validate.contains("osu_bw"), "{fabric}: the VM runs no OSU");
+        let Some(o) = acceptance.osu_expected else {
+            assert_ne!(fabric, "slingshot", "Slingshot has an OSU figure");
+            assert!(acceptance.osu.is_none() || fabric == "slingshot");
+            assert!(!text.contains("osu_bw"), "{fabric}: lock");
+            assert!(!txt.contains("osu_bw"), "{fabric}: expected-bandwidth.txt");
+            assert!(!data.keys().any(|k| k.starts_with("osu_bw")), "{fabric}");
+            continue;
+        };
+        assert!(acceptance.osu.is_some(), "a figure only beside the run");
+        // The catalog's figure (catalog/bandwidth.toml, CSCS: 24000.0 MB/s at 4194304-byte
+        // messages), restated exactly.
+        assert_eq!(
+            (o.mbps.as_str(), o.gbps.as_str(), o.size_bytes.as_deref()),
+            ("24000", "24", Some("4194304"))
+        );
+        assert!(
+            o.source
+                .contains("eth-cscs/cscs-reframe-tests/blob/883c36c"),
+            "{}",
+            o.source
+        );
+        // Slurm: the file and the echoed lines say the same, with the unit and the size.
+        let line = txt
+            .lines()
+            .position(|l| l.starts_with("osu_bw "))
+            .map(|i| txt.lines().skip(i).take(2).collect::<Vec<_>>())
+            .expect("expected-bandwidth.txt has the osu_bw figure");
+        assert!(
+            line[0].contains(&format!("{} MB/s", o.mbps))
+                && line[0].contains(&format!("{}-byte", o.size_bytes.as_deref().unwrap()))
+                && line[0].contains("10^6 bytes/s"),
+            "{}",
+            line[0]
+        );
+        assert_eq!(line[1], format!("  source: {}", o.source));
+        for l in &line {
+            let echoed = format!("echo '{}'", l.replace('\'', "'\\''"));
+            assert!(sbatch.contains(&echoed), "the sbatch does not echo {l}");
+        }
+        // Kubernetes: the ConfigMap's osu_bw keys carry the same values.
+        let get = |k: &str| data.get(&format!("osu_bw.{k}")).map(String::as_str);
+        assert_eq!(get("mbps"), Some(o.mbps.as_str()));
+        assert_eq!(get("gbps"), Some(o.gbps.as_str()));
+        assert_eq!(get("size-bytes"), o.size_bytes.as_deref());
+        assert_eq!(get("source"), Some(o.source.as_str()));
+        assert!(get("unit").is_some_and(|u| u.contains("10^6 bytes/s")));
     }
 }
