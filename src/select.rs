@@ -12,8 +12,8 @@
 //! * **Fabric stack** (layer `base`), by `[cluster].fabric`: InfiniBand and RoCE get
 //!   GDRCopy, UCX and Open MPI (in build order: UCX uses GDRCopy and the distribution's
 //!   rdma-core); EFA gets AWS's EFA installer and aws-ofi-nccl; Slingshot gets the CXI stack
-//!   as the Alps images build it (Cassini and CXI UAPI headers, libcxi, GDRCopy, libfabric
-//!   with CXI, Open MPI, aws-ofi-nccl, OSU micro-benchmarks); Ethernet gets Open MPI. Each package at its newest catalog version whose
+//!   as the Alps images build it (Cassini and CXI UAPI headers, libcxi, GDRCopy, XPMEM,
+//!   libfabric with CXI, UCX, UCC, Open MPI, aws-ofi-nccl, OSU micro-benchmarks); Ethernet gets Open MPI. Each package at its newest catalog version whose
 //!   download or image has a published digest (the newest version otherwise, marked unverified).
 //! * **`nccl-tests`** (layer `validate`): same rule; the acceptance test of every target.
 //! * **Host packages** (layer `host`, VM images and the GPU Operator only): the NVIDIA
@@ -93,8 +93,9 @@ pub(crate) fn fabric_packages(f: Fabric) -> &'static [&'static str] {
         Fabric::Efa => &["efa-installer", "aws-ofi-nccl"],
         // The CXI stack as the Alps images build it (install-alps-hpc-stack.sh): the
         // Cassini and CXI UAPI headers, libcxi, GDRCopy, the XPMEM library, libfabric with
-        // the CXI provider (and XPMEM), Open MPI with OFI, aws-ofi-nccl against that
-        // libfabric, OSU micro-benchmarks.
+        // the CXI provider (and XPMEM), UCX and UCC (Open MPI's UCC collectives, which need
+        // UCX), Open MPI with OFI, UCX and UCC, aws-ofi-nccl against that libfabric, OSU
+        // micro-benchmarks.
         Fabric::Slingshot => &[
             "cassini-headers",
             "cxi-driver",
@@ -102,6 +103,8 @@ pub(crate) fn fabric_packages(f: Fabric) -> &'static [&'static str] {
             "gdrcopy",
             "xpmem",
             "libfabric",
+            "ucx",
+            "ucc",
             "openmpi",
             "aws-ofi-nccl",
             "osu-micro-benchmarks",

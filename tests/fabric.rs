@@ -971,3 +971,146 @@ fn the_osu_figure_is_one_value_on_every_target() {
         assert!(get("unit").is_some_and(|u| u.contains("10^6 bytes/s")));
     }
 }
+
+/// The configure arguments of each package the Dockerfile's `fabric` stage builds, by
+/// name (its `WORKDIR /tmp/src/<name>`), as shell words without their quotes.
+fn configure_by_package(docker: &str) -> BTreeMap<String, Vec<String>> {
+    let mut out = BTreeMap::new();
+    let mut current = None;
+    for l in docker.lines() {
+        if let Some(n) = l.strip_prefix("WORKDIR /tmp/src/") {
+            current = Some(n.to_string());
+        } else if let Some(rest) = l.trim_start().strip_prefix("&& ./configure ") {
+            let args = rest
+                .trim_end_matches(" \\")
+                .split("' '")
+                .map(|a| a.trim_matches('\'').to_string())
+                .collect();
+            out.insert(current.clone().expect("a WORKDIR first"), args);
+        }
+    }
+    out
+}
+
+/// UCX, UCC and Open MPI on Slingshot are configured as the Alps images configure them
+/// (eth-cscs/alps-extended-images@5cb95a6, Alps-Images/common/install-alps-hpc-stack.sh:
+/// `build_ucx`, `build_ucc`, `build_ompi5`), with Alps' directories mapped to gpustack's:
+/// `${CUDA_DIR}` is /usr/local/cuda; /opt/hpcx/{ucx,ucc,ompi}, /usr (libfabric) and
+/// /usr/local (GDRCopy) are the fabric prefix. The one value gpustack decides itself is
+/// UCC's `--with-nvcc-gencode`: the locked GPUs (Alps names its GH200s' sm_90 and sm_90a),
+/// the same list nccl-tests is built for. Alps builds UCX and UCC before Open MPI; only
+/// the Slingshot lock has UCC.
+const ALPS_UCX: [&str; 5] = [
+    "--prefix=/opt/fabric",
+    "--with-cuda=/usr/local/cuda",
+    "--with-gdrcopy=/opt/fabric",
+    "--enable-mt",
+    "--enable-devel-headers",
+];
+const ALPS_UCC: [&str; 4] = [
+    "--prefix=/opt/fabric",
+    "--with-ucx=/opt/fabric",
+    "--with-cuda=/usr/local/cuda",
+    "--with-nccl",
+];
+const ALPS_OMPI: [&str; 7] = [
+    "--prefix=/opt/fabric",
+    "--with-ofi=/opt/fabric",
+    "--with-ucx=/opt/fabric",
+    "--with-ucc=/opt/fabric",
+    "--enable-oshmem",
+    "--with-cuda=/usr/local/cuda",
+    "--with-cuda-libdir=/usr/local/cuda/lib64/stubs",
+];
+
+#[test]
+fn ucx_ucc_and_open_mpi_on_slingshot_are_configured_as_alps() {
+    let sorted = |v: &[&str]| {
+        let mut v: Vec<String> = v.iter().map(ToString::to_string).collect();
+        v.sort();
+        v
+    };
+    for fabric in FABRICS {
+        let dir = generate_all(fabric);
+        let lock: toml::Table = std::fs::read_to_string(dir.join("gpustack.lock"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        let locked: Vec<&str> = lock["package"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["name"].as_str())
+            .collect();
+        assert_eq!(
+            locked.contains(&"ucc"),
+            fabric == "slingshot",
+            "{fabric}: ucc"
+        );
+        assert_eq!(locked.contains(&"ucx"), fabric != "efa", "{fabric}: ucx");
+        if fabric != "slingshot" {
+            continue;
+        }
+        let docker = std::fs::read_to_string(dir.join("out/docker/Dockerfile")).unwrap();
+        let by = configure_by_package(&docker);
+        let args = |n: &str| {
+            let mut a = by
+                .get(n)
+                .unwrap_or_else(|| panic!("{n} is configured"))
+                .clone();
+            a.sort();
+            a
+        };
+        assert_eq!(args("ucx"), sorted(&ALPS_UCX), "UCX");
+        assert_eq!(args("openmpi"), sorted(&ALPS_OMPI), "Open MPI");
+        let (gencode, ucc): (Vec<String>, Vec<String>) = args("ucc")
+            .into_iter()
+            .partition(|a| a.starts_with("--with-nvcc-gencode="));
+        assert_eq!(ucc, sorted(&ALPS_UCC), "UCC");
+        let nccl_tests = docker
+            .split_whitespace()
+            .find_map(|w| w.trim_matches('\'').strip_prefix("NVCC_GENCODE="))
+            .expect("nccl-tests' NVCC_GENCODE");
+        assert_eq!(
+            gencode,
+            [format!("--with-nvcc-gencode={nccl_tests}")],
+            "UCC's kernels are for the locked GPUs"
+        );
+        // UCC's NCCL layer builds against the locked NCCL: the fabric stage installs the
+        // pin the validate-build stage installs.
+        let nccl_dev = docker
+            .split_whitespace()
+            .find(|w| w.starts_with("libnccl-dev="))
+            .expect("a locked libnccl-dev");
+        let fabric_stage =
+            &docker[docker.find(" AS fabric\n").unwrap()..docker.find(" AS base\n").unwrap()];
+        assert!(
+            fabric_stage.contains(&format!(" {nccl_dev} ")),
+            "{fabric_stage}"
+        );
+        // Build order: GDRCopy before UCX, UCX before UCC, both and libfabric before Open MPI.
+        let order: Vec<&String> = by.keys().collect();
+        let at = |n: &str| {
+            docker
+                .find(&format!("WORKDIR /tmp/src/{n}\n"))
+                .unwrap_or_else(|| panic!("{n} in {order:?}"))
+        };
+        assert!(at("gdrcopy") < at("ucx"));
+        assert!(at("ucx") < at("ucc"));
+        assert!(at("ucc") < at("openmpi"));
+        assert!(at("libfabric") < at("openmpi"));
+        // Each carries the Alps script as its flags' source, at the commit read.
+        for n in ["ucx", "ucc", "openmpi"] {
+            let head = &docker[..at(n)];
+            let flags = head
+                .lines()
+                .rev()
+                .find(|l| l.starts_with("# build flags: "))
+                .unwrap();
+            assert!(
+                flags.contains("alps-extended-images/blob/5cb95a6df1dfd10016bb07b15a0a2296a4b661bb/Alps-Images/common/install-alps-hpc-stack.sh"),
+                "{n}: {flags}"
+            );
+        }
+    }
+}
