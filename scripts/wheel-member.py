@@ -7,8 +7,15 @@ Usage: scripts/wheel-member.py NAME WHEEL_FILENAME MEMBER [START_MARKER [LENGTH]
   e.g. scripts/wheel-member.py torch torch-2.6.0-cp311-cp311-manylinux1_x86_64.whl \
          torch/cuda/__init__.py 'def _check_cubins' 1200
 Prints the wheel's URL and sha256 (as PyPI lists it), then the member (or LENGTH characters from
-START_MARKER on). Used 2026-11-26 to read how torch 2.6.0 formats its "supports CUDA capabilities"
-warning (catalog/torch.toml, 2.6.0+cu126).
+START_MARKER on; an empty START_MARKER prints the whole member). Used 2026-11-26 to read how torch
+2.6.0 formats its "supports CUDA capabilities" warning (catalog/torch.toml, 2.6.0+cu126), and the
+TORCH_CUDA_ARCH_LIST entries torch 2.10.0's CMake accepts ([source.cmake_archs] in catalog/torch.toml):
+  scripts/wheel-member.py torch torch-2.10.0-cp312-cp312-manylinux_2_28_x86_64.whl \
+    torch/share/cmake/Caffe2/Modules_CUDA_fix/upstream/FindCUDA/select_compute_arch.cmake
+  scripts/wheel-member.py torch torch-2.10.0-cp312-cp312-manylinux_2_28_x86_64.whl \
+    torch/share/cmake/Caffe2/public/utils.cmake 'macro(torch_cuda_get_nvcc_gencode_flag' 1200
+(and the same select_compute_arch.cmake of the cp311 wheels of 2.6.0, 2.7.0 and 2.8.0 with the
+marker 'if(arch_name MATCHES', for the older pattern without `f`).
 """
 import io
 import json

@@ -412,6 +412,9 @@ fn fabric_stack(sel: &mut Sel<'_>, r: &Resolution) {
             let why = format!("[cluster].fabric = \"{}\" needs {name}", c.fabric.name());
             sel.package(name, Layer::Base, &why);
         }
+        if c.fabric == Fabric::Infiniband && spec.deploy.network.as_ref().is_some_and(|n| n.sharp) {
+            sharp_stack(sel, r);
+        }
     }
 
     // The RDMA shared device plugin of the NicClusterPolicy `gen k8s` writes for the RDMA
@@ -426,6 +429,67 @@ fn fabric_stack(sel: &mut Sel<'_>, r: &Resolution) {
             pod_network_plugins(sel, c.fabric, spec.deploy.network.as_ref());
         }
     }
+}
+
+/// HPC-X's build name of the stack's OS, CUDA major and CPU, without its rdma-core flavour:
+/// `ubuntu22.04-cuda12-x86_64`, `redhat9-cuda13-aarch64` (Rocky Linux as the RHEL build).
+fn hpcx_platform(os: &str, cuda_major: u64, aarch64: bool) -> String {
+    let os = os.strip_prefix("rockylinux").map_or_else(
+        || os.to_string(),
+        |v| format!("redhat{}", v.split('.').next().unwrap_or(v)),
+    );
+    let cpu = if aarch64 { "aarch64" } else { "x86_64" };
+    format!("{os}-cuda{cuda_major}-{cpu}")
+}
+
+/// `[network].sharp = true` on InfiniBand: the SHARP libraries of the HPC-X build for the
+/// stack's OS, CUDA major and CPU (the `inbox` build, which links the distribution's
+/// rdma-core as the images do, where the catalog has one; else the `doca_ofed` build), then
+/// NVIDIA's NCCL SHARP plugin built against them. Without such an HPC-X build nothing is
+/// selected, and the network plan names SHARP as a prerequisite.
+fn sharp_stack(sel: &mut Sel<'_>, r: &Resolution) {
+    let cat = sel.cat;
+    let os = sel
+        .out
+        .packages
+        .iter()
+        .find(|p| p.name == "cuda-image")
+        .and_then(|p| match p.fields.get("os") {
+            Some(Field::Str(o)) => Some(o.clone()),
+            _ => None,
+        });
+    let (Some(os), Some(cuda)) = (os, r.pick(Component::Cuda)) else {
+        return;
+    };
+    let aarch64 = grace_host(r.spec.gpus.iter().map(String::as_str));
+    let platform = hpcx_platform(&os, cuda.version.major(), aarch64);
+    let build = ["inbox", "doca_ofed"].into_iter().find_map(|flavour| {
+        let variant = format!("{flavour}-{platform}");
+        cat.packages_named("hpcx")
+            .find(|p| p.variant.as_deref() == Some(variant.as_str()) && p.sha256.is_some())
+            .map(|p| (p.clone(), flavour, variant))
+    });
+    let Some((p, flavour, variant)) = build else {
+        return;
+    };
+    let version = p.version.clone().unwrap_or_default();
+    let mut because = vec![
+        "[network].sharp = true needs the SHARP libraries (libsharp_coll) the NCCL SHARP plugin links; only HPC-X's sharp/ directory is installed".to_string(),
+        format!("HPC-X {version} `{variant}`: the build the catalog pins by sha256 for {os}, CUDA {} and {}", cuda.version.major(), if aarch64 { "aarch64" } else { "x86_64" }),
+    ];
+    if flavour == "doca_ofed" {
+        because.push(format!(
+            "UNVERIFIED: no `inbox` HPC-X build (the distribution's rdma-core) is pinned for {platform}; this build links DOCA-OFED's user space"
+        ));
+    }
+    let mut fields = package_fields(&p, None);
+    fields.insert("variant".into(), s(variant));
+    sel.push("hpcx", version, Layer::Base, &p.origin, fields, because);
+    sel.package(
+        "nccl-rdma-sharp-plugins",
+        Layer::Base,
+        "[network].sharp = true: NCCL reaches SHARP through this net/CollNet plugin (libnccl-net.so)",
+    );
 }
 
 /// The NicClusterPolicy's secondary-network components when pods attach networks on the

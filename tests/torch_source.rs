@@ -489,6 +489,77 @@ fn packer_installs_a_named_prebuilt_wheel_checked_by_sha256_instead_of_building(
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Docker reuses the named wheel too: `torch-build` is a `FROM scratch` stage that only
+/// fetches it with BuildKit's `ADD --checksum` (the locked sha256), the framework stage
+/// installs it exactly as the built one, no build script is written or copied, and the
+/// Dockerfile passes hadolint. The same decision (`TorchBuildPlan::builds_here`) keeps
+/// Packer from building.
+#[test]
+fn docker_fetches_a_named_prebuilt_wheel_checked_by_sha256_instead_of_building() {
+    let dir = tempdir("torch-prebuilt-docker");
+    let url = "https://cache.example.org/wheels/torch-2.10.0%2Bcu128-cp311-cp311-linux_x86_64.whl";
+    std::fs::write(
+        dir.join("gpustack.toml"),
+        spec_with_prebuilt(url, WHEEL_SHA),
+    )
+    .unwrap();
+    let lock = run_in(&dir, &["lock", "-q"]);
+    assert_eq!(lock.code, 0, "{}", lock.stderr);
+    let gen = run_in(&dir, &["gen", "docker", "--out", "out"]);
+    assert_eq!(gen.code, 0, "{}", gen.stderr);
+    let docker = dir.join("out/docker");
+    let text = std::fs::read_to_string(docker.join("Dockerfile")).unwrap();
+    let (order, stages) = parse_dockerfile(&text);
+    let tb = &stages["torch-build"];
+    assert_eq!(tb.from, "scratch", "{text}");
+    let file = "torch-2.10.0+cu128-cp311-cp311-linux_x86_64.whl";
+    assert_eq!(
+        tb.instructions,
+        vec![(
+            "ADD".to_string(),
+            format!("--checksum=sha256:{WHEEL_SHA} {url} /wheels/{file}")
+        )],
+        "{text}"
+    );
+    // The stage comes before the framework stage, which installs its wheel without deps.
+    let pos = |n: &str| order.iter().position(|s| s == n).unwrap();
+    assert!(pos("torch-build") < pos("framework"), "{order:?}");
+    let fw: Vec<&str> = stages["framework"]
+        .instructions
+        .iter()
+        .filter(|(k, _)| k == "RUN")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert!(
+        fw.iter().any(|v| v.contains("from=torch-build")
+            && v.contains("uv pip install --no-deps /wheels/torch-*.whl")),
+        "{fw:?}"
+    );
+    // Nothing compiles torch: no build script in the context, none copied or run.
+    assert!(!docker.join("build-torch.sh").exists());
+    assert!(!text.contains("build-torch.sh"), "{text}");
+    let ignore = std::fs::read_to_string(docker.join(".dockerignore")).unwrap();
+    assert!(!ignore.contains("build-torch.sh"), "{ignore}");
+    assert_copies_are_in_the_context(&docker);
+    if let Some(h) = validator("hadolint") {
+        let (code, out) = run_tool(&h, &["Dockerfile"], &docker);
+        assert_eq!(code, 0, "{out}");
+    }
+    // Without `prebuilt` the same spec builds in `torch-build`.
+    std::fs::copy(
+        root().join(format!("fixtures/specs/{NAME}.toml")),
+        dir.join("gpustack.toml"),
+    )
+    .unwrap();
+    assert_eq!(run_in(&dir, &["lock", "-q"]).code, 0);
+    assert_eq!(run_in(&dir, &["gen", "docker", "--out", "built"]).code, 0);
+    let built = std::fs::read_to_string(dir.join("built/docker/Dockerfile")).unwrap();
+    let (_, stages) = parse_dockerfile(&built);
+    assert_ne!(stages["torch-build"].from, "scratch");
+    assert!(dir.join("built/docker/build-torch.sh").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_malformed_prebuilt_wheel_is_refused_at_its_line() {
     let dir = tempdir("torch-prebuilt-bad");
@@ -521,5 +592,59 @@ fn a_malformed_prebuilt_wheel_is_refused_at_its_line() {
         assert!(out.stderr.contains("gpustack.toml:"), "{}", out.stderr);
         assert!(out.stderr.contains("hint:"), "{}", out.stderr);
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `torch.source-arch-names`: an arch list entry the release's CMake does not accept is
+/// refused. Stock 2.10.0 accepts `N.N`, `N.Na` and `N.Nf` (`[source.cmake_archs]`), so the
+/// conflict uses an overlay whose `[[source]]` entry is the stock one with `suffixes = ["a"]`,
+/// the pattern (`[0-9]+\.[0-9]a?`) of the 2.6.0–2.8.0 wheels' `select_compute_arch.cmake`.
+/// Its neighbour, the same spec on the stock catalog, locks and says why in `because`.
+#[test]
+fn an_arch_entry_the_cmake_rejects_is_refused_and_the_stock_pattern_locks() {
+    let dir = tempdir("torch-source-arch-names");
+    let spec = "[stack]\nname = \"b200-torch-source-family\"\nos = \"ubuntu24.04\"\n[hardware]\ngpus = [\"b200\"]\n[components]\ntorch = { version = \"==2.10.0\", build = \"source\", archs = [\"10.0f\"] }\ncuda = \"13.0\"\n";
+    std::fs::write(dir.join("gpustack.toml"), spec).unwrap();
+    let stock = std::fs::read_to_string(root().join("catalog/torch.toml")).unwrap();
+    let start = stock.find("[[source]]\ntorch = \"2.10.0\"").unwrap();
+    let end = start + stock[start..].find("\n[[source.nvcc_host_gcc]]").unwrap();
+    let entry = &stock[start..end];
+    assert!(entry.contains("suffixes = [\"a\", \"f\"]"), "{entry}");
+    let overlay = dir.join("overlay");
+    std::fs::create_dir_all(&overlay).unwrap();
+    std::fs::write(
+        overlay.join("torch.toml"),
+        format!(
+            "family = \"torch\"\ndescription = \"test: a CMake without `f`\"\n\n{}",
+            entry.replace("suffixes = [\"a\", \"f\"]", "suffixes = [\"a\"]")
+        ),
+    )
+    .unwrap();
+
+    let refused = run_in(&dir, &["lock", "--catalog", "overlay"]);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused
+            .stderr
+            .contains("does not accept `10.0f` in TORCH_CUDA_ARCH_LIST"),
+        "{}",
+        refused.stderr
+    );
+    assert!(
+        refused.stderr.contains("rule `torch.source-arch-names`"),
+        "{}",
+        refused.stderr
+    );
+
+    let locked = run_in(&dir, &["lock"]);
+    assert_eq!(locked.code, 0, "{}", locked.stderr);
+    let lock = std::fs::read_to_string(dir.join("gpustack.lock")).unwrap();
+    assert!(lock.contains("arch-list = [\"10.0f\"]"), "{lock}");
+    assert!(
+        lock.contains(
+            "`N.N`, `N.Na` or `N.Nf` (each with or without `+PTX`) [torch.source-arch-names]"
+        ),
+        "{lock}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

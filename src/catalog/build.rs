@@ -14,7 +14,8 @@
 //! Writes to `OUT_DIR`:
 //! * `stock.bin`: the encoded files;
 //! * `stock.rs`: `STOCK` (display path, text of each file, for diagnostics and line numbers)
-//!   and `STOCK_BLOB` (`stock.bin`), included by `src/catalog/mod.rs`.
+//!   `STOCK_BLOB` (`stock.bin`), and the catalog's identity (`STOCK_DIGEST`, `STOCK_DATE`:
+//!   `identity.rs`), included by `src/catalog/mod.rs`.
 //!
 //! Lives under `src/` so that it is part of the published package (`include = ["src/**"]`).
 
@@ -23,6 +24,8 @@
 
 #[path = "codec.rs"]
 mod codec;
+#[path = "identity.rs"]
+mod identity;
 #[path = "wire.rs"]
 mod wire;
 
@@ -36,6 +39,7 @@ fn main() {
     println!("cargo:rerun-if-changed=catalog");
     println!("cargo:rerun-if-changed=src/catalog/build.rs");
     println!("cargo:rerun-if-changed=src/catalog/codec.rs");
+    println!("cargo:rerun-if-changed=src/catalog/identity.rs");
     println!("cargo:rerun-if-changed=src/catalog/wire.rs");
 
     let mut names: Vec<String> = std::fs::read_dir(&dir)
@@ -82,6 +86,14 @@ fn main() {
         "];\n\n\
          /// The stock catalog's files, parsed at build time (`codec.rs` layout).\n\
          static STOCK_BLOB: &[u8] = include_bytes!(concat!(env!(\"OUT_DIR\"), \"/stock.bin\"));\n",
+    );
+    let (digest, date) = identity::identity(files.iter().map(|(p, t, _)| (p.as_str(), t.as_str())));
+    let _ = write!(
+        stock_rs,
+        "\n/// The stock catalog's identity (`identity.rs`), computed at build time.\n\
+         const STOCK_DIGEST: &str = {digest:?};\n\
+         /// The newest date the stock catalog's sources record as read.\n\
+         const STOCK_DATE: Option<&str> = {date:?};\n"
     );
     write(&out_dir.join("stock.bin"), &codec::encode_files(&files));
     write(&out_dir.join("stock.rs"), stock_rs.as_bytes());

@@ -407,6 +407,7 @@ codec_struct!(TorchSourceWire {
     gcc_min,
     nvcc_host_gcc,
     os_gcc,
+    cmake_archs,
     cudnn_min,
     build_requires,
     runtime_requires,
@@ -437,6 +438,7 @@ codec_struct!(NvccHostGccWire {
     source,
 });
 codec_struct!(OsGccWire { os, gcc, source });
+codec_struct!(CmakeArchsWire { suffixes, source });
 codec_struct!(FileRefWire {
     version,
     python,

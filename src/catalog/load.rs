@@ -4,41 +4,12 @@
 
 use std::path::Path;
 
-use sha2::{Digest, Sha256};
-
 use super::ingest::{ingest, merge, parse_file, Entries, Layers};
 use super::model::{Catalog, StockIdentity};
 use super::stack::build;
-use super::{codec, STOCK, STOCK_BLOB};
+use super::{codec, STOCK, STOCK_BLOB, STOCK_DATE, STOCK_DIGEST};
 use crate::core::fs::{limits, read_bounded, ReadError};
 use crate::error::{Diagnostic, Error, Location, Stage};
-
-/// The full dates (`YYYY-MM-DD`) that follow a "read"-like word in `text`.
-fn read_dates(text: &str) -> impl Iterator<Item = &str> {
-    const WORDS: [&str; 6] = [
-        "read ",
-        "as of ",
-        "retrieved ",
-        "checked ",
-        "accessed ",
-        "fetched ",
-    ];
-    WORDS.into_iter().flat_map(move |w| {
-        text.match_indices(w).filter_map(move |(i, _)| {
-            let rest = text[i + w.len()..].trim_start_matches("on ");
-            let d = rest.get(..10)?;
-            let b = d.as_bytes();
-            let ok = b.iter().enumerate().all(|(j, c)| {
-                if j == 4 || j == 7 {
-                    *c == b'-'
-                } else {
-                    c.is_ascii_digit()
-                }
-            });
-            ok.then_some(d)
-        })
-    })
-}
 
 impl Catalog {
     /// The embedded stock catalog.
@@ -60,22 +31,9 @@ impl Catalog {
     /// assert_eq!(id.files, gpustack::Catalog::stock_files().len());
     /// ```
     pub fn stock_identity() -> StockIdentity {
-        let mut h = Sha256::new();
-        let mut date: Option<&str> = None;
-        for (path, text) in STOCK {
-            h.update(path.as_bytes());
-            h.update([0]);
-            h.update(text.as_bytes());
-            h.update([0]);
-            for d in read_dates(text) {
-                if date.is_none_or(|x| d > x) {
-                    date = Some(d);
-                }
-            }
-        }
         StockIdentity {
-            digest: format!("sha256:{:x}", h.finalize()),
-            date: date.map(str::to_string),
+            digest: STOCK_DIGEST.to_string(),
+            date: STOCK_DATE.map(str::to_string),
             files: STOCK.len(),
         }
     }

@@ -21,6 +21,9 @@ mod codec;
 mod deploy;
 mod env_names;
 mod extras;
+// Computed by the build script; compiled here only to check its constants.
+#[cfg(test)]
+mod identity;
 mod ingest;
 mod load;
 mod model;
@@ -33,11 +36,11 @@ mod wire;
 
 pub(crate) use model::{digest_of, hex, pep503};
 pub use model::{
-    short_source, Bandwidth, BaseImage, BranchKind, Catalog, CloudSettings, CudaRelease,
-    DeepspeedRelease, DeepspeedTorchMinimum, DigestKind, DigestObservation, DriverBranch,
-    DriverRelease, EnvVar, ExtraRelease, FileRef, ForwardCompat, Generation, Gpu, GpuSupport,
-    Instance, KernelModules, LibRelease, MinorCompat, OpenModules, Origin, OriginInner, Os,
-    Package, PythonRelease, StockIdentity, TargetSet, Tested, TorchBuild, TorchRelease,
+    short_source, Bandwidth, BaseImage, BranchKind, Catalog, CloudSettings, CmakeArchs,
+    CudaRelease, DeepspeedRelease, DeepspeedTorchMinimum, DigestKind, DigestObservation,
+    DriverBranch, DriverRelease, EnvVar, ExtraRelease, FileRef, ForwardCompat, Generation, Gpu,
+    GpuSupport, Instance, KernelModules, LibRelease, MinorCompat, OpenModules, Origin, OriginInner,
+    Os, Package, PythonRelease, StockIdentity, TargetSet, Tested, TorchBuild, TorchRelease,
     TorchSource, VllmRelease, WheelPlatform, FABRICS,
 };
 pub(crate) use validate::valid_id;

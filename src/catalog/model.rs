@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
-use crate::core::arch::{Cc, Target};
+use crate::core::arch::{Cc, Suffix, Target};
 use crate::core::version::{Version, VersionReq};
 use crate::core::{Component, Layer};
 
@@ -496,6 +496,8 @@ pub struct TorchSource {
     pub archive: Option<SourceArchive>,
     /// The host compiler facts of a source build, when the catalog has them.
     pub compiler: HostCompiler,
+    /// The `TORCH_CUDA_ARCH_LIST` entries the release's CMake accepts, when read.
+    pub cmake_archs: Option<CmakeArchs>,
     /// The oldest cuDNN a source build supports.
     pub cudnn_min: Version,
     /// The build's own requirements (`[build-system].requires`).
@@ -513,6 +515,24 @@ pub struct SourceArchive {
     pub url: String,
     /// The archive's sha256, 64 lowercase hex digits.
     pub sha256: String,
+}
+
+/// The `TORCH_CUDA_ARCH_LIST` entries a release's CMake accepts (`CUDA_SELECT_NVCC_ARCH_FLAGS`
+/// in `select_compute_arch.cmake`): `NUM.NUM`, with one of `suffixes` or none, with or
+/// without `+PTX`. (Its names, `Ampere`, `Hopper`, …, are never written by gpustack.)
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CmakeArchs {
+    /// The suffixes its pattern accepts after `NUM.NUM` (`a`, `f`).
+    pub suffixes: Vec<Suffix>,
+    /// The `[source.cmake_archs]` table's `source`.
+    pub source: String,
+}
+
+impl CmakeArchs {
+    /// Whether the CMake accepts the `TORCH_CUDA_ARCH_LIST` entry of `t`.
+    pub fn accepts(&self, t: &Target) -> bool {
+        t.suffix == Suffix::None || self.suffixes.contains(&t.suffix)
+    }
 }
 
 /// What decides a source build's host compiler: PyTorch's minimum GCC, nvcc's newest GCC

@@ -11,7 +11,7 @@ use super::ingest::Layers;
 use super::model::*;
 use super::validate::{is_sha256_hex, newest_first, safe_url, valid_id, V};
 use super::wire::*;
-use crate::core::arch::Target;
+use crate::core::arch::{Suffix, Target};
 use crate::core::version::Version;
 use crate::error::Diagnostic;
 use toml::Spanned;
@@ -696,6 +696,9 @@ fn torch_sources(
         let Some(compiler) = host_compiler(v, c, &o, &w) else {
             continue;
         };
+        let Some(cmake_archs) = cmake_archs(v, &o, &w) else {
+            continue;
+        };
         c.torch_sources.push(TorchSource {
             version: rel.version.clone(),
             repository: w.repository.clone(),
@@ -706,6 +709,7 @@ fn torch_sources(
                 sha256: a.sha256.clone(),
             }),
             compiler,
+            cmake_archs,
             cudnn_min,
             build_requires: w.build_requires.clone(),
             runtime_requires: w.runtime_requires.clone(),
@@ -765,6 +769,44 @@ fn host_compiler(
         hc.os_gcc.push((g.os.clone(), gcc));
     }
     Some(hc)
+}
+
+/// A `[[source]]` entry's `[source.cmake_archs]`: known suffixes, each once, and a source.
+/// `Some(None)` where the table is absent (the rule does not check).
+fn cmake_archs(v: &mut V<'_>, o: &Origin, w: &TorchSourceWire) -> Option<Option<CmakeArchs>> {
+    let Some(a) = &w.cmake_archs else {
+        return Some(None);
+    };
+    if a.source.trim().is_empty() || a.source.chars().any(char::is_control) {
+        v.fail(
+            o,
+            "`[source.cmake_archs]` of a torch source needs a one-line `source`".into(),
+        );
+        return None;
+    }
+    let mut suffixes = Vec::new();
+    for s in &a.suffixes {
+        let suffix = match s.as_str() {
+            "a" => Suffix::A,
+            "f" => Suffix::F,
+            _ => {
+                v.fail(o, format!("torch source `cmake_archs.suffixes` lists `{}`; the suffixes are `a` and `f`", s.escape_debug()));
+                return None;
+            }
+        };
+        if suffixes.contains(&suffix) {
+            v.fail(
+                o,
+                format!("torch source `cmake_archs.suffixes` lists `{s}` twice"),
+            );
+            return None;
+        }
+        suffixes.push(suffix);
+    }
+    Some(Some(CmakeArchs {
+        suffixes,
+        source: a.source.clone(),
+    }))
 }
 
 /// The checks of one torch `[[source]]` entry's fields (repository, tag, commit, archive,

@@ -501,6 +501,23 @@ fn torch_source_pins_and_compiler_rows_are_validated() {
         src.compiler.os_gcc("ubuntu22.04").map(ToString::to_string),
         Some("11.2.0".into())
     );
+    // No `[source.cmake_archs]`: the arch-name rule does not check.
+    assert!(src.cmake_archs.is_none());
+    let stock = Catalog::stock().unwrap();
+    let forms = stock
+        .torch_source(&Version::parse("2.10.0").unwrap())
+        .and_then(|s| s.cmake_archs.clone())
+        .unwrap();
+    for (t, ok) in [("10.0f", true), ("9.0a+PTX", true), ("8.0", true)] {
+        let t = crate::core::arch::Target::parse(t).unwrap();
+        assert_eq!(forms.accepts(&t), ok, "{t}");
+    }
+    let without_f = crate::catalog::CmakeArchs {
+        suffixes: vec![crate::core::arch::Suffix::A],
+        source: "s".into(),
+    };
+    assert!(!without_f.accepts(&"10.0f".parse().unwrap()));
+    assert!(without_f.accepts(&"9.0a".parse().unwrap()));
     let cases = [
         (
             entry("archive = { url = \"https://example.org/a.tar.gz\", sha256 = \"00\" }", ""),
@@ -517,6 +534,18 @@ fn torch_source_pins_and_compiler_rows_are_validated() {
         (
             entry("", "[[source.os_gcc]]\nos = \"ubuntu22.04\"\ngcc = \"11\"\nsource = \" \"\n"),
             "needs a one-line `source`",
+        ),
+        (
+            entry("", "[source.cmake_archs]\nsuffixes = [\"a\", \"x\"]\nsource = \"s\"\n"),
+            "lists `x`; the suffixes are `a` and `f`",
+        ),
+        (
+            entry("", "[source.cmake_archs]\nsuffixes = [\"a\", \"a\"]\nsource = \"s\"\n"),
+            "lists `a` twice",
+        ),
+        (
+            entry("", "[source.cmake_archs]\nsuffixes = []\nsource = \"\"\n"),
+            "`[source.cmake_archs]` of a torch source needs a one-line `source`",
         ),
     ];
     for (text, want) in cases {

@@ -422,6 +422,9 @@ pub(crate) struct TorchSourceWire {
     /// `[[source.os_gcc]]`: the GCC each OS installs as `gcc`.
     #[serde(default)]
     pub(crate) os_gcc: Vec<OsGccWire>,
+    /// `[source.cmake_archs]`: the `TORCH_CUDA_ARCH_LIST` entries the release's CMake accepts.
+    #[serde(default)]
+    pub(crate) cmake_archs: Option<CmakeArchsWire>,
     /// The oldest cuDNN the source build supports: `8.5`.
     pub(crate) cudnn_min: String,
     /// PEP 508 requirements of the build itself (`[build-system].requires`).
@@ -452,6 +455,17 @@ pub(crate) struct NvccHostGccWire {
     pub(crate) cuda: String,
     /// `14`: nvcc stops on a newer GCC major (`crt/host_config.h`).
     pub(crate) gcc_max: u32,
+    pub(crate) source: String,
+}
+
+/// `[source.cmake_archs]`: which `TORCH_CUDA_ARCH_LIST` entries a release's CMake accepts
+/// (`CUDA_SELECT_NVCC_ARCH_FLAGS` in `select_compute_arch.cmake`): `NUM.NUM`, optionally with
+/// one of `suffixes`, optionally with `+PTX`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CmakeArchsWire {
+    /// The target suffixes its pattern accepts after `NUM.NUM`: `["a", "f"]`.
+    pub(crate) suffixes: Vec<String>,
     pub(crate) source: String,
 }
 

@@ -109,6 +109,8 @@ pub enum Rule {
     TorchSourceToolkit,
     /// A torch source build needs a minimum cuDNN.
     TorchSourceCudnn,
+    /// A torch source build's arch list must be entries the release's CMake accepts.
+    TorchSourceArchNames,
     /// A torch source build's host GCC (the OS's) must be at least PyTorch's minimum and at
     /// most the newest nvcc accepts.
     TorchSourceCompiler,
@@ -150,6 +152,7 @@ impl Rule {
             Rule::TorchSourceArchs => "torch.source-archs",
             Rule::TorchSourceToolkit => "torch.source-toolkit",
             Rule::TorchSourceCudnn => "torch.source-cudnn",
+            Rule::TorchSourceArchNames => "torch.source-arch-names",
             Rule::TorchSourceCompiler => "torch.source-compiler",
         }
     }

@@ -32,6 +32,15 @@ pub const EFA_LIBFABRIC: &str = "/opt/amazon/efa";
 /// Where AWS's EFA installer puts Open MPI.
 pub const EFA_OPENMPI: &str = "/opt/amazon/openmpi";
 
+/// The directory of HPC-X's tarball that holds SHARP (HPC-X's `HPCX_SHARP_DIR`), copied
+/// under the fabric prefix when the lock has the NCCL SHARP plugin (`[network].sharp`).
+pub const SHARP_DIR: &str = "sharp";
+
+/// Where SHARP's libraries and headers are installed: `/opt/fabric/sharp`.
+pub(crate) fn sharp_prefix(fabric_prefix: &str) -> String {
+    format!("{fabric_prefix}/{SHARP_DIR}")
+}
+
 /// Registry used when the spec has no `[image]` table.
 pub const DEFAULT_REGISTRY: &str = "localhost/gpustack";
 
@@ -358,6 +367,11 @@ impl Common {
         let mut fabric_dirs = vec![workload::MPI_PREFIX.to_string()];
         if efa {
             fabric_dirs.extend([EFA_LIBFABRIC.to_string(), EFA_OPENMPI.to_string()]);
+        }
+        // The NCCL SHARP plugin links SHARP's libraries: their directory is on the loader's
+        // path (and its tools on PATH), as HPC-X's `hpcx_load` puts it.
+        if packages.contains_key("nccl-rdma-sharp-plugins") {
+            fabric_dirs.push(sharp_prefix(workload::MPI_PREFIX));
         }
         let mpi_prefix = if efa {
             Some(EFA_OPENMPI.to_string())

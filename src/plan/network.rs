@@ -262,9 +262,7 @@ impl NetworkPlan {
         };
         let mut prerequisites = Vec::new();
         if net.sharp {
-            prerequisites.push(format!(
-                "SHARP: NCCL_COLLNET_ENABLE=1 needs NCCL's SHARP net plugin (libnccl-net.so from nccl-rdma-sharp-plugins, with the SHARP libraries of HPC-X or DOCA) on the library path and a running SHARP aggregation manager; gpustack does not install them (source: {SHARP_PLUGIN})"
-            ));
+            prerequisites.push(sharp_prerequisite(lock));
         }
         if multi && cluster.fabric == Fabric::Slingshot {
             prerequisites.push("Slingshot: the images carry the CXI user space (libcxi, libfabric with the CXI provider, aws-ofi-nccl) of HPE's SHS 13.0.0 release, as the Alps images build it; the hosts must run the CXI kernel driver and give the job its VNI (Slurm's Slingshot switch plugin), and FI_CXI_RDZV_PROTO=alt_read needs the NIC's rdzv_get_en=0 (srun --network=disable_rdzv_get)".into());
@@ -305,6 +303,26 @@ impl NetworkPlan {
             sharp: net.sharp,
             hcas: net.hcas,
         }
+    }
+}
+
+/// What SHARP needs besides the images: with the plugin in the lock, the fabric's
+/// Aggregation Manager; without it (no HPC-X build pinned for the stack), the plugin too.
+fn sharp_prerequisite(lock: &Lock) -> String {
+    let sources = super::locked::fabric_sources(lock);
+    let version = |n: &str| {
+        sources
+            .iter()
+            .find(|p| p.name == n)
+            .map(|p| p.version.clone())
+    };
+    match (version("nccl-rdma-sharp-plugins"), version("hpcx")) {
+        (Some(plugin), Some(hpcx)) => format!(
+            "SHARP: the images carry NVIDIA's NCCL SHARP plugin (nccl-rdma-sharp-plugins {plugin}, libnccl-net.so on the library path) and the SHARP libraries of HPC-X {hpcx}; NCCL_COLLNET_ENABLE=1 also needs SHARP-capable switches and a running SHARP Aggregation Manager (sharp_am, beside the subnet manager), which gpustack does not install (source: {SHARP_PLUGIN})"
+        ),
+        _ => format!(
+            "SHARP: NCCL_COLLNET_ENABLE=1 needs NCCL's SHARP net plugin (libnccl-net.so from nccl-rdma-sharp-plugins, with the SHARP libraries of HPC-X or DOCA) on the library path and a running SHARP aggregation manager; gpustack does not install them: the catalog pins no HPC-X build for this OS, CUDA and CPU (source: {SHARP_PLUGIN})"
+        ),
     }
 }
 

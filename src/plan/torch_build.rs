@@ -37,8 +37,8 @@ pub struct TorchBuildPlan {
     /// The source archive with submodules and its sha256, when the lock records them: the
     /// script downloads it and checks the digest instead of cloning the tag.
     pub archive: Option<TorchSourceArchive>,
-    /// A wheel of this build the user already has (`prebuilt` in the spec): Packer downloads
-    /// and checks it instead of building on the VM.
+    /// A wheel of this build the user already has (`prebuilt` in the spec): every target
+    /// downloads and checks it instead of building ([`TorchBuildPlan::builds_here`]).
     pub prebuilt: Option<PrebuiltWheelPlan>,
     /// The GCC major the lock decided the build compiles with (`11`); the script stops on
     /// another before building.
@@ -160,6 +160,13 @@ fn bad(msg: String, hint: &str) -> Error {
 }
 
 impl TorchBuildPlan {
+    /// Whether a target compiles torch itself: not when the spec names a `prebuilt` wheel of
+    /// this build, which every target downloads and checks by its sha256 instead (Docker's
+    /// `torch-build` stage with `ADD --checksum`, Packer's `framework.sh` with `sha256sum -c`).
+    pub fn builds_here(&self) -> bool {
+        self.prebuilt.is_none()
+    }
+
     /// `build-torch.sh`, the same bytes for every target.
     pub fn script(&self) -> Result<String, Error> {
         #[derive(Serialize)]

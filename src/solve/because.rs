@@ -134,6 +134,19 @@ fn torch_fits(
             list.join(";"),
             Rule::TorchSourceArchs.id()
         ));
+        if let Some(forms) = ctx
+            .cat
+            .torch_source(&t.version)
+            .and_then(|s| s.cmake_archs.as_ref())
+        {
+            out.push(format!(
+                "PyTorch {}'s CMake accepts the arch list {}: it takes {} [{}]",
+                t.version,
+                list.join(";"),
+                super::rules::cmake_forms(forms),
+                Rule::TorchSourceArchNames.id()
+            ));
+        }
         if let Some(line) = source_compiler_because(ctx, i) {
             out.push(line);
         }

@@ -405,9 +405,8 @@ pub(crate) fn solve_assignment(
 }
 
 /// Orders CUDA candidates: with an installed driver, fully supported releases first; then
-/// the release matching torch's CUDA major.minor; then releases with a known `nvidia/cuda`
-/// base image for the requested OS (any OS when none is requested); then newest (catalog
-/// order). Of `assign` it reads torch's CUDA major.minor only; [`matrix`] caches the
+/// the release matching torch's CUDA major.minor; then newest (catalog order). (A release
+/// without an `nvidia/cuda` image for the OS is not a candidate: rule `os.cuda-images`.) Of `assign` it reads torch's CUDA major.minor only; [`matrix`] caches the
 /// order per major.minor and relies on that.
 pub(crate) fn sort_cuda(ctx: &Ctx<'_>, d: &mut [Cand], assign: &[(Component, Cand)]) {
     let torch_cuda = assign
@@ -420,15 +419,7 @@ pub(crate) fn sort_cuda(ctx: &Ctx<'_>, d: &mut [Cand], assign: &[(Component, Can
     let host = ctx.host_driver.clone();
     d.sort_by_cached_key(|k| {
         let Cand::Idx(i) = k else {
-            return (
-                true,
-                true,
-                true,
-                true,
-                std::cmp::Reverse((0, 0)),
-                true,
-                0usize,
-            );
+            return (true, true, true, std::cmp::Reverse((0, 0)), true, 0usize);
         };
         let r = &ctx.cat.cuda[*i];
         let full = host
@@ -443,12 +434,11 @@ pub(crate) fn sort_cuda(ctx: &Ctx<'_>, d: &mut [Cand], assign: &[(Component, Can
         let same = torch_cuda
             .as_ref()
             .is_some_and(|t| t.major() == r.version.major() && t.minor() == r.version.minor());
-        let image = ctx.imaged.contains(&r.version);
         // Updates of one CUDA minor rank equal but for their age: a vendor-validated one
         // (`[[tested]]`) first, then the newest.
         let minor = std::cmp::Reverse((r.version.major(), r.version.minor()));
         let tested = ctx.tested_cuda.contains(&r.version);
-        (forward, !full, !same, !image, minor, !tested, *i)
+        (forward, !full, !same, minor, !tested, *i)
     });
 }
 
@@ -905,10 +895,6 @@ fn ranked_after(
                 format!(
                     "torch's wheel bundles the CUDA {} runtime: the toolkit of the same minor, {pick}, ranks first",
                     torch_cuda.map(|t| format!("{}.{}", t.major(), t.minor())).unwrap_or_default()
-                )
-            } else if ctx.imaged.contains(&pa.version) && !ctx.imaged.contains(&pb.version) {
-                format!(
-                    "the catalog has no `nvidia/cuda` image of it; {pick} has one and ranks first"
                 )
             } else if ctx.tested_cuda.contains(&pa.version)
                 && !ctx.tested_cuda.contains(&pb.version)

@@ -143,10 +143,11 @@ pub(crate) fn catalog() -> impl Strategy<Value = Files> {
         deepspeed_releases(),
         extras_file(),
     )
-        .prop_map(|(driver, cuda, gpus, libs, torch, vllm, ds, extras)| {
+        .prop_map(|(driver, (cuda, images), gpus, libs, torch, vllm, ds, extras)| {
             let mut files = vec![
                 ("driver.toml".to_string(), driver),
                 ("cuda.toml".to_string(), cuda),
+                ("images.toml".to_string(), images),
                 ("gpus.toml".to_string(), gpus),
                 ("python.toml".to_string(), python_file()),
                 (
@@ -188,8 +189,10 @@ fn driver_file() -> impl Strategy<Value = String> {
 }
 
 /// `cuda.toml`: fixed compatibility floors and nvcc targets; forward-compatibility packages
-/// over random driver bases; releases with a random driver minimum (or none).
-fn cuda_file() -> impl Strategy<Value = String> {
+/// over random driver bases; releases with a random driver minimum (or none). And
+/// `images.toml`: most releases with `nvidia/cuda` tags for the one OS (rule
+/// `os.cuda-images` refuses the others).
+fn cuda_file() -> impl Strategy<Value = (String, String)> {
     const FORWARD: [(&str, &str); 3] = [
         ("12.4", "cuda-compat-12-4"),
         ("12.8", "cuda-compat-12-8"),
@@ -200,7 +203,9 @@ fn cuda_file() -> impl Strategy<Value = String> {
         FORWARD.len(),
     );
     let releases = prop::collection::vec(maybe(70, maybe(85, pick(DRIVERS))), CUDAS.len());
-    (forward, releases).prop_map(|(forward, releases)| {
+    let imaged = prop::collection::vec(chance(85), CUDAS.len());
+    (forward, releases, imaged).prop_map(|(forward, releases, imaged)| {
+        let mut images = String::from("family = \"image\"\n");
         let mut c = String::from("family = \"cuda\"\n");
         for (major, floor) in [(11, "450.80.02"), (12, "525.60.13"), (13, "580.65.06")] {
             c.push_str(&format!(
@@ -216,16 +221,19 @@ fn cuda_file() -> impl Strategy<Value = String> {
         c.push_str("\n[[targets]]\ncuda = \"<12.8\"\nsm = [\"70\", \"75\", \"80\", \"90\", \"90a\"]\nsource = \"test\"\n");
         c.push_str("\n[[targets]]\ncuda = \">=12.8, <13\"\nsm = [\"70\", \"75\", \"80\", \"90\", \"90a\", \"120\"]\nsource = \"test\"\n");
         c.push_str("\n[[targets]]\ncuda = \">=13\"\nsm = [\"75\", \"80\", \"90\", \"90a\", \"120\"]\nsource = \"test\"\n");
-        for (v, release) in CUDAS.iter().zip(releases) {
+        for ((v, release), imaged) in CUDAS.iter().zip(releases).zip(imaged) {
             if let Some(min) = release {
                 let min = min.map(|d| format!("driver_min = \"{d}\"\n"));
                 c.push_str(&format!(
                     "\n[[release]]\nversion = \"{v}\"\n{}source = \"test\"\n",
                     min.unwrap_or_default()
                 ));
+                if imaged {
+                    images.push_str(&format!("\n[[image]]\ncuda = \"{v}\"\nos = \"ubuntu22.04\"\ntags = [\"{v}-runtime-ubuntu22.04\", \"{v}-devel-ubuntu22.04\"]\nstatus = \"supported\"\nsource = \"test\"\n"));
+                }
             }
         }
-        c
+        (c, images)
     })
 }
 

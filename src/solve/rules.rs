@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::catalog::{Catalog, Origin};
+use crate::catalog::{Catalog, CudaRelease, Origin};
 use crate::core::arch::{best_way, Cc, RunsVia, Target};
 use crate::core::version::{Version, VersionReq};
 use crate::core::{extra_pattern, Component};
@@ -67,9 +67,10 @@ pub(crate) struct Ctx<'c> {
     /// the origin of the first (newest) of them. Every driver × wheel check asks for both;
     /// computed once here instead of scanning the CUDA releases on each check.
     runtimes: BTreeMap<(u64, u64), (Option<&'c Version>, &'c Origin)>,
-    /// The CUDA releases with an `nvidia/cuda` image for the requested OS (any OS when none
-    /// is requested), for the CUDA candidate order.
-    pub(crate) imaged: std::collections::BTreeSet<&'c Version>,
+    /// The CUDA releases with an `nvidia/cuda` image for the requested OS (an Ubuntu one
+    /// when none is requested: the image `select::base_image` then takes), for rule
+    /// `os.cuda-images`.
+    imaged: std::collections::BTreeSet<&'c Version>,
     /// Each requested GPU with its architecture's driver support, when the catalog has it.
     generations: Vec<(&'c crate::catalog::Gpu, &'c crate::catalog::Generation)>,
     /// The newest-GPU floor for cuDNN and NCCL: the release every GPU of the stack needs
@@ -133,7 +134,10 @@ impl<'c> Ctx<'c> {
         let imaged = cat
             .images
             .iter()
-            .filter(|im| spec.os.as_deref().is_none_or(|os| im.os == os))
+            .filter(|im| match spec.os.as_deref() {
+                Some(os) => im.os == os,
+                None => im.os.starts_with("ubuntu"),
+            })
             .map(|im| &im.cuda)
             .collect();
         let generations = gpus
@@ -461,23 +465,52 @@ impl<'c> Ctx<'c> {
                 }
             }
         }
-        Ok(())
+        self.cuda_has_image(r)
+    }
+
+    /// Every target builds on an `nvidia/cuda` image of the locked CUDA release (the
+    /// requested OS's, else the newest Ubuntu's: `select::base_image`), so a release whose
+    /// tags the catalog does not record for that OS is never locked (it once only ranked
+    /// last, and `lock` then failed in the generators).
+    fn cuda_has_image(&self, r: &CudaRelease) -> Result<(), Violation> {
+        let found = self.imaged.contains(&r.version);
+        if found {
+            return Ok(());
+        }
+        let os = self.spec.os.as_deref().unwrap_or("Ubuntu");
+        // The OS entry is where the catalog says which images NVIDIA publishes for it.
+        let origin = self
+            .cat
+            .os
+            .iter()
+            .find(|o| Some(&o.id) == self.spec.os.as_ref())
+            .map_or(&r.origin, |o| &o.origin);
+        Err(self.violation(
+            Rule::OsImages,
+            || format!("the catalog records no `nvidia/cuda` image tags for CUDA {} on {os} (catalog/images.toml), and every target builds on one", r.version),
+            || vec![origin.clone()],
+        ))
     }
 
     /// torch built from source: a source entry, and the requested arch list covers every GPU.
     fn unary_torch_source(&self, i: usize) -> Result<(), Violation> {
         let b = &self.cat.torch[i];
-        if self.cat.torch_source(&b.version).is_none() {
+        let Some(src) = self.cat.torch_source(&b.version) else {
             return Err(self.violation(
                 Rule::TorchSource,
                 || format!("the catalog has no source entry (`[[source]]`: tag, build requirements) for torch {}, so it cannot be built from source", b.version),
                 || vec![b.release_origin.clone()],
             ));
-        }
+        };
         let archs = self.torch_archs(i);
         for cc in &self.ccs {
             if best_way(archs, *cc).is_none() {
                 return Err(self.violation(Rule::TorchSourceArchs, || format!("the requested arch list `{}` has no kernels for compute capability {cc}{}, and a source build has no other", crate::core::arch::torch_list(archs).join(";"), self.gpu_names_for(*cc)), Vec::new));
+            }
+        }
+        if let Some(forms) = &src.cmake_archs {
+            if let Some(t) = archs.iter().find(|t| !forms.accepts(t)) {
+                return Err(self.violation(Rule::TorchSourceArchNames, || format!("PyTorch {}'s CMake does not accept `{}` in TORCH_CUDA_ARCH_LIST: its select_compute_arch.cmake takes {}", b.version, t.torch_form(), cmake_forms(forms)), || vec![src.origin.clone()]));
             }
         }
         self.torch_source_compiler(i)
@@ -1739,4 +1772,22 @@ mod key_tests {
         let cat = Catalog::from_layers(&[crate::synth::scaled_catalog(2)]).unwrap();
         check(&cat, "gpus = [\"h100\"]\ndriver = \"550.54.15\"");
     }
+}
+
+/// The entry forms a release's CMake accepts, for messages: `` `N.N`, `N.Na` or `N.Nf` (each
+/// with or without `+PTX`)``.
+pub(crate) fn cmake_forms(forms: &crate::catalog::CmakeArchs) -> String {
+    let mut all = vec!["`N.N`".to_string()];
+    all.extend(forms.suffixes.iter().map(|s| match s {
+        crate::core::arch::Suffix::A => "`N.Na`".to_string(),
+        crate::core::arch::Suffix::F => "`N.Nf`".to_string(),
+        crate::core::arch::Suffix::None => "`N.N`".to_string(),
+    }));
+    let last = all.pop().unwrap_or_default();
+    let head = if all.is_empty() {
+        last
+    } else {
+        format!("{} or {last}", all.join(", "))
+    };
+    format!("{head} (each with or without `+PTX`)")
 }

@@ -72,6 +72,8 @@ fn flags_source(name: &str, common: &Common) -> Option<&'static str> {
         "xpmem" => "https://github.com/eth-cscs/alps-extended-images/blob/f305f43d9dd0fee4d2761b705eafea90a0b531b1/Alps-Images/common/install-alps-hpc-stack.sh (build_xpmem) ; https://github.com/hpc/xpmem/blob/3bcab55479489fdd93847fa04c58ab16e9c0b3fd/m4/ac_path_kernel_source.m4",
         "osu-micro-benchmarks" => "https://github.com/spack/spack-packages/blob/00caeea401b3dc9b5daa89f23d5edab008fabd99/repos/spack_repo/builtin/packages/osu_micro_benchmarks/package.py (configure_args, setup_build_environment)",
         "ucx" => "https://openucx.readthedocs.io/en/master/running.html (./contrib/configure-release --with-verbs --with-rdmacm)",
+        "nccl-rdma-sharp-plugins" => "https://github.com/Mellanox/nccl-rdma-sharp-plugins/blob/2f5ac02e164336044388b7f1f6242cc0db575fec/m4/sharp.m4 (--with-sharp=DIR) ; https://github.com/Mellanox/nccl-rdma-sharp-plugins/blob/2f5ac02e164336044388b7f1f6242cc0db575fec/.ci/build_nccl_rdma_sharp_plugins.sh",
+        "hpcx" => "https://docs.nvidia.com/networking/display/SHARPv320/Setting+up+NVIDIA+SHARP+Environment (HPCX_SHARP_DIR: HPC-X's sharp directory)",
         "efa-installer" => "https://github.com/aws-samples/awsome-distributed-training/blob/7988de6df1a319c47e2c927cc97fa285ea5a1d56/micro-benchmarks/nccl-tests/nccl-tests.Dockerfile (container) ; https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start-nccl.html (VM: ./efa_installer.sh -y)",
         _ => return None,
     })
@@ -295,7 +297,7 @@ fn source_build(p: &SourcePackage, common: &Common) -> Result<SourceBuild, Error
             "add `url` to its catalog entry and re-lock",
         )
     })?;
-    let ext = [".tar.gz", ".tar.bz2", ".tgz", ".tar.xz"]
+    let ext = [".tar.gz", ".tar.bz2", ".tgz", ".tbz", ".tar.xz"]
         .iter()
         .find(|e| url.ends_with(*e))
         .copied()
@@ -415,6 +417,29 @@ fn host_stack_recipe(name: &str, common: &Common) -> Option<Recipe> {
             vec![format!("prefix={f}"), "CUDA=/usr/local/cuda".into()],
             Some("lib_install"),
         ),
+        // SHARP (`[network].sharp`): only HPC-X's `sharp` directory (SHARP's libraries and
+        // headers) is copied, to the plan's SHARP prefix; the plugin is built against it.
+        "hpcx" => ("headers", vec![crate::plan::SHARP_DIR.into()], None),
+        // NVIDIA's NCCL SHARP plugin (configure.ac and m4/sharp.m4 at the pinned commit):
+        // `--with-sharp=DIR` requires SHARP (configure fails without it rather than build
+        // the IB plugin alone); verbs from the distribution's rdma-core (the default
+        // `/usr`); no UCX plugin (`--without-ucx`: NCCL's transport is the plugin's IB one).
+        // The SHARP libraries find each other at link time through `-rpath-link`, as the
+        // plugin's CI finds them through HPC-X's loaded environment (`hpcx_load`).
+        "nccl-rdma-sharp-plugins" => {
+            let sharp = crate::plan::sharp_prefix(f);
+            (
+                "autotools",
+                vec![
+                    prefix,
+                    "--with-cuda=/usr/local/cuda".into(),
+                    format!("--with-sharp={sharp}"),
+                    "--without-ucx".into(),
+                    format!("LDFLAGS=-Wl,-rpath-link,{sharp}/lib"),
+                ],
+                None,
+            )
+        }
         _ => return None,
     })
 }
@@ -1409,7 +1434,8 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
         RenderedFile::new("docker-bake.hcl", t("docker/docker-bake.hcl.j2")?),
         RenderedFile::new(".dockerignore", t("docker/dockerignore.j2")?),
     ];
-    if let Some(tb) = &plan.torch_build {
+    // A named prebuilt wheel is fetched, not built: no build script in the context.
+    if let Some(tb) = plan.torch_build.as_ref().filter(|tb| tb.builds_here()) {
         files.push(RenderedFile::new(
             crate::plan::torch_build::SCRIPT,
             tb.script()?,

@@ -1684,6 +1684,7 @@ impl PackerPlan {
             torch_build_script: dp
                 .torch_build
                 .as_ref()
+                .filter(|tb| tb.builds_here())
                 .map(crate::plan::torch_build::TorchBuildPlan::script)
                 .transpose()?,
             torch_build: dp.torch_build.clone(),
