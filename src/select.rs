@@ -12,8 +12,8 @@
 //! * **Fabric stack** (layer `base`), by `[cluster].fabric`: InfiniBand and RoCE get
 //!   GDRCopy, UCX and Open MPI (in build order: UCX uses GDRCopy and the distribution's
 //!   rdma-core); EFA gets AWS's EFA installer and aws-ofi-nccl; Slingshot gets the CXI stack
-//!   as the Alps images build it (Cassini and CXI UAPI headers, libcxi, GDRCopy, libfabric
-//!   with CXI, Open MPI, aws-ofi-nccl, OSU micro-benchmarks); Ethernet gets Open MPI. Each package at its newest catalog version whose
+//!   as the Alps images build it (Cassini and CXI UAPI headers, libcxi, GDRCopy, XPMEM,
+//!   libfabric with CXI, UCX, UCC, Open MPI, aws-ofi-nccl, OSU micro-benchmarks); Ethernet gets Open MPI. Each package at its newest catalog version whose
 //!   download or image has a published digest (the newest version otherwise, marked unverified).
 //! * **`nccl-tests`** (layer `validate`): same rule; the acceptance test of every target.
 //! * **Host packages** (layer `host`, VM images and the GPU Operator only): the NVIDIA
@@ -30,7 +30,9 @@
 //!   whose GPU count per instance equals `[cluster].gpus_per_node`, else the largest), the
 //!   per-cloud settings, and the expected nccl-tests bus bandwidth inside a node (NVLink)
 //!   and across nodes (the cluster's fabric): the figure for the same GPUs per node, nearest
-//!   node count, stated message size preferred, lowest figure last (a conservative floor).
+//!   node count, stated message size preferred, lowest figure last (a conservative floor);
+//!   where the acceptance test runs OSU (a multi-node Slingshot cluster), the `osu_bw`
+//!   figure for the GPU and fabric, one rank on each of two nodes, as its own fact.
 
 use std::collections::BTreeMap;
 
@@ -91,8 +93,9 @@ pub(crate) fn fabric_packages(f: Fabric) -> &'static [&'static str] {
         Fabric::Efa => &["efa-installer", "aws-ofi-nccl"],
         // The CXI stack as the Alps images build it (install-alps-hpc-stack.sh): the
         // Cassini and CXI UAPI headers, libcxi, GDRCopy, the XPMEM library, libfabric with
-        // the CXI provider (and XPMEM), Open MPI with OFI, aws-ofi-nccl against that
-        // libfabric, OSU micro-benchmarks.
+        // the CXI provider (and XPMEM), UCX and UCC (Open MPI's UCC collectives, which need
+        // UCX), Open MPI with OFI, UCX and UCC, aws-ofi-nccl against that libfabric, OSU
+        // micro-benchmarks.
         Fabric::Slingshot => &[
             "cassini-headers",
             "cxi-driver",
@@ -100,6 +103,8 @@ pub(crate) fn fabric_packages(f: Fabric) -> &'static [&'static str] {
             "gdrcopy",
             "xpmem",
             "libfabric",
+            "ucx",
+            "ucc",
             "openmpi",
             "aws-ofi-nccl",
             "osu-micro-benchmarks",
@@ -289,6 +294,7 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Result<Selection, Error> 
     fabric_env(&mut sel, r);
     instance_facts(&mut sel, r);
     bandwidth_facts(&mut sel, r);
+    osu_bandwidth_fact(&mut sel, r);
     Ok(sel.out)
 }
 
@@ -822,7 +828,8 @@ fn bandwidth_facts(sel: &mut Sel<'_>, r: &Resolution) {
                 .filter(|b| {
                     b.gpu == g.id
                         && b.fabric == fabric
-                        // OSU point-to-point figures are not nccl-tests thresholds.
+                        // OSU point-to-point figures are not nccl-tests thresholds
+                        // (osu_bandwidth_fact records the OSU run's own).
                         && !b.test.starts_with("osu_")
                         && b.gpus_per_node == gpn
                         && (want_nodes == 1) == (b.nodes == 1)
@@ -864,6 +871,56 @@ fn bandwidth_facts(sel: &mut Sel<'_>, r: &Resolution) {
             }
         }
     }
+}
+
+/// The OSU test the acceptance runs beside nccl-tests where the fabric stack builds the OSU
+/// micro-benchmarks: `osu_bw`, one rank on each of two nodes.
+pub(crate) const OSU_TEST: &str = "osu_bw";
+
+/// The expected `osu_bw` figure (fact `bandwidth`/`osu_bw`), where the acceptance test runs
+/// it: a multi-node cluster whose fabric stack builds the OSU micro-benchmarks (Slingshot).
+/// The catalog's figure for the first GPU over that fabric, one rank on each of two nodes;
+/// the lowest when several qualify (a conservative floor). Its fields are the nccl-tests
+/// figures' (`busbw-gbps` holds the catalog's GB/s); the plan states it in osu_bw's unit.
+fn osu_bandwidth_fact(sel: &mut Sel<'_>, r: &Resolution) {
+    let (Some(c), Some(g)) = (r.spec.deploy.cluster.as_ref(), r.gpus.first()) else {
+        return;
+    };
+    if c.nodes < 2 || !fabric_packages(c.fabric).contains(&"osu-micro-benchmarks") {
+        return;
+    }
+    let gbps = |b: &crate::catalog::Bandwidth| b.busbw_gbps.parse::<f64>().unwrap_or(f64::MAX);
+    let Some(b) = sel
+        .cat
+        .bandwidth
+        .iter()
+        .filter(|b| {
+            b.gpu == g.id
+                && b.fabric == c.fabric.name()
+                && b.test == OSU_TEST
+                && b.nodes == 2
+                && b.gpus_per_node == 1
+        })
+        .min_by(|a, b| gbps(a).total_cmp(&gbps(b)))
+    else {
+        return;
+    };
+    let mut f = BTreeMap::new();
+    f.insert("gpu".into(), s(g.id.clone()));
+    f.insert("fabric".into(), s(b.fabric.clone()));
+    f.insert("test".into(), s(b.test.clone()));
+    f.insert("busbw-gbps".into(), s(b.busbw_gbps.clone()));
+    f.insert("nodes".into(), s(b.nodes.to_string()));
+    f.insert("gpus-per-node".into(), s(b.gpus_per_node.to_string()));
+    if let Some(sz) = &b.size {
+        f.insert("size".into(), s(sz.clone()));
+    }
+    let why = format!(
+        "published {} point-to-point bandwidth for {} over {}, one rank on each of two nodes: the OSU run of the acceptance test ([cluster].fabric = \"{}\" builds the OSU micro-benchmarks)",
+        b.test, g.id, b.fabric, c.fabric.name()
+    );
+    let origin = b.origin.clone();
+    push_fact(&mut sel.out, "bandwidth", OSU_TEST, &origin, f, vec![why]);
 }
 
 /// The CUDA major `dcgmi diag` runs with: the CUDA the driver reports (the newest catalog

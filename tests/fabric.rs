@@ -495,8 +495,20 @@ fn the_osu_figure_is_not_an_nccl_tests_threshold() {
     std::fs::write(dir.join("gpustack.toml"), &spec).unwrap();
     let out = run_in(&dir, &["lock"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let lock = std::fs::read_to_string(dir.join("gpustack.lock")).unwrap();
-    assert!(!lock.contains("osu_bw"), "{lock}");
+    let lock: toml::Table = std::fs::read_to_string(dir.join("gpustack.lock"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let facts = lock["fact"].as_array().unwrap();
+    for f in facts {
+        if f["kind"].as_str() == Some("bandwidth") && f["key"].as_str() != Some("osu_bw") {
+            assert_ne!(f["test"].as_str(), Some("osu_bw"), "{f:?}");
+        }
+    }
+    // The OSU run's own figure is recorded apart, under its own key.
+    assert!(facts
+        .iter()
+        .any(|f| f["key"].as_str() == Some("osu_bw") && f["test"].as_str() == Some("osu_bw")));
 }
 
 /// SHARP and non-SHARP bandwidth figures are kept apart: a spec with `sharp = true` is held
@@ -877,5 +889,228 @@ fn the_nic_cluster_policy_image_comes_from_the_lock() {
             "{fabric}"
         );
         assert_eq!(plugin["version"].as_str(), p.get("image-tag"), "{fabric}");
+    }
+}
+
+/// The `osu_bw` figure is decided once (the lock's `bandwidth`/`osu_bw` fact, restated by the
+/// acceptance plan in osu_bw's own unit: MB/s of 10^6 bytes per second, at a message size in
+/// bytes) and every target that runs OSU prints the same value and source: Slurm's
+/// `expected-bandwidth.txt` and the lines `nccl-tests.sbatch` echoes, the Kubernetes
+/// ConfigMap's `osu_bw.*` keys. The VM image builds the OSU micro-benchmarks but its
+/// validate script runs nccl-tests only, so it carries none. A fabric without the OSU run
+/// carries no OSU figure anywhere.
+#[test]
+fn the_osu_figure_is_one_value_on_every_target() {
+    for fabric in FABRICS {
+        let dir = generate_all(fabric);
+        let out = dir.join("out");
+        let text = std::fs::read_to_string(dir.join("gpustack.lock")).unwrap();
+        let lock = gpustack::Lock::parse("gpustack.lock", &text).unwrap();
+        let common = gpustack::plan::Common::new(&lock).unwrap();
+        let acceptance = gpustack::plan::workload::acceptance(&lock, &common)
+            .unwrap()
+            .expect("nccl-tests is locked");
+        let txt = std::fs::read_to_string(out.join("slurm/expected-bandwidth.txt")).unwrap();
+        let sbatch = std::fs::read_to_string(out.join("slurm/nccl-tests.sbatch")).unwrap();
+        let doc = yaml(&out.join("k8s/expected-bandwidth.yaml"));
+        let data: BTreeMap<String, String> = doc["data"]
+            .as_hash()
+            .map(|h| {
+                h.iter()
+                    .map(|(k, v)| (k.as_str().unwrap().into(), v.as_str().unwrap().into()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let validate = std::fs::read_to_string(out.join("packer/scripts/validate.sh")).unwrap();
+        assert!(!validate.contains("osu_bw"), "{fabric}: the VM runs no OSU");
+        let Some(o) = acceptance.osu_expected else {
+            assert_ne!(fabric, "slingshot", "Slingshot has an OSU figure");
+            assert!(acceptance.osu.is_none() || fabric == "slingshot");
+            assert!(!text.contains("osu_bw"), "{fabric}: lock");
+            assert!(!txt.contains("osu_bw"), "{fabric}: expected-bandwidth.txt");
+            assert!(!data.keys().any(|k| k.starts_with("osu_bw")), "{fabric}");
+            continue;
+        };
+        assert!(acceptance.osu.is_some(), "a figure only beside the run");
+        // The catalog's figure (catalog/bandwidth.toml, CSCS: 24000.0 MB/s at 4194304-byte
+        // messages), restated exactly.
+        assert_eq!(
+            (o.mbps.as_str(), o.gbps.as_str(), o.size_bytes.as_deref()),
+            ("24000", "24", Some("4194304"))
+        );
+        assert!(
+            o.source
+                .contains("eth-cscs/cscs-reframe-tests/blob/883c36c"),
+            "{}",
+            o.source
+        );
+        // Slurm: the file and the echoed lines say the same, with the unit and the size.
+        let line = txt
+            .lines()
+            .position(|l| l.starts_with("osu_bw "))
+            .map(|i| txt.lines().skip(i).take(2).collect::<Vec<_>>())
+            .expect("expected-bandwidth.txt has the osu_bw figure");
+        assert!(
+            line[0].contains(&format!("{} MB/s", o.mbps))
+                && line[0].contains(&format!("{}-byte", o.size_bytes.as_deref().unwrap()))
+                && line[0].contains("10^6 bytes/s"),
+            "{}",
+            line[0]
+        );
+        assert_eq!(line[1], format!("  source: {}", o.source));
+        for l in &line {
+            let echoed = format!("echo '{}'", l.replace('\'', "'\\''"));
+            assert!(sbatch.contains(&echoed), "the sbatch does not echo {l}");
+        }
+        // Kubernetes: the ConfigMap's osu_bw keys carry the same values.
+        let get = |k: &str| data.get(&format!("osu_bw.{k}")).map(String::as_str);
+        assert_eq!(get("mbps"), Some(o.mbps.as_str()));
+        assert_eq!(get("gbps"), Some(o.gbps.as_str()));
+        assert_eq!(get("size-bytes"), o.size_bytes.as_deref());
+        assert_eq!(get("source"), Some(o.source.as_str()));
+        assert!(get("unit").is_some_and(|u| u.contains("10^6 bytes/s")));
+    }
+}
+
+/// The configure arguments of each package the Dockerfile's `fabric` stage builds, by
+/// name (its `WORKDIR /tmp/src/<name>`), as shell words without their quotes.
+fn configure_by_package(docker: &str) -> BTreeMap<String, Vec<String>> {
+    let mut out = BTreeMap::new();
+    let mut current = None;
+    for l in docker.lines() {
+        if let Some(n) = l.strip_prefix("WORKDIR /tmp/src/") {
+            current = Some(n.to_string());
+        } else if let Some(rest) = l.trim_start().strip_prefix("&& ./configure ") {
+            let args = rest
+                .trim_end_matches(" \\")
+                .split("' '")
+                .map(|a| a.trim_matches('\'').to_string())
+                .collect();
+            out.insert(current.clone().expect("a WORKDIR first"), args);
+        }
+    }
+    out
+}
+
+/// UCX, UCC and Open MPI on Slingshot are configured as the Alps images configure them
+/// (eth-cscs/alps-extended-images@5cb95a6, Alps-Images/common/install-alps-hpc-stack.sh:
+/// `build_ucx`, `build_ucc`, `build_ompi5`), with Alps' directories mapped to gpustack's:
+/// `${CUDA_DIR}` is /usr/local/cuda; /opt/hpcx/{ucx,ucc,ompi}, /usr (libfabric) and
+/// /usr/local (GDRCopy) are the fabric prefix. The one value gpustack decides itself is
+/// UCC's `--with-nvcc-gencode`: the locked GPUs (Alps names its GH200s' sm_90 and sm_90a),
+/// the same list nccl-tests is built for. Alps builds UCX and UCC before Open MPI; only
+/// the Slingshot lock has UCC.
+const ALPS_UCX: [&str; 5] = [
+    "--prefix=/opt/fabric",
+    "--with-cuda=/usr/local/cuda",
+    "--with-gdrcopy=/opt/fabric",
+    "--enable-mt",
+    "--enable-devel-headers",
+];
+const ALPS_UCC: [&str; 4] = [
+    "--prefix=/opt/fabric",
+    "--with-ucx=/opt/fabric",
+    "--with-cuda=/usr/local/cuda",
+    "--with-nccl",
+];
+const ALPS_OMPI: [&str; 7] = [
+    "--prefix=/opt/fabric",
+    "--with-ofi=/opt/fabric",
+    "--with-ucx=/opt/fabric",
+    "--with-ucc=/opt/fabric",
+    "--enable-oshmem",
+    "--with-cuda=/usr/local/cuda",
+    "--with-cuda-libdir=/usr/local/cuda/lib64/stubs",
+];
+
+#[test]
+fn ucx_ucc_and_open_mpi_on_slingshot_are_configured_as_alps() {
+    let sorted = |v: &[&str]| {
+        let mut v: Vec<String> = v.iter().map(ToString::to_string).collect();
+        v.sort();
+        v
+    };
+    for fabric in FABRICS {
+        let dir = generate_all(fabric);
+        let lock: toml::Table = std::fs::read_to_string(dir.join("gpustack.lock"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        let locked: Vec<&str> = lock["package"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["name"].as_str())
+            .collect();
+        assert_eq!(
+            locked.contains(&"ucc"),
+            fabric == "slingshot",
+            "{fabric}: ucc"
+        );
+        assert_eq!(locked.contains(&"ucx"), fabric != "efa", "{fabric}: ucx");
+        if fabric != "slingshot" {
+            continue;
+        }
+        let docker = std::fs::read_to_string(dir.join("out/docker/Dockerfile")).unwrap();
+        let by = configure_by_package(&docker);
+        let args = |n: &str| {
+            let mut a = by
+                .get(n)
+                .unwrap_or_else(|| panic!("{n} is configured"))
+                .clone();
+            a.sort();
+            a
+        };
+        assert_eq!(args("ucx"), sorted(&ALPS_UCX), "UCX");
+        assert_eq!(args("openmpi"), sorted(&ALPS_OMPI), "Open MPI");
+        let (gencode, ucc): (Vec<String>, Vec<String>) = args("ucc")
+            .into_iter()
+            .partition(|a| a.starts_with("--with-nvcc-gencode="));
+        assert_eq!(ucc, sorted(&ALPS_UCC), "UCC");
+        let nccl_tests = docker
+            .split_whitespace()
+            .find_map(|w| w.trim_matches('\'').strip_prefix("NVCC_GENCODE="))
+            .expect("nccl-tests' NVCC_GENCODE");
+        assert_eq!(
+            gencode,
+            [format!("--with-nvcc-gencode={nccl_tests}")],
+            "UCC's kernels are for the locked GPUs"
+        );
+        // UCC's NCCL layer builds against the locked NCCL: the fabric stage installs the
+        // pin the validate-build stage installs.
+        let nccl_dev = docker
+            .split_whitespace()
+            .find(|w| w.starts_with("libnccl-dev="))
+            .expect("a locked libnccl-dev");
+        let fabric_stage =
+            &docker[docker.find(" AS fabric\n").unwrap()..docker.find(" AS base\n").unwrap()];
+        assert!(
+            fabric_stage.contains(&format!(" {nccl_dev} ")),
+            "{fabric_stage}"
+        );
+        // Build order: GDRCopy before UCX, UCX before UCC, both and libfabric before Open MPI.
+        let order: Vec<&String> = by.keys().collect();
+        let at = |n: &str| {
+            docker
+                .find(&format!("WORKDIR /tmp/src/{n}\n"))
+                .unwrap_or_else(|| panic!("{n} in {order:?}"))
+        };
+        assert!(at("gdrcopy") < at("ucx"));
+        assert!(at("ucx") < at("ucc"));
+        assert!(at("ucc") < at("openmpi"));
+        assert!(at("libfabric") < at("openmpi"));
+        // Each carries the Alps script as its flags' source, at the commit read.
+        for n in ["ucx", "ucc", "openmpi"] {
+            let head = &docker[..at(n)];
+            let flags = head
+                .lines()
+                .rev()
+                .find(|l| l.starts_with("# build flags: "))
+                .unwrap();
+            assert!(
+                flags.contains("alps-extended-images/blob/5cb95a6df1dfd10016bb07b15a0a2296a4b661bb/Alps-Images/common/install-alps-hpc-stack.sh"),
+                "{n}: {flags}"
+            );
+        }
     }
 }

@@ -430,8 +430,10 @@ pub(crate) fn env(lock: &Lock) -> Vec<EnvFact> {
 /// A published nccl-tests bus bandwidth (a `bandwidth` fact).
 #[derive(Clone, Debug)]
 pub(crate) struct BandwidthFact {
-    /// `intra-node` or `inter-node`.
+    /// `intra-node` or `inter-node` (`osu_bw` for the OSU figure).
     pub(crate) scope: String,
+    /// The GPU of the figure.
+    pub(crate) gpu: String,
     /// GB/s.
     pub(crate) busbw_gbps: String,
     /// Nodes of the figure's job (`?` when not stated).
@@ -454,19 +456,29 @@ pub(crate) struct BandwidthFact {
 pub(crate) fn bandwidth(lock: &Lock) -> Vec<BandwidthFact> {
     ["intra-node", "inter-node"]
         .iter()
-        .filter_map(|scope| lock.fact("bandwidth", scope))
-        .map(|f| BandwidthFact {
-            scope: f.key.clone(),
-            busbw_gbps: f.get("busbw-gbps").unwrap_or_default().to_string(),
-            nodes: f.get("nodes").unwrap_or("?").to_string(),
-            gpus_per_node: f.get("gpus-per-node").unwrap_or("?").to_string(),
-            fabric: f.get("fabric").unwrap_or_default().to_string(),
-            size: f.get("size").map(str::to_string),
-            test: f.get("test").unwrap_or_default().to_string(),
-            sharp: f.get("sharp").map(|v| v == "true"),
-            source: f.source.clone(),
-        })
+        .filter_map(|scope| bandwidth_fact(lock, scope))
         .collect()
+}
+
+/// The expected `osu_bw` point-to-point bandwidth (its `busbw_gbps` is the catalog's GB/s),
+/// where the lock has it: the fact `crate::select` records beside the OSU run.
+pub(crate) fn osu_bandwidth(lock: &Lock) -> Option<BandwidthFact> {
+    bandwidth_fact(lock, crate::select::OSU_TEST)
+}
+
+fn bandwidth_fact(lock: &Lock, scope: &str) -> Option<BandwidthFact> {
+    lock.fact("bandwidth", scope).map(|f| BandwidthFact {
+        scope: f.key.clone(),
+        gpu: f.get("gpu").unwrap_or_default().to_string(),
+        busbw_gbps: f.get("busbw-gbps").unwrap_or_default().to_string(),
+        nodes: f.get("nodes").unwrap_or("?").to_string(),
+        gpus_per_node: f.get("gpus-per-node").unwrap_or("?").to_string(),
+        fabric: f.get("fabric").unwrap_or_default().to_string(),
+        size: f.get("size").map(str::to_string),
+        test: f.get("test").unwrap_or_default().to_string(),
+        sharp: f.get("sharp").map(|v| v == "true"),
+        source: f.source.clone(),
+    })
 }
 
 /// A fact's first reason and source, for the variable descriptions that cite it.

@@ -197,6 +197,83 @@ pub struct Acceptance {
     /// stack builds the OSU micro-benchmarks): one rank on each of two nodes, GPU buffers
     /// on both sides. Every target runs exactly this argv.
     pub osu: Option<Launch>,
+    /// What `osu_bw` is expected to reach, where the OSU run exists and the lock has a
+    /// published figure: every target prints exactly these values.
+    pub osu_expected: Option<OsuExpected>,
+}
+
+/// The expected `osu_bw` figure, in the unit and at the message size `osu_bw` prints: its
+/// output has a `Size` column in bytes and a `Bandwidth (MB/s)` column, where OSU's MB/s
+/// is 10^6 bytes per second (`c/mpi/pt2pt/standard/osu_bw.c` of the OSU micro-benchmarks
+/// prints `size / 1e6 * iterations * window_size` over the seconds `MPI_Wtime` measured),
+/// unlike nccl-tests' busbw in GB/s (10^9 bytes per second).
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct OsuExpected {
+    /// The figure in MB/s (10^6 bytes/s), as `osu_bw` prints it: `24000`.
+    pub mbps: String,
+    /// The same figure in GB/s (10^9 bytes/s), the catalog's unit: `24`.
+    pub gbps: String,
+    /// The message size in bytes, the row of `osu_bw`'s `Size` column to read: `4194304`
+    /// (the catalog's `4M`, a binary multiple as OSU's power-of-two sizes are); the
+    /// catalog's text where it is not a size.
+    pub size_bytes: Option<String>,
+    /// The GPU of the figure.
+    pub gpu: String,
+    /// The fabric of the figure.
+    pub fabric: String,
+    /// Where it is published.
+    pub source: String,
+}
+
+impl OsuExpected {
+    /// The lock's `osu_bw` figure, restated in `osu_bw`'s unit.
+    fn of(f: super::locked::BandwidthFact) -> OsuExpected {
+        OsuExpected {
+            mbps: gb_to_mb(&f.busbw_gbps).unwrap_or_else(|| format!("1000 x {}", f.busbw_gbps)),
+            gbps: f.busbw_gbps,
+            size_bytes: f
+                .size
+                .as_deref()
+                .map(|s| size_bytes(s).unwrap_or_else(|| s.to_string())),
+            gpu: f.gpu,
+            fabric: f.fabric,
+            source: f.source,
+        }
+    }
+}
+
+/// A decimal figure times 1000, exactly (`24` → `24000`, `91.04` → `91040`,
+/// `0.0015` → `1.5`): the decimal point moves three places; `None` when it is not a
+/// plain decimal.
+fn gb_to_mb(gb: &str) -> Option<String> {
+    let (int, frac) = gb.split_once('.').unwrap_or((gb, ""));
+    if int.is_empty() || !(int.bytes().chain(frac.bytes())).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let frac = format!("{frac:0<3}");
+    let (moved, rest) = frac.split_at(3);
+    let int = format!("{int}{moved}");
+    let int = int.trim_start_matches('0');
+    let int = if int.is_empty() { "0" } else { int };
+    let rest = rest.trim_end_matches('0');
+    Some(if rest.is_empty() {
+        int.to_string()
+    } else {
+        format!("{int}.{rest}")
+    })
+}
+
+/// A message size in bytes: `4194304` for `4M`; `K`, `M` and `G` are binary multiples (the
+/// power-of-two sizes OSU and nccl-tests step through); `None` for anything else.
+fn size_bytes(size: &str) -> Option<String> {
+    let (n, shift) = match size.as_bytes().last()? {
+        b'K' => (&size[..size.len() - 1], 10),
+        b'M' => (&size[..size.len() - 1], 20),
+        b'G' => (&size[..size.len() - 1], 30),
+        _ => (size, 0),
+    };
+    let n: u64 = n.parse().ok()?;
+    n.checked_mul(1u64 << shift).map(|b| b.to_string())
 }
 
 /// Where the OSU micro-benchmarks install `osu_bw` under the fabric prefix
@@ -633,6 +710,7 @@ pub fn acceptance(lock: &Lock, common: &Common) -> Result<Option<Acceptance>, Er
     let gpus = common.gpus_per_node;
     let ssh = mpi_ssh(common);
     let mpi = ssh.is_some();
+    let osu = mpi && common.nodes >= 2 && common.packages.contains_key("osu-micro-benchmarks");
     let run = |g: u32| Launch {
         program: "all_reduce_perf".into(),
         args: ["-b", "8", "-e", "8G", "-f", "2", "-g"]
@@ -650,11 +728,49 @@ pub fn acceptance(lock: &Lock, common: &Common) -> Result<Option<Acceptance>, Er
         per_gpu: run(1),
         version: common.packages.get("nccl-tests").cloned(),
         env: common.runtime_env.clone(),
-        osu: (mpi && common.nodes >= 2 && common.packages.contains_key("osu-micro-benchmarks"))
-            .then(|| Launch {
-                program: format!("{}/{OSU_BW}", common.fabric_prefix),
-                args: OSU_BW_ARGS.map(String::from).to_vec(),
-            }),
+        osu: osu.then(|| Launch {
+            program: format!("{}/{OSU_BW}", common.fabric_prefix),
+            args: OSU_BW_ARGS.map(String::from).to_vec(),
+        }),
+        osu_expected: osu
+            .then(|| super::locked::osu_bandwidth(lock).map(OsuExpected::of))
+            .flatten(),
         ssh,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{gb_to_mb, size_bytes};
+
+    #[test]
+    fn a_gb_figure_restates_exactly_in_mb() {
+        for (gb, mb) in [
+            ("24", Some("24000")),
+            ("91.04", Some("91040")),
+            ("0.0015", Some("1.5")),
+            ("386.56", Some("386560")),
+            ("1.23456", Some("1234.56")),
+            ("0", Some("0")),
+            ("", None),
+            ("24 GB/s", None),
+            (".5", None),
+        ] {
+            assert_eq!(gb_to_mb(gb).as_deref(), mb, "{gb}");
+        }
+    }
+
+    #[test]
+    fn sizes_are_binary_multiples_in_bytes() {
+        for (size, bytes) in [
+            ("4M", Some("4194304")),
+            ("16G", Some("17179869184")),
+            ("8K", Some("8192")),
+            ("512", Some("512")),
+            ("4MB", None),
+            ("M", None),
+        ] {
+            assert_eq!(size_bytes(size).as_deref(), bytes, "{size}");
+        }
+    }
 }

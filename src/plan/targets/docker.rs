@@ -62,9 +62,14 @@ pub struct SourceBuild {
     pub flags_source: Option<&'static str>,
 }
 
-/// The documents the build flags of [`source_build`] follow.
-fn flags_source(name: &str) -> Option<&'static str> {
+/// The documents the build flags of [`source_build`] follow (on the CXI stack, UCX's and
+/// Open MPI's are the Alps build's).
+fn flags_source(name: &str, common: &Common) -> Option<&'static str> {
+    let cxi = common.packages.contains_key("libcxi");
     Some(match name {
+        "ucx" if cxi => "https://github.com/eth-cscs/alps-extended-images/blob/5cb95a6df1dfd10016bb07b15a0a2296a4b661bb/Alps-Images/common/install-alps-hpc-stack.sh (build_ucx)",
+        "ucc" => "https://github.com/eth-cscs/alps-extended-images/blob/5cb95a6df1dfd10016bb07b15a0a2296a4b661bb/Alps-Images/common/install-alps-hpc-stack.sh (build_ucc) ; https://github.com/openucx/ucc/blob/87ee888b78d12d797ac8288c8214c7cb86c8bd8c/config/m4/nccl.m4 (--with-nccl)",
+        "openmpi" if cxi => "https://github.com/eth-cscs/alps-extended-images/blob/5cb95a6df1dfd10016bb07b15a0a2296a4b661bb/Alps-Images/common/install-alps-hpc-stack.sh (build_ompi5)",
         "cassini-headers" | "cxi-driver" | "libcxi" => "https://github.com/eth-cscs/alps-extended-images/blob/f305f43d9dd0fee4d2761b705eafea90a0b531b1/Alps-Images/common/install-alps-hpc-stack.sh (build_cxi_bits) ; https://github.com/HewlettPackard/shs-libcxi/blob/4b7fc964bf5065539a631abf425ba5a1a340e5ba/configure.ac",
         "libfabric" => "https://github.com/ofiwg/libfabric/blob/main/prov/cxi/configure.m4 ; https://github.com/eth-cscs/alps-extended-images/blob/f305f43d9dd0fee4d2761b705eafea90a0b531b1/Alps-Images/common/install-alps-hpc-stack.sh (build_libfabric)",
         "xpmem" => "https://github.com/eth-cscs/alps-extended-images/blob/f305f43d9dd0fee4d2761b705eafea90a0b531b1/Alps-Images/common/install-alps-hpc-stack.sh (build_xpmem) ; https://github.com/hpc/xpmem/blob/3bcab55479489fdd93847fa04c58ab16e9c0b3fd/m4/ac_path_kernel_source.m4",
@@ -196,6 +201,9 @@ pub struct DockerPlan {
     pub validate_build_copies_fabric: bool,
     /// OS packages the fabric build needs (unpinned build tools).
     pub fabric_build_deps: Vec<String>,
+    /// The `fabric` stage installs the locked NCCL ([`nccl_runtime`](Self::nccl_runtime),
+    /// [`nccl_dev`](Self::nccl_dev)): UCC's NCCL layer (`--with-nccl`) builds against it.
+    pub fabric_nccl: bool,
     /// OS packages the fabric stack needs at run time.
     pub fabric_runtime_deps: Vec<String>,
     /// `uv` image with digest.
@@ -298,8 +306,9 @@ fn source_build(p: &SourcePackage, common: &Common) -> Result<SourceBuild, Error
         .copied()
         .unwrap_or(".tar.gz");
     let file = format!("{}-{}{ext}", p.name, p.version);
-    let Some((recipe, args, install_target)) =
-        host_stack_recipe(&p.name, common).or_else(|| comm_recipe(&p.name, common))
+    let Some((recipe, args, install_target)) = cxi_stack_recipe(&p.name, common)
+        .or_else(|| host_stack_recipe(&p.name, common))
+        .or_else(|| comm_recipe(&p.name, common))
     else {
         return Err(bad(
             format!(
@@ -326,7 +335,7 @@ fn source_build(p: &SourcePackage, common: &Common) -> Result<SourceBuild, Error
         recipe: recipe.into(),
         install_target: install_target.map(str::to_string),
         source: p.source.clone(),
-        flags_source: flags_source(&p.name),
+        flags_source: flags_source(&p.name, common),
         vm_args,
         args,
     })
@@ -439,6 +448,48 @@ fn host_stack_recipe(name: &str, common: &Common) -> Option<Recipe> {
     })
 }
 
+/// The recipes the CXI stack builds as the Alps images do and no other stack builds that
+/// way: UCX (ahead of the host stack's InfiniBand UCX) and UCC.
+fn cxi_stack_recipe(name: &str, common: &Common) -> Option<Recipe> {
+    let f = common.fabric_prefix.as_str();
+    let has = |name: &str| common.packages.contains_key(name);
+    if !has("libcxi") {
+        return None;
+    }
+    let prefix = format!("--prefix={f}");
+    Some(match name {
+        // UCX on the CXI stack, as the Alps build configures it (build_ucx): CUDA,
+        // GDRCopy, thread support and the development headers; no verbs (no rdma-core on
+        // Slingshot). UCX carries UCC's point-to-point layer, not NCCL's or MPI's traffic
+        // over CXI (Open MPI takes the OFI MTL there).
+        "ucx" => {
+            let mut a = vec![prefix, "--with-cuda=/usr/local/cuda".to_string()];
+            if has("gdrcopy") {
+                a.push(format!("--with-gdrcopy={f}"));
+            }
+            a.push("--enable-mt".into());
+            a.push("--enable-devel-headers".into());
+            ("autotools", a, None)
+        }
+        // UCC as the Alps build configures it (build_ucc): over UCX, with its CUDA and NCCL
+        // transport layers (`--with-nccl`: the locked NCCL, which the `fabric` stage
+        // installs for it, in the compiler's default paths; configure fails without it);
+        // kernels for the locked GPUs (Alps names sm_90 and sm_90a, its GH200s).
+        "ucc" => (
+            "autotools",
+            vec![
+                prefix,
+                format!("--with-ucx={f}"),
+                "--with-cuda=/usr/local/cuda".into(),
+                format!("--with-nvcc-gencode={}", common_gencode(common)),
+                "--with-nccl".into(),
+            ],
+            None,
+        ),
+        _ => return None,
+    })
+}
+
 /// The recipes of the communication stack and its tests: Open MPI, libfabric,
 /// aws-ofi-nccl, the OSU micro-benchmarks and nccl-tests.
 fn comm_recipe(name: &str, common: &Common) -> Option<Recipe> {
@@ -453,6 +504,15 @@ fn comm_recipe(name: &str, common: &Common) -> Option<Recipe> {
             }
             if has("libfabric") {
                 a.push(format!("--with-ofi={f}"));
+            }
+            if has("libcxi") {
+                // The rest of the Alps build's flags (build_ompi5): UCC's collectives,
+                // OpenSHMEM (over UCX), libcuda from CUDA's stubs (no driver in a build).
+                if has("ucc") {
+                    a.push(format!("--with-ucc={f}"));
+                }
+                a.push("--enable-oshmem".into());
+                a.push("--with-cuda-libdir=/usr/local/cuda/lib64/stubs".into());
             }
             ("autotools", a, None)
         }
@@ -1289,6 +1349,7 @@ impl DockerPlan {
         let (nccl_runtime, nccl_dev) = nccl_packages(lock, &pkg, &mut unverified);
         let fabric = fabric_builds(lock, common, &mut unverified)?;
         let (fabric_build_deps, fabric_runtime_deps) = fabric_os_packages(&fabric, common, &pkg);
+        let fabric_nccl = nccl_dev.is_some() && fabric.iter().any(|b| b.name == "ucc");
         let tools = tools(lock)?;
         let torch_build = torch_source_build(lock, nccl_dev.is_some(), &mut unverified)?;
         let mut py = py_stages(lock, common, torch_build.is_some(), &mut unverified);
@@ -1335,6 +1396,7 @@ impl DockerPlan {
                 .collect(),
             validate_build_copies_fabric: !fabric.is_empty() && !installer,
             fabric,
+            fabric_nccl,
             fabric_build_deps,
             fabric_runtime_deps,
             uv_image: tools.uv_image,

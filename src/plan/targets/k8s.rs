@@ -26,7 +26,8 @@ use crate::error::{Diagnostic, Error, Stage};
 use crate::lock::Lock;
 use crate::plan::locked::{self, HostPackage, PinnedImage};
 use crate::plan::workload::{
-    Acceptance, MpiSsh, Resources, ServeWorkload, TrainWorkload, WorkloadPlan, MAX_RESTARTS,
+    Acceptance, MpiSsh, OsuExpected, Resources, ServeWorkload, TrainWorkload, WorkloadPlan,
+    MAX_RESTARTS,
 };
 use crate::plan::{Common, Mount, MountKind};
 use crate::render::RenderedFile;
@@ -1205,8 +1206,10 @@ fn nccl_tests_plan(common: &Common, a: &Acceptance, settings: &PodSettings) -> N
     }
 }
 
-/// The expected bandwidths as ConfigMap data: `<scope>.<field>`.
-fn expected_data(common: &Common) -> Vec<Datum> {
+/// The expected bandwidths as ConfigMap data: `<scope>.<field>`; the `osu_bw` figure where
+/// the acceptance test runs OSU, in `osu_bw`'s unit (`osu_bw.mbps`) and at its message size
+/// (`osu_bw.size-bytes`).
+fn expected_data(common: &Common, osu: Option<&OsuExpected>) -> Vec<Datum> {
     let mut expected = Vec::new();
     for e in &common.expected {
         let mut push = |k: &str, v: &str| {
@@ -1226,6 +1229,30 @@ fn expected_data(common: &Common) -> Vec<Datum> {
             push("sharp", s);
         }
         push("source", &e.source);
+    }
+    if let Some(o) = osu {
+        let mut push = |k: &str, v: &str| {
+            expected.push(Datum {
+                key: format!("osu_bw.{k}"),
+                value: v.to_string(),
+            });
+        };
+        push("mbps", &o.mbps);
+        push("gbps", &o.gbps);
+        push(
+            "unit",
+            "MB/s as osu_bw prints it: 10^6 bytes/s, point-to-point (not a busbw)",
+        );
+        if let Some(b) = &o.size_bytes {
+            push("size-bytes", b);
+        }
+        push(
+            "shape",
+            "2x1: one rank on each of two nodes, GPU buffers on both sides",
+        );
+        push("gpu", &o.gpu);
+        push("fabric", &o.fabric);
+        push("source", &o.source);
     }
     expected
 }
@@ -1452,7 +1479,10 @@ impl K8sPlan {
             acceptance_files,
             env_config: ENV_CONFIG.to_string(),
             expected_config: "nccl-tests-expected".to_string(),
-            expected: expected_data(common),
+            expected: expected_data(
+                common,
+                (workloads.acceptance.as_ref()).and_then(|a| a.osu_expected.as_ref()),
+            ),
             train,
             serve,
             nccl_tests,

@@ -22,8 +22,8 @@ use serde::Serialize;
 use crate::error::{Diagnostic, Error, Stage};
 use crate::lock::Lock;
 use crate::plan::workload::{
-    Acceptance, Launch as WorkloadLaunch, Resources, ServeWorkload, TrainWorkload, WorkloadImage,
-    WorkloadPlan,
+    Acceptance, Launch as WorkloadLaunch, OsuExpected, Resources, ServeWorkload, TrainWorkload,
+    WorkloadImage, WorkloadPlan,
 };
 use crate::plan::{Common, Mount, MountKind};
 use crate::render::RenderedFile;
@@ -417,8 +417,9 @@ fn srun_options(common: &Common) -> Vec<SrunOption> {
     srun_options
 }
 
-/// The expected-bandwidth file's lines.
-fn expected_lines(common: &Common) -> Vec<String> {
+/// The expected-bandwidth file's lines: the nccl-tests figures, then the `osu_bw` figure
+/// where the test runs OSU, in the unit and at the message size `osu_bw` prints.
+fn expected_lines(common: &Common, osu: Option<&OsuExpected>) -> Vec<String> {
     let (nodes, gpus) = (common.nodes, common.gpus_per_node);
     let mut expected = vec![
         format!(
@@ -445,6 +446,16 @@ fn expected_lines(common: &Common) -> Vec<String> {
             e.scope, e.busbw_gbps, e.test, e.fabric, e.shape
         ));
         expected.push(format!("  source: {}", e.source));
+    }
+    if let Some(o) = osu {
+        let size = o.size_bytes.as_deref().map_or_else(String::new, |s| {
+            format!(" in the {s}-byte row of its Size column")
+        });
+        expected.push(format!(
+            "osu_bw (one rank on each of 2 nodes, GPU buffers on both sides): {} MB/s{size} (osu_bw's MB/s is 10^6 bytes/s: {} GB/s; {} over {}, point-to-point, not a busbw)",
+            o.mbps, o.gbps, o.gpu, o.fabric
+        ));
+        expected.push(format!("  source: {}", o.source));
     }
     expected
 }
@@ -577,6 +588,7 @@ impl SlurmPlan {
         let serve = (workloads.serve)
             .map(|w| ctx.serve_job(w, &mounts))
             .transpose()?;
+        let osu_expected = (workloads.acceptance.as_ref()).and_then(|a| a.osu_expected.clone());
         let nccl_tests = workloads.acceptance.map(|a| ctx.nccl_tests_job(a));
         let sif_layer = if container == SlurmContainer::Apptainer {
             common.top_image_layer().map(|l| l.name().to_string())
@@ -599,7 +611,7 @@ impl SlurmPlan {
             train,
             serve,
             nccl_tests,
-            expected: expected_lines(common),
+            expected: expected_lines(common, osu_expected.as_ref()),
         })
     }
 }
