@@ -271,6 +271,28 @@ fn every_target_installs_each_platforms_own_pylock() {
     assert_eq!(bake.matches(&want).count(), targets, "{bake}");
     // ... and each Python stage, built for a platform, installs that platform's pylock.
     let dockerfile = std::fs::read_to_string(out.join("docker/Dockerfile")).unwrap();
+    // The lock records one CPU's CPython build (GH200's); the stages that run on both say
+    // which CPU that URL is for, and what the other CPU installs.
+    let cpython = lock.package("cpython").unwrap();
+    assert_eq!(cpython.get("variant"), Some("aarch64-gnu"));
+    for text in [
+        &dockerfile,
+        &std::fs::read_to_string(out.join("packer/scripts/framework.sh")).unwrap(),
+    ] {
+        assert!(
+            text.contains(&format!(
+                "# CPython {} on aarch64: the locked uv downloads",
+                cpython.version
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "# On x86_64: the same version's build from the locked uv's own download table"
+            ),
+            "{text}"
+        );
+    }
     let (_, stages) = parse_dockerfile(&dockerfile);
     for (stage, layer) in DOCKER_STAGES {
         for p in &ps {

@@ -168,6 +168,8 @@ pub(crate) struct CPython {
     pub(crate) url: String,
     /// Its sha256.
     pub(crate) sha256: String,
+    /// The CPU of the build (`x86_64`, `aarch64`: the variant `aarch64-gnu` without its libc).
+    pub(crate) cpu: String,
 }
 
 /// The lock's CPython build, when it records one with its URL and sha256.
@@ -177,6 +179,11 @@ pub(crate) fn cpython(lock: &Lock) -> Option<CPython> {
         version: p.version.clone(),
         url: p.get("url")?.to_string(),
         sha256: p.get("sha256")?.to_string(),
+        cpu: p
+            .get("variant")
+            .and_then(|v| v.split('-').next())
+            .unwrap_or("x86_64")
+            .to_string(),
     })
 }
 

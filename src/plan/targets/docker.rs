@@ -284,6 +284,11 @@ pub struct Interpreter {
     pub url: String,
     /// Its sha256.
     pub sha256: String,
+    /// The CPU the build is for, as `uname -m` prints it (`x86_64`, `aarch64`).
+    pub cpu: String,
+    /// The closure's other CPUs, where the same stage runs on several: there the locked uv
+    /// installs the same version from its own download table, which the lock does not copy.
+    pub other_cpus: Vec<String>,
 }
 
 fn bad(msg: String, hint: &str) -> Error {
@@ -977,6 +982,8 @@ fn tools(lock: &Lock) -> Result<Tools, Error> {
         version: p.version,
         url: p.url,
         sha256: p.sha256,
+        cpu: p.cpu,
+        other_cpus: Vec::new(),
     });
     let python = lock.component(Component::Python).map(|p| {
         interpreter
@@ -1367,6 +1374,15 @@ impl DockerPlan {
             })
             .unwrap_or_default();
         let python_install = python_install(lock, &mut py.stages, &mut unverified)?;
+        let mut tools = tools;
+        if let (Some(i), Some(p)) = (tools.interpreter.as_mut(), python_install.as_ref()) {
+            i.other_cpus = p
+                .platforms
+                .iter()
+                .map(|x| x.machine.clone())
+                .filter(|m| *m != i.cpu)
+                .collect();
+        }
         let nccl_tests = nccl_tests_build(lock, common, nccl_dev.is_some(), &mut unverified)?;
         let validate_ssh = nccl_tests
             .as_ref()
