@@ -850,16 +850,7 @@ fn bandwidth_facts(sel: &mut Sel<'_>, r: &Resolution) {
                     })
             });
             if let Some(b) = cands.first() {
-                let mut f = BTreeMap::new();
-                f.insert("gpu".into(), s(g.id.clone()));
-                f.insert("fabric".into(), s(b.fabric.clone()));
-                f.insert("test".into(), s(b.test.clone()));
-                f.insert("busbw-gbps".into(), s(b.busbw_gbps.clone()));
-                f.insert("nodes".into(), s(b.nodes.to_string()));
-                f.insert("gpus-per-node".into(), s(b.gpus_per_node.to_string()));
-                if let Some(sz) = &b.size {
-                    f.insert("size".into(), s(sz.clone()));
-                }
+                let mut f = bandwidth_fields(&g.id, b);
                 if let Some(sh) = b.sharp {
                     f.insert("sharp".into(), s(sh.to_string()));
                 }
@@ -871,6 +862,21 @@ fn bandwidth_facts(sel: &mut Sel<'_>, r: &Resolution) {
             }
         }
     }
+}
+
+/// A `bandwidth` fact's fields for a catalog figure (nccl-tests' and OSU's alike).
+fn bandwidth_fields(gpu: &str, b: &crate::catalog::Bandwidth) -> BTreeMap<String, Field> {
+    let mut f = BTreeMap::new();
+    f.insert("gpu".into(), s(gpu));
+    f.insert("fabric".into(), s(b.fabric.clone()));
+    f.insert("test".into(), s(b.test.clone()));
+    f.insert("busbw-gbps".into(), s(b.busbw_gbps.clone()));
+    f.insert("nodes".into(), s(b.nodes.to_string()));
+    f.insert("gpus-per-node".into(), s(b.gpus_per_node.to_string()));
+    if let Some(sz) = &b.size {
+        f.insert("size".into(), s(sz.clone()));
+    }
+    f
 }
 
 /// The OSU test the acceptance runs beside nccl-tests where the fabric stack builds the OSU
@@ -905,16 +911,7 @@ fn osu_bandwidth_fact(sel: &mut Sel<'_>, r: &Resolution) {
     else {
         return;
     };
-    let mut f = BTreeMap::new();
-    f.insert("gpu".into(), s(g.id.clone()));
-    f.insert("fabric".into(), s(b.fabric.clone()));
-    f.insert("test".into(), s(b.test.clone()));
-    f.insert("busbw-gbps".into(), s(b.busbw_gbps.clone()));
-    f.insert("nodes".into(), s(b.nodes.to_string()));
-    f.insert("gpus-per-node".into(), s(b.gpus_per_node.to_string()));
-    if let Some(sz) = &b.size {
-        f.insert("size".into(), s(sz.clone()));
-    }
+    let f = bandwidth_fields(&g.id, b);
     let why = format!(
         "published {} point-to-point bandwidth for {} over {}, one rank on each of two nodes: the OSU run of the acceptance test ([cluster].fabric = \"{}\" builds the OSU micro-benchmarks)",
         b.test, g.id, b.fabric, c.fabric.name()
