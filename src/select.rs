@@ -144,14 +144,16 @@ impl Sel<'_> {
         });
     }
 
-    /// The newest version with a published sha256, else the newest.
+    /// The newest version with a published sha256 (or a git commit, which git verifies),
+    /// else the newest.
     fn newest_verified<'s>(&'s self, name: &'s str) -> Option<(&'s Package, bool)> {
         let mut all = self
             .cat
             .packages_named(name)
             .filter(|p| !p.follows_driver && p.variant.as_deref().is_none_or(|v| v == "source"));
         let first = all.next()?;
-        let verified = |p: &Package| p.sha256.is_some() || p.image_digest.is_some();
+        let verified =
+            |p: &Package| p.sha256.is_some() || p.commit.is_some() || p.image_digest.is_some();
         if verified(first) {
             return Some((first, true));
         }
@@ -175,7 +177,12 @@ impl Sel<'_> {
             .and_then(|x| x.version.clone());
         let version = p.version.clone().unwrap_or_default();
         let mut because = vec![why.to_string()];
-        if verified {
+        if verified && p.sha256.is_none() && p.image_digest.is_none() {
+            because.push(format!(
+                "newest {name} in the catalog; no tarball checksum is published, so it is fetched from its repository by commit {}, which git verifies",
+                p.commit.as_deref().unwrap_or_default()
+            ));
+        } else if verified {
             if newest.as_deref() != Some(version.as_str()) {
                 because.push(format!(
                     "newest {name} whose download or image has a published digest (newer {} has none)",
