@@ -435,9 +435,9 @@ fn spec_with_prebuilt(url: &str, sha256: &str) -> String {
 
 const WHEEL_SHA: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
-#[test]
-fn packer_installs_a_named_prebuilt_wheel_checked_by_sha256_instead_of_building() {
-    let dir = tempdir("torch-prebuilt");
+/// A project whose spec names a prebuilt wheel (URL returned), locked.
+fn locked_with_prebuilt(tag: &str) -> (PathBuf, &'static str) {
+    let dir = tempdir(tag);
     let url = "https://cache.example.org/wheels/torch-2.10.0%2Bcu128-cp311-cp311-linux_x86_64.whl";
     std::fs::write(
         dir.join("gpustack.toml"),
@@ -446,6 +446,12 @@ fn packer_installs_a_named_prebuilt_wheel_checked_by_sha256_instead_of_building(
     .unwrap();
     let lock = run_in(&dir, &["lock", "-q"]);
     assert_eq!(lock.code, 0, "{}", lock.stderr);
+    (dir, url)
+}
+
+#[test]
+fn packer_installs_a_named_prebuilt_wheel_checked_by_sha256_instead_of_building() {
+    let (dir, url) = locked_with_prebuilt("torch-prebuilt");
     let locked = std::fs::read_to_string(dir.join("gpustack.lock")).unwrap();
     assert!(
         locked.contains(&format!("prebuilt-url = \"{url}\"")),
@@ -496,15 +502,7 @@ fn packer_installs_a_named_prebuilt_wheel_checked_by_sha256_instead_of_building(
 /// Packer from building.
 #[test]
 fn docker_fetches_a_named_prebuilt_wheel_checked_by_sha256_instead_of_building() {
-    let dir = tempdir("torch-prebuilt-docker");
-    let url = "https://cache.example.org/wheels/torch-2.10.0%2Bcu128-cp311-cp311-linux_x86_64.whl";
-    std::fs::write(
-        dir.join("gpustack.toml"),
-        spec_with_prebuilt(url, WHEEL_SHA),
-    )
-    .unwrap();
-    let lock = run_in(&dir, &["lock", "-q"]);
-    assert_eq!(lock.code, 0, "{}", lock.stderr);
+    let (dir, url) = locked_with_prebuilt("torch-prebuilt-docker");
     let gen = run_in(&dir, &["gen", "docker", "--out", "out"]);
     assert_eq!(gen.code, 0, "{}", gen.stderr);
     let docker = dir.join("out/docker");
