@@ -6,6 +6,7 @@
 //! storage mounts, the expected bandwidth, the component versions.
 
 pub mod host;
+pub mod install;
 pub(crate) mod locked;
 pub mod network;
 pub mod python;

@@ -18,8 +18,9 @@
 //!   switch a provisioner off;
 //! * `validate.sh`: nccl-tests against the locked NCCL (and MPI, with `enable_multinode`).
 //!
-//! The pins are the container plan's ([`DockerPlan`]): the same NCCL package, fabric
-//! tarballs and requirement lines, so a VM and a container of one lock agree.
+//! Every package, repository and pin is the install plan's ([`InstallPlan`]): the same
+//! NCCL packages, fabric tarballs, Python layers and repository steps as the container
+//! image, laid out as script lines, so a VM and a container of one lock agree.
 //!
 //! Image names are content-addressed: `<image_name>-<host>-<layers>`, where `<host>` is the
 //! first 12 hex digits of the lock's `host` layer hash (which covers the `base` layer too:
@@ -30,13 +31,15 @@
 
 use serde::Serialize;
 
-use super::docker::{DockerPlan, Requirement, SourceBuild};
 use crate::core::Cloud;
-use crate::core::{Component, Layer};
+use crate::core::Layer;
 use crate::error::{Diagnostic, Error, Stage};
 use crate::lock::Lock;
-use crate::plan::host::{HostPlan, OsPins};
-use crate::plan::locked::{self, HostPackage};
+use crate::plan::host::HostPlan;
+use crate::plan::install::{
+    BasePackages, Cuda, Driver, InstallPlan, Pins, Requirement, SourceBuild, Steps, Toolkit,
+};
+use crate::plan::locked;
 use crate::plan::Common;
 use crate::render::RenderedFile;
 
@@ -129,64 +132,6 @@ pub struct InstalledLayer {
     pub hash: String,
     /// The toggle that installs it, if any.
     pub toggle: Option<String>,
-}
-
-/// Packages of one install step, in the package manager's pin syntax.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Pins {
-    /// `cuda-toolkit-12-8=12.8.1-1` (apt) or `cuda-toolkit-12-8-12.8.1-1` (dnf).
-    pub pins: Vec<String>,
-    /// Package names to hold at that version.
-    pub names: Vec<String>,
-    /// Comments: what is not verified about these pins.
-    pub unverified: Vec<String>,
-}
-
-/// The driver install.
-#[derive(Clone, Debug, Serialize)]
-pub struct Driver {
-    /// `570.211.01`.
-    pub version: String,
-    /// `570`.
-    pub branch: String,
-    /// Packages with the open kernel modules, at the exact version.
-    pub open: Vec<String>,
-    /// The same with the proprietary kernel modules.
-    pub proprietary: Vec<String>,
-    /// dnf: the branch's module stream enabled before the open packages are installed.
-    pub open_stream: Option<String>,
-    /// dnf: the same for the proprietary packages.
-    pub proprietary_stream: Option<String>,
-    /// Whether the spec names it as the installed driver of the hosts.
-    pub installed: bool,
-    /// What is not verified.
-    pub unverified: Vec<String>,
-}
-
-/// The CUDA toolkit install.
-#[derive(Clone, Debug, Serialize)]
-pub struct Cuda {
-    /// `12.8.1`.
-    pub version: String,
-    /// `12.8`.
-    pub mm: String,
-    /// `/usr/local/cuda-12.8`.
-    pub home: String,
-    /// The toolkit pins.
-    pub pins: Pins,
-    /// Forward compatibility packages (`cuda-compat-13-0`), when a component needs them.
-    pub compat: Vec<String>,
-}
-
-/// The NVIDIA Container Toolkit install.
-#[derive(Clone, Debug, Serialize)]
-pub struct Toolkit {
-    /// `1.20.0`.
-    pub version: String,
-    /// Pins.
-    pub pins: Pins,
-    /// The minimum safe version the lock's selection respected, when it names one.
-    pub floor: Option<String>,
 }
 
 /// The DCGM Exporter service.
@@ -397,6 +342,8 @@ pub struct PackerPlan {
     pub fabric_runtime_deps: Vec<String>,
     /// nccl-tests.
     pub nccl_tests: Option<NcclTests>,
+    /// The install plan's OS package steps (the `host` layout of each).
+    pub steps: Steps,
     /// What is not verified (comments in build.pkr.hcl).
     pub unverified: Vec<String>,
 }
@@ -504,48 +451,6 @@ fn os_images(os: &str) -> Option<OsImages> {
             ["Canonical", "ubuntu-24_04-lts", "server"],
         )),
         _ => None,
-    }
-}
-
-/// NVIDIA's repository directory for an OS: `ubuntu2204`, `rhel9`.
-fn repo_name(os: &str) -> String {
-    if let Some(v) = os.strip_prefix("ubuntu") {
-        format!("ubuntu{}", v.replace('.', ""))
-    } else if let Some(v) = os.strip_prefix("rockylinux") {
-        format!("rhel{v}")
-    } else {
-        os.replace('.', "")
-    }
-}
-
-/// `name=ver` apt pins in dnf's `name-ver` form (an epoch dropped).
-fn dnf_from_apt(pins: &[String]) -> Vec<String> {
-    pins.iter()
-        .map(|p| match p.split_once('=') {
-            Some((n, v)) => format!("{n}-{}", v.split_once(':').map_or(v, |(_, r)| r)),
-            None => p.clone(),
-        })
-        .collect()
-}
-
-impl Pins {
-    /// Pins; apt holds package names, dnf's versionlock takes the pinned specs.
-    fn new(pins: Vec<String>, apt: bool, unverified: Vec<String>) -> Pins {
-        let names = pins
-            .iter()
-            .map(|p| {
-                if apt {
-                    p.split('=').next().unwrap_or(p).to_string()
-                } else {
-                    p.clone()
-                }
-            })
-            .collect();
-        Pins {
-            pins,
-            names,
-            unverified,
-        }
     }
 }
 
@@ -947,217 +852,8 @@ impl VarCtx<'_> {
     }
 }
 
-/// The driver packages at the exact locked version, in NVIDIA's CUDA repository names: apt
-/// `nvidia-open-<branch>` / `cuda-drivers-<branch>` at `<version>-1`; dnf `nvidia-driver`,
-/// `nvidia-driver-cuda` (nvidia-smi) and `kmod-nvidia-open-dkms` /
-/// `kmod-nvidia-latest-dkms` at `<version>` (any release), after enabling the branch's
-/// module stream where the repository has one (so its packages are visible; a
-/// `dnf module install` would take the stream's newest driver instead).
-fn driver(lock: &Lock, apt: bool, repo: &str) -> Driver {
-    let drv = lock.hardware.driver.to_string();
-    let branch = lock.hardware.driver.major().to_string();
-    let manager = if apt { "apt" } else { "dnf" };
-    let locked = (
-        OsPins::of(lock, HostPackage::DriverOpen, manager),
-        OsPins::of(lock, HostPackage::DriverProprietary, manager),
-    );
-    let (open, proprietary, unverified) = if let (Some(o), Some(p)) = locked {
-        let mut notes = o.unverified;
-        notes.extend(p.unverified);
-        (o.pins, p.pins, notes)
-    } else {
-        let (o, p, note) = legacy_driver(&drv, &branch, apt, repo);
-        (o, p, vec![note])
-    };
-    Driver {
-        version: drv,
-        open_stream: (!apt).then(|| format!("nvidia-driver:{branch}-open")),
-        proprietary_stream: (!apt).then(|| format!("nvidia-driver:{branch}-dkms")),
-        branch,
-        open,
-        proprietary,
-        installed: lock.hardware.driver_installed,
-        unverified,
-    }
-}
-
-/// The driver pins of a lock written before the stack's OS packages were locked (format 4
-/// without them, and older): NVIDIA's naming, marked unverified.
-fn legacy_driver(
-    drv: &str,
-    branch: &str,
-    apt: bool,
-    repo: &str,
-) -> (Vec<String>, Vec<String>, String) {
-    if apt {
-        (
-            vec![format!("nvidia-open-{branch}={drv}-1")],
-            vec![format!("cuda-drivers-{branch}={drv}-1")],
-            format!("`cuda-drivers-{branch}` / `nvidia-open-{branch}` at `{drv}-1`: NVIDIA's CUDA repository naming for a driver branch; the lock does not record the package version string. apt fails if it does not exist."),
-        )
-    } else {
-        let common = [
-            format!("nvidia-driver-{drv}"),
-            format!("nvidia-driver-cuda-{drv}"),
-        ];
-        (
-            common
-                .iter()
-                .cloned()
-                .chain([format!("kmod-nvidia-open-dkms-{drv}")])
-                .collect(),
-            common
-                .iter()
-                .cloned()
-                .chain([format!("kmod-nvidia-latest-dkms-{drv}")])
-                .collect(),
-            format!("`nvidia-driver`, `nvidia-driver-cuda` and `kmod-nvidia-open-dkms` / `kmod-nvidia-latest-dkms` at `{drv}`: the package names of NVIDIA's {repo} repository (an EL9 host's `rpm -qa` lists kmod-nvidia-open-dkms-570.124.06-1.el9 and nvidia-driver-570.124.06-1.el9; NVIDIA's Amazon Linux 2023 repository both -dkms flavours); dnf fails if that version does not exist."),
-        )
-    }
-}
-
-/// The CUDA toolkit meta-package at `<release>-1`, and the forward compatibility package
-/// any component needs.
-fn cuda(lock: &Lock, apt: bool) -> Option<Cuda> {
-    let c = lock.component(Component::Cuda)?;
-    let mm = format!("{}.{}", c.version.major(), c.version.minor());
-    let name = format!("cuda-toolkit-{}", mm.replace('.', "-"));
-    let pin = if apt {
-        format!("{name}={}-1", c.version)
-    } else {
-        format!("{name}-{}-1", c.version)
-    };
-    let compat = locked::compat_packages(lock);
-    let pins = match OsPins::of(
-        lock,
-        HostPackage::CudaToolkit,
-        if apt { "apt" } else { "dnf" },
-    ) {
-        Some(o) => Pins::new(o.pins, apt, o.unverified),
-        None => {
-            let note = format!(
-                "`{name}` at `{}-1`: the `<release>-1` version of NVIDIA's meta-packages (the nvidia/cuda images pin `cuda-libraries-X-Y=<release>-1` the same way).",
-                c.version
-            );
-            Pins::new(vec![pin], apt, vec![note])
-        }
-    };
-    Some(Cuda {
-        version: c.version.to_string(),
-        home: format!("/usr/local/cuda-{mm}"),
-        mm,
-        pins,
-        compat,
-    })
-}
-
-/// cuDNN runtime and development packages (catalog/env.toml notes on their naming).
-fn cudnn(lock: &Lock, cuda: Option<&Cuda>, apt: bool) -> Option<Pins> {
-    let d = lock.component(Component::Cudnn)?;
-    let c = cuda?;
-    if let Some(o) = OsPins::of(lock, HostPackage::Cudnn, if apt { "apt" } else { "dnf" }) {
-        return Some(Pins::new(o.pins, apt, o.unverified));
-    }
-    let cm = c.mm.split('.').next().unwrap_or_default();
-    let v = d.version.to_string();
-    let major = d.version.major();
-    let dev = if apt { "dev" } else { "devel" };
-    let (rt, dv, ver) = if major >= 9 {
-        (
-            format!("libcudnn{major}-cuda-{cm}"),
-            format!("libcudnn{major}-{dev}-cuda-{cm}"),
-            format!("{v}-1"),
-        )
-    } else {
-        let suffix = if apt { "+cuda" } else { ".cuda" };
-        (
-            format!("libcudnn{major}"),
-            format!("libcudnn{major}-{dev}"),
-            format!("{v}-1{suffix}{}", c.mm),
-        )
-    };
-    let sep = if apt { "=" } else { "-" };
-    let mut notes = vec![format!(
-        "cuDNN {v} as `{rt}{sep}{ver}`: NVIDIA's package naming (catalog/env.toml notes); the lock does not record the package version string."
-    )];
-    if major < 9 {
-        notes.push(format!(
-            "cuDNN {major} packages carry the CUDA release they were built for, which need not be {}.",
-            c.mm
-        ));
-    }
-    Some(Pins::new(
-        vec![format!("{rt}{sep}{ver}"), format!("{dv}{sep}{ver}")],
-        apt,
-        notes,
-    ))
-}
-
-/// NCCL: the container plan's packages, at the CUDA build the lock chose (host plan).
-fn nccl(
-    lock: &Lock,
-    dp: &DockerPlan,
-    host: &HostPlan,
-    cuda: Option<&Cuda>,
-    apt: bool,
-) -> Option<Pins> {
-    let (r, d) = (dp.nccl_runtime.as_ref()?, dp.nccl_dev.as_ref()?);
-    if let Some(o) = OsPins::of(lock, HostPackage::Nccl, if apt { "apt" } else { "dnf" }) {
-        return Some(Pins::new(vec![r.clone(), d.clone()], apt, o.unverified));
-    }
-    // A build the catalog lists needs no caveat (base.sh prints the lock's reasons).
-    let notes = match &host.nccl {
-        Some(b) if b.known => Vec::new(),
-        Some(b) => vec![format!(
-            "NCCL as `{r}`: {} (apt/dnf fails if NVIDIA publishes no such build)",
-            b.because.last().map_or("", String::as_str)
-        )],
-        None => vec![format!(
-            "NCCL as `{r}`: NVIDIA does not build every NCCL release for every CUDA minor ({}), and the lock does not record which exist.",
-            cuda.map_or("", |c| c.mm.as_str())
-        )],
-    };
-    Some(Pins::new(vec![r.clone(), d.clone()], apt, notes))
-}
-
-/// A host package's pins: the lock's apt or dnf list; on dnf with apt pins only, the same
-/// versions in RPM form (marked unverified).
-fn host_pins(lock: &Lock, which: HostPackage, apt: bool) -> Option<Pins> {
-    let p = locked::host_package(lock, which)?;
-    let name = which.name();
-    let mut notes = Vec::new();
-    let pins = if apt {
-        p.apt.clone()
-    } else if !p.dnf.is_empty() {
-        p.dnf.clone()
-    } else {
-        notes.push(format!(
-            "{name} {}: the lock has apt pins only; these dnf pins are the same versions in RPM's `name-version-release` form.",
-            p.version
-        ));
-        dnf_from_apt(&p.apt)
-    };
-    (!pins.is_empty()).then(|| Pins::new(pins, apt, notes))
-}
-
-/// The Container Toolkit, and the minimum safe version its selection respected (the
-/// lock's `because` line names it).
-fn toolkit(lock: &Lock, apt: bool) -> Option<Toolkit> {
-    let p = locked::host_package(lock, HostPackage::ContainerToolkit)?;
-    let floor = p.because.iter().find_map(|b| {
-        b.strip_prefix("not below ")
-            .and_then(|r| r.split_once(", the catalog's minimum safe version"))
-            .map(|(v, _)| v.to_string())
-    });
-    Some(Toolkit {
-        version: p.version.clone(),
-        pins: host_pins(lock, HostPackage::ContainerToolkit, apt)?,
-        floor,
-    })
-}
-
 /// The Python layers of the container plan, with what each compiles on the VM.
-fn py_layers(lock: &Lock, dp: &DockerPlan) -> Result<Vec<PyLayer>, Error> {
+fn py_layers(lock: &Lock, dp: &InstallPlan) -> Result<Vec<PyLayer>, Error> {
     let on_vm = |l: &crate::plan::python::LayerInstall| -> Result<PyLockOnVm, Error> {
         // Written with a quoted heredoc: no line of it may be the terminator.
         if let Some(f) = l
@@ -1326,50 +1022,9 @@ fn sources(clouds: &[Cloud]) -> Vec<String> {
         .collect()
 }
 
-/// The packages `base.sh` installs and holds.
-struct BasePackages {
-    cuda: Option<Cuda>,
-    cudnn: Option<Pins>,
-    nccl: Option<Pins>,
-    dcgm: Option<Pins>,
-    fabricmanager: Option<Pins>,
-    toolkit: Option<Toolkit>,
-    held: Vec<String>,
-}
-
-fn base_packages(lock: &Lock, dp: &DockerPlan, host: &HostPlan, apt: bool) -> BasePackages {
-    let cuda = cuda(lock, apt);
-    let cudnn = cudnn(lock, cuda.as_ref(), apt);
-    let nccl = nccl(lock, dp, host, cuda.as_ref(), apt);
-    let dcgm = host_pins(lock, HostPackage::Dcgm, apt);
-    let fabricmanager = host_pins(lock, HostPackage::FabricManager, apt);
-    let toolkit = toolkit(lock, apt);
-    let held = [
-        cuda.as_ref().map(|c| &c.pins),
-        cudnn.as_ref(),
-        nccl.as_ref(),
-        dcgm.as_ref(),
-        fabricmanager.as_ref(),
-        toolkit.as_ref().map(|t| &t.pins),
-    ]
-    .into_iter()
-    .flatten()
-    .flat_map(|p| p.names.iter().cloned())
-    .collect();
-    BasePackages {
-        cuda,
-        cudnn,
-        nccl,
-        dcgm,
-        fabricmanager,
-        toolkit,
-        held,
-    }
-}
-
 /// nccl-tests on the VM: the container plan's build, run as the acceptance test runs it.
 fn nccl_tests(
-    dp: &DockerPlan,
+    dp: &InstallPlan,
     acceptance: Option<crate::plan::workload::Acceptance>,
 ) -> Option<NcclTests> {
     dp.nccl_tests
@@ -1506,7 +1161,7 @@ fn provisioners(common: &Common, i: &Installs) -> Vec<Provisioner> {
 
 /// What is not verified on the VM image, besides the notes next to each pin in the
 /// scripts: the exporter image, the container plan's notes that apply to a VM, uv's tag.
-fn unverified(host: &HostPlan, dp: &DockerPlan, uv: Option<&Uv>) -> Vec<String> {
+fn unverified(host: &HostPlan, dp: &InstallPlan, uv: Option<&Uv>) -> Vec<String> {
     let mut unverified = Vec::new();
     if let Some(e) = &host.exporter {
         for u in &e.unverified {
@@ -1531,7 +1186,7 @@ fn unverified(host: &HostPlan, dp: &DockerPlan, uv: Option<&Uv>) -> Vec<String> 
 }
 
 /// uv and the Python layers the VM image installs (a Python needs uv).
-fn python_on_vm(lock: &Lock, dp: &DockerPlan) -> Result<(Option<Uv>, Vec<PyLayer>), Error> {
+fn python_on_vm(lock: &Lock, dp: &InstallPlan) -> Result<(Option<Uv>, Vec<PyLayer>), Error> {
     let uv = locked::uv(lock)
         .zip(dp.uv_image.as_ref())
         .map(|(p, image)| Uv {
@@ -1555,7 +1210,7 @@ fn variables<'a>(
     common: &'a Common,
     host: &'a HostPlan,
     os: &'a str,
-    dp: &DockerPlan,
+    dp: &InstallPlan,
 ) -> VarCtx<'a> {
     let has = |l: Layer| dp.stages.iter().any(|s| s.name == l.name());
     VarCtx {
@@ -1574,15 +1229,9 @@ fn variables<'a>(
 impl PackerPlan {
     /// Plans the VM images from the lock.
     pub fn new(lock: &Lock, common: &Common) -> Result<PackerPlan, Error> {
-        let dp = DockerPlan::new(lock, common)?;
-        let os = locked::cuda_image(lock).and_then(|p| p.os).ok_or_else(|| {
-            bad(
-                "the lock names no OS release (no `cuda-image` package)".into(),
-                "re-lock with `gpustack lock`",
-            )
-        })?;
-        let apt = dp.pkg == "apt";
-        let repo = repo_name(&os);
+        let dp = InstallPlan::new(lock, common)?;
+        let os = dp.os.id.clone();
+        let repo = dp.os.nvidia_repo.clone();
         let clouds: Vec<Cloud> = (lock.request.deploy.packer.as_ref())
             .map_or_else(|| vec![Cloud::Qemu], |p| p.clouds.clone());
         let has = |l: Layer| dp.stages.iter().any(|s| s.name == l.name());
@@ -1590,8 +1239,8 @@ impl PackerPlan {
         let host = HostPlan::new(lock);
         let vars = variables(lock, common, &host, &os, &dp).vars(&clouds);
         let examples = vars.examples();
-        // Packages of base.sh.
-        let base = base_packages(lock, &dp, &host, apt);
+        // Packages of base.sh: the install plan's host packages.
+        let base: BasePackages = dp.host.clone();
         // The exporter image is the host plan's: the reference the GPU Operator values use.
         let exporter = host.exporter.as_ref().map(|e| Exporter {
             image: e.reference.clone(),
@@ -1625,15 +1274,8 @@ impl PackerPlan {
             },
         );
         let unverified = unverified(&host, &dp, uv.as_ref());
-        let driver = driver(lock, apt, &repo);
-        // EL's extra repository: PowerTools on Rocky 8, CRB from 9.
-        let crb_repo = (os.strip_prefix("rockylinux")).map(|v| {
-            String::from(if v.starts_with('8') {
-                "powertools"
-            } else {
-                "crb"
-            })
-        });
+        let driver = dp.driver.clone();
+        let crb_repo = dp.os.builder_repo.clone();
         Ok(PackerPlan {
             common: common.clone(),
             host,
@@ -1691,6 +1333,7 @@ impl PackerPlan {
             fabric: dp.fabric.clone(),
             fabric_build_deps: dp.fabric_build_deps.clone(),
             fabric_runtime_deps: dp.fabric_runtime_deps.clone(),
+            steps: dp.steps.clone(),
             nccl_tests,
             unverified,
         })
