@@ -25,7 +25,7 @@ use crate::error::{Diagnostic, Error, Stage};
 include!(concat!(env!("OUT_DIR"), "/templates.rs"));
 
 /// The filters an interpolation may end in.
-pub const ESCAPING_FILTERS: &[&str] = &["sh", "json", "hcl", "word", "num", "heredoc"];
+pub const ESCAPING_FILTERS: &[&str] = &["sh", "json", "hcl", "word", "num", "heredoc", "cmd"];
 
 /// The terminator of the quoted heredocs the `heredoc` filter's text goes into.
 pub const HEREDOC_EOF: &str = "GPUSTACK_PYLOCK_EOF";
@@ -165,6 +165,26 @@ fn environment() -> Environment<'static> {
             ));
         }
         Ok(s)
+    });
+    // A command's literal program and options (`apt-get install -y --no-install-recommends`,
+    // from `plan::install`, never data): words of letters, digits and `._/:=*+-` only; its
+    // arguments are printed with `sh`.
+    env.add_filter("cmd", |v: Value| {
+        let s = text(&v)?;
+        let ok = !s.is_empty()
+            && s.split(' ').all(|w| {
+                !w.is_empty()
+                    && w.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"._/:=*+-".contains(&b))
+            });
+        if ok {
+            Ok(s)
+        } else {
+            Err(JinjaError::new(
+                ErrorKind::InvalidOperation,
+                format!("`{}` is not a literal command", s.escape_debug()),
+            ))
+        }
     });
     env.add_filter("num", |v: Value| {
         if v.is_integer() {

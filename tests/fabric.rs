@@ -1080,12 +1080,15 @@ fn ucx_ucc_and_open_mpi_on_slingshot_are_configured_as_alps() {
         // pin the validate-build stage installs.
         let nccl_dev = docker
             .split_whitespace()
+            .map(|w| w.trim_matches('\''))
             .find(|w| w.starts_with("libnccl-dev="))
             .expect("a locked libnccl-dev");
         let fabric_stage =
             &docker[docker.find(" AS fabric\n").unwrap()..docker.find(" AS base\n").unwrap()];
         assert!(
-            fabric_stage.contains(&format!(" {nccl_dev} ")),
+            fabric_stage
+                .split_whitespace()
+                .any(|w| w.trim_matches('\'') == nccl_dev),
             "{fabric_stage}"
         );
         // Build order: GDRCopy before UCX, UCX before UCC, both and libfabric before Open MPI.

@@ -141,24 +141,38 @@ impl OsRelease {
     }
 }
 
-/// One shell command: a literal program and options, then its arguments, each quoted as a
-/// shell word. LOAD-BEARING: templates print [`line`](Self::line) through the `cmd` filter,
-/// which re-checks that grammar.
+/// One shell command: a literal program with its options, then its arguments.
+/// LOAD-BEARING: templates print [`program`](Self::program) through the `cmd` filter (which
+/// re-checks that it is a literal) and each argument through `sh`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Command {
-    /// The command line.
+    /// `apt-get install -y --no-install-recommends`: a literal of this module, never data.
+    pub program: String,
+    /// The arguments (package specs, a repository name), unquoted.
+    pub args: Vec<String>,
+    /// A package list: an image layout prints one argument per line.
+    pub list: bool,
+    /// The whole line, each argument quoted as a shell word (for tests and messages).
     pub line: String,
 }
 
 impl Command {
-    /// `program` is a literal of this module (never data); `args` are quoted.
+    /// `program` is a literal of this module (never data); `args` are quoted when printed.
     fn new<'a>(program: &'static str, args: impl IntoIterator<Item = &'a str>) -> Command {
+        let args: Vec<String> = args.into_iter().map(String::from).collect();
         let mut line = program.to_string();
-        for a in args {
+        for a in &args {
             line.push(' ');
             line.push_str(&crate::render::sh_quote(a));
         }
-        Command { line }
+        Command {
+            program: program.to_string(),
+            list: args.len() > 1
+                && (program.ends_with("install -y")
+                    || program.contains("install -y --no-install-recommends")),
+            args,
+            line,
+        }
     }
 }
 
