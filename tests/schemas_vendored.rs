@@ -4,7 +4,9 @@
 //! sha256 given (so a vendored CRD is the upstream file byte for byte, as copied), its URL is
 //! a `raw.githubusercontent.com` address at a tag the tags table pins to a commit, its name is
 //! the upstream name with that tag, every CRD there is listed, and every CRD `tests/k8s.rs`
-//! names is listed (so no test reads a schema that is not here).
+//! names is listed (so no test reads a schema that is not here). `scripts/update-schemas.sh`,
+//! run at the pinned tags against stand-ins for GitHub, writes those files and prints those
+//! rows.
 
 mod common;
 
@@ -206,4 +208,115 @@ fn the_readme_parser_reads_what_it_should() {
     );
     assert_eq!(parse_url("https://github.com/kubernetes-sigs/lws"), None);
     assert_eq!(cells("| `a` | b |"), ["`a`", "b"]);
+}
+
+/// The project names `scripts/update-schemas.sh` takes, by repository.
+const PROJECTS: &[(&str, &str)] = &[
+    ("kubeflow/trainer", "trainer"),
+    ("kubernetes-sigs/lws", "lws"),
+    ("kubernetes-sigs/kueue", "kueue"),
+    (
+        "prometheus-operator/prometheus-operator",
+        "prometheus-operator",
+    ),
+    ("Mellanox/network-operator", "network-operator"),
+    ("kubeflow/training-operator", "training-operator"),
+];
+
+/// `scripts/update-schemas.sh` at the pinned tags, with GitHub answered by stand-ins (`curl`
+/// serves each README URL's vendored file, `git ls-remote` the tags table's commit), writes
+/// exactly the vendored files and prints exactly the README's rows: the script and the
+/// README agree on every path, name and tag. The script is shellcheck-clean.
+#[test]
+fn the_update_script_reproduces_the_vendored_files_and_rows() {
+    let script = root().join("scripts/update-schemas.sh");
+    if let Some(sc) = validator("shellcheck") {
+        let (code, out) = run_tool(&sc, &["-s", "bash", script.to_str().unwrap()], &root());
+        assert_eq!(code, 0, "shellcheck scripts/update-schemas.sh:\n{out}");
+    }
+    let dir = tempdir("update-schemas");
+    let (bin, out) = (dir.join("bin"), dir.join("out"));
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    let schemas = root().join("fixtures/schemas");
+    let mut urls = String::new();
+    for r in vendored() {
+        let url = format!(
+            "https://raw.githubusercontent.com/{}/{}/{}",
+            r.owner_repo, r.tag, r.path
+        );
+        urls.push_str(&format!("{url} {}\n", schemas.join(&r.file).display()));
+    }
+    let mut refs = String::new();
+    let mut args = Vec::new();
+    for (repo, (tag, commit)) in tags() {
+        refs.push_str(&format!("https://github.com/{repo}.git {tag} {commit}\n"));
+        let project = PROJECTS.iter().find(|(r, _)| *r == repo).unwrap().1;
+        args.push(format!("{project}={tag}"));
+    }
+    std::fs::write(dir.join("urls"), urls).unwrap();
+    std::fs::write(dir.join("refs"), refs).unwrap();
+    let stub = |name: &str, body: &str| {
+        let p = bin.join(name);
+        std::fs::write(&p, format!("#!/usr/bin/env bash\nset -eu\n{body}")).unwrap();
+        let mut perm = std::fs::metadata(&p).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+        std::fs::set_permissions(&p, perm).unwrap();
+    };
+    // curl -fsSL --retry 3 -o OUT URL
+    stub(
+        "curl",
+        r#"eval "out=\${$(($# - 1))}" url=${!#}
+file=$(awk -v u="$url" '$1 == u { print $2 }' "$STUB_DIR/urls")
+[ -n "$file" ] && cp "$file" "$out"
+"#,
+    );
+    // git ls-remote --tags URL refs/tags/TAG refs/tags/TAG^{}: an annotated tag, peeled.
+    stub(
+        "git",
+        r#"[ "$1" = ls-remote ] || exit 2
+awk -v u="$3" -v r="$4" '$1 == u && "refs/tags/" $2 == r { print "0000000000000000000000000000000000000000\t" r; print $3 "\t" r "^{}" }' "$STUB_DIR/refs"
+"#,
+    );
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg(&script)
+        .arg("--out")
+        .arg(&out)
+        .args(&args)
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("STUB_DIR", &dir);
+    let run = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    // Sorted: the script prints in the order of its arguments.
+    let rows = |text: &str, first: &str| -> BTreeSet<String> {
+        text.lines()
+            .filter(|l| l.starts_with(first))
+            .map(str::to_string)
+            .collect()
+    };
+    let readme = readme();
+    let printed_files = rows(&stdout, "| `");
+    assert_eq!(printed_files, rows(&readme, "| `"));
+    let is_tag_row = |l: &String| {
+        PROJECTS
+            .iter()
+            .any(|(r, _)| l.starts_with(&format!("| {r} |")))
+    };
+    let printed_tags: BTreeSet<_> = rows(&stdout, "| ").into_iter().filter(is_tag_row).collect();
+    let readme_tags: BTreeSet<_> = rows(&readme, "| ").into_iter().filter(is_tag_row).collect();
+    assert_eq!(printed_tags, readme_tags);
+    for r in vendored() {
+        let wrote = std::fs::read(out.join(&r.file)).unwrap();
+        assert_eq!(
+            wrote,
+            std::fs::read(schemas.join(&r.file)).unwrap(),
+            "{}",
+            r.file
+        );
+    }
 }
