@@ -674,13 +674,15 @@ fn gen_refuses_a_lock_name_that_escapes_out() {
     let dir = tempdir("escape");
     let text = std::fs::read_to_string(root().join("lockfiles/a100-pytorch.lock")).unwrap();
     let mut lock = gpustack::Lock::parse("gpustack.lock", &text).unwrap();
-    lock.request.name = "../../evil".into();
+    let evil = "../../evil"; // not-a-repo-path: a hostile stack name, refused below
+    lock.request.name = evil.into();
     lock.spec_digest = gpustack::lock::spec_digest(&lock.request);
     // The library refuses it too, for a lock built in memory (no parse to catch it).
     let e = gpustack::plan::generate(&lock, gpustack::plan::Target::Apptainer).unwrap_err();
     assert!(
-        e.to_string()
-            .contains("refusing to generate `../../evil.def`: it would land outside the `apptainer` directory"),
+        e.to_string().contains(&format!(
+            "refusing to generate `{evil}.def`: it would land outside the `apptainer` directory"
+        )),
         "{e}"
     );
     std::fs::create_dir_all(dir.join("work")).unwrap();
@@ -689,7 +691,7 @@ fn gen_refuses_a_lock_name_that_escapes_out() {
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(
         out.stderr
-            .contains("error: invalid stack name `../../evil` in [request]")
+            .contains(&format!("error: invalid stack name `{evil}` in [request]"))
             && out.stderr.contains("hint: "),
         "{}",
         out.stderr

@@ -22,9 +22,9 @@ const NOT_RESOURCES: &[&str] = &[
     "monitoring/prometheus-adapter-values.yaml",
 ];
 
-/// The CRD (under `../shared/schemas/`, copied unchanged from the projects' release tags)
-/// and version a custom resource file is validated against. The PyTorchJob keeps its
-/// committed strict schema (`fixtures/schemas/`).
+/// The CRD (under `fixtures/schemas/`, copied unchanged from the projects' release tags; its
+/// README lists each file's upstream URL and sha256) and version a custom resource file is
+/// validated against. The PyTorchJob keeps its committed strict schema.
 fn crd_of(file: &str) -> Option<(&'static str, &'static str)> {
     Some(match file {
         "trainjob.yaml" => ("trainer.kubeflow.org_trainjobs.v2.3.0.yaml", "v1alpha1"),
@@ -132,16 +132,11 @@ fn crd_schema(py: &Path, crd: &str, version: &str) -> PathBuf {
     let dir = DIR.get_or_init(|| tempdir("crd-schemas"));
     let out = dir.join(format!("{crd}.{version}.json"));
     if !out.exists() {
-        // The Network Operator's network CRDs are committed (fixtures/schemas/README.md).
-        let committed = root().join("fixtures/schemas").join(crd);
-        let src = if committed.exists() {
-            committed
-        } else {
-            root().join("../shared/schemas").join(crd)
-        };
+        let src = root().join("fixtures/schemas").join(crd);
         assert!(
             src.exists(),
-            "{} is missing: the CRD schemas live in fixtures/schemas and ../shared/schemas",
+            "{} is missing: every CRD the tests use is vendored in fixtures/schemas \
+             (fixtures/schemas/README.md)",
             src.display()
         );
         let tmp = dir.join(format!(

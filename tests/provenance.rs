@@ -17,7 +17,7 @@ fn local_path(text: &str) -> Option<String> {
 
 fn marker(text: &str) -> Option<String> {
     const MARKERS: &[&str] = &[
-        "/work/",
+        "/work/", // not-a-repo-path: what this check rejects
         "/home/",
         "/tmp/",
         "/Users/",
@@ -128,7 +128,7 @@ fn no_catalog_text_cites_a_machine_path_or_a_private_reference() {
 #[test]
 fn the_local_path_check_catches_what_it_should() {
     for bad in [
-        "/work/shared/reference/cuda-stack-facts.toml",
+        "/work/shared/reference/cuda-stack-facts.toml", // not-a-repo-path: rejected
         "see shared/reference/x.md",
         "framework-facts R6",
         "installed in /usr/local/lib/python3.12",

@@ -31,7 +31,8 @@ use common::*;
 use gpustack::lock::Lock;
 use gpustack::{Catalog, Component, Version};
 
-/// The tools the stand-in implements (linked to `tests/provision/fake`).
+/// The tools the stand-in implements (each a link to the machine's copy of
+/// `tests/provision/fake`).
 const TOOLS: &[&str] = &[
     "apt-get",
     "apt-mark",
@@ -133,15 +134,27 @@ fn kernel_modules_default(vars: &str) -> Option<String> {
     Some(d.split('"').nth(1)?.to_string())
 }
 
-/// Runs the scripts of a generated `packer/` directory on a fresh stand-in machine.
+/// Runs the scripts of a generated `packer/` directory on a fresh stand-in machine, with the
+/// checkout's harness (`tests/provision/`).
 fn provision_dir(packer: &Path, os: &str, tag: &str) -> Record {
+    provision_with(&root().join("tests/provision"), packer, os, tag)
+}
+
+/// Runs the scripts of `packer` on a fresh stand-in machine, with the harness (`machine.sh`
+/// and `fake`) in `harness`. The stand-in is copied into the machine directory's `bin/`, and
+/// each tool is a relative link to that copy: `machine.sh` mounts an empty tmpfs over /tmp,
+/// so a link into a checkout under /tmp would dangle inside the machine, and the real
+/// `apt-get` would run in its place.
+fn provision_with(harness: &Path, packer: &Path, os: &str, tag: &str) -> Record {
     let m = tempdir(&format!("provision-{tag}"));
     copy_dir(packer, &m.join("packer"));
-    std::fs::create_dir_all(m.join("bin")).unwrap();
+    let bin = m.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
     std::fs::create_dir_all(m.join("state")).unwrap();
-    let fake = root().join("tests/provision/fake");
+    // std::fs::copy keeps the permission bits: the copy stays executable.
+    std::fs::copy(harness.join("fake"), bin.join("fake")).unwrap();
     for t in TOOLS {
-        std::os::unix::fs::symlink(&fake, m.join("bin").join(t)).unwrap();
+        std::os::unix::fs::symlink("fake", bin.join(t)).unwrap();
     }
     let build = std::fs::read_to_string(packer.join("build.pkr.hcl")).unwrap();
     let vars = std::fs::read_to_string(packer.join("variables.pkr.hcl")).unwrap();
@@ -149,7 +162,7 @@ fn provision_dir(packer: &Path, os: &str, tag: &str) -> Record {
     let mut cmd = Command::new("unshare");
     cmd.arg("-rm")
         .arg("bash")
-        .arg(root().join("tests/provision/machine.sh"))
+        .arg(harness.join("machine.sh"))
         .arg(&m)
         .arg(os)
         .args(&scripts);
@@ -502,6 +515,58 @@ fn every_example_provisions_the_lock_on_a_stand_in_machine() {
         let exporter = operator_exporter(&values_of(&name));
         failures.extend(check(&name, &lock, &cat, &r, exporter.as_deref()));
     }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// The harness does not depend on where the checkout lives. A checkout under /tmp (a CI
+/// runner's, a `git clone` into `mktemp -d`) is hidden inside the machine, which mounts an
+/// empty tmpfs over /tmp: the harness (`machine.sh` and `fake`) is copied to a fresh
+/// directory under /tmp, as such a checkout would hold it, and an Ubuntu and a Rocky example
+/// provision from there exactly as from this checkout.
+#[test]
+fn the_harness_works_from_a_checkout_under_tmp() {
+    if !isolation() {
+        return;
+    }
+    let checkout = std::path::Path::new("/tmp").join(format!(
+        "gpustack-checkout-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    let harness = checkout.join("tests/provision");
+    std::fs::create_dir_all(&harness).unwrap();
+    for f in ["machine.sh", "fake"] {
+        std::fs::copy(root().join("tests/provision").join(f), harness.join(f)).unwrap();
+    }
+    let cat = Catalog::stock().unwrap();
+    let mut failures = Vec::new();
+    let mut oses = BTreeSet::new();
+    for name in ["h100-ib-train-serve", "slurm-apptainer-h100"] {
+        let lock = lock_of(name);
+        let os = os_of(&lock);
+        let packer = generate(name, "packer");
+        let r = provision_with(&harness, &packer, &os, &format!("tmp-checkout-{name}"));
+        // The stand-in answered (it logs every call), not the host's tools or nothing.
+        if r.log.is_empty() {
+            failures.push(format!(
+                "{name}: the stand-in was never called:\n{}",
+                r.output
+            ));
+        }
+        let exporter = operator_exporter(&values_of(name));
+        failures.extend(check(name, &lock, &cat, &r, exporter.as_deref()));
+        oses.insert(
+            os.split(|c: char| c.is_ascii_digit())
+                .next()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    let _ = std::fs::remove_dir_all(&checkout);
+    assert_eq!(oses.len(), 2, "an apt and a dnf example: {oses:?}");
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 

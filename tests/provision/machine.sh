@@ -2,9 +2,10 @@
 # Runs Packer provisioning scripts on a stand-in machine: in a private mount namespace
 # (`unshare -rm`), /etc, /opt, /usr and /var are copy-on-write overlays whose changes land
 # in $1/upper and vanish with the namespace, /tmp is empty, and the tools the scripts call
-# are tests/provision/fake (linked into $1/bin, first on PATH). The harness directory $1 is
-# visible as /mnt: the scripts are in /mnt/packer/scripts, the stand-ins' state in
-# /mnt/state.
+# are tests/provision/fake (copied into $1/bin, each tool a relative link to the copy, first
+# on PATH). The harness directory $1 is visible as /mnt: the scripts are in
+# /mnt/packer/scripts, the stand-ins' state in /mnt/state. Nothing inside the machine may
+# point into the checkout: it may live under /tmp, which is hidden here.
 #
 #   unshare -rm bash machine.sh DIR OS SCRIPT... (OS: ubuntu24.04, rockylinux9, …)
 set -euo pipefail

@@ -2,7 +2,8 @@
 # Starts a throw-away Slurm cluster on loopback for tests/slurm.rs: munged with a private
 # key and socket, slurmctld, and one slurmd per node (multiple-slurmd mode, `slurmd -N`),
 # all in the foreground under setsid with their PIDs in $BASE/pids/ (slurm-down.sh stops
-# exactly those). Adapted from ../shared/reference/validators.md §3.
+# exactly those). The configuration follows Slurm's slurm.conf(5), gres.conf(5) and
+# slurmd(8) (`-N NODENAME` for the multiple-slurmd mode), https://slurm.schedmd.com/.
 #
 # usage: PARTITIONS="gpu:8:8 normal:16:4" [NODE_CPUS=16] [CTLD_PORT=6817] \
 #        [SPANK_PLUGIN=/abs/stub.so] slurm-up.sh BASE_DIR
