@@ -19,7 +19,9 @@
 //! * **Host packages** (layer `host`, VM images and the GPU Operator only): the NVIDIA
 //!   Container Toolkit at its newest version (never below the catalog's minimum safe one);
 //!   the newest DCGM Exporter whose DCGM the catalog has package pins for, and that DCGM;
-//!   Fabric Manager at exactly the locked driver when a locked GPU sits on NVSwitch.
+//!   Fabric Manager at exactly the locked driver when a locked GPU sits on NVSwitch, and
+//!   the host requirements of its NVSwitch generation (`nvswitch_generation`; generation
+//!   4: NVLSM, libibumad3/infiniband-diags and the `ib_umad` module), unpinned, by name.
 //! * **The stack's own OS packages** (NVIDIA's CUDA repository): the driver in both
 //!   kernel-module flavours and the CUDA toolkit and cuDNN (layer `host`), NCCL at the
 //!   nccl-build fact's CUDA build (layer `base`), from the catalog's naming rules
@@ -295,6 +297,7 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Result<Selection, Error> 
     container_toolkit(&mut sel);
     dcgm(&mut sel, r, &driver);
     fabric_manager(&mut sel, r, &driver);
+    nvswitch_requirements(&mut sel, r);
     kernel_modules(&mut sel.out, cat, r, &driver);
     nccl_build(&mut sel.out, cat, r);
     stack_os_packages(&mut sel, r, &driver);
@@ -682,6 +685,12 @@ fn fabric_manager(sel: &mut Sel<'_>, r: &Resolution, driver: &Version) {
         for p in cat
             .packages_named("nvidia-fabricmanager")
             .filter(|p| p.follows_driver)
+            // The naming of the driver's branch (from R580 the branch is in the version only).
+            .filter(|p| {
+                p.follows
+                    .as_ref()
+                    .is_none_or(|(_, req)| req.matches(driver))
+            })
             .cloned()
             .collect::<Vec<_>>()
         {
@@ -716,6 +725,72 @@ fn fabric_manager(sel: &mut Sel<'_>, r: &Resolution, driver: &Version) {
                 because,
             );
         }
+    }
+}
+
+/// The host requirements of the locked GPUs' NVSwitch generation (`nvswitch_generation`
+/// in `gpus.toml` and `packages.toml`): on fourth-generation NVSwitch boards, NVLSM and the
+/// InfiniBand management stack Fabric Manager starts it with. Unpinned: the lock records
+/// the package names, where they come from and the kernel modules loaded at boot.
+fn nvswitch_requirements(sel: &mut Sel<'_>, r: &Resolution) {
+    let cat = sel.cat;
+    let gpus: Vec<(u32, String)> = r
+        .gpus
+        .iter()
+        .filter(|g| g.nvswitch)
+        .filter_map(|g| Some((g.nvswitch_generation?, g.name.clone())))
+        .collect();
+    for p in &cat.packages {
+        let Some(n) = p.nvswitch_generation else {
+            continue;
+        };
+        let on: Vec<&str> = gpus
+            .iter()
+            .filter(|(g, _)| *g == n)
+            .map(|(_, name)| name.as_str())
+            .collect();
+        if on.is_empty() {
+            continue;
+        }
+        let mut fields = BTreeMap::new();
+        fields.insert(
+            "from".into(),
+            s(if p.os_release { "os-release" } else { "cuda" }),
+        );
+        fields.insert("nvswitch-generation".into(), s(n.to_string()));
+        if !p.apt_packages.is_empty() {
+            fields.insert("apt-names".into(), Field::List(p.apt_packages.clone()));
+        }
+        if !p.dnf_packages.is_empty() {
+            fields.insert("dnf-names".into(), Field::List(p.dnf_packages.clone()));
+        }
+        if !p.kernel_modules.is_empty() {
+            fields.insert(
+                "kernel-modules".into(),
+                Field::List(p.kernel_modules.clone()),
+            );
+        }
+        let mut because = vec![format!(
+            "{} sits on generation-{n} NVSwitches: {}",
+            on.join(", "),
+            p.requires
+                .as_deref()
+                .unwrap_or("a host requirement of the generation")
+        )];
+        if !p.apt_packages.is_empty() {
+            because.push(format!(
+                "UNVERIFIED: installed by name, without a version: the catalog records none (its note in {} says why)",
+                p.origin.lock_name
+            ));
+        }
+        sel.push(
+            &p.name,
+            "unpinned".into(),
+            Layer::Host,
+            &p.origin,
+            fields,
+            because,
+        );
     }
 }
 

@@ -389,6 +389,41 @@ fn scripts_install_the_locked_versions() {
         } else {
             assert!(!base.contains("fabricmanager"), "{name}");
         }
+        // The host requirements of the NVSwitch generation, by name, next to Fabric Manager,
+        // with their kernel modules loaded at boot.
+        let reqs: Vec<_> = lock
+            .packages
+            .iter()
+            .filter(|p| p.get("nvswitch-generation").is_some())
+            .collect();
+        let fm_at = base.find("systemctl enable nvidia-fabricmanager.service");
+        for r in &reqs {
+            let names = if apt {
+                r.list("apt-names")
+            } else {
+                r.list("dnf-names")
+            };
+            let line = format!("install_pkgs {}\n", names.join(" "));
+            let at = base.find(&line);
+            assert!(
+                at.is_some() && at < fm_at,
+                "{name}: `{line}` before Fabric Manager is enabled"
+            );
+            for m in r.list("kernel-modules") {
+                let conf = base
+                    .split("cat > /etc/modules-load.d/gpustack-nvswitch.conf <<'MODULES'\n")
+                    .nth(1)
+                    .and_then(|b| b.split("\nMODULES\n").next())
+                    .unwrap_or_else(|| panic!("{name}: no modules-load.d file"));
+                assert!(conf.lines().any(|l| l == m), "{name}: {m} not in {conf:?}");
+            }
+        }
+        if reqs.is_empty() {
+            assert!(
+                !base.contains("nvlsm") && !base.contains("modules-load.d"),
+                "{name}"
+            );
+        }
         if let Some(t) = lock.package("nvidia-container-toolkit") {
             assert!(
                 base.contains(&format!("readonly TOOLKIT_VERSION={}\n", t.version)),
@@ -498,6 +533,72 @@ fn scripts_install_the_locked_versions() {
 /// Toggles are `dynamic "provisioner"` blocks switched by bool variables (an empty `only`
 /// would mean "every build"); the image name embeds the lock's host layer hash and the
 /// manifest records the lock hash.
+/// The catalog's host requirements act (issue 30): an HGX B200 lock gets NVLSM, libibumad3,
+/// infiniband-diags and `ib_umad` (fourth-generation NVSwitches, Fabric Manager user guide);
+/// an H100 SXM lock gets Fabric Manager without them; a PCIe GPU gets neither. From R580
+/// the Fabric Manager package carries no branch in its name.
+#[test]
+fn nvswitch_generations_select_their_host_requirements() {
+    let b200 = lock_of("b200-serve");
+    let nvlsm = b200.package("nvlsm").expect("NVLSM on HGX B200");
+    assert_eq!(nvlsm.list("apt-names"), ["nvlsm"]);
+    assert_eq!(nvlsm.list("dnf-names"), ["nvlsm"]);
+    assert_eq!(nvlsm.get("from"), Some("cuda"));
+    assert!(
+        nvlsm.list("apt").is_empty(),
+        "unpinned: no pins for the resolver"
+    );
+    let ib = b200
+        .package("infiniband-diags")
+        .expect("libibumad3 on HGX B200");
+    assert_eq!(ib.list("apt-names"), ["libibumad3", "infiniband-diags"]);
+    assert_eq!(ib.list("dnf-names"), ["libibumad", "infiniband-diags"]);
+    assert_eq!(ib.list("kernel-modules"), ["ib_umad"]);
+    assert_eq!(ib.get("from"), Some("os-release"));
+    for p in [nvlsm, ib] {
+        assert_eq!(p.layer, Layer::Host);
+        assert!(
+            p.source.contains("fabric-manager-user-guide"),
+            "{}",
+            p.source
+        );
+        assert!(
+            p.because.iter().any(|b| b.starts_with("UNVERIFIED")),
+            "{:?}",
+            p.because
+        );
+    }
+    let fm = b200.package("nvidia-fabricmanager").unwrap();
+    assert_eq!(
+        fm.list("apt"),
+        [format!("nvidia-fabricmanager={}-1", b200.hardware.driver)]
+    );
+
+    let h100 = lock_of("h100-ib-train-serve");
+    assert!(h100.hardware.gpus.iter().all(|g| g.id == "h100"));
+    assert!(h100.package("nvidia-fabricmanager").is_some());
+    assert!(h100.package("nvlsm").is_none() && h100.package("infiniband-diags").is_none());
+    // Before R580 the branch is in the package name.
+    let old = lock_of("slurm-apptainer-h100");
+    let fm = old.package("nvidia-fabricmanager").unwrap();
+    assert!(
+        fm.list("dnf")
+            .iter()
+            .chain(fm.list("apt"))
+            .all(|p| p.starts_with(&format!(
+                "nvidia-fabricmanager-{}",
+                old.hardware.driver.major()
+            ))),
+        "{fm:?}"
+    );
+
+    let pcie = lock_of("l40s-torch");
+    assert!(pcie.hardware.gpus.iter().all(|g| !g.nvswitch));
+    for n in ["nvidia-fabricmanager", "nvlsm", "infiniband-diags"] {
+        assert!(pcie.package(n).is_none(), "{n}");
+    }
+}
+
 #[test]
 fn toggles_are_dynamic_and_the_name_is_content_addressed() {
     let _serial = serial();

@@ -15,6 +15,9 @@
 //! * DCGM's diagnostics package is `datacenter-gpu-manager-4-cuda<N>` for the lock's CUDA
 //!   major, at DCGM's version;
 //! * the set of pinned packages is exactly the lock's, and every one is held;
+//! * the NVSwitch generation's host requirements (NVLSM, libibumad3, infiniband-diags on
+//!   HGX B200) are requested by name, their kernel modules (`ib_umad`) are in
+//!   `/etc/modules-load.d`, and Fabric Manager's service is enabled;
 //! * on Rocky, PowerTools/CRB and EPEL are enabled before anything from them installs;
 //! * the exporter image the VM pulls is the one the GPU Operator values name.
 //!
@@ -104,6 +107,34 @@ struct Record {
     log: String,
     /// The stand-in's state directory (pip installs, downloads, checksums, python runs).
     state: PathBuf,
+    /// `systemctl` calls that change a unit (`enable x.service`).
+    services: BTreeSet<String>,
+}
+
+impl Record {
+    /// The kernel modules the machine's `/etc/modules-load.d/*.conf` load at boot
+    /// (modules-load.d(5): one name a line, `#` and `;` comments), from the overlay the
+    /// scripts wrote.
+    fn boot_modules(&self) -> Vec<String> {
+        let dir = self
+            .state
+            .parent()
+            .unwrap()
+            .join("upper/etc/modules-load.d");
+        let mut out = Vec::new();
+        if !dir.is_dir() {
+            return out;
+        }
+        for f in sorted_files(&dir, "conf") {
+            for l in std::fs::read_to_string(f).unwrap().lines() {
+                let l = l.trim();
+                if !l.is_empty() && !l.starts_with('#') && !l.starts_with(';') {
+                    out.push(l.to_string());
+                }
+            }
+        }
+        out
+    }
 }
 
 fn lines(p: &Path) -> Vec<String> {
@@ -199,6 +230,7 @@ fn provision_with(harness: &Path, packer: &Path, os: &str, tag: &str) -> Record 
         installed_names: lines(&state.join("installed-names")).into_iter().collect(),
         docker: std::fs::read_to_string(state.join("docker")).unwrap_or_default(),
         log: std::fs::read_to_string(state.join("log")).unwrap_or_default(),
+        services: lines(&state.join("services")).into_iter().collect(),
         state,
     }
 }
@@ -452,6 +484,46 @@ fn check(
             ));
         }
     }
+    // The NVSwitch generation's host requirements (NVLSM, libibumad3, infiniband-diags on
+    // fourth-generation boards): requested by name from the image's package manager, and
+    // their kernel modules in /etc/modules-load.d, loaded before Fabric Manager starts.
+    let boot_modules = r.boot_modules();
+    for p in lock
+        .packages
+        .iter()
+        .filter(|p| p.get("nvswitch-generation").is_some())
+    {
+        let (manager, names) = if apt {
+            ("apt", p.list("apt-names"))
+        } else {
+            ("dnf", p.list("dnf-names"))
+        };
+        for n in names {
+            if !r
+                .requests
+                .iter()
+                .any(|q| q.manager == manager && &q.name == n)
+            {
+                f.push(format!(
+                    "{name}: {} needs {n}, which no script requested",
+                    p.name
+                ));
+            }
+        }
+        for m in p.list("kernel-modules") {
+            if !boot_modules.contains(m) {
+                f.push(format!(
+                    "{name}: {} needs the {m} module at boot; /etc/modules-load.d has {boot_modules:?}",
+                    p.name
+                ));
+            }
+        }
+    }
+    if lock.package("nvidia-fabricmanager").is_some()
+        && !r.services.contains("enable nvidia-fabricmanager.service")
+    {
+        f.push(format!("{name}: Fabric Manager's service is not enabled"));
+    }
     if let Some(e) = k8s_exporter {
         let pulled = |l: &str| match e.split_once('@') {
             // The operator pulls by digest alone (its `imagePath`): the VM's
@@ -673,6 +745,12 @@ fn the_harness_rejects_broken_provisioning() {
     );
     let r = provision_dir(&dir, &os_of(&lock), "module-install");
     assert!(!r.ok && r.output.contains("module install"), "{}", r.output);
+
+    // An HGX B200 image that no longer loads ib_umad at boot.
+    let (lock, dir) = edit("b200-serve", "<<'MODULES'\nib_umad\n", "<<'MODULES'\n");
+    let r = provision_dir(&dir, &os_of(&lock), "no-ib-umad");
+    let f = check("b200-serve", &lock, &cat, &r, None);
+    assert!(f.iter().any(|x| x.contains("ib_umad")), "{f:?}");
 
     // NCCL for the toolkit's CUDA minor, which NVIDIA does not build for 2.27.5.
     let (lock, dir) = edit("h100-ib-train-serve", "+cuda12.9", "+cuda12.8");

@@ -254,6 +254,9 @@ codec_struct!(PackageWire {
     follows_driver,
     follows,
     follows_versions,
+    nvswitch_generation,
+    kernel_modules,
+    os_release,
     requires,
     source,
     note,
@@ -327,6 +330,7 @@ codec_struct!(GpuWire {
     min_driver,
     last_driver_branch,
     cpu,
+    nvswitch_generation,
     source,
     note,
 });

@@ -175,7 +175,7 @@ fn images(v: &mut V<'_>, c: &mut Catalog, image: BTreeMap<String, (ImageWire, Or
 fn packages(v: &mut V<'_>, c: &mut Catalog, package: BTreeMap<String, (PackageWire, Origin)>) {
     for (_, (p, o)) in package {
         v.source(&o);
-        if let Some(p) = one_package(v, &p, o) {
+        if let Some(p) = one_package(v, c, &p, o) {
             c.packages.push(p);
         }
     }
@@ -188,7 +188,7 @@ fn packages(v: &mut V<'_>, c: &mut Catalog, package: BTreeMap<String, (PackageWi
 }
 
 /// One package entry; none when it cannot be used (each problem reported).
-fn one_package(v: &mut V<'_>, p: &PackageWire, o: Origin) -> Option<Package> {
+fn one_package(v: &mut V<'_>, c: &Catalog, p: &PackageWire, o: Origin) -> Option<Package> {
     if !valid_id(&p.name) {
         v.fail(
             &o,
@@ -197,7 +197,22 @@ fn one_package(v: &mut V<'_>, p: &PackageWire, o: Origin) -> Option<Package> {
         return None;
     }
     let (follows, follows_versions) = follows(v, p, &o)?;
-    let order = package_order(v, p, &o, follows.is_some())?;
+    let order = if p.nvswitch_generation.is_some() {
+        host_requirement(v, c, p, &o, follows.is_some())?;
+        None
+    } else {
+        if !p.kernel_modules.is_empty() || p.os_release {
+            v.fail(
+                &o,
+                format!(
+                    "package `{}`: `kernel_modules` and `os_release` describe a host requirement, which needs `nvswitch_generation`",
+                    p.name
+                ),
+            );
+            return None;
+        }
+        package_order(v, p, &o, follows.is_some())?
+    };
     check_package_refs(v, p, &o);
     Some(Package {
         name: p.name.clone(),
@@ -218,8 +233,89 @@ fn one_package(v: &mut V<'_>, p: &PackageWire, o: Origin) -> Option<Package> {
         follows_driver: follows == Some(Component::Driver),
         follows: follows.map(|c| (c, follows_versions)),
         requires: p.requires.clone(),
+        nvswitch_generation: p.nvswitch_generation,
+        kernel_modules: p.kernel_modules.clone(),
+        os_release: p.os_release,
+        note: p.note.clone(),
         origin: o,
     })
+}
+
+/// A host requirement of an NVSwitch generation: unpinned OS packages (no `version`, no
+/// `name=version`) and kernel modules, for a generation some GPU in `gpus.toml` has.
+fn host_requirement(
+    v: &mut V<'_>,
+    c: &Catalog,
+    p: &PackageWire,
+    o: &Origin,
+    follows: bool,
+) -> Option<()> {
+    let n = p.nvswitch_generation?;
+    let name = &p.name;
+    if p.version.is_some() || follows {
+        v.fail(
+            o,
+            format!("package `{name}`: a host requirement (`nvswitch_generation`) is unpinned; it takes no `version` or `follows`"),
+        );
+        return None;
+    }
+    if !c.gpus.iter().any(|g| g.nvswitch_generation == Some(n)) {
+        v.fail(
+            o,
+            format!("package `{name}`: no GPU in `gpus.toml` has `nvswitch_generation = {n}`"),
+        );
+        return None;
+    }
+    if p.apt_packages.is_empty() != p.dnf_packages.is_empty() {
+        v.fail(
+            o,
+            format!("package `{name}`: a host requirement names its packages for both apt and dnf (`apt_packages`, `dnf_packages`)"),
+        );
+        return None;
+    }
+    if p.apt_packages.is_empty() && p.kernel_modules.is_empty() {
+        v.fail(
+            o,
+            format!("package `{name}`: a host requirement names packages or `kernel_modules`"),
+        );
+        return None;
+    }
+    let os_package = |x: &String| {
+        x.len() > 1
+            && x.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && x.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"+.-_".contains(&b))
+            // No `-<version>` field (dnf's `name-version` form): 1.2, 2025.10.12.
+            && !x
+                .split('-')
+                .skip(1)
+                .any(|f| f.starts_with(|c: char| c.is_ascii_digit()) && f.contains('.'))
+    };
+    if let Some(x) = p
+        .apt_packages
+        .iter()
+        .chain(&p.dnf_packages)
+        .find(|x| !os_package(x))
+    {
+        v.fail(
+            o,
+            format!("package `{name}`: `{x}` is not a bare package name (a host requirement is unpinned: no `=version` or `-version`)"),
+        );
+        return None;
+    }
+    if let Some(m) = p.kernel_modules.iter().find(|m| {
+        m.is_empty()
+            || !m
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    }) {
+        v.fail(
+            o,
+            format!("package `{name}`: kernel module `{m}` must match [a-z0-9_]+"),
+        );
+        return None;
+    }
+    Some(())
 }
 
 /// The dated observation behind a package's `image_digest`, when the entry dates it

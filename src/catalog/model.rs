@@ -215,6 +215,8 @@ pub struct Gpu {
     pub last_driver_branch: Option<u64>,
     /// CPU architecture of its hosts: `x86_64`, or `aarch64` for Grace systems.
     pub cpu: String,
+    /// The NVSwitch generation of its boards, where sourced (Fabric Manager user guide).
+    pub nvswitch_generation: Option<u32>,
     /// Where this comes from.
     pub origin: Origin,
 }
@@ -847,6 +849,14 @@ pub struct Package {
     pub follows: Option<(crate::core::Component, VersionReq)>,
     /// Requirements in words.
     pub requires: Option<String>,
+    /// A host requirement of GPUs on this NVSwitch generation (unpinned, no version).
+    pub nvswitch_generation: Option<u32>,
+    /// Kernel modules the host requirement loads at every boot.
+    pub kernel_modules: Vec<String>,
+    /// The host requirement's packages come from the OS release's repositories.
+    pub os_release: bool,
+    /// Why, in words (the entry's `note`).
+    pub note: Option<String>,
     /// Where this comes from.
     pub origin: Origin,
 }
@@ -915,6 +925,10 @@ pub struct EnvVar {
     /// Where this comes from.
     pub origin: Origin,
 }
+
+/// The newest NVSwitch generation the Fabric Manager user guide describes (HGX/DGX B200,
+/// B300 and B100 boards).
+pub(crate) const MAX_NVSWITCH_GENERATION: u32 = 4;
 
 /// Cluster fabrics (`[cluster].fabric`), plus `nvlink` for figures inside one node.
 pub const FABRICS: &[&str] = &[

@@ -213,6 +213,17 @@ fn gpus(v: &mut V<'_>, c: &mut Catalog, gpu: BTreeMap<String, (GpuWire, Origin)>
         let Some(cc) = v.cc(&o, "cc", &g.cc) else {
             continue;
         };
+        match g.nvswitch_generation {
+            Some(n) if !(1..=MAX_NVSWITCH_GENERATION).contains(&n) => v.fail(
+                &o,
+                format!("`nvswitch_generation = {n}`: NVSwitch generations are 1 to {MAX_NVSWITCH_GENERATION} (Fabric Manager user guide)"),
+            ),
+            Some(n) if !g.nvswitch => v.fail(
+                &o,
+                format!("`nvswitch_generation = {n}` on a GPU with `nvswitch = false`"),
+            ),
+            _ => {}
+        }
         c.gpus.push(Gpu {
             id,
             name: g.name.clone(),
@@ -243,6 +254,7 @@ fn gpus(v: &mut V<'_>, c: &mut Catalog, gpu: BTreeMap<String, (GpuWire, Origin)>
                     continue;
                 }
             },
+            nvswitch_generation: g.nvswitch_generation,
             origin: o,
         });
     }

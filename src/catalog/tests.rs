@@ -330,6 +330,44 @@ fn deploy_families_refuse_unsafe_values() {
             "family = \"instance\"\n[[instance]]\ngpu = \"h100\"\ncloud = \"aws\"\ninstance_type = \"p5 \\\"x\"\nsource = \"s\"\n",
             "not a plain instance",
         ),
+        // Host requirements of an NVSwitch generation (issue 30): unpinned, for a generation
+        // some GPU has, packages for both managers, well-formed kernel modules.
+        (
+            "family = \"gpu\"\n[[gpu]]\nid = \"x1\"\nname = \"X\"\ncc = \"9.0\"\narch = \"hopper\"\ndatacenter = true\nnvswitch = false\nnvswitch_generation = 3\nsource = \"s\"\n",
+            "`nvswitch_generation = 3` on a GPU with `nvswitch = false`",
+        ),
+        (
+            "family = \"gpu\"\n[[gpu]]\nid = \"x1\"\nname = \"X\"\ncc = \"9.0\"\narch = \"hopper\"\ndatacenter = true\nnvswitch = true\nnvswitch_generation = 5\nsource = \"s\"\n",
+            "NVSwitch generations are 1 to 4",
+        ),
+        (
+            "family = \"package\"\n[[package]]\nname = \"nvlsm\"\nnvswitch_generation = 4\nversion = \"1.0\"\napt_packages = [\"nvlsm\"]\ndnf_packages = [\"nvlsm\"]\nsource = \"s\"\n",
+            "is unpinned; it takes no `version`",
+        ),
+        (
+            "family = \"package\"\n[[package]]\nname = \"nvlsm\"\nnvswitch_generation = 4\napt_packages = [\"nvlsm=2025.10.12-1\"]\ndnf_packages = [\"nvlsm\"]\nsource = \"s\"\n",
+            "`nvlsm=2025.10.12-1` is not a bare package name",
+        ),
+        (
+            "family = \"package\"\n[[package]]\nname = \"nvlsm\"\nnvswitch_generation = 4\napt_packages = [\"nvlsm\"]\ndnf_packages = [\"nvlsm-2025.10.12\"]\nsource = \"s\"\n",
+            "`nvlsm-2025.10.12` is not a bare package name",
+        ),
+        (
+            "family = \"package\"\n[[package]]\nname = \"nvlsm\"\nnvswitch_generation = 1\napt_packages = [\"nvlsm\"]\ndnf_packages = [\"nvlsm\"]\nsource = \"s\"\n",
+            "no GPU in `gpus.toml` has `nvswitch_generation = 1`",
+        ),
+        (
+            "family = \"package\"\n[[package]]\nname = \"nvlsm\"\nnvswitch_generation = 4\napt_packages = [\"nvlsm\"]\nsource = \"s\"\n",
+            "for both apt and dnf",
+        ),
+        (
+            "family = \"package\"\n[[package]]\nname = \"nvlsm\"\nnvswitch_generation = 4\nkernel_modules = [\"ib-umad; rm\"]\nsource = \"s\"\n",
+            "kernel module `ib-umad; rm` must match [a-z0-9_]+",
+        ),
+        (
+            "family = \"package\"\n[[package]]\nname = \"nvlsm\"\nversion = \"1.0\"\nkernel_modules = [\"ib_umad\"]\nsource = \"s\"\n",
+            "needs `nvswitch_generation`",
+        ),
         (
             "family = \"bandwidth\"\n[[bandwidth]]\ngpu = \"h100\"\nfabric = \"carrier-pigeon\"\ntest = \"t\"\nbusbw_gbps = \"1e9\"\nnodes = 1\ngpus_per_node = 8\nsource = \"s\"\n",
             "fabric `carrier-pigeon`",

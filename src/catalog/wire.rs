@@ -186,6 +186,10 @@ pub(crate) struct GpuWire {
     /// (Grace Hopper, Grace Blackwell).
     #[serde(default)]
     pub(crate) cpu: Option<String>,
+    /// The NVSwitch generation of the product's boards (Fabric Manager user guide,
+    /// "NVIDIA Server Architectures"), where sourced: its host requirements follow it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) nvswitch_generation: Option<u32>,
     pub(crate) source: String,
     #[serde(default)]
     pub(crate) note: Option<String>,
@@ -653,6 +657,18 @@ pub(crate) struct PackageWire {
     /// The versions of the followed component this naming applies to (`>=9`).
     #[serde(default)]
     pub(crate) follows_versions: Option<String>,
+    /// A host requirement of GPUs on this NVSwitch generation (`gpus.toml`
+    /// `nvswitch_generation`): installed on their hosts, unpinned (no `version`), with
+    /// `kernel_modules` loaded at boot. Fourth-generation NVSwitch systems need NVLSM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) nvswitch_generation: Option<u32>,
+    /// Kernel modules a host requirement loads at every boot (`ib_umad`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) kernel_modules: Vec<String>,
+    /// A host requirement's packages come from the OS release's own repositories, not
+    /// NVIDIA's CUDA repository.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) os_release: bool,
     /// Requirements in words (not enforced).
     #[serde(default)]
     pub(crate) requires: Option<String>,

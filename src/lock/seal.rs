@@ -382,15 +382,19 @@ const PACKAGE_PINNED_FIELDS: &[&str] = &[
 
 /// Version 3's package fields that change what a layer installs: version 2's, and what
 /// names an image (repository, image and tag), since a generated file pulls by name and
-/// digest.
+/// digest; and a host requirement's unpinned package names and kernel modules (no lock
+/// before them has these fields, so their hashes stay).
 const PACKAGE_PINNED_FIELDS_V3: &[&str] = &[
     "apt",
+    "apt-names",
     "devel-digest",
     "devel-tag",
     "dnf",
+    "dnf-names",
     "image",
     "image-digest",
     "image-tag",
+    "kernel-modules",
     "repository",
     "runtime-digest",
     "runtime-tag",

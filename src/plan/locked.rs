@@ -356,6 +356,44 @@ pub(crate) fn host_package(lock: &Lock, which: HostPackage) -> Option<HostPackag
     })
 }
 
+/// A host requirement of the locked GPUs' NVSwitch generation (NVLSM and the InfiniBand
+/// management stack on fourth-generation boards): unpinned packages by name, and kernel
+/// modules loaded at every boot.
+#[derive(Clone, Debug)]
+pub(crate) struct HostRequirement {
+    /// `nvlsm`.
+    pub(crate) name: String,
+    /// The packages for `apt`.
+    pub(crate) apt: Vec<String>,
+    /// The packages for `dnf`.
+    pub(crate) dnf: Vec<String>,
+    /// From the OS release's repositories (else NVIDIA's CUDA repository).
+    pub(crate) os_release: bool,
+    /// Kernel modules loaded at boot (`ib_umad`).
+    pub(crate) kernel_modules: Vec<String>,
+    /// Why, as the lock says.
+    pub(crate) because: Vec<String>,
+    /// Where the catalog found it.
+    pub(crate) source: String,
+}
+
+/// The lock's host requirements (packages with an `nvswitch-generation`), in lock order.
+pub(crate) fn host_requirements(lock: &Lock) -> Vec<HostRequirement> {
+    lock.packages
+        .iter()
+        .filter(|p| p.layer == Layer::Host && p.get("nvswitch-generation").is_some())
+        .map(|p| HostRequirement {
+            name: p.name.clone(),
+            apt: p.list("apt-names").to_vec(),
+            dnf: p.list("dnf-names").to_vec(),
+            os_release: p.get("from") == Some("os-release"),
+            kernel_modules: p.list("kernel-modules").to_vec(),
+            because: p.because.clone(),
+            source: p.source.clone(),
+        })
+        .collect()
+}
+
 /// The DCGM package's CUDA major (`dcgmi diag` needs the matching
 /// `datacenter-gpu-manager-4-cuda<N>`).
 pub(crate) fn dcgm_cuda_major(lock: &Lock) -> Option<String> {

@@ -20,7 +20,7 @@ for d in etc opt usr var; do
 done
 mount -t tmpfs tmpfs /tmp
 mkdir -p /etc/apt/sources.list.d /etc/yum.repos.d /etc/profile.d /etc/sysctl.d \
-  /etc/security/limits.d /etc/systemd/system /etc/ld.so.conf.d /usr/share/keyrings \
+  /etc/modules-load.d /etc/security/limits.d /etc/systemd/system /etc/ld.so.conf.d /usr/share/keyrings \
   /usr/local/bin /usr/local/sbin
 touch /etc/fstab
 for s in "$@"; do

@@ -319,6 +319,58 @@ fn toolkit(lock: &Lock, apt: bool) -> Option<Toolkit> {
     })
 }
 
+/// A host requirement of an NVSwitch generation, as `base.sh` installs it: unpinned
+/// packages by name, from NVIDIA's CUDA repository or the OS release's.
+#[derive(Clone, Debug, Serialize)]
+pub struct NvswitchHost {
+    /// `nvlsm`.
+    pub name: String,
+    /// The packages, for the image's package manager.
+    pub packages: Vec<String>,
+    /// From the OS release's repositories (else NVIDIA's CUDA repository).
+    pub os_release: bool,
+    /// Why (the lock's `because`; its unverified lines apart).
+    pub because: Vec<String>,
+    /// What is not verified (no version is pinned).
+    pub unverified: Vec<String>,
+    /// Where the catalog found it.
+    pub source: String,
+}
+
+/// The lock's host requirements for the image's package manager, and the kernel modules
+/// they load at boot (deduplicated, in lock order).
+pub(super) fn nvswitch_host(lock: &Lock, apt: bool) -> (Vec<NvswitchHost>, Vec<String>) {
+    let mut modules: Vec<String> = Vec::new();
+    let mut out = Vec::new();
+    for r in locked::host_requirements(lock) {
+        for m in &r.kernel_modules {
+            if !modules.contains(m) {
+                modules.push(m.clone());
+            }
+        }
+        let packages = if apt { r.apt } else { r.dnf };
+        if packages.is_empty() {
+            continue;
+        }
+        let (unverified, because): (Vec<String>, Vec<String>) = r
+            .because
+            .into_iter()
+            .partition(|b| b.starts_with("UNVERIFIED: "));
+        out.push(NvswitchHost {
+            name: r.name,
+            packages,
+            os_release: r.os_release,
+            because,
+            unverified: unverified
+                .into_iter()
+                .map(|u| u.trim_start_matches("UNVERIFIED: ").to_string())
+                .collect(),
+            source: r.source,
+        });
+    }
+    (out, modules)
+}
+
 /// The packages `base.sh` installs and holds.
 #[derive(Clone, Debug, Serialize)]
 pub struct BasePackages {
@@ -332,6 +384,12 @@ pub struct BasePackages {
     pub dcgm: Option<Pins>,
     /// Fabric Manager (NVSwitch GPUs).
     pub fabricmanager: Option<Pins>,
+    /// The host requirements of the GPUs' NVSwitch generation, installed next to Fabric
+    /// Manager (NVLSM and the InfiniBand management stack on fourth-generation boards).
+    pub nvswitch_host: Vec<NvswitchHost>,
+    /// Kernel modules loaded at every boot (`/etc/modules-load.d`), before Fabric Manager
+    /// starts: the host requirements' (`ib_umad`).
+    pub boot_modules: Vec<String>,
     /// The NVIDIA Container Toolkit.
     pub toolkit: Option<Toolkit>,
     /// What is held at the installed version (apt names, dnf specs).
@@ -350,6 +408,7 @@ pub(super) fn base_packages(
     let dcgm = host_pins(lock, HostPackage::Dcgm, apt);
     let fabricmanager = host_pins(lock, HostPackage::FabricManager, apt);
     let toolkit = toolkit(lock, apt);
+    let (nvswitch_host, boot_modules) = nvswitch_host(lock, apt);
     let held = [
         cuda.as_ref().map(|c| &c.pins),
         cudnn.as_ref(),
@@ -368,6 +427,8 @@ pub(super) fn base_packages(
         nccl,
         dcgm,
         fabricmanager,
+        nvswitch_host,
+        boot_modules,
         toolkit,
         held,
     }

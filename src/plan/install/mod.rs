@@ -28,7 +28,7 @@ mod sources;
 
 use serde::Serialize;
 
-pub use host::{BasePackages, Cuda, Driver, Pins, Toolkit};
+pub use host::{BasePackages, Cuda, Driver, NvswitchHost, Pins, Toolkit};
 pub use py::{ArchFile, Interpreter, PyStage, PylockPick, Requirement};
 pub use sources::SourceBuild;
 

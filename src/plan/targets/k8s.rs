@@ -1573,6 +1573,30 @@ fn operator_driver(lock: &Lock, common: &Common) -> OperatorDriver {
             )
         });
     }
+    let reqs = locked::host_requirements(lock);
+    if !reqs.is_empty() {
+        let what: Vec<String> = reqs
+            .iter()
+            .flat_map(|r| r.apt.iter().map(|p| format!("`{p}`")))
+            .chain(
+                reqs.iter()
+                    .flat_map(|r| &r.kernel_modules)
+                    .map(|m| format!("the `{m}` kernel module loaded at boot")),
+            )
+            .collect();
+        driver_notes.push(if installed {
+            format!(
+                "NVSwitch: Fabric Manager starts NVLSM on these boards; the hosts also need {} (the lock's {})",
+                what.join(", "),
+                reqs.iter().map(|r| format!("`{}`", r.name)).collect::<Vec<_>>().join(", ")
+            )
+        } else {
+            format!(
+                "NVSwitch: the driver container installs nvlsm and infiniband-diags itself and, on boards with a CX7 bridge for NVLink management, waits for the hosts' mlx5_core and ib_umad modules before it starts Fabric Manager with NVLSM: the hosts need {} (source: {DRIVER_CONTAINER_NVLINK5})",
+                what.iter().filter(|w| w.contains("kernel module")).cloned().collect::<Vec<_>>().join(", ")
+            )
+        });
+    }
     OperatorDriver {
         installed,
         version: driver_version,
@@ -1580,6 +1604,10 @@ fn operator_driver(lock: &Lock, common: &Common) -> OperatorDriver {
         notes: driver_notes,
     }
 }
+
+/// Where NVIDIA's GPU Operator driver container installs NVLSM and waits for `ib_umad` on
+/// fourth-generation NVSwitch (NVLink5) boards.
+const DRIVER_CONTAINER_NVLINK5: &str = "https://github.com/NVIDIA/gpu-driver-container/blob/06a208ca9747c82b1ba99b76ecdcf2469b0a0207/ubuntu24.04/nvidia-driver (_start_daemons, _ensure_nvlink5_prerequisites) and ubuntu24.04/install.sh (nvlink5_pkgs_install)";
 
 /// The Container Toolkit and DCGM Exporter images the operator deploys: the lock's, else
 /// the chart's defaults.

@@ -37,7 +37,8 @@ use crate::error::{Diagnostic, Error, Stage};
 use crate::lock::Lock;
 use crate::plan::host::HostPlan;
 use crate::plan::install::{
-    BasePackages, Cuda, Driver, InstallPlan, Pins, Requirement, SourceBuild, Steps, Toolkit,
+    BasePackages, Cuda, Driver, InstallPlan, NvswitchHost, Pins, Requirement, SourceBuild, Steps,
+    Toolkit,
 };
 use crate::plan::locked;
 use crate::plan::Common;
@@ -315,6 +316,12 @@ pub struct PackerPlan {
     pub dcgm: Option<Pins>,
     /// Fabric Manager.
     pub fabricmanager: Option<Pins>,
+    /// The host requirements of the GPUs' NVSwitch generation, installed next to Fabric
+    /// Manager (NVLSM and the InfiniBand management stack on fourth-generation boards).
+    pub nvswitch_host: Vec<NvswitchHost>,
+    /// Kernel modules loaded at every boot (`/etc/modules-load.d`), before Fabric Manager
+    /// starts: the host requirements' (`ib_umad`).
+    pub boot_modules: Vec<String>,
     /// Container Toolkit.
     pub toolkit: Option<Toolkit>,
     /// What `base.sh` holds at the installed version (apt names, dnf specs).
@@ -1314,6 +1321,8 @@ impl PackerPlan {
             nccl: base.nccl,
             dcgm: base.dcgm,
             fabricmanager: base.fabricmanager,
+            nvswitch_host: base.nvswitch_host.clone(),
+            boot_modules: base.boot_modules.clone(),
             toolkit: base.toolkit,
             held: base.held,
             exporter,
