@@ -312,8 +312,11 @@ pub(crate) fn vm_image_name(cpu: &str) -> String {
 }
 
 /// The CPUs of the stack's hosts, sorted: each locked GPU's host CPU (`aarch64` for Grace
-/// systems), from the catalog.
+/// systems), from the catalog; `x86_64` for a spec that names no GPU (an arch list).
 pub(crate) fn host_cpus(cat: &Catalog, gpus: &[String]) -> Vec<String> {
+    if gpus.is_empty() {
+        return vec!["x86_64".into()];
+    }
     let mut cpus: Vec<String> = gpus
         .iter()
         .map(|g| {
@@ -356,10 +359,14 @@ fn vm_images(sel: &mut Sel<'_>, r: &Resolution) {
         let mut f = BTreeMap::new();
         f.insert("os".into(), s(os.id.clone()));
         f.insert("cpu".into(), s(cpu.clone()));
-        let mut because = vec![format!(
-            "the hosts of {} have {cpu} CPUs (catalog/gpus.toml `cpu`)",
-            hosts.join(", ")
-        )];
+        let mut because = vec![if hosts.is_empty() {
+            format!("the spec names no GPU: {cpu} hosts, the default")
+        } else {
+            format!(
+                "the hosts of {} have {cpu} CPUs (catalog/gpus.toml `cpu`)",
+                hosts.join(", ")
+            )
+        }];
         let (version, source) = match os.newest_image(&cpu) {
             Some((rel, img)) => {
                 f.insert("url".into(), s(img.url.clone()));

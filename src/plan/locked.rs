@@ -752,6 +752,9 @@ pub(crate) fn host_cpus(lock: &Lock) -> Vec<String> {
             })
             .collect();
     }
+    if cpus.is_empty() {
+        cpus.push("x86_64".into());
+    }
     cpus.sort();
     cpus.dedup();
     cpus
