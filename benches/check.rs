@@ -66,6 +66,7 @@ fn main() {
             .map(|_| {
                 let t = Instant::now();
                 let r = gpustack::check::check(&gpustack::check::Inputs {
+                    today: None,
                     lock: ("gpustack.lock", &lock),
                     spec: Some(("gpustack.toml", &spec)),
                     catalog: &catalog,

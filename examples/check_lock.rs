@@ -47,6 +47,7 @@ pub(crate) fn run(
         None => None,
     };
     let report = check(&Inputs {
+        today: None,
         lock: (lock_path, &lock_text),
         spec: None,
         catalog: &catalog,

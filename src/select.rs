@@ -292,6 +292,7 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Result<Selection, Error> 
         .map(|p| p.version.clone())
         .ok_or_else(no_driver)?;
     base_image(&mut sel, r);
+    vm_images(&mut sel, r);
     fabric_stack(&mut sel, r);
     tools(&mut sel, r);
     container_toolkit(&mut sel);
@@ -306,6 +307,105 @@ pub(crate) fn select(cat: &Catalog, r: &Resolution) -> Result<Selection, Error> 
     bandwidth_facts(&mut sel, r);
     osu_bandwidth_fact(&mut sel, r);
     Ok(sel.out)
+}
+
+/// The lock's package name of the VM image for hosts with CPU `cpu`.
+pub(crate) fn vm_image_name(cpu: &str) -> String {
+    format!("vm-image-{cpu}")
+}
+
+/// The CPUs of the stack's hosts, sorted: each locked GPU's host CPU (`aarch64` for Grace
+/// systems), from the catalog; `x86_64` for a spec that names no GPU (an arch list).
+pub(crate) fn host_cpus(cat: &Catalog, gpus: &[String]) -> Vec<String> {
+    if gpus.is_empty() {
+        return vec!["x86_64".into()];
+    }
+    let mut cpus: Vec<String> = gpus
+        .iter()
+        .map(|g| {
+            cat.gpu(g)
+                .map_or_else(|| "x86_64".to_string(), |g| g.cpu.clone())
+        })
+        .collect();
+    cpus.sort();
+    cpus.dedup();
+    cpus
+}
+
+/// One `vm-image-<cpu>` package (layer `host`) per CPU of the stack's hosts: the cloud
+/// image a Packer qemu build boots, from the newest release of the lock's OS that has one
+/// for that CPU, with the release's lifecycle dates. Without a catalog image the package
+/// still records the CPU and the OS (the image is then a required Packer variable).
+fn vm_images(sel: &mut Sel<'_>, r: &Resolution) {
+    let cat = sel.cat;
+    let os_id = r.spec.os.clone().or_else(|| {
+        sel.out
+            .packages
+            .iter()
+            .find(|p| p.name == crate::plan::locked::CUDA_IMAGE)
+            .and_then(|p| match p.fields.get("os") {
+                Some(Field::Str(s)) => Some(s.clone()),
+                _ => None,
+            })
+    });
+    let Some(os) = os_id.and_then(|id| cat.os.iter().find(|o| o.id == id)) else {
+        return;
+    };
+    for cpu in host_cpus(cat, &r.spec.gpus) {
+        let hosts: Vec<&str> = r
+            .spec
+            .gpus
+            .iter()
+            .filter(|g| cat.gpu(g).map_or("x86_64", |g| g.cpu.as_str()) == cpu)
+            .map(String::as_str)
+            .collect();
+        let mut f = BTreeMap::new();
+        f.insert("os".into(), s(os.id.clone()));
+        f.insert("cpu".into(), s(cpu.clone()));
+        let mut because = vec![if hosts.is_empty() {
+            format!("the spec names no GPU: {cpu} hosts, the default")
+        } else {
+            format!(
+                "the hosts of {} have {cpu} CPUs (catalog/gpus.toml `cpu`)",
+                hosts.join(", ")
+            )
+        }];
+        let (version, source) = match os.newest_image(&cpu) {
+            Some((rel, img)) => {
+                f.insert("url".into(), s(img.url.clone()));
+                f.insert("sha256".into(), s(img.sha256.clone()));
+                if let Some(d) = &rel.released {
+                    f.insert("released".into(), s(d.clone()));
+                }
+                if let Some(d) = &rel.eol {
+                    f.insert("eol".into(), s(d.clone()));
+                }
+                if let Some(v) = &rel.vault {
+                    f.insert("vault".into(), s(v.clone()));
+                }
+                because.push(format!(
+                    "newest {} release with a dated {cpu} cloud image in the catalog: {}",
+                    os.id, rel.version
+                ));
+                (
+                    rel.version.to_string(),
+                    format!("{} ; {}", img.source, rel.source),
+                )
+            }
+            None => {
+                because.push(format!(
+                    "the catalog has no {cpu} cloud image of {}: the Packer qemu source image is a required variable",
+                    os.id
+                ));
+                (os.id.clone(), os.origin.source.clone())
+            }
+        };
+        let name = vm_image_name(&cpu);
+        sel.push(&name, version, Layer::Host, &os.origin, f, because);
+        if let Some(p) = sel.out.packages.last_mut() {
+            p.source = source;
+        }
+    }
 }
 
 /// The `nvidia/cuda` base image for the locked CUDA release.

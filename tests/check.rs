@@ -834,3 +834,47 @@ fn a_training_command_that_differs_across_targets_is_inconsistent() {
         out.stdout
     );
 }
+
+/// The OS release of the lock's VM images, end of life by the check's date: a warning with
+/// the dates, the day after (not the day before) the catalog's end of standard support.
+#[test]
+fn an_end_of_life_os_release_warns_with_its_dates() {
+    let catalog = gpustack::Catalog::stock().unwrap();
+    let spec = "[stack]\nname = \"old-os\"\nos = \"ubuntu20.04\"\n[hardware]\ngpus = [\"a100\"]\n[components]\ncuda = \"12.4.1\"\n";
+    let lock = gpustack::lock_spec(&catalog, "gpustack.toml", spec)
+        .unwrap()
+        .to_toml();
+    let run = |today: &str| {
+        gpustack::check::check(&gpustack::check::Inputs {
+            lock: ("gpustack.lock", &lock),
+            spec: None,
+            catalog: &catalog,
+            out: None,
+            unusual: &[],
+            hardware: None,
+            pylocks: &Default::default(),
+            today: Some(today),
+        })
+        .unwrap()
+    };
+    let eol = |r: &gpustack::check::Report| {
+        r.findings
+            .iter()
+            .filter(|f| f.code == gpustack::check::Code::EolOs)
+            .map(|f| f.message.clone())
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        eol(&run("2025-05-31")).is_empty(),
+        "May 2025 is still supported"
+    );
+    let found = eol(&run("2025-06-01"));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].contains("ubuntu20.04 20.04")
+            && found[0].contains("end of life 2025-05")
+            && found[0].contains("(2025-06-01)"),
+        "{}",
+        found[0]
+    );
+}

@@ -406,3 +406,145 @@ fn the_multi_platform_outputs_pass_their_linters() {
         }
     }
 }
+
+/// The CPUs one generated project builds for, as each target states them.
+#[derive(Debug, Default)]
+struct Cpus {
+    /// The lock's `vm-image-<cpu>` packages (else its GPUs: Grace is aarch64).
+    lock: Vec<String>,
+    /// The Python closure's platforms (a closed lock).
+    pylock: Vec<String>,
+    /// The bake file's `platforms` (a closed lock), as `uname -m`.
+    bake: Vec<String>,
+    /// Packer's qemu sources, by the image each boots and the emulator it runs.
+    packer: Vec<String>,
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// The CPUs of a project rendered under `out` (`docker/`, `packer/`) from `lock`.
+fn cpus_of(lock: &gpustack::Lock, out: &Path) -> Cpus {
+    let mut c = Cpus {
+        lock: lock
+            .packages
+            .iter()
+            .filter_map(|p| p.name.strip_prefix("vm-image-").map(str::to_string))
+            .collect(),
+        ..Cpus::default()
+    };
+    if c.lock.is_empty() {
+        c.lock = lock
+            .hardware
+            .gpus
+            .iter()
+            .map(|g| {
+                if g.id.starts_with("gh") {
+                    "aarch64"
+                } else {
+                    "x86_64"
+                }
+                .to_string()
+            })
+            .collect();
+    }
+    c.lock = sorted(c.lock);
+    if let Some(p) = &lock.python {
+        c.pylock = sorted(
+            p.files
+                .iter()
+                .map(|f| f.platform.split('-').next().unwrap().to_string())
+                .collect(),
+        );
+    }
+    let bake = std::fs::read_to_string(out.join("docker/docker-bake.hcl")).unwrap_or_default();
+    if let Some(line) = bake
+        .lines()
+        .find(|l| l.trim_start().starts_with("platforms"))
+    {
+        c.bake = sorted(
+            line.split('"')
+                .skip(1)
+                .step_by(2)
+                .map(|p| match p {
+                    "linux/amd64" => "x86_64".to_string(),
+                    "linux/arm64" => "aarch64".to_string(),
+                    other => panic!("bake platform {other}"),
+                })
+                .collect(),
+        );
+    }
+    let build = std::fs::read_to_string(out.join("packer/build.pkr.hcl")).unwrap();
+    let vars = std::fs::read_to_string(out.join("packer/variables.pkr.hcl")).unwrap();
+    for block in build.split("source \"qemu\" ").skip(1) {
+        let block = block.split("\n}\n").next().unwrap();
+        // The image variable's default: Canonical names arm64/amd64, Rocky aarch64/x86_64.
+        let var = block
+            .split("iso_url          = var.")
+            .nth(1)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap();
+        // The emulator: an aarch64 VM is QEMU's `virt` machine booting UEFI.
+        let arm = block.contains("machine_type      = \"virt\"") && block.contains("efi_boot");
+        let by_emulator = if arm { "aarch64" } else { "x86_64" };
+        // The image, when the lock pins one (a lock written before gpustack recorded VM
+        // images leaves it a required variable).
+        let default = vars
+            .split(&format!("variable \"{var}\" {{"))
+            .nth(1)
+            .and_then(|b| b.split("\n}").next())
+            .and_then(|b| b.split("default").nth(1))
+            .and_then(|d| d.split('"').nth(1));
+        if let Some(d) = default {
+            let by_image = if d.contains("arm64") || d.contains("aarch64") {
+                "aarch64"
+            } else {
+                assert!(d.contains("amd64") || d.contains("x86_64"), "{d}");
+                "x86_64"
+            };
+            assert_eq!(
+                by_image, by_emulator,
+                "{var}: {d}: the emulator and the image disagree"
+            );
+        }
+        let by_image = by_emulator;
+        c.packer.push(by_image.to_string());
+    }
+    c.packer = sorted(c.packer);
+    c
+}
+
+/// Decided once, the same everywhere: the VM images Packer boots are for exactly the CPUs
+/// the lock records, and where the lock has a Python closure, its pylock platforms and the
+/// bake file's platforms are those CPUs too, for every example lock and the closed mixed
+/// lock.
+#[test]
+fn every_target_builds_for_the_locks_cpus() {
+    let mut seen_arm = false;
+    let mut seen_mixed = false;
+    let mut check = |name: &str, lock: &gpustack::Lock, out: &Path| {
+        let c = cpus_of(lock, out);
+        assert_eq!(c.packer, c.lock, "{name}: Packer's VM images");
+        if !c.pylock.is_empty() {
+            assert_eq!(c.pylock, c.lock, "{name}: the pylock platforms");
+            assert_eq!(c.bake, c.lock, "{name}: the bake platforms");
+        }
+        seen_arm |= c.lock.iter().any(|x| x == "aarch64");
+        seen_mixed |= c.lock.len() > 1;
+    };
+    for name in example_names() {
+        let out = generate(&name, "all");
+        check(&name, &lock_of(&name), out.parent().unwrap());
+    }
+    let (dir, lock) = rendered("cpus-closed");
+    check(STACK, &lock, &dir.join("out"));
+    assert!(
+        seen_arm && seen_mixed,
+        "the examples cover an aarch64 and a mixed stack"
+    );
+}

@@ -52,11 +52,33 @@ fn packer(tool: &Path, args: &[&str], dir: &Path) -> (i32, String) {
     )
 }
 
-/// A copy of a generated `packer/` directory without `plugins.pkr.hcl`, for Packer 1.6.6.
+/// The qemu source options newer than Packer 1.6.6's built-in qemu builder, which an
+/// aarch64 source uses (packer-plugin-qemu: `efi_boot` and `efi_firmware_*` since 1.0.7,
+/// `cpu_model` since 1.0.9; `plugins.pkr.hcl` asks for it).
+const NEWER_THAN_1_6_6: &[&str] = &[
+    "efi_boot ",
+    "efi_firmware_code ",
+    "efi_firmware_vars ",
+    "cpu_model ",
+];
+
+/// A copy of a generated `packer/` directory without `plugins.pkr.hcl`, for Packer 1.6.6,
+/// and without the qemu options that Packer predates (each must be set in the original).
 fn copy_for_validate(out: &Path, tag: &str) -> PathBuf {
     let dir = tempdir(&format!("packer-validate-{tag}"));
     copy_dir(out, &dir);
     std::fs::remove_file(dir.join("plugins.pkr.hcl")).unwrap();
+    let build = dir.join("build.pkr.hcl");
+    let text = std::fs::read_to_string(&build).unwrap();
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            !NEWER_THAN_1_6_6
+                .iter()
+                .any(|k| l.trim_start().starts_with(k))
+        })
+        .collect();
+    std::fs::write(&build, kept.join("\n") + "\n").unwrap();
     dir
 }
 
@@ -679,7 +701,8 @@ fn toggles_are_dynamic_and_the_name_is_content_addressed() {
             ("aws", "source \"amazon-ebs\" \"gpu\""),
             ("gcp", "source \"googlecompute\" \"gpu\""),
             ("azure", "source \"azure-arm\" \"gpu\""),
-            ("qemu", "source \"qemu\" \"gpu\""),
+            // One qemu source per CPU: `gpu`, or `gpu-<cpu>` with several.
+            ("qemu", "source \"qemu\" \"gpu"),
         ] {
             assert_eq!(
                 build.contains(source),

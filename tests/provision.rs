@@ -382,6 +382,23 @@ fn check(
     }
     let os = os_of(lock);
     let apt = !os.starts_with("rocky");
+    // The kernel is upgraded and booted before anything builds against its headers: the
+    // headers base.sh installs are the running (new) kernel's.
+    let reboot = r.log.find("systemctl reboot");
+    let headers = r.log.find(if apt {
+        "linux-headers-"
+    } else {
+        "kernel-devel-"
+    });
+    match (reboot, headers) {
+        (Some(b), Some(h)) if b < h => {
+            let new = if apt { "linux-headers-6.8.0-2000-fake" } else { "kernel-devel-5.14.0-611.fake" };
+            if !r.log.contains(new) {
+                f.push(format!("{name}: base.sh installed headers of another kernel than the one kernel.sh booted"));
+            }
+        }
+        _ => f.push(format!("{name}: kernel.sh must upgrade the kernel and reboot before base.sh installs its headers")),
+    }
     let (expected, cudnn) = expected_pins(lock, cat, apt);
     let pinned: BTreeSet<Request> = r
         .requests

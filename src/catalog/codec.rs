@@ -369,6 +369,23 @@ codec_struct!(OsWire {
     glibc,
     source,
     note,
+    release,
+    image,
+});
+codec_struct!(OsReleaseWire {
+    version,
+    released,
+    eol,
+    vault,
+    source,
+    note,
+});
+codec_struct!(OsImageWire {
+    release,
+    cpu,
+    url,
+    sha256,
+    source,
 });
 codec_struct!(ReleaseWire {
     version,

@@ -40,8 +40,8 @@ pub use model::{
     CudaRelease, DeepspeedRelease, DeepspeedTorchMinimum, DigestKind, DigestObservation,
     DriverBranch, DriverRelease, EnvVar, ExtraRelease, FileRef, ForwardCompat, Generation, Gpu,
     GpuSupport, Instance, KernelModules, LibRelease, MinorCompat, OpenModules, Origin, OriginInner,
-    Os, Package, PythonRelease, StockIdentity, TargetSet, Tested, TorchBuild, TorchRelease,
-    TorchSource, VllmRelease, WheelPlatform, FABRICS,
+    Os, OsImage, OsRelease, Package, PythonRelease, StockIdentity, TargetSet, Tested, TorchBuild,
+    TorchRelease, TorchSource, VllmRelease, WheelPlatform, FABRICS,
 };
 pub(crate) use validate::valid_id;
 

@@ -379,8 +379,60 @@ pub struct Os {
     pub cuda: VersionReq,
     /// The glibc version it ships, when sourced.
     pub glibc: Option<Version>,
+    /// Its point releases, oldest first.
+    pub releases: Vec<OsRelease>,
+    /// Its cloud images, by release and CPU.
+    pub images: Vec<OsImage>,
     /// Where this comes from.
     pub origin: Origin,
+}
+
+impl Os {
+    /// The newest release with a cloud image for `cpu`, and that image.
+    pub fn newest_image(&self, cpu: &str) -> Option<(&OsRelease, &OsImage)> {
+        self.releases.iter().rev().find_map(|r| {
+            self.images
+                .iter()
+                .find(|i| i.cpu == cpu && i.release == r.version)
+                .map(|i| (r, i))
+        })
+    }
+
+    /// The release after `r`, if the catalog knows one (Rocky: a superseded minor's
+    /// packages move to the vault when its successor ships).
+    pub fn successor(&self, r: &OsRelease) -> Option<&OsRelease> {
+        self.releases.iter().find(|x| x.version > r.version)
+    }
+}
+
+/// A point release of an OS (`[[os.release]]`).
+#[derive(Clone, Debug)]
+pub struct OsRelease {
+    /// `9.7`, `24.04`.
+    pub version: Version,
+    /// `2025-12-01` or `2024-04`.
+    pub released: Option<String>,
+    /// End of life: `2025-11`, `2029-05-31`.
+    pub eol: Option<String>,
+    /// Where its packages and images live once superseded.
+    pub vault: Option<String>,
+    /// Where the dates come from.
+    pub source: String,
+}
+
+/// A dated cloud image of an OS release for one CPU (`[[os.image]]`).
+#[derive(Clone, Debug)]
+pub struct OsImage {
+    /// `9.7`.
+    pub release: Version,
+    /// `x86_64`, `aarch64`.
+    pub cpu: String,
+    /// The image.
+    pub url: String,
+    /// Its sha256 (hex).
+    pub sha256: String,
+    /// Where the URL and digest come from.
+    pub source: String,
 }
 
 /// A Python release.

@@ -403,11 +403,14 @@ fn gpu_facts(v: &mut V<'_>, c: &mut Catalog, l: GpuFacts) {
     for (_, (os, o)) in l.os {
         v.source(&o);
         let glibc = os.glibc.as_deref().and_then(|s| v.version(&o, "glibc", s));
+        let (releases, images) = os_releases(v, &o, &os);
         if let Some(req) = v.req(&o, "cuda", &os.cuda) {
             c.os.push(Os {
                 id: os.id.clone(),
                 cuda: req,
                 glibc,
+                releases,
+                images,
                 origin: o,
             });
         }
@@ -982,4 +985,126 @@ fn target_overlaps(v: &mut V<'_>, c: &Catalog) {
             );
         }
     }
+}
+
+/// An OS's `[[os.release]]` (dates `YYYY-MM-DD` or `YYYY-MM`, a vault https URL, a source,
+/// sorted oldest first, no duplicates) and `[[os.image]]` entries (a known release, CPU
+/// `x86_64` or `aarch64`, one image per release and CPU, an https URL that names a dated
+/// image, a hex sha256, an https source).
+fn os_releases(v: &mut V<'_>, o: &Origin, os: &OsWire) -> (Vec<OsRelease>, Vec<OsImage>) {
+    use super::validate::is_date;
+    let id = &os.id;
+    let month_or_day = |d: &str| is_date(d) || is_date(&format!("{d}-01"));
+    let mut releases: Vec<OsRelease> = Vec::new();
+    for r in &os.release {
+        let Some(version) = v.version(o, "os.release version", &r.version) else {
+            continue;
+        };
+        for (what, d) in [("released", &r.released), ("eol", &r.eol)] {
+            if let Some(d) = d.as_deref().filter(|d| !month_or_day(d)) {
+                v.fail(
+                    o,
+                    format!("{id} {version}: `{what} = \"{d}\"` is not a date (`YYYY-MM-DD` or `YYYY-MM`)"),
+                );
+            }
+        }
+        if let Some(u) = r
+            .vault
+            .as_deref()
+            .filter(|u| !u.starts_with("https://") || !safe_url(u))
+        {
+            v.fail(
+                o,
+                format!("{id} {version}: vault `{u}` is not an https URL"),
+            );
+        }
+        if r.source.trim().is_empty() || r.source.chars().any(char::is_control) {
+            v.fail(
+                o,
+                format!("{id} {version}: every release needs a source on one line"),
+            );
+        }
+        if releases.iter().any(|x| x.version == version) {
+            v.fail(o, format!("{id}: release {version} is listed twice"));
+            continue;
+        }
+        releases.push(OsRelease {
+            version,
+            released: r.released.clone(),
+            eol: r.eol.clone(),
+            vault: r.vault.clone(),
+            source: r.source.clone(),
+        });
+    }
+    releases.sort_by(|a, b| a.version.cmp(&b.version));
+    let mut images: Vec<OsImage> = Vec::new();
+    for i in &os.image {
+        let Some(release) = v.version(o, "os.image release", &i.release) else {
+            continue;
+        };
+        if !releases.iter().any(|r| r.version == release) {
+            v.fail(
+                o,
+                format!("{id}: image of release {release}, which has no `[[os.release]]`"),
+            );
+        }
+        if !matches!(i.cpu.as_str(), "x86_64" | "aarch64") {
+            v.fail(
+                o,
+                format!(
+                    "{id} {release}: image CPU `{}` is not `x86_64` or `aarch64`",
+                    i.cpu
+                ),
+            );
+        }
+        if !i.url.starts_with("https://") || !safe_url(&i.url) {
+            v.fail(
+                o,
+                format!("{id} {release}: image URL `{}` is not an https URL", i.url),
+            );
+        }
+        // A moving name (`release/`, `latest`) would change under the digest.
+        if i.url.contains("/release/") || i.url.contains("latest") {
+            v.fail(
+                o,
+                format!(
+                    "{id} {release}: image URL `{}` names a moving image, not a dated one",
+                    i.url
+                ),
+            );
+        }
+        if !is_sha256_hex(&i.sha256) {
+            v.fail(
+                o,
+                format!(
+                    "{id} {release} {}: image sha256 must be 64 lowercase hex digits",
+                    i.cpu
+                ),
+            );
+        }
+        if !i.source.starts_with("https://") || i.source.chars().any(char::is_control) {
+            v.fail(
+                o,
+                format!(
+                    "{id} {release} {}: image source must be an https URL on one line",
+                    i.cpu
+                ),
+            );
+        }
+        if images
+            .iter()
+            .any(|x| x.release == release && x.cpu == i.cpu)
+        {
+            v.fail(o, format!("{id} {release}: two images for {}", i.cpu));
+            continue;
+        }
+        images.push(OsImage {
+            release,
+            cpu: i.cpu.clone(),
+            url: i.url.clone(),
+            sha256: i.sha256.clone(),
+            source: i.source.clone(),
+        });
+    }
+    (releases, images)
 }

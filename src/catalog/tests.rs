@@ -599,3 +599,71 @@ fn torch_source_pins_and_compiler_rows_are_validated() {
         assert!(d.iter().any(|d| d.message.contains(want)), "{want}: {d:?}");
     }
 }
+
+/// `[[os.release]]` and `[[os.image]]`: the stock entries give every OS an image per CPU
+/// of its newest release; broken entries are refused at the OS's line.
+#[test]
+fn os_releases_and_images_are_validated() {
+    let stock = Catalog::stock().unwrap();
+    for os in &stock.os {
+        for cpu in ["x86_64", "aarch64"] {
+            let (r, i) = os
+                .newest_image(cpu)
+                .unwrap_or_else(|| panic!("{} {cpu}", os.id));
+            assert_eq!(i.release, r.version);
+            assert!(
+                i.url
+                    .contains(if cpu == "aarch64" { "arm64" } else { "amd64" })
+                    || i.url.contains(cpu),
+                "{}",
+                i.url
+            );
+        }
+    }
+    let rocky = stock.os.iter().find(|o| o.id == "rockylinux9").unwrap();
+    let (newest, _) = rocky.newest_image("x86_64").unwrap();
+    assert_eq!(newest.version.to_string(), "9.8");
+    let head = "family = \"os\"\n[[os]]\nid = \"ubuntu24.04\"\ncuda = \">=12.5.1, <14\"\nsource = \"test\"\n[[os.release]]\nversion = \"24.04\"\nreleased = \"2024-04\"\nsource = \"test\"\n";
+    let image = |url: &str, sha: &str, release: &str, cpu: &str| {
+        format!("{head}[[os.image]]\nrelease = \"{release}\"\ncpu = \"{cpu}\"\nurl = \"{url}\"\nsha256 = \"{sha}\"\nsource = \"https://example.com/x\"\n")
+    };
+    let hex = "a".repeat(64);
+    let good = "https://cloud-images.ubuntu.com/releases/noble/release-20260705/x.img";
+    let cases = [
+        (
+            image(good, "ABC", "24.04", "x86_64"),
+            "sha256 must be 64 lowercase hex",
+        ),
+        (
+            image(good, &hex, "26.04", "x86_64"),
+            "has no `[[os.release]]`",
+        ),
+        (
+            image(good, &hex, "24.04", "riscv64"),
+            "is not `x86_64` or `aarch64`",
+        ),
+        (
+            image(
+                "https://cloud-images.ubuntu.com/releases/noble/release/x.img",
+                &hex,
+                "24.04",
+                "x86_64",
+            ),
+            "moving image",
+        ),
+        (head.replace("2024-04", "April 2024"), "is not a date"),
+    ];
+    for (text, want) in cases {
+        let e = Catalog::from_layers(&[
+            STOCK
+                .iter()
+                .map(|(p, t)| (p.to_string(), t.to_string()))
+                .collect(),
+            vec![("overlay/os.toml".to_string(), text.clone())],
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(want), "{text}\n---\n{e}");
+        assert!(e.contains("overlay/os.toml:"), "{e}");
+    }
+}

@@ -299,6 +299,50 @@ pub(crate) struct OsWire {
     pub(crate) source: String,
     #[serde(default)]
     pub(crate) note: Option<String>,
+    /// `[[os.release]]`: the point releases (Rocky minors; one per Ubuntu LTS) with their
+    /// lifecycle dates.
+    #[serde(default)]
+    pub(crate) release: Vec<OsReleaseWire>,
+    /// `[[os.image]]`: the cloud images (qcow2 with cloud-init) of a release, per CPU.
+    #[serde(default)]
+    pub(crate) image: Vec<OsImageWire>,
+}
+
+/// `[[os.release]]` in `os.toml`: one point release of an OS and its lifecycle.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OsReleaseWire {
+    /// `9.7`, `24.04`.
+    pub(crate) version: String,
+    /// First general availability: `2025-12-01` (or `2024-04`, a month).
+    #[serde(default)]
+    pub(crate) released: Option<String>,
+    /// End of life (Rocky: the next minor's release; Ubuntu: end of standard support):
+    /// `2025-11` or `2029-05-31`.
+    #[serde(default)]
+    pub(crate) eol: Option<String>,
+    /// Where the release's packages and images live once it is superseded:
+    /// `https://dl.rockylinux.org/vault/rocky/9.7/`.
+    #[serde(default)]
+    pub(crate) vault: Option<String>,
+    pub(crate) source: String,
+    #[serde(default)]
+    pub(crate) note: Option<String>,
+}
+
+/// `[[os.image]]` in `os.toml`: a dated cloud image of one release for one CPU.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OsImageWire {
+    /// The `[[os.release]]` it belongs to: `9.7`.
+    pub(crate) release: String,
+    /// `x86_64` or `aarch64`.
+    pub(crate) cpu: String,
+    /// A dated image (never a moving `latest`/`release` name).
+    pub(crate) url: String,
+    /// Its sha256 (hex), as its publisher lists it beside the image.
+    pub(crate) sha256: String,
+    pub(crate) source: String,
 }
 
 /// `[[release]]`, shared by the version-list families. Fields a family does not use are

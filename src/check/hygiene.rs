@@ -126,3 +126,65 @@ pub(super) fn hygiene(lock: &Lock, file: &str, text: &str, f: &mut Vec<Finding>)
         }
     }
 }
+
+/// Whether an end-of-life date (`YYYY-MM-DD`, or `YYYY-MM`: some time in that month) has
+/// passed on `today` (`YYYY-MM-DD`): a day on that day, a month once the month is over.
+fn reached(eol: &str, today: &str) -> bool {
+    if eol.len() == 7 {
+        today.get(..7).is_some_and(|m| m > eol)
+    } else {
+        today >= eol
+    }
+}
+
+/// The OS release the lock's VM images boot, when it is end of life on `today`: one
+/// warning per release, with the dates and, for a Rocky minor, where its packages went.
+pub(super) fn eol_os(lock: &Lock, file: &str, text: &str, today: &str, f: &mut Vec<Finding>) {
+    let mut seen: Vec<(String, String)> = Vec::new();
+    for p in lock
+        .packages
+        .iter()
+        .filter(|p| p.name.starts_with("vm-image-"))
+    {
+        let (Some(os), Some(eol)) = (p.get("os"), p.get("eol")) else {
+            continue;
+        };
+        if !reached(eol, today) || seen.contains(&(os.to_string(), p.version.clone())) {
+            continue;
+        }
+        seen.push((os.to_string(), p.version.clone()));
+        let vault = p
+            .get("vault")
+            .map(|v| format!("; its packages and images move to {v}"))
+            .unwrap_or_default();
+        f.push(
+            Finding::new(
+                Code::EolOs,
+                format!(
+                    "{os} {} (the VM images' OS{}) reached end of life {eol}, before today ({today}): no more updates{vault}",
+                    p.version,
+                    p.get("released")
+                        .map(|r| format!(", released {r}"))
+                        .unwrap_or_default()
+                ),
+            )
+            .at(file, line_of(text, &format!("name = \"{}\"", p.name)))
+            .about(&p.name)
+            .source(&p.source)
+            .hint("re-lock (`gpustack lock`) to take the catalog's current release, or move `[stack].os` to a supported one; to keep it, acknowledge it with a reason in the spec's `[check].allow`"),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reached;
+
+    #[test]
+    fn end_of_life_by_day_and_by_month() {
+        assert!(!reached("2025-11", "2025-11-30"));
+        assert!(reached("2025-11", "2025-12-01"));
+        assert!(!reached("2029-05-31", "2029-05-30"));
+        assert!(reached("2029-05-31", "2029-05-31"));
+    }
+}

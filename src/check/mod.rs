@@ -10,7 +10,7 @@
 //! | drift | `--out` | [`Code::Drift`]: a generated file differs from what the lock renders now, is missing, or is extra; [`Code::OtherLock`]: a target was generated from another lock |
 //! | consistency | `--out` | [`Code::InconsistentDriver`], [`Code::InconsistentImage`], [`Code::InconsistentEnv`], [`Code::InconsistentCommand`]: values read back from the generated files themselves disagree across targets |
 //! | hardware | `--hardware` | [`Code::DriverTooOld`], [`Code::ArchNotCovered`], [`Code::TorchArchNotBuilt`], [`Code::GpuNotLocked`] |
-//! | hygiene | the lock | warnings: [`Code::Unpinned`], [`Code::EolDriver`], [`Code::UnsafeVersion`] |
+//! | hygiene | the lock (and the date) | warnings: [`Code::Unpinned`], [`Code::EolDriver`], [`Code::EolOs`], [`Code::UnsafeVersion`] |
 //! | acknowledgements | the spec's `[check].allow` ([`Allowance`]) | [`Code::UnusedAllow`]: an entry that matches no finding ([`Report::apply`]) |
 //!
 //! Consistency is read back from the files, not recomputed from the lock: it holds even for
@@ -66,6 +66,9 @@ pub struct Inputs<'a> {
     /// The `pylock.*.toml` files beside the lock, by file name, as read (a closed lock's
     /// Python closure; empty otherwise). Each must match the digest the lock records.
     pub pylocks: &'a BTreeMap<String, String>,
+    /// The date end-of-life dates are compared with, `YYYY-MM-DD` (the CLI's `--today`, else
+    /// today in UTC); `None` leaves the date-dependent warnings out.
+    pub today: Option<&'a str>,
 }
 
 /// Runs every check the inputs allow.
@@ -83,6 +86,7 @@ pub struct Inputs<'a> {
 ///     hardware: None,
 ///     unusual: &[],
 ///     pylocks: &Default::default(),
+///     today: Some("2026-01-01"),
 /// })?;
 /// assert_eq!(report.errors(), 0);
 /// # Ok::<(), gpustack::Error>(())
@@ -102,6 +106,9 @@ pub fn check(inputs: &Inputs<'_>) -> Result<Report, Error> {
     integrity(&lock, lock_file, lock_text, f);
     let closure_read = pylocks(&mut lock, lock_file, lock_text, inputs.pylocks, f);
     hygiene(&lock, lock_file, lock_text, f);
+    if let Some(today) = inputs.today {
+        hygiene::eol_os(&lock, lock_file, lock_text, today, f);
+    }
     match inputs.spec {
         Some((spec_file, spec_text)) => {
             report.checked.push("staleness");

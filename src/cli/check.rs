@@ -38,9 +38,29 @@ pub(crate) struct Args {
     /// digest for)
     #[arg(long)]
     pedantic: bool,
+    /// The date end-of-life warnings compare with (`YYYY-MM-DD`; default: today, UTC)
+    #[arg(long, value_name = "DATE", value_parser = date)]
+    today: Option<String>,
     /// Leave out findings with this code (repeatable), e.g. `--allow eol-driver`
     #[arg(long = "allow", value_name = "CODE", value_parser = clap::builder::PossibleValuesParser::new(gpustack::check::Code::ALL.map(gpustack::check::Code::name)))]
     allow: Vec<String>,
+}
+
+/// `--today`: a `YYYY-MM-DD` date.
+fn date(s: &str) -> Result<String, String> {
+    let ok = s.len() == 10
+        && s.bytes().enumerate().all(|(i, b)| {
+            if i == 4 || i == 7 {
+                b == b'-'
+            } else {
+                b.is_ascii_digit()
+            }
+        });
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!("`{s}` is not a date `YYYY-MM-DD`"))
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -66,7 +86,9 @@ pub(crate) fn run(args: Args, verbose: bool) -> Result<u8, Error> {
     let (tree, foreign) = out_tree(&args, &lock_shown, &lock_text)?;
     let hw = hardware(&args, &catalog)?;
     let pylocks = pylocks(&args.lock, &lock_shown, &lock_text);
+    let today = Some(args.today.clone().unwrap_or_else(gpustack::import::today));
     let mut report = gpustack::check::check(&gpustack::check::Inputs {
+        today: today.as_deref(),
         pylocks: &pylocks,
         lock: (&lock_shown, &lock_text),
         spec: spec_text.as_ref().map(|(p, t)| (p.as_str(), t.as_str())),

@@ -736,3 +736,64 @@ mod tests {
         assert_eq!(p.by_version(), None);
     }
 }
+
+/// The cloud image a VM of one CPU boots (the lock's `vm-image-<cpu>` package).
+#[derive(Clone, Debug)]
+pub(crate) struct VmImage {
+    /// `x86_64`, `aarch64`.
+    pub(crate) cpu: String,
+    /// `rockylinux9`.
+    pub(crate) os: String,
+    /// The OS release: `9.8`, `24.04` (the OS id when the catalog had no image).
+    pub(crate) release: String,
+    /// The dated image and its sha256 (hex), when the catalog has one.
+    pub(crate) url: Option<String>,
+    pub(crate) sha256: Option<String>,
+    /// Where the image and digest come from.
+    pub(crate) source: String,
+}
+
+/// The lock's VM images, one per CPU of the stack's hosts, in the lock's (CPU) order.
+/// Empty for a lock written before gpustack recorded them.
+pub(crate) fn vm_images(lock: &Lock) -> Vec<VmImage> {
+    lock.packages
+        .iter()
+        .filter(|p| p.name.starts_with("vm-image-"))
+        .filter_map(|p| {
+            Some(VmImage {
+                cpu: p.get("cpu")?.to_string(),
+                os: p.get("os")?.to_string(),
+                release: p.version.clone(),
+                url: p.get("url").map(str::to_string),
+                sha256: p.get("sha256").map(str::to_string),
+                source: p.source.clone(),
+            })
+        })
+        .collect()
+}
+
+/// The CPUs of the stack's hosts (`uname -m`), sorted: the lock's VM images', else (a lock
+/// written before they were recorded) `aarch64` for Grace GPUs and `x86_64` for the others.
+pub(crate) fn host_cpus(lock: &Lock) -> Vec<String> {
+    let mut cpus: Vec<String> = vm_images(lock).into_iter().map(|i| i.cpu).collect();
+    if cpus.is_empty() {
+        cpus = lock
+            .hardware
+            .gpus
+            .iter()
+            .map(|g| {
+                if crate::select::grace_host([g.id.as_str()]) {
+                    "aarch64".to_string()
+                } else {
+                    "x86_64".to_string()
+                }
+            })
+            .collect();
+    }
+    if cpus.is_empty() {
+        cpus.push("x86_64".into());
+    }
+    cpus.sort();
+    cpus.dedup();
+    cpus
+}

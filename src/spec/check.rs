@@ -50,6 +50,8 @@ pub enum Code {
     Unpinned,
     /// The locked driver's branch is end of life.
     EolDriver,
+    /// The OS release the lock's VM images boot is end of life (as of the check's date).
+    EolOs,
     /// A locked version has a known security problem.
     UnsafeVersion,
     /// An entry of the spec's `[check].allow` matched no finding: the acknowledgement is
@@ -77,13 +79,14 @@ impl Code {
             Code::GpuNotLocked => "gpu-not-locked",
             Code::Unpinned => "unpinned",
             Code::EolDriver => "eol-driver",
+            Code::EolOs => "eol-os",
             Code::UnsafeVersion => "unsafe-version",
             Code::UnusedAllow => "unused-allow",
         }
     }
 
     /// Every code, in report order.
-    pub const ALL: [Code; 18] = [
+    pub const ALL: [Code; 19] = [
         Code::TamperedLock,
         Code::StaleSpec,
         Code::StaleCatalog,
@@ -100,6 +103,7 @@ impl Code {
         Code::GpuNotLocked,
         Code::Unpinned,
         Code::EolDriver,
+        Code::EolOs,
         Code::UnsafeVersion,
         Code::UnusedAllow,
     ];
@@ -115,6 +119,7 @@ impl Code {
             Code::GpuNotLocked
             | Code::Unpinned
             | Code::EolDriver
+            | Code::EolOs
             | Code::UnsafeVersion
             | Code::UnusedAllow
             | Code::DriverOlderThanLocked => Severity::Warning,
@@ -145,7 +150,11 @@ impl Code {
             | Code::ArchNotCovered
             | Code::TorchArchNotBuilt
             | Code::GpuNotLocked => "hardware",
-            Code::Unpinned | Code::EolDriver | Code::UnsafeVersion | Code::UnusedAllow => "hygiene",
+            Code::Unpinned
+            | Code::EolDriver
+            | Code::EolOs
+            | Code::UnsafeVersion
+            | Code::UnusedAllow => "hygiene",
         }
     }
 }

@@ -51,6 +51,12 @@ const IMAGE_NAME_MAX: usize = 63 - 22;
 /// with room for models to be pulled later).
 const DISK_SIZE_GB: u32 = 200;
 
+/// AAVMF, the UEFI firmware of QEMU's aarch64 `virt` machine, where Debian and Ubuntu's
+/// `qemu-efi-aarch64` package installs it
+/// (<https://packages.ubuntu.com/noble/all/qemu-efi-aarch64/filelist>).
+const AAVMF_CODE: &str = "/usr/share/AAVMF/AAVMF_CODE.fd";
+const AAVMF_VARS: &str = "/usr/share/AAVMF/AAVMF_VARS.fd";
+
 /// The SSH user and password of the qemu build VM, set by `cloud-init/user-data`; the
 /// account is locked at the end of the build and removed on the image's first boot.
 const QEMU_USER: &str = "packer";
@@ -122,6 +128,23 @@ pub struct Provisioner {
     pub toggle: Option<String>,
     /// Environment from Packer variables.
     pub env: Vec<ScriptEnv>,
+    /// The script reboots the VM: Packer's `expect_disconnect`.
+    pub expect_disconnect: bool,
+    /// Packer's `pause_before`: the wait after a reboot before this one connects.
+    pub pause_before: Option<String>,
+}
+
+/// A qemu source: one per CPU of the stack's hosts.
+#[derive(Clone, Debug, Serialize)]
+pub struct QemuSource {
+    /// The source's name: `gpu`, or `gpu-aarch64` in a stack with several CPUs.
+    pub name: String,
+    /// `x86_64`, `aarch64`.
+    pub cpu: String,
+    /// The suffix of its own variables: empty, or `_aarch64` with several CPUs.
+    pub var: String,
+    /// An aarch64 VM: `qemu-system-aarch64`, `-machine virt`, UEFI firmware (AAVMF).
+    pub arm: bool,
 }
 
 /// A layer installed into the image, for the image name and the manifest.
@@ -274,6 +297,10 @@ pub struct PackerPlan {
     pub clouds: Vec<String>,
     /// `source.amazon-ebs.gpu`, ….
     pub sources: Vec<String>,
+    /// The qemu sources, one per CPU of the stack's hosts (empty without qemu).
+    pub qemu: Vec<QemuSource>,
+    /// The CPUs of the stack's hosts (`uname -m`), from the lock.
+    pub cpus: Vec<String>,
     /// Variables, grouped.
     pub groups: Vec<VarGroup>,
     /// Values of `example.pkrvars.hcl`.
@@ -369,7 +396,7 @@ struct OsImages {
     aws_user: &'static str,
     gcp_family: &'static str,
     gcp_project: &'static str,
-    azure: [&'static str; 3],
+    azure: Option<[&'static str; 3]>,
 }
 
 /// The hash of the site values a VM image's profile carries ([`PackerPlan::site_hash`]).
@@ -385,42 +412,28 @@ fn site_hash(site_env: &[crate::plan::EnvVar]) -> Option<String> {
     Some(format!("sha256:{}", crate::catalog::hex(&h.finalize())))
 }
 
-/// A qemu cloud image pinned to a dated release: (URL, `sha256:<hex>`, source).
-type QemuImage = (&'static str, &'static str, &'static str);
-
-/// The qemu cloud image of an OS release: a dated release directory (never the moving
-/// `release/` or `latest` one), with the sha256 its publisher lists beside it. The values
-/// are those lima-vm/lima pins in its templates; Canonical's `SHA256SUMS` and Rocky's
-/// `CHECKSUM` in the same directory publish them. Canonical removes dated releases after a
-/// while: set `qemu_source_image_url` and `qemu_source_image_checksum` to a newer one then.
-fn qemu_image(os: &str) -> Option<QemuImage> {
-    Some(match os {
-        "ubuntu20.04" => (
-            "https://cloud-images.ubuntu.com/releases/focal/release-20250429/ubuntu-20.04-server-cloudimg-amd64.img",
-            "sha256:d8099fc706ba63de95e1e3657a019ce46c4e8eface838319138d1a18f274ddb4",
-            "https://cloud-images.ubuntu.com/releases/focal/release-20250429/SHA256SUMS (as pinned by lima-vm/lima templates/_images/ubuntu-20.04.yaml)",
-        ),
-        "ubuntu22.04" => (
-            "https://cloud-images.ubuntu.com/releases/jammy/release-20250516/ubuntu-22.04-server-cloudimg-amd64.img",
-            "sha256:a037d6d0299171ba62019f3c3f895eb902c271f8e9676cfe0f22e38070344579",
-            "https://cloud-images.ubuntu.com/releases/jammy/release-20250516/SHA256SUMS (as pinned by lima-vm/lima templates/_images/ubuntu-22.04.yaml)",
-        ),
-        "ubuntu24.04" => (
-            "https://cloud-images.ubuntu.com/releases/noble/release-20250430/ubuntu-24.04-server-cloudimg-amd64.img",
-            "sha256:bc471ca49de03b5129c65b70f9862b7f4b5e721622fd34ade78132f6f7999e2d",
-            "https://cloud-images.ubuntu.com/releases/noble/release-20250430/SHA256SUMS (as pinned by lima-vm/lima templates/_images/ubuntu-24.04.yaml)",
-        ),
-        "rockylinux8" => (
-            "https://dl.rockylinux.org/pub/rocky/8.10/images/x86_64/Rocky-8-GenericCloud-Base-8.10-20240528.0.x86_64.qcow2",
-            "sha256:e56066c58606191e96184de9a9183a3af33c59bcbd8740d8b10ca054a7a89c14",
-            "https://dl.rockylinux.org/pub/rocky/8.10/images/x86_64/CHECKSUM (as pinned by lima-vm/lima templates/_images/rocky-8.yaml)",
-        ),
-        "rockylinux9" => (
-            "https://dl.rockylinux.org/pub/rocky/9.6/images/x86_64/Rocky-9-GenericCloud-Base-9.6-20250531.0.x86_64.qcow2",
-            "sha256:2c72815bb83cadccbede4704780e9b52033722db8a45c3fb02130aa380690a3d",
-            "https://dl.rockylinux.org/pub/rocky/9.6/images/x86_64/CHECKSUM (as pinned by lima-vm/lima templates/_images/rocky-9.yaml)",
-        ),
-        _ => return None,
+/// The public images of an OS release for hosts with CPU `cpu`. Canonical names its arm64
+/// AMIs and GCP families as the amd64 ones with `arm64` for `amd64` (and GCP's pre-24.04
+/// families with `-arm64` appended); gpustack knows no sourced arm64 Azure SKU, so on Grace
+/// the Azure image is required.
+fn os_images_for(os: &str, cpu: &str) -> Option<OsImages> {
+    let i = os_images(os)?;
+    if cpu != "aarch64" {
+        return Some(i);
+    }
+    let arm = |s: &str| -> &'static str {
+        let t = if s.contains("amd64") {
+            s.replace("amd64", "arm64")
+        } else {
+            format!("{s}-arm64")
+        };
+        Box::leak(t.into_boxed_str())
+    };
+    Some(OsImages {
+        aws_ami_name: arm(i.aws_ami_name),
+        gcp_family: arm(i.gcp_family),
+        azure: None,
+        ..i
     })
 }
 
@@ -431,7 +444,7 @@ fn os_images(os: &str) -> Option<OsImages> {
         aws_user: "ubuntu",
         gcp_family,
         gcp_project: "ubuntu-os-cloud",
-        azure,
+        azure: Some(azure),
     };
     match os {
         "ubuntu20.04" => Some(ubuntu(
@@ -523,6 +536,9 @@ struct VarCtx<'a> {
     host: &'a HostPlan,
     os: &'a str,
     images: Option<OsImages>,
+    cpus: Vec<String>,
+    qemu: Vec<QemuSource>,
+    vm_images: Vec<locked::VmImage>,
     gpu: String,
     inference: bool,
     training: bool,
@@ -704,7 +720,7 @@ impl VarCtx<'_> {
         // AMI the publisher released last. gpustack knows no sourced exact name.
         v.add("aws_source_ami_name", "string", None, format!(
                 "Required: the exact name of the source AMI (no wildcards), one release of {}; gpustack records no AMI name it could cite, and never lets AWS pick the newest (`most_recent`). `aws ec2 describe-images --owners <aws_source_ami_owner> --filters Name=name,Values=<pattern>` lists the dated names.",
-                i.map_or_else(|| os.to_string(), |i| format!("`{}` ({os} for amd64; the lock records no CPU architecture, use the arm64 name on Grace systems)", i.aws_ami_name))
+                i.map_or_else(|| os.to_string(), |i| format!("`{}` ({os} for {}, the CPU of the lock's hosts)", i.aws_ami_name, self.cpus.join(", ")))
             ));
         self.image(
             v,
@@ -813,37 +829,61 @@ impl VarCtx<'_> {
         self.image(
             v,
             "azure_image_publisher",
-            i.map(|i| i.azure[0]),
+            i.and_then(|i| i.azure).map(|a| a[0]),
             format!("Marketplace image of {os}: publisher."),
         );
         self.image(
             v,
             "azure_image_offer",
-            i.map(|i| i.azure[1]),
+            i.and_then(|i| i.azure).map(|a| a[1]),
             "Marketplace image: offer.".into(),
         );
         self.image(
             v,
             "azure_image_sku",
-            i.map(|i| i.azure[2]),
+            i.and_then(|i| i.azure).map(|a| a[2]),
             "Marketplace image: SKU (generation 2).".into(),
         );
         v.add("azure_image_version", "string", None, "Required: the exact Marketplace image version (not `latest`, which moves); gpustack records none it could cite. `az vm image list --publisher <publisher> --offer <offer> --sku <sku> --all` lists them.".into());
     }
 
-    /// QEMU: the cloud image the build VM boots and its size.
+    /// QEMU: per source (one per CPU), the cloud image the build VM boots, the
+    /// accelerator and, on aarch64, the emulator, CPU model and UEFI firmware; then the
+    /// VM's size.
     fn qemu_vars(&self, v: &mut Vars) {
         let os = self.os;
         v.group("qemu");
-        let q = qemu_image(os);
-        self.image(v, "qemu_source_image_url", q.map(|q| q.0), format!("Cloud image (qcow2, with cloud-init) of {os} the build VM boots, amd64 (the lock records no CPU architecture): a dated release, never the moving one. Published with its checksum at {}.", q.map_or("(none known)", |q| q.2)));
-        self.image(v, "qemu_source_image_checksum", q.map(|q| q.1), "sha256 of the cloud image, as its publisher lists it beside the image (`sha256:<hex>`); Packer checks the download against it, offline.".into());
-        v.add(
-            "qemu_accelerator",
-            "string",
-            Some("kvm"),
-            "QEMU accelerator: kvm, or tcg where the build host has no KVM.".into(),
-        );
+        for q in &self.qemu {
+            let img = self.vm_images.iter().find(|i| i.cpu == q.cpu);
+            let pinned = img.and_then(|i| Some((i.url.as_deref()?, i.sha256.as_deref()?, i)));
+            let n = |base: &str| format!("{base}{}", q.var);
+            let checksum = pinned.map(|(_, h, _)| format!("sha256:{h}"));
+            self.image(v, &n("qemu_source_image_url"), pinned.map(|(u, _, _)| u), format!(
+                "Cloud image (qcow2, with cloud-init) of {os} the {} build VM boots: a dated release, never the moving one; from the lock ({} {}: {}).",
+                q.cpu,
+                img.map_or(os, |i| i.os.as_str()),
+                img.map_or("", |i| i.release.as_str()),
+                pinned.map_or("no image in the catalog", |(_, _, i)| i.source.as_str()),
+            ));
+            self.image(v, &n("qemu_source_image_checksum"), checksum.as_deref(), "sha256 of the cloud image, as its publisher lists it beside the image (`sha256:<hex>`); Packer checks the download against it, offline.".into());
+            v.add(
+                &n("qemu_accelerator"),
+                "string",
+                Some("kvm"),
+                format!("QEMU accelerator of the {} VM: kvm on a build host with that CPU, tcg (emulation, slow) elsewhere.", q.cpu),
+            );
+            if q.arm {
+                v.add(
+                    &n("qemu_binary"),
+                    "string",
+                    Some("qemu-system-aarch64"),
+                    "QEMU emulator of the aarch64 VM (packer-plugin-qemu `qemu_binary`).".into(),
+                );
+                v.add(&n("qemu_cpu_model"), "string", Some("host"), "CPU model of the aarch64 VM (`cpu_model`, QEMU's `-cpu`): host with kvm; max with tcg. The `virt` machine's default CPU is 32-bit.".into());
+                v.add(&n("qemu_efi_firmware_code"), "string", Some(AAVMF_CODE), "UEFI firmware of the aarch64 VM, code part (`efi_firmware_code`): AAVMF from Debian/Ubuntu's qemu-efi-aarch64 package.".into());
+                v.add(&n("qemu_efi_firmware_vars"), "string", Some(AAVMF_VARS), "UEFI variable store template of the aarch64 VM (`efi_firmware_vars`); Packer copies it into the output directory.".into());
+            }
+        }
         v.add(
             "qemu_memory_mb",
             "number",
@@ -990,11 +1030,16 @@ fn provisioner(
         title: title.into(),
         toggle: toggle.map(str::to_string),
         env,
+        expect_disconnect: false,
+        pause_before: None,
     }
 }
 
-/// The Packer plugins of the clouds built for.
-fn plugins(clouds: &[Cloud]) -> Vec<Plugin> {
+/// The Packer plugins of the clouds built for. An aarch64 qemu source needs
+/// packer-plugin-qemu 1.0.9 or newer: `efi_boot` and `efi_firmware_*` came in 1.0.7,
+/// `cpu_model` in 1.0.9 (<https://github.com/hashicorp/packer-plugin-qemu>, commits
+/// 4076d6d and 946d4e5).
+fn plugins(clouds: &[Cloud], arm: bool) -> Vec<Plugin> {
     clouds
         .iter()
         .map(|c| {
@@ -1007,26 +1052,71 @@ fn plugins(clouds: &[Cloud]) -> Vec<Plugin> {
             Plugin {
                 name: name.into(),
                 source: format!("github.com/hashicorp/{name}"),
-                version: ">= 1.0.0".into(),
+                version: if arm && *c == Cloud::Qemu {
+                    ">= 1.0.9"
+                } else {
+                    ">= 1.0.0"
+                }
+                .into(),
             }
         })
         .collect()
 }
 
-/// The build's sources, one per cloud.
-fn sources(clouds: &[Cloud]) -> Vec<String> {
-    clouds
-        .iter()
-        .map(|c| {
-            match c {
-                Cloud::Aws => "source.amazon-ebs.gpu",
-                Cloud::Gcp => "source.googlecompute.gpu",
-                Cloud::Azure => "source.azure-arm.gpu",
-                Cloud::Qemu => "source.qemu.gpu",
-            }
-            .to_string()
+/// The qemu sources: one per CPU of the stack's hosts, named `gpu` when there is one.
+fn qemu_sources(cpus: &[String]) -> Vec<QemuSource> {
+    let several = cpus.len() > 1;
+    cpus.iter()
+        .map(|cpu| QemuSource {
+            name: if several {
+                format!("gpu-{cpu}")
+            } else {
+                "gpu".into()
+            },
+            cpu: cpu.clone(),
+            var: if several {
+                format!("_{cpu}")
+            } else {
+                String::new()
+            },
+            arm: cpu == "aarch64",
         })
         .collect()
+}
+
+/// The build's sources, one per cloud (qemu: one per CPU).
+fn sources(clouds: &[Cloud], qemu: &[QemuSource]) -> Vec<String> {
+    let mut out = Vec::new();
+    for c in clouds {
+        match c {
+            Cloud::Aws => out.push("source.amazon-ebs.gpu".into()),
+            Cloud::Gcp => out.push("source.googlecompute.gpu".into()),
+            Cloud::Azure => out.push("source.azure-arm.gpu".into()),
+            Cloud::Qemu => out.extend(qemu.iter().map(|q| format!("source.qemu.{}", q.name))),
+        }
+    }
+    out
+}
+
+/// A stack whose hosts have several CPUs builds one VM image per CPU, on qemu, where the
+/// lock pins each CPU's image. A cloud build would need an instance type, a source image
+/// and an account setting per CPU that the lock does not have (its instance fact is the
+/// first GPU's): refused, saying so.
+fn refuse_mixed_clouds(cpus: &[String], clouds: &[Cloud]) -> Result<(), Error> {
+    if cpus.len() < 2 {
+        return Ok(());
+    }
+    match clouds.iter().find(|c| **c != Cloud::Qemu) {
+        Some(c) => Err(bad(
+            format!(
+                "the stack's hosts have several CPUs ({}): gpustack builds their VM images on qemu only, one per CPU; a {} image would need an instance type and a source image per CPU, which the lock does not record",
+                cpus.join(", "),
+                c.name()
+            ),
+            "set `[packer].clouds = [\"qemu\"]`, or split the stack into one per CPU",
+        )),
+        None => Ok(()),
+    }
 }
 
 /// nccl-tests on the VM: the container plan's build, run as the acceptance test runs it.
@@ -1099,7 +1189,21 @@ struct Installs {
 /// (the fabric first: training and nccl-tests use it), then nccl-tests.
 fn provisioners(common: &Common, i: &Installs) -> Vec<Provisioner> {
     let jobs = || env("GPUSTACK_MAX_JOBS", "max_jobs");
+    // The kernel first: upgraded to the OS repositories' newest and booted, so that the
+    // headers DKMS builds the driver against exist for the running kernel (a dated cloud
+    // image boots a kernel whose headers the live mirror may no longer carry: Rocky moves
+    // a superseded minor to the vault). Packer's shell provisioner: `expect_disconnect`
+    // lets the script reboot, `pause_before` gives the VM time to go down before the next
+    // one connects (https://developer.hashicorp.com/packer/docs/provisioners/shell).
+    let mut kernel = provisioner(
+        "kernel",
+        "the newest kernel of the OS repositories, booted",
+        None,
+        vec![],
+    );
+    kernel.expect_disconnect = true;
     let mut provisioners = vec![
+        kernel,
         provisioner(
             "base",
             "driver, CUDA, cuDNN, NCCL, DCGM, Fabric Manager, Container Toolkit",
@@ -1124,6 +1228,7 @@ fn provisioners(common: &Common, i: &Installs) -> Vec<Provisioner> {
             vec![],
         ));
     }
+    provisioners[1].pause_before = Some("30s".into());
     if let Some(compiles) = i.framework_compiles {
         let env = if compiles { vec![jobs()] } else { vec![] };
         provisioners.push(provisioner("framework", "uv, Python, torch", None, env));
@@ -1220,12 +1325,16 @@ fn variables<'a>(
     dp: &InstallPlan,
 ) -> VarCtx<'a> {
     let has = |l: Layer| dp.stages.iter().any(|s| s.name == l.name());
+    let cpus = locked::host_cpus(lock);
     VarCtx {
         lock,
         common,
         host,
         os,
-        images: os_images(os),
+        images: os_images_for(os, cpus.first().map_or("x86_64", String::as_str)),
+        qemu: qemu_sources(&cpus),
+        cpus,
+        vm_images: locked::vm_images(lock),
         gpu: (lock.hardware.gpus.first()).map_or_else(|| "the GPU".to_string(), |g| g.id.clone()),
         inference: has(Layer::Inference),
         training: has(Layer::Training),
@@ -1244,6 +1353,13 @@ impl PackerPlan {
         let has = |l: Layer| dp.stages.iter().any(|s| s.name == l.name());
         let fabric = !dp.fabric.is_empty();
         let host = HostPlan::new(lock);
+        let cpus = locked::host_cpus(lock);
+        refuse_mixed_clouds(&cpus, &clouds)?;
+        let qemu = if clouds.contains(&Cloud::Qemu) {
+            qemu_sources(&cpus)
+        } else {
+            Vec::new()
+        };
         let vars = variables(lock, common, &host, &os, &dp).vars(&clouds);
         let examples = vars.examples();
         // Packages of base.sh: the install plan's host packages.
@@ -1291,10 +1407,12 @@ impl PackerPlan {
             repo,
             os,
             clouds: clouds.iter().map(|c| c.name().to_string()).collect(),
-            sources: sources(&clouds),
+            sources: sources(&clouds, &qemu),
+            plugins: plugins(&clouds, qemu.iter().any(|q| q.arm)),
+            qemu,
+            cpus,
             groups: vars.groups,
             examples,
-            plugins: plugins(&clouds),
             provisioners,
             name_layer: named.layer.name().to_string(),
             name_tag: named
