@@ -342,7 +342,7 @@ fn vm_images(sel: &mut Sel<'_>, r: &Resolution) {
         sel.out
             .packages
             .iter()
-            .find(|p| p.name == crate::plan::locked::CUDA_IMAGE)
+            .find(|p| p.name == "cuda-image")
             .and_then(|p| match p.fields.get("os") {
                 Some(Field::Str(s)) => Some(s.clone()),
                 _ => None,
