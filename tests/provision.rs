@@ -745,12 +745,17 @@ fn the_harness_rejects_broken_provisioning() {
         (lock, dir)
     };
 
-    // No CRB on Rocky 9: the fabric stack's ninja-build cannot install.
+    // No CRB on Rocky 9 in any script: the fabric stack's ninja-build cannot install (each
+    // install-plan step enables what its packages need, so every script is edited).
     let (lock, dir) = edit(
         "slurm-apptainer-h100",
         "dnf config-manager --set-enabled crb",
         "true",
     );
+    for s in sorted_files(&dir.join("scripts"), "sh") {
+        let text = std::fs::read_to_string(&s).unwrap();
+        std::fs::write(&s, text.replace("dnf config-manager --set-enabled crb", "true")).unwrap();
+    }
     let r = provision_dir(&dir, &os_of(&lock), "no-crb");
     assert!(!r.ok && r.output.contains("ninja-build"), "{}", r.output);
 
