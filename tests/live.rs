@@ -118,7 +118,9 @@ fn run_lines(p: &Project, stage: &str, venv: &Path) -> Vec<String> {
 }
 
 /// Runs one `RUN` command with bash as the stage's `SHELL` (`-o pipefail -c`), with the
-/// stage's environment: uv on PATH, the venv active, copies rather than links.
+/// stage's environment: uv on PATH, the venv active. The images set `UV_LINK_MODE=copy`
+/// (the cache is a build mount); here the files are hard links into uv's cache, the same
+/// files without a second copy of several GB per environment.
 fn sh(cmd: &str, venv: &Path, extra: &[(&str, String)]) -> std::process::Output {
     let uv = uv();
     let path = format!(
@@ -131,7 +133,7 @@ fn sh(cmd: &str, venv: &Path, extra: &[(&str, String)]) -> std::process::Output 
     c.args(["-o", "pipefail", "-c", cmd])
         .env("PATH", path)
         .env("VIRTUAL_ENV", venv)
-        .env("UV_LINK_MODE", "copy")
+        .env("UV_LINK_MODE", "hardlink")
         .env_remove("PYTHONPATH");
     for (k, v) in extra {
         c.env(k, v);
@@ -169,8 +171,13 @@ fn make_venv(p: &Project, line: &str, venv: &Path) {
     );
 }
 
-/// A venv made and filled by a stage's `RUN` lines, up to the line `stop` matches.
+/// A venv made and filled by a stage's `RUN` lines, up to the line `stop` matches. One at a
+/// time: two uv processes unpacking the same wheels each leave a copy in the cache.
 fn stage_venv(p: &Project, stage: &str, venv: &Path, stop: impl Fn(&str) -> bool) -> Vec<String> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let lines = run_lines(p, stage, venv);
     let mut rest = Vec::new();
     let mut stopped = false;

@@ -58,9 +58,9 @@ pub(crate) fn cuda_build_requires(name: &str) -> &'static [&'static str] {
 
 /// Whether the package loads torch C++/CUDA extensions at run time (prebuilt ops through
 /// `torch.utils.cpp_extension`, or just-in-time builds of the others). That module imports
-/// `setuptools`, which torch declares only for Python >= 3.12 (`setuptools; python_version
-/// >= "3.12"` in torch's Requires-Dist) and `uv venv` does not seed: the layer that
-/// installs such a package carries setuptools in its closure on every Python.
+/// `setuptools`, which torch declares only for Python 3.12 and newer (`setuptools;
+/// python_version >= "3.12"` in torch's Requires-Dist) and `uv venv` does not seed: the
+/// layer that installs such a package carries setuptools in its closure on every Python.
 pub(crate) fn loads_torch_extensions(name: &str) -> bool {
     matches!(name, "deepspeed")
 }
