@@ -85,6 +85,7 @@ struct PyLock {
 struct Package {
     name: String,
     version: String,
+    marker: Option<String>,
     sdist: Option<Artifact>,
     #[serde(default)]
     wheels: Vec<Artifact>,
@@ -188,6 +189,19 @@ fn assert_closure(dir: &Path) {
         .map(|x| x.parse().unwrap())
         .collect();
     assert!(setuptools[0] < 81, "setuptools {setuptools:?}");
+    // DeepSpeed's wheel is built for the CUDA accelerator and installed `--no-deps`: what
+    // that build adds to its requirements (nvidia-ml-py) is in the training closure, and so
+    // is setuptools, which torch's extension loader imports, on every Python (torch
+    // declares it only for Python >= 3.12: the marker must not survive into this layer).
+    assert!(all["training"].contains_key("nvidia-ml-py"));
+    assert!(!all["framework"].contains_key("nvidia-ml-py"));
+    let training = read_pylock(&dir.join("pylock.training.toml"));
+    let st = training
+        .packages
+        .iter()
+        .find(|p| p.name == "setuptools")
+        .expect("setuptools in the training closure");
+    assert_eq!(st.marker, None, "setuptools is installed on every Python");
     // DeepSpeed: its sdist, as PyPI lists it (the catalog's observation of that sdist).
     let ds: Vec<_> = py.builds.iter().filter(|b| b.name == "deepspeed").collect();
     assert!(!ds.is_empty());

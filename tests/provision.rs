@@ -754,7 +754,11 @@ fn the_harness_rejects_broken_provisioning() {
     );
     for s in sorted_files(&dir.join("scripts"), "sh") {
         let text = std::fs::read_to_string(&s).unwrap();
-        std::fs::write(&s, text.replace("dnf config-manager --set-enabled crb", "true")).unwrap();
+        std::fs::write(
+            &s,
+            text.replace("dnf config-manager --set-enabled crb", "true"),
+        )
+        .unwrap();
     }
     let r = provision_dir(&dir, &os_of(&lock), "no-crb");
     assert!(!r.ok && r.output.contains("ninja-build"), "{}", r.output);

@@ -12,8 +12,14 @@ ci="${CI:-false}"
 quick=false
 case "${1:-}" in
   --quick) quick=true ;;
+  --live)
+    # The live tier (tests/live.rs): the generated install, launches and DeepSpeed build
+    # with the real packages from PyPI. Not part of CI's budget; about 4 GB of wheels into
+    # uv's cache the first time. See README ("The live tier").
+    export PATH="$PWD/.venv-validate/bin:$PATH"
+    exec env GPUSTACK_LIVE=1 cargo test --locked --test live -- --nocapture ;;
   "") ;;
-  *) echo "usage: bash tests/run.sh [--quick]" >&2; exit 2 ;;
+  *) echo "usage: bash tests/run.sh [--quick | --live]" >&2; exit 2 ;;
 esac
 missing=()
 

@@ -346,6 +346,62 @@ fn every_target_runs_the_same_script_and_shellcheck_accepts_it() {
     }
 }
 
+/// On the Packer VM the build tools never reach the image's venv: build-torch.sh runs in a
+/// build environment of its own, with the compile jobs and the memory bound Packer passes,
+/// and the VM is sized for those jobs.
+#[test]
+fn packer_builds_torch_in_its_own_venv_with_the_jobs_it_passes() {
+    let packer = generate(NAME, "packer");
+    let framework = std::fs::read_to_string(packer.join("scripts/framework.sh")).unwrap();
+    let run = framework
+        .split("bash /opt/gpustack/build-torch.sh")
+        .next()
+        .unwrap()
+        .rsplit("env CUDA_HOME=")
+        .next()
+        .unwrap();
+    assert!(
+        run.contains("VIRTUAL_ENV=/opt/gpustack/build-venv "),
+        "{run}"
+    );
+    assert!(run.contains("PATH=/opt/gpustack/build-venv/bin:"), "{run}");
+    assert!(!run.contains("/opt/venv"), "{run}");
+    assert!(
+        run.contains("MAX_JOBS=\"${GPUSTACK_MAX_JOBS:-4}\""),
+        "{run}"
+    );
+    assert!(
+        run.contains("MEM_PER_JOB_GIB=\"${GPUSTACK_MEM_PER_JOB_GIB:-}\""),
+        "{run}"
+    );
+    let hcl = std::fs::read_to_string(packer.join("build.pkr.hcl")).unwrap();
+    let fw = hcl
+        .split("/scripts/framework.sh\"")
+        .nth(1)
+        .expect("the framework provisioner");
+    let env_line = fw.lines().find(|l| l.contains("environment_vars")).unwrap();
+    assert!(
+        env_line.contains("GPUSTACK_MAX_JOBS=${var.max_jobs}")
+            && env_line.contains("GPUSTACK_MEM_PER_JOB_GIB=${var.mem_per_job_gib}"),
+        "{env_line}"
+    );
+    let vars = std::fs::read_to_string(packer.join("variables.pkr.hcl")).unwrap();
+    let default = |name: &str| -> u64 {
+        let block = vars
+            .split(&format!("variable \"{name}\""))
+            .nth(1)
+            .unwrap_or_else(|| panic!("variable {name}"));
+        let line = block
+            .lines()
+            .find(|l| l.trim_start().starts_with("default"))
+            .unwrap();
+        line.split('=').nth(1).unwrap().trim().parse().unwrap()
+    };
+    let (jobs, per_job) = (default("max_jobs"), default("mem_per_job_gib"));
+    assert!(default("qemu_cpus") >= jobs);
+    assert!(default("qemu_memory_mb") >= jobs * per_job * 1024);
+}
+
 #[test]
 fn check_reports_a_node_gpu_the_source_build_has_no_kernels_for() {
     let dir = tempdir("torch-source-check");

@@ -16,7 +16,9 @@
 //!   and build layers add their components and `[python]` lists, with every framework
 //!   pin as a constraint, so an upper image only adds packages to the one below it.
 //!   The build layer is the framework closure plus the tools `--no-build-isolation` builds
-//!   need (and the runtime requirements of what it compiles).
+//!   need (and the runtime requirements of what it compiles). A layer that installs a wheel
+//!   built from source also locks what that build adds to the wheel's requirements and what
+//!   it needs to load torch extensions (`crate::core::compiled::runtime_requires`).
 //! * **Indexes.** PyPI (or `[resolve].pypi`) is the only default index; the torch family
 //!   and any component with its own index are bound to that index as *explicit* uv
 //!   sources, so no package is ever taken from an index by first-index order.
@@ -268,20 +270,30 @@ pub fn inputs_for(lock: &Lock, cpu: &str) -> Vec<LayerInput> {
         }
         let mut reqs = framework.clone();
         reqs.extend(own);
+        let layer_built: Vec<String> = built
+            .iter()
+            .filter(|b| {
+                by_layer
+                    .get(&l)
+                    .is_some_and(|v| v.iter().any(|r| r.starts_with(&format!("{b}=="))))
+            })
+            .cloned()
+            .collect();
+        // What the wheels built for this layer need at run time beyond their sdists'
+        // metadata (DeepSpeed's CUDA build: nvidia-ml-py; torch extensions: setuptools).
+        for b in &layer_built {
+            for r in crate::core::compiled::runtime_requires(b) {
+                if !reqs.iter().any(|x| x == r) {
+                    reqs.push(r.to_string());
+                }
+            }
+        }
         out.push(LayerInput {
             layer: l.name().into(),
             requirements: reqs,
             sources: sources.clone(),
             constrained: true,
-            built: built
-                .iter()
-                .filter(|b| {
-                    by_layer
-                        .get(&l)
-                        .is_some_and(|v| v.iter().any(|r| r.starts_with(&format!("{b}=="))))
-                })
-                .cloned()
-                .collect(),
+            built: layer_built,
         });
     }
     // The build stage: the framework closure, the build tools, and what it compiles
@@ -1126,6 +1138,29 @@ mod tests {
             e.contains("two NCCL builds: nvidia-nccl-cu12 and nvidia-nccl-cu13"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_layer_with_deepspeed_locks_its_cuda_build_requirements_and_setuptools() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/closed/h100-ib-train-serve/gpustack.lock"
+        ))
+        .unwrap();
+        let lock = Lock::parse("gpustack.lock", &text).unwrap();
+        let ins = inputs(&lock);
+        let of = |l: &str| ins.iter().find(|i| i.layer == l).unwrap();
+        let training = &of("training").requirements;
+        // Unconditional requirements (no marker): on every Python, not only where torch
+        // declares setuptools (>= 3.12).
+        assert!(training.iter().any(|r| r == "nvidia-ml-py"), "{training:?}");
+        assert!(training.iter().any(|r| r == "setuptools"), "{training:?}");
+        for l in ["framework", "inference"] {
+            assert!(
+                !of(l).requirements.iter().any(|r| r == "nvidia-ml-py"),
+                "{l}"
+            );
+        }
     }
 
     #[test]

@@ -423,7 +423,7 @@ impl InstallPlan {
         let mut tools = py::tools(lock)?;
         let torch_build = py::torch_source_build(lock, nccl_dev.is_some(), &mut unverified)?;
         let mut pys = py::py_stages(lock, common, torch_build.is_some(), &mut unverified);
-        let ccache_path = py::finish_build_env(lock, &pkg, &mut pys);
+        let ccache_path = py::finish_build_env(lock, common, &pkg, &mut pys);
         let build_requirements: Vec<Requirement> = pys
             .stages
             .iter()

@@ -379,12 +379,25 @@ pub(super) fn py_stages(
     out
 }
 
-/// ccache around every compiler of the source builds and flash-attn's arch list join the
-/// build environment (sorted, deduplicated); the ccache masquerade directory when anything
-/// is compiled.
-pub(super) fn finish_build_env(lock: &Lock, pkg: &str, py: &mut PyStages) -> Option<String> {
+/// The lock's arch list, ccache around every compiler of the source builds and flash-attn's
+/// arch list join the build environment (sorted, deduplicated); the ccache masquerade
+/// directory when anything is compiled. Docker's `build` stage and Packer's compile steps
+/// both pass this environment as it is.
+pub(super) fn finish_build_env(
+    lock: &Lock,
+    common: &Common,
+    pkg: &str,
+    py: &mut PyStages,
+) -> Option<String> {
     let build_env = &mut py.build_env;
     let ccache_path = (!py.compiled.is_empty()).then(|| {
+        // The arch list of every torch extension built here (DeepSpeed's op builders read
+        // it too), explicit on the build's command line rather than left to a detected
+        // GPU: a build step has none.
+        build_env.push((
+            "TORCH_CUDA_ARCH_LIST".into(),
+            common.torch_cuda_arch_list.clone(),
+        ));
         // ccache wraps every compiler of the source builds: CMake projects through the
         // launcher variables, torch extensions through PYTORCH_NVCC (nvcc) and the
         // masquerade directory on PATH (gcc/g++).

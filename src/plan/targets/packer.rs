@@ -255,6 +255,14 @@ pub struct MachineFile {
     pub contents: String,
 }
 
+/// Memory per compile job of a torch build on the VM, GiB, passed to build-torch.sh as
+/// `MEM_PER_JOB_GIB`: gpustack's default, a choice rather than a sourced fact (a site sets
+/// the Packer variable `mem_per_job_gib` from what its builds use).
+pub const TORCH_MEM_PER_JOB_GIB: u32 = 4;
+
+/// Where `build-torch.sh` runs on the VM: its own environment, never the image's venv.
+pub const TORCH_BUILD_VENV: &str = "/opt/gpustack/build-venv";
+
 /// The heredoc terminator the scripts write pylock files with.
 pub const PYLOCK_EOF: &str = crate::render::HEREDOC_EOF;
 
@@ -281,6 +289,9 @@ pub struct PackerPlan {
     pub torch_build: Option<crate::plan::torch_build::TorchBuildPlan>,
     /// The text of `build-torch.sh`, when torch is built from source.
     pub torch_build_script: Option<String>,
+    /// The environment `build-torch.sh` installs its build tools into and builds in: never
+    /// the image's venv, which gets only the built wheel.
+    pub torch_build_venv: String,
     /// Host decisions shared with the GPU Operator values and Slurm (kernel modules,
     /// exporter image, DCGM diagnostics, paths).
     pub host: HostPlan,
@@ -543,9 +554,20 @@ struct VarCtx<'a> {
     inference: bool,
     training: bool,
     fabric: bool,
+    /// torch is built from source on the VM.
+    torch_builds: bool,
 }
 
 impl VarCtx<'_> {
+    /// The default compile jobs: 8, or 16 where torch is built on the VM.
+    fn max_jobs(&self) -> u32 {
+        if self.torch_builds {
+            16
+        } else {
+            8
+        }
+    }
+
     fn image_prefix(&self) -> String {
         let stack = &self.common.stack;
         let mut p = if stack.starts_with(|c: char| c.is_ascii_digit()) {
@@ -666,9 +688,17 @@ impl VarCtx<'_> {
         v.add(
             "max_jobs",
             "number",
-            Some("8"),
-            "Parallel compile jobs for what is built on the VM (fabric stack, compiled Python packages, nccl-tests).".into(),
+            Some(&self.max_jobs().to_string()),
+            "Parallel compile jobs for what is built on the VM (fabric stack, compiled Python packages, nccl-tests{}).".replace("{}", if self.torch_builds { ", torch" } else { "" }),
         );
+        if self.torch_builds {
+            v.add(
+                "mem_per_job_gib",
+                "number",
+                Some(&TORCH_MEM_PER_JOB_GIB.to_string()),
+                "Memory per compile job of the torch build, GiB: build-torch.sh caps max_jobs at the VM's MemAvailable / mem_per_job_gib. The qemu VM's memory default is max_jobs × this, plus 4 GiB.".into(),
+            );
+        }
         v.add(
             "hugepages",
             "number",
@@ -884,16 +914,26 @@ impl VarCtx<'_> {
                 v.add(&n("qemu_efi_firmware_vars"), "string", Some(AAVMF_VARS), "UEFI variable store template of the aarch64 VM (`efi_firmware_vars`); Packer copies it into the output directory.".into());
             }
         }
+        // Sized for the compile jobs: one CPU per job, and mem_per_job_gib per job plus
+        // 4 GiB for the rest of the VM where torch is built here.
+        let (memory_mb, cpus) = if self.torch_builds {
+            (
+                (self.max_jobs() * TORCH_MEM_PER_JOB_GIB + 4) * 1024,
+                self.max_jobs(),
+            )
+        } else {
+            (8192, 4)
+        };
         v.add(
             "qemu_memory_mb",
             "number",
-            Some("8192"),
+            Some(&memory_mb.to_string()),
             "Memory of the build VM, MiB.".into(),
         );
         v.add(
             "qemu_cpus",
             "number",
-            Some("4"),
+            Some(&cpus.to_string()),
             "CPUs of the build VM.".into(),
         );
     }
@@ -948,7 +988,14 @@ fn py_layers(lock: &Lock, dp: &InstallPlan) -> Result<Vec<PyLayer>, Error> {
             let closed = pi.and_then(|p| p.layer(&s.name));
             let built = closed.map(|l| l.built.clone()).unwrap_or_default();
             let pylock = closed.map(on_vm).transpose()?;
-            let build_pylock = if built.is_empty() {
+            // The build closure: for the wheels compiled for this layer, and for torch
+            // built from source on the VM (the framework layer).
+            let torch_here = s.name == "framework"
+                && dp
+                    .torch_build
+                    .as_ref()
+                    .is_some_and(crate::plan::torch_build::TorchBuildPlan::builds_here);
+            let build_pylock = if built.is_empty() && !torch_here {
                 None
             } else {
                 pi.and_then(|p| p.layer("build")).map(on_vm).transpose()?
@@ -1179,6 +1226,8 @@ fn installed_layers(
 struct Installs {
     monitoring: bool,
     framework_compiles: Option<bool>,
+    /// torch is built from source on the VM (`build-torch.sh`).
+    torch_builds: bool,
     fabric: bool,
     inference: bool,
     training: bool,
@@ -1230,7 +1279,14 @@ fn provisioners(common: &Common, i: &Installs) -> Vec<Provisioner> {
     }
     provisioners[1].pause_before = Some("30s".into());
     if let Some(compiles) = i.framework_compiles {
-        let env = if compiles { vec![jobs()] } else { vec![] };
+        let mut env = if compiles || i.torch_builds {
+            vec![jobs()]
+        } else {
+            vec![]
+        };
+        if i.torch_builds {
+            env.push(self::env("GPUSTACK_MEM_PER_JOB_GIB", "mem_per_job_gib"));
+        }
         provisioners.push(provisioner("framework", "uv, Python, torch", None, env));
     }
     if i.fabric {
@@ -1339,6 +1395,10 @@ fn variables<'a>(
         inference: has(Layer::Inference),
         training: has(Layer::Training),
         fabric: !dp.fabric.is_empty(),
+        torch_builds: dp
+            .torch_build
+            .as_ref()
+            .is_some_and(crate::plan::torch_build::TorchBuildPlan::builds_here),
     }
 }
 
@@ -1390,6 +1450,10 @@ impl PackerPlan {
                     .iter()
                     .find(|p| p.name == "framework")
                     .map(|fw| !fw.compiled.is_empty()),
+                torch_builds: dp
+                    .torch_build
+                    .as_ref()
+                    .is_some_and(crate::plan::torch_build::TorchBuildPlan::builds_here),
                 fabric,
                 inference: has(Layer::Inference),
                 training: has(Layer::Training),
@@ -1457,6 +1521,7 @@ impl PackerPlan {
                 .map(crate::plan::torch_build::TorchBuildPlan::script)
                 .transpose()?,
             torch_build: dp.torch_build.clone(),
+            torch_build_venv: TORCH_BUILD_VENV.into(),
             fabric: dp.fabric.clone(),
             fabric_build_deps: dp.fabric_build_deps.clone(),
             fabric_runtime_deps: dp.fabric_runtime_deps.clone(),
