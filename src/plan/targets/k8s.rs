@@ -24,6 +24,7 @@ use crate::core::Component;
 use crate::core::Fabric;
 use crate::error::{Diagnostic, Error, Stage};
 use crate::lock::Lock;
+use crate::plan::cluster::{ClusterPlan, Extended, Gang, PodRequest, PodSet, Provider, Workload};
 use crate::plan::locked::{self, HostPackage, PinnedImage};
 use crate::plan::workload::{
     Acceptance, MpiSsh, OsuExpected, Resources, ServeWorkload, TrainWorkload, WorkloadPlan,
@@ -50,10 +51,6 @@ const HPA_METRIC: &str = "vllm_num_requests_waiting";
 /// (`constants.MPIHostfileDir` + `MPIHostfileName`, github.com/kubeflow/trainer
 /// `pkg/constants/constants.go`).
 const MPI_HOSTFILE: &str = "/etc/mpi/hostfile";
-/// The MPI launcher pod: `mpirun` only waits for the ranks. Generic, not a fact of the lock.
-const LAUNCHER_CPUS: u32 = 1;
-/// See [`LAUNCHER_CPUS`].
-const LAUNCHER_MEMORY_GIB: u32 = 2;
 /// AWS EFA device plugin resource.
 const EFA_RESOURCE: &str = "vpc.amazonaws.com/efa";
 
@@ -131,12 +128,9 @@ pub struct Pod {
     pub command_notes: Vec<String>,
     /// Container ports.
     pub ports: Vec<Port>,
-    /// `nvidia.com/gpu`.
-    pub gpus: u32,
-    /// CPU request and limit.
-    pub cpus: u32,
-    /// Memory request and limit, GiB.
-    pub memory_gib: u32,
+    /// What the pod requests (and, requests equal to limits, may use): decided by the
+    /// cluster plan's rules, from which the queue and the quota are derived.
+    pub request: PodRequest,
     /// Where the CPU and memory figures come from.
     pub resources_note: String,
     /// `workingDir`.
@@ -146,8 +140,6 @@ pub struct Pod {
     pub image_pull_policy: Option<String>,
     /// Variables the program reads (`DATASETS_DIR`).
     pub env: Vec<(String, String)>,
-    /// Extra device-plugin resource (RDMA) and its count.
-    pub rdma_resource: Option<String>,
     /// Comments under `limits` (fabric resources the lock cannot size).
     pub fabric_notes: Vec<String>,
     /// `hostNetwork: true` with `ClusterFirstWithHostNet`.
@@ -281,10 +273,8 @@ pub struct MpiLaunch {
     pub command_notes: Vec<String>,
     /// The validate image (the launcher's, also the TrainJob's `trainer.image`).
     pub image: String,
-    /// Launcher CPUs (request and limit).
-    pub launcher_cpus: u32,
-    /// Launcher memory, GiB.
-    pub launcher_memory_gib: u32,
+    /// The launcher pod's request ([`PodRequest::launcher`]).
+    pub launcher: PodRequest,
     /// The hostfile the Trainer mounts in the launcher.
     pub hostfile: String,
 }
@@ -513,10 +503,9 @@ pub struct K8sPlan {
     pub resources: Vec<String>,
     /// GPUs of the cluster (`[cluster]`, or one node of 8 GPUs).
     pub gpus_total: u32,
-    /// CPUs of the cluster (nodes × the workload plan's whole node).
-    pub cpus_total: u32,
-    /// Memory of the cluster, GiB.
-    pub memory_gib_total: u32,
+    /// What each pod requests, the workloads as Kueue sees them, and the quotas derived
+    /// from them (the ClusterQueue's and the ResourceQuota's).
+    pub cluster: ClusterPlan,
     /// Where the CPU and memory figures come from.
     pub node_note: String,
     /// Kueue LocalQueue the workloads are submitted to (`[k8s].queue`).
@@ -579,15 +568,28 @@ fn shm() -> Volume {
     }
 }
 
-/// Fabric-specific pod settings for a multi-node pod: (RDMA resource, host network,
+/// Fabric-specific pod settings for a multi-node pod: (the fabric's devices, host network,
 /// IPC_LOCK, comments). The RDMA resource is the network plan's.
-fn fabric_settings(common: &Common) -> (Option<String>, bool, bool, Vec<String>) {
+fn fabric_settings(common: &Common) -> (Vec<Extended>, bool, bool, Vec<String>) {
     if common.nodes < 2 {
-        return (None, false, false, Vec::new());
+        return (Vec::new(), false, false, Vec::new());
     }
     match common.fabric {
         Some(Fabric::Infiniband | Fabric::Roce) => {
             let r = common.network.rdma_resource.clone();
+            let extended = r
+                .iter()
+                .map(|name| Extended {
+                    name: name.clone(),
+                    count: 1,
+                    provider: match &common.network.rdma_resource_name {
+                        Some(_) => Provider::NicClusterPolicy,
+                        None => Provider::Prerequisite(format!(
+                            "{name}: a device plugin of the cluster must provide this resource ([network].rdma_resource is not an rdma/ resource of the Network Operator's RDMA shared device plugin)"
+                        )),
+                    },
+                })
+                .collect();
             let note = match (&r, &common.network.rdma_resource_name) {
                 (Some(r), Some(n)) => format!(
                     "{r}: provided by network/nic-cluster-policy.yaml (the Network Operator's RDMA shared device plugin, resourceName {n})"
@@ -603,10 +605,10 @@ fn fabric_settings(common: &Common) -> (Option<String>, bool, bool, Vec<String>)
             } else {
                 pod_networks_note(common)
             };
-            (r, on_host, true, vec![note, how])
+            (extended, on_host, true, vec![note, how])
         }
         Some(Fabric::Efa) => (
-            None,
+            Vec::new(),
             false,
             false,
             vec![format!(
@@ -614,12 +616,12 @@ fn fabric_settings(common: &Common) -> (Option<String>, bool, bool, Vec<String>)
             )],
         ),
         Some(Fabric::Slingshot) => (
-            None,
+            Vec::new(),
             false,
             false,
             vec!["slingshot: no Kubernetes device plugin is known to gpustack for the CXI NICs; the cluster must expose them to pods".into()],
         ),
-        _ => (None, false, false, Vec::new()),
+        _ => (Vec::new(), false, false, Vec::new()),
     }
 }
 
@@ -833,7 +835,7 @@ fn namespace_and_version(lock: &Lock) -> Result<(String, String), Error> {
 /// What a multi-node pod on the fabric adds ([`fabric_settings`]), and the storage every
 /// workload pod mounts.
 struct PodSettings {
-    rdma_resource: Option<String>,
+    extended: Vec<Extended>,
     host_network: bool,
     networks: Option<String>,
     ipc_lock: bool,
@@ -843,9 +845,9 @@ struct PodSettings {
 
 impl PodSettings {
     fn new(common: &Common, namespace: &str) -> PodSettings {
-        let (rdma_resource, host_network, ipc_lock, fabric_notes) = fabric_settings(common);
+        let (extended, host_network, ipc_lock, fabric_notes) = fabric_settings(common);
         PodSettings {
-            rdma_resource,
+            extended,
             host_network,
             networks: networks_annotation(common, namespace),
             ipc_lock,
@@ -856,11 +858,17 @@ impl PodSettings {
 
     /// The fabric's resource, host network, IPC_LOCK and notes on `p`.
     fn on_fabric(&self, p: &mut Pod) {
-        p.rdma_resource = self.rdma_resource.clone();
+        self.devices(p);
         p.fabric_notes = self.fabric_notes.clone();
         p.host_network = self.host_network;
         p.networks = self.networks.clone();
         p.ipc_lock = self.ipc_lock;
+    }
+
+    /// The fabric's devices added to `p`'s request.
+    fn devices(&self, p: &mut Pod) {
+        let r = &p.request;
+        p.request = PodRequest::new(r.gpus, r.cpus, r.memory_gib, self.extended.clone());
     }
 }
 
@@ -880,14 +888,11 @@ fn pod(
         args: Vec::new(),
         command_notes: Vec::new(),
         ports: Vec::new(),
-        gpus: res.gpus,
-        cpus: res.cpus,
-        memory_gib: res.memory_gib,
+        request: PodRequest::new(res.gpus, res.cpus, res.memory_gib, Vec::new()),
         resources_note: res.note.clone(),
         working_dir: None,
         image_pull_policy: None,
         env: Vec::new(),
-        rdma_resource: None,
         fabric_notes: Vec::new(),
         host_network: false,
         networks: None,
@@ -1118,9 +1123,9 @@ fn mpi_acceptance(
     p.tcp_ready = Some(ssh.port);
     p.host_network = settings.host_network;
     p.networks = settings.networks.clone();
-    p.rdma_resource = settings.rdma_resource.clone();
+    settings.devices(p);
     p.fabric_notes = settings.fabric_notes.clone();
-    if p.rdma_resource.is_some() {
+    if !p.request.extended.is_empty() {
         p.fabric_notes.push(format!(
             "the ranks run as uid {}: a capability such as IPC_LOCK would not reach them (Kubernetes sets no ambient capabilities), so none is added; RDMA memory registration needs the container runtime's locked-memory limit (`ulimit -l` in a pod) to be unlimited",
             ssh.uid
@@ -1151,8 +1156,7 @@ fn mpi_acceptance(
             ),
         ],
         image: a.image.reference.clone(),
-        launcher_cpus: LAUNCHER_CPUS,
-        launcher_memory_gib: LAUNCHER_MEMORY_GIB,
+        launcher: PodRequest::launcher(),
         hostfile: MPI_HOSTFILE.into(),
     };
     (launch, osu_args)
@@ -1470,6 +1474,17 @@ impl K8sPlan {
         acceptance_files.extend(nccl_tests_files(nccl_tests.as_ref()));
         let kueue_files = kueue_files(queue.as_ref(), topology.as_ref(), &namespaces);
         let node = &workloads.node;
+        let cluster = cluster_plan(
+            common,
+            node,
+            &settings,
+            Parts {
+                train: train.as_ref(),
+                serve: serve.as_ref(),
+                nccl_tests: nccl_tests.as_ref(),
+            },
+            queue.is_some(),
+        );
         Ok(K8sPlan {
             common: common.clone(),
             namespace,
@@ -1493,8 +1508,7 @@ impl K8sPlan {
             prerequisites,
             resources,
             gpus_total: common.nodes.saturating_mul(common.gpus_per_node),
-            cpus_total: common.nodes.saturating_mul(node.cpus),
-            memory_gib_total: common.nodes.saturating_mul(node.memory_gib),
+            cluster,
             node_note: node.note.clone(),
             cluster_given: lock.request.deploy.cluster.is_some(),
             queue,
@@ -1503,6 +1517,120 @@ impl K8sPlan {
             dashboards: dashboards(),
         })
     }
+}
+
+/// The workloads of the plan, for [`cluster_plan`].
+struct Parts<'a> {
+    train: Option<&'a TrainPlan>,
+    serve: Option<&'a ServePlan>,
+    nccl_tests: Option<&'a NcclTestsPlan>,
+}
+
+/// One pod set.
+fn pod_set(name: &str, count: u32, pod: &Pod) -> PodSet {
+    PodSet {
+        name: name.into(),
+        count,
+        request: pod.request.clone(),
+    }
+}
+
+/// The cluster plan: the node's figure (its GPUs, the workload plan's whole-node CPUs and
+/// memory, one of each fabric device the multi-node pods request) and every workload as
+/// Kueue admits it.
+fn cluster_plan(
+    common: &Common,
+    node: &Resources,
+    settings: &PodSettings,
+    parts: Parts<'_>,
+    queued: bool,
+) -> ClusterPlan {
+    let gang = |pods: u32| {
+        if queued {
+            Gang::Kueue
+        } else if pods > 1 {
+            Gang::Coscheduling
+        } else {
+            Gang::NotNeeded
+        }
+    };
+    let mut workloads = Vec::new();
+    if let Some(n) = parts.nccl_tests {
+        match &n.mpi {
+            Some(m) => {
+                let mut push = |file: &str, name: &str, nodes: u32| {
+                    workloads.push(Workload {
+                        file: file.into(),
+                        name: name.into(),
+                        pod_sets: vec![
+                            pod_set("node", nodes, &n.pod),
+                            PodSet {
+                                name: "launcher".into(),
+                                count: 1,
+                                request: m.launcher.clone(),
+                            },
+                        ],
+                        queued,
+                        gang: gang(nodes + 1),
+                    });
+                };
+                push("nccl-tests-trainjob.yaml", &n.name, n.nodes);
+                if let Some(o) = &n.osu {
+                    push("osu-trainjob.yaml", &o.name, o.nodes);
+                }
+            }
+            // One all_reduce_perf per node, each on its own: no pod waits for another.
+            None => workloads.push(Workload {
+                file: "nccl-tests-job.yaml".into(),
+                name: n.name.clone(),
+                pod_sets: vec![pod_set("main", n.nodes, &n.pod)],
+                queued,
+                gang: if queued { Gang::Kueue } else { Gang::NotNeeded },
+            }),
+        }
+    }
+    if let Some(t) = parts.train {
+        let (file, set) = if t.api == TrainingApi::TrainJob.name() {
+            ("trainjob.yaml", "node")
+        } else {
+            ("pytorchjob.yaml", "worker")
+        };
+        workloads.push(Workload {
+            file: file.into(),
+            name: t.name.clone(),
+            pod_sets: vec![pod_set(set, t.replicas, &t.pod)],
+            queued,
+            gang: gang(t.replicas),
+        });
+    }
+    if let Some(s) = parts.serve {
+        // Kueue admits each pod of a Deployment on its own, and each group of a
+        // LeaderWorkerSet as one workload.
+        let (file, pod_sets) = match &s.worker {
+            Some(w) => (
+                "vllm-leaderworkerset.yaml",
+                vec![
+                    pod_set("leader", 1, &s.pod),
+                    pod_set("worker", s.nodes - 1, w),
+                ],
+            ),
+            None => ("vllm-deployment.yaml", vec![pod_set("main", 1, &s.pod)]),
+        };
+        workloads.push(Workload {
+            file: file.into(),
+            name: s.name.clone(),
+            pod_sets,
+            queued,
+            gang: gang(s.nodes),
+        });
+    }
+    let node = PodRequest::new(
+        common.gpus_per_node,
+        node.cpus,
+        node.memory_gib,
+        settings.extended.clone(),
+    );
+    ClusterPlan::new(common.nodes, node, workloads)
 }
 
 /// The driver the operator installs (or not, when the hosts have one): its version or
