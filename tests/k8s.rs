@@ -2158,3 +2158,166 @@ fn kueue_admits_every_queued_workload() {
         }
     }
 }
+
+// ----- Gang scheduling (issue 31) ------------------------------------------------------
+
+/// Every workload whose pods wait for each other is started whole or not at all: named to
+/// Kueue's queue, or (without `[k8s].queue`) a TrainJob whose runtime has the
+/// `podGroupPolicy` of `[k8s].gang` and whose pods name its scheduler, a PyTorchJob with
+/// `schedulingPolicy.minAvailable` = its workers. Checked on the files read back, for every
+/// example and for Volcano and PyTorchJob variants, which also pass the validators (the
+/// Trainer v2.3.0 CRD schemas).
+#[test]
+fn every_multi_node_workload_is_gang_scheduled() {
+    let Some(t) = tools() else { return };
+    let mut dirs: Vec<(String, PathBuf, &str)> = Vec::new();
+    for e in std::fs::read_dir(root().join("lockfiles")).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_stem().unwrap().to_str().unwrap().to_string();
+        dirs.push((
+            name.clone(),
+            generate(&name, "k8s"),
+            "scheduler-plugins-scheduler",
+        ));
+    }
+    let base = std::fs::read_to_string(root().join("fixtures/specs/h100-ib-train-serve.toml"))
+        .unwrap()
+        .replace(
+            "queue = \"gpu\"\ntopology = \"cloud.provider.com/topology-block\"\n",
+            "",
+        );
+    let volcano = lock_and_generate(
+        "gang-volcano",
+        &base.replace(
+            "version = \"1.30\"\n",
+            "version = \"1.30\"\ngang = \"volcano\"\n",
+        ),
+    );
+    validate_dir(&t, &volcano, "1.30").unwrap();
+    dirs.push(("volcano".into(), volcano, "volcano"));
+    let pytorchjob = lock_and_generate(
+        "gang-pytorchjob",
+        &base.replace(
+            "version = \"1.30\"\n",
+            "version = \"1.30\"\ntraining_api = \"pytorchjob\"\n",
+        ),
+    );
+    validate_dir(&t, &pytorchjob, "1.30").unwrap();
+    dirs.push((
+        "pytorchjob".into(),
+        pytorchjob,
+        "scheduler-plugins-scheduler",
+    ));
+    let mut gangs = 0;
+    for (name, dir, scheduler) in &dirs {
+        let docs = parse_yaml(&t.py, dir);
+        for (file, objs) in &docs {
+            for o in objs {
+                let queued = o["metadata"]["labels"]["kueue.x-k8s.io/queue-name"].is_string();
+                let spec = &o["spec"];
+                let mut templates = Vec::new();
+                let pods = match o["kind"].as_str().unwrap_or_default() {
+                    "TrainJob" => {
+                        let rt = docs
+                            .values()
+                            .flatten()
+                            .find(|d| {
+                                d["kind"] == "TrainingRuntime"
+                                    && d["metadata"]["name"] == spec["runtimeRef"]["name"]
+                            })
+                            .unwrap();
+                        let jobs = rt["spec"]["template"]["spec"]["replicatedJobs"]
+                            .as_array()
+                            .unwrap();
+                        for j in jobs {
+                            templates.push(j["template"]["spec"]["template"]["spec"].clone());
+                        }
+                        if !queued
+                            && spec["trainer"]["numNodes"].as_u64().unwrap() + jobs.len() as u64 > 2
+                        {
+                            let policy = rt["spec"]["podGroupPolicy"].as_object();
+                            let want = if *scheduler == "volcano" {
+                                "volcano"
+                            } else {
+                                "coscheduling"
+                            };
+                            assert!(
+                                policy.is_some_and(|p| p.contains_key(want)),
+                                "{name}/{file}: no podGroupPolicy.{want} in its runtime"
+                            );
+                        }
+                        spec["trainer"]["numNodes"].as_u64().unwrap()
+                    }
+                    "PyTorchJob" => {
+                        let w = &spec["pytorchReplicaSpecs"]["Worker"];
+                        templates.push(w["template"]["spec"].clone());
+                        let n = w["replicas"].as_u64().unwrap();
+                        if !queued && n > 1 {
+                            assert_eq!(
+                                spec["runPolicy"]["schedulingPolicy"]["minAvailable"].as_u64(),
+                                Some(n),
+                                "{name}/{file}"
+                            );
+                        }
+                        n
+                    }
+                    "LeaderWorkerSet" => {
+                        let l = &spec["leaderWorkerTemplate"];
+                        templates.push(l["leaderTemplate"]["spec"].clone());
+                        templates.push(l["workerTemplate"]["spec"].clone());
+                        l["size"].as_u64().unwrap()
+                    }
+                    _ => continue,
+                };
+                if pods > 1 && !queued {
+                    gangs += 1;
+                    for tpl in &templates {
+                        assert_eq!(
+                            tpl["schedulerName"], *scheduler,
+                            "{name}/{file}: schedulerName"
+                        );
+                    }
+                } else if queued {
+                    for tpl in &templates {
+                        assert!(
+                            tpl.get("schedulerName").is_none(),
+                            "{name}/{file}: Kueue admits it whole"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    assert!(gangs > 0, "no unqueued multi-node workload was checked");
+
+    // A bad `gang` is refused at its line; a multi-node server without a queue needs Volcano.
+    let dir = tempdir("gang-bad");
+    std::fs::write(
+        dir.join("gpustack.toml"),
+        base.replace(
+            "version = \"1.30\"\n",
+            "version = \"1.30\"\ngang = \"slurm\"\n",
+        ),
+    )
+    .unwrap();
+    let out = run_in(&dir, &["lock"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("unknown gang scheduler `slurm`")
+            && out.stderr.contains("gpustack.toml:"),
+        "{}",
+        out.stderr
+    );
+    let lws = lws_spec().replace(
+        "queue = \"gpu\"\ntopology = \"cloud.provider.com/topology-block\"\n",
+        "",
+    );
+    std::fs::write(dir.join("gpustack.toml"), &lws).unwrap();
+    let out = run_in(&dir, &["lock"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("gang-schedules only with Volcano") && out.stderr.contains("hint:"),
+        "{}",
+        out.stderr
+    );
+}

@@ -164,6 +164,35 @@ pub struct Workload {
     pub gang: Gang,
 }
 
+impl Gang {
+    /// The gang of a workload of `pods` pods: Kueue's when it is queued, else the
+    /// `[k8s].gang` scheduler's when its pods wait for each other (more than one).
+    #[must_use]
+    pub fn of(queued: bool, pods: u32, scheduler: crate::spec::deploy::GangScheduler) -> Gang {
+        use crate::spec::deploy::GangScheduler;
+        match (queued, pods > 1, scheduler) {
+            (true, _, _) => Gang::Kueue,
+            (false, false, _) => Gang::NotNeeded,
+            (false, true, GangScheduler::Coscheduling) => Gang::Coscheduling,
+            (false, true, GangScheduler::Volcano) => Gang::Volcano,
+        }
+    }
+
+    /// The pods' `schedulerName`: the scheduler-plugins scheduler installed beside the
+    /// default one, as its install guide names it (Kubeflow Trainer v2.3.0,
+    /// `docs/legacy-v1/user-guides/job-scheduling.md`: `schedulerName:
+    /// scheduler-plugins-scheduler` "if you install the Scheduler Plugins in your cluster
+    /// as a secondary scheduler"), or Volcano's.
+    #[must_use]
+    pub fn scheduler_name(&self) -> Option<&'static str> {
+        match self {
+            Gang::Coscheduling => Some("scheduler-plugins-scheduler"),
+            Gang::Volcano => Some("volcano"),
+            Gang::NotNeeded | Gang::Kueue => None,
+        }
+    }
+}
+
 impl Workload {
     /// Pods across its pod sets.
     #[must_use]

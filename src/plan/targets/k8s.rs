@@ -32,7 +32,7 @@ use crate::plan::workload::{
 };
 use crate::plan::{Common, Mount, MountKind};
 use crate::render::RenderedFile;
-use crate::spec::deploy::TrainingApi;
+use crate::spec::deploy::{GangScheduler, TrainingApi};
 
 /// Namespace when the spec has no `[k8s]` table.
 pub const DEFAULT_NAMESPACE: &str = "gpustack";
@@ -164,6 +164,8 @@ pub struct Pod {
     pub spread: Option<String>,
     /// The lock hash, annotated on the pod template.
     pub lock_hash: String,
+    /// `schedulerName`: the gang scheduler's, when one starts the pods together.
+    pub scheduler_name: Option<String>,
     /// Pod-level `runAsUser`/`runAsGroup`/`fsGroup` (the MPI nodes' SSH user).
     pub run_as: Option<u32>,
     /// A TCP readiness probe on this port (the MPI nodes' SSH server).
@@ -194,6 +196,8 @@ pub struct TrainPlan {
     pub max_restarts: u32,
     /// Rendezvous port.
     pub rdzv_port: u32,
+    /// How the nodes' pods start together.
+    pub gang: Gang,
     /// The pod.
     pub pod: Pod,
 }
@@ -216,6 +220,8 @@ pub struct ServePlan {
     pub model: String,
     /// `[serve].replicas`.
     pub replicas: u32,
+    /// How a replica's pods start together (a LeaderWorkerSet group).
+    pub gang: Gang,
     /// HPA ceiling.
     pub max_replicas: u32,
     /// Service port.
@@ -244,6 +250,8 @@ pub struct NcclTestsPlan {
     /// `osu-trainjob.yaml`: the OSU bandwidth run on the same runtime, one rank on each of
     /// two nodes ([`crate::plan::workload::Acceptance::osu`]).
     pub osu: Option<OsuPlan>,
+    /// How the pods of the MPI runs start together (the runtime's `podGroupPolicy`).
+    pub gang: Gang,
 }
 
 /// The OSU point-to-point run (a second TrainJob on the nccl-tests TrainingRuntime).
@@ -904,6 +912,7 @@ fn pod(
         restart_policy: None,
         spread: None,
         lock_hash: common.lock_hash.clone(),
+        scheduler_name: None,
         run_as: None,
         tcp_ready: None,
     }
@@ -917,6 +926,7 @@ fn train_plan(
     api: TrainingApi,
     topology: Option<String>,
     settings: &PodSettings,
+    gang: Gang,
 ) -> TrainPlan {
     let name = "train".to_string();
     let trainjob = api == TrainingApi::TrainJob;
@@ -970,6 +980,7 @@ fn train_plan(
         (None, None) => {}
     }
     p.env = w.env.clone();
+    p.scheduler_name = gang.scheduler_name().map(String::from);
     settings.on_fabric(&mut p);
     p.volumes.extend(settings.storage.iter().cloned());
     let (command, args, command_notes) = if trainjob {
@@ -992,6 +1003,7 @@ fn train_plan(
         replicas: w.nodes,
         nproc_per_node: w.resources.gpus.to_string(),
         max_restarts: MAX_RESTARTS,
+        gang,
         rdzv_port: w.rdzv_port,
         name,
         pod: p,
@@ -1000,7 +1012,18 @@ fn train_plan(
 
 /// The vLLM service: a Deployment, or a LeaderWorkerSet of leader and worker pods when a
 /// group spans nodes.
-fn serve_plan(common: &Common, w: &ServeWorkload, settings: &PodSettings) -> ServePlan {
+fn serve_plan(
+    common: &Common,
+    w: &ServeWorkload,
+    settings: &PodSettings,
+    gang: Gang,
+) -> Result<ServePlan, Error> {
+    if gang == Gang::Coscheduling {
+        return Err(bad(
+            format!("[serve].nodes = {}: a vLLM server across nodes needs its pods started together, and the LeaderWorkerSet controller (v0.10) gang-schedules only with Volcano (`gangSchedulingManagement.schedulerProvider`, github.com/kubernetes-sigs/lws v0.10.0 pkg/schedulerprovider), not with the Coscheduling plugin", w.nodes),
+            "set `[k8s].queue` to have Kueue admit each group whole, or `[k8s].gang = \"volcano\"` with the LeaderWorkerSet controller configured for Volcano, and re-lock",
+        ));
+    }
     let mut p = pod(common, "vllm", &w.image, &w.resources);
     p.command = vec![w.vllm.program.clone()];
     p.args = w.vllm.args.clone();
@@ -1020,6 +1043,7 @@ fn serve_plan(common: &Common, w: &ServeWorkload, settings: &PodSettings) -> Ser
             w.pipeline_parallel
         )];
         settings.on_fabric(&mut p);
+        p.scheduler_name = gang.scheduler_name().map(String::from);
     }
     p.ports = vec![Port {
         name: "http".into(),
@@ -1049,7 +1073,7 @@ fn serve_plan(common: &Common, w: &ServeWorkload, settings: &PodSettings) -> Ser
     if worker.is_some() {
         p.container = "vllm-leader".into();
     }
-    ServePlan {
+    Ok(ServePlan {
         name: "vllm".into(),
         nodes: w.nodes,
         // A LeaderWorkerSet's pods are not alike: only each group's leader runs the
@@ -1067,11 +1091,12 @@ fn serve_plan(common: &Common, w: &ServeWorkload, settings: &PodSettings) -> Ser
         hpa_metric: HPA_METRIC.into(),
         model: w.model.name.clone(),
         replicas: w.replicas,
+        gang,
         max_replicas: w.replicas.saturating_mul(2),
         port: w.port,
         model_notes: w.model.notes.clone(),
         pod: p,
-    }
+    })
 }
 
 /// `mpirun`'s options for `np` ranks, `per_node` on each node: Open MPI's prefix, the
@@ -1164,7 +1189,12 @@ fn mpi_acceptance(
 
 /// The acceptance test: all_reduce_perf on one node, or under mpirun over SSH across
 /// the nodes (with osu_bw between two).
-fn nccl_tests_plan(common: &Common, a: &Acceptance, settings: &PodSettings) -> NcclTestsPlan {
+fn nccl_tests_plan(
+    common: &Common,
+    a: &Acceptance,
+    settings: &PodSettings,
+    gang: &dyn Fn(u32) -> Gang,
+) -> NcclTestsPlan {
     // The Trainer's MPI plugin mounts the SSH keys only in containers named
     // `node` (`pkg/runtime/framework/plugins/mpi/mpi.go`).
     let container = if a.ssh.is_some() {
@@ -1190,6 +1220,14 @@ fn nccl_tests_plan(common: &Common, a: &Acceptance, settings: &PodSettings) -> N
             (Some(launch), osu_args)
         }
     };
+    // Under MPI, the node pods and the launcher wait for each other; the per-node Job's
+    // pods run alone.
+    let gang = if mpi.is_some() {
+        gang(a.nodes + 1)
+    } else {
+        gang(1)
+    };
+    p.scheduler_name = gang.scheduler_name().map(String::from);
     let osu = mpi.as_ref().zip(osu_args).map(|(m, args)| OsuPlan {
         name: "osu-bw".into(),
         nodes: 2,
@@ -1207,6 +1245,7 @@ fn nccl_tests_plan(common: &Common, a: &Acceptance, settings: &PodSettings) -> N
         pod: p,
         mpi,
         osu,
+        gang,
     }
 }
 
@@ -1434,11 +1473,15 @@ impl K8sPlan {
         let api = k8s.map_or(TrainingApi::TrainJob, |k| k.training_api);
         let queue = k8s.and_then(|k| k.queue.clone());
         let topology = k8s.and_then(|k| k.topology.clone());
+        let scheduler = k8s.map_or(GangScheduler::Coscheduling, |k| k.gang);
+        let gang = |pods: u32| Gang::of(queue.is_some(), pods, scheduler);
         let train = (workloads.train.as_ref())
-            .map(|w| train_plan(common, w, api, topology.clone(), &settings));
-        let serve = (workloads.serve.as_ref()).map(|w| serve_plan(common, w, &settings));
+            .map(|w| train_plan(common, w, api, topology.clone(), &settings, gang(w.nodes)));
+        let serve = (workloads.serve.as_ref())
+            .map(|w| serve_plan(common, w, &settings, gang(w.nodes)))
+            .transpose()?;
         let nccl_tests =
-            (workloads.acceptance.as_ref()).map(|a| nccl_tests_plan(common, a, &settings));
+            (workloads.acceptance.as_ref()).map(|a| nccl_tests_plan(common, a, &settings, &gang));
         let nccl_tests_missing = nccl_tests
             .is_none()
             .then(|| "the lock has no nccl-tests package (no NCCL is locked)".to_string());
@@ -1545,15 +1588,6 @@ fn cluster_plan(
     parts: Parts<'_>,
     queued: bool,
 ) -> ClusterPlan {
-    let gang = |pods: u32| {
-        if queued {
-            Gang::Kueue
-        } else if pods > 1 {
-            Gang::Coscheduling
-        } else {
-            Gang::NotNeeded
-        }
-    };
     let mut workloads = Vec::new();
     if let Some(n) = parts.nccl_tests {
         match &n.mpi {
@@ -1571,7 +1605,7 @@ fn cluster_plan(
                             },
                         ],
                         queued,
-                        gang: gang(nodes + 1),
+                        gang: n.gang.clone(),
                     });
                 };
                 push("nccl-tests-trainjob.yaml", &n.name, n.nodes);
@@ -1585,7 +1619,7 @@ fn cluster_plan(
                 name: n.name.clone(),
                 pod_sets: vec![pod_set("main", n.nodes, &n.pod)],
                 queued,
-                gang: if queued { Gang::Kueue } else { Gang::NotNeeded },
+                gang: n.gang.clone(),
             }),
         }
     }
@@ -1600,7 +1634,7 @@ fn cluster_plan(
             name: t.name.clone(),
             pod_sets: vec![pod_set(set, t.replicas, &t.pod)],
             queued,
-            gang: gang(t.replicas),
+            gang: t.gang.clone(),
         });
     }
     if let Some(s) = parts.serve {
@@ -1621,7 +1655,7 @@ fn cluster_plan(
             name: s.name.clone(),
             pod_sets,
             queued,
-            gang: gang(s.nodes),
+            gang: s.gang.clone(),
         });
     }
     let node = PodRequest::new(
