@@ -1862,3 +1862,462 @@ fn training_and_serving_get_the_pod_security_each_needs() {
         "kubectl apply -f namespace-training.yaml -f nccl-env-training.yaml -f expected-bandwidth.yaml -f nccl-tests-runtime.yaml -f nccl-tests-trainjob.yaml"
     ));
 }
+
+// ----- Kueue admission (issue 31) ------------------------------------------------------
+
+/// A Kubernetes quantity as the cluster plan counts it: whole units, memory in GiB.
+fn quantity(v: &Value) -> (u64, bool) {
+    match v {
+        Value::Number(n) => (n.as_u64().unwrap(), false),
+        Value::String(s) => match s.strip_suffix("Gi") {
+            Some(g) => (g.parse().unwrap(), true),
+            None => (s.parse().unwrap(), false),
+        },
+        _ => panic!("not a quantity: {v}"),
+    }
+}
+
+/// A pod template's request as Kueue counts it: each container's requests, its limits
+/// where it has no request (`resources.requests` defaults to `limits`), summed.
+fn pod_request(spec: &Value) -> gpustack::plan::cluster::PodRequest {
+    let mut lines: Vec<gpustack::plan::cluster::ResourceLine> = Vec::new();
+    for c in spec["containers"].as_array().unwrap() {
+        let res = &c["resources"];
+        let mut merged = res["limits"].as_object().cloned().unwrap_or_default();
+        for (k, v) in res["requests"].as_object().cloned().unwrap_or_default() {
+            merged.insert(k, v);
+        }
+        for (name, v) in merged {
+            let (amount, gib) = quantity(&v);
+            match lines.iter_mut().find(|l| l.name == name) {
+                Some(l) => l.amount += amount,
+                None => lines.push(gpustack::plan::cluster::ResourceLine { name, amount, gib }),
+            }
+        }
+    }
+    gpustack::plan::cluster::PodRequest {
+        gpus: 0,
+        cpus: 0,
+        memory_gib: 0,
+        extended: Vec::new(),
+        lines,
+    }
+}
+
+/// `count` pods of a pod template.
+fn read_pod_set(name: &str, count: u64, template: &Value) -> gpustack::plan::cluster::PodSet {
+    gpustack::plan::cluster::PodSet {
+        name: name.into(),
+        count: u32::try_from(count).unwrap(),
+        request: pod_request(&template["spec"]),
+    }
+}
+
+/// Every object that names a Kueue queue, read back as Kueue builds its workload: (file,
+/// namespace, queue, pod sets, the pod templates' nodeSelectors).
+fn queued_workloads(
+    docs: &BTreeMap<String, Vec<Value>>,
+) -> Vec<(
+    String,
+    String,
+    String,
+    gpustack::plan::cluster::Workload,
+    Vec<Value>,
+)> {
+    use gpustack::plan::cluster::{Gang, Workload};
+    let mut out = Vec::new();
+    for (file, objs) in docs {
+        for o in objs {
+            let Some(queue) = o["metadata"]["labels"]["kueue.x-k8s.io/queue-name"].as_str() else {
+                continue;
+            };
+            let ns = o["metadata"]["namespace"].as_str().unwrap().to_string();
+            let spec = &o["spec"];
+            let mut sets = Vec::new();
+            let mut selectors = Vec::new();
+            match o["kind"].as_str().unwrap() {
+                "Job" => {
+                    let t = &spec["template"];
+                    sets.push(read_pod_set(
+                        "main",
+                        spec["parallelism"].as_u64().unwrap(),
+                        t,
+                    ));
+                    selectors.push(t["spec"]["nodeSelector"].clone());
+                }
+                "Deployment" => {
+                    // Kueue's pod integration: each pod of a Deployment is a workload.
+                    let t = &spec["template"];
+                    sets.push(read_pod_set("main", 1, t));
+                    selectors.push(t["spec"]["nodeSelector"].clone());
+                }
+                "PyTorchJob" => {
+                    let w = &spec["pytorchReplicaSpecs"]["Worker"];
+                    sets.push(read_pod_set(
+                        "worker",
+                        w["replicas"].as_u64().unwrap(),
+                        &w["template"],
+                    ));
+                    selectors.push(w["template"]["spec"]["nodeSelector"].clone());
+                }
+                "LeaderWorkerSet" => {
+                    let l = &spec["leaderWorkerTemplate"];
+                    let size = l["size"].as_u64().unwrap();
+                    sets.push(read_pod_set("leader", 1, &l["leaderTemplate"]));
+                    sets.push(read_pod_set("worker", size - 1, &l["workerTemplate"]));
+                    selectors.push(l["leaderTemplate"]["spec"]["nodeSelector"].clone());
+                }
+                "TrainJob" => {
+                    // The runtime's replicated jobs; the `node` job runs numNodes pods with
+                    // the TrainJob's resourcesPerNode, when given, in its `node` container.
+                    let rt_name = spec["runtimeRef"]["name"].as_str().unwrap();
+                    let rt = docs
+                        .values()
+                        .flatten()
+                        .find(|d| {
+                            d["kind"] == "TrainingRuntime" && d["metadata"]["name"] == rt_name
+                        })
+                        .unwrap_or_else(|| panic!("{file}: no TrainingRuntime {rt_name}"));
+                    for j in rt["spec"]["template"]["spec"]["replicatedJobs"]
+                        .as_array()
+                        .unwrap()
+                    {
+                        let name = j["name"].as_str().unwrap();
+                        let mut t = j["template"]["spec"]["template"].clone();
+                        let count = if name == "node" {
+                            if let Some(r) = spec["trainer"].get("resourcesPerNode") {
+                                t["spec"]["containers"][0]["resources"] = r.clone();
+                            }
+                            spec["trainer"]["numNodes"].as_u64().unwrap()
+                        } else {
+                            j["replicas"].as_u64().unwrap_or(1)
+                        };
+                        selectors.push(t["spec"]["nodeSelector"].clone());
+                        sets.push(read_pod_set(name, count, &t));
+                    }
+                }
+                k => panic!("{file}: a queued {k}, which this model does not read"),
+            }
+            let w = Workload {
+                file: file.clone(),
+                name: o["metadata"]["name"].as_str().unwrap().into(),
+                pod_sets: sets,
+                queued: true,
+                gang: Gang::Kueue,
+            };
+            out.push((file.clone(), ns, queue.to_string(), w, selectors));
+        }
+    }
+    out
+}
+
+/// Kueue admits every queued workload of every example with a queue: its LocalQueue is in
+/// its namespace and points at the ClusterQueue, whose namespaceSelector takes the
+/// namespace; every resource any of its pods requests is covered, and its total fits the
+/// quota (`gpustack::plan::cluster::admit`, Kueue v0.19.2's flavor assigner); the flavor's
+/// nodeLabels agree with the pods' nodeSelector. The generated queue of before (cpu,
+/// memory and GPUs, the node figure alone) is shown to fail the same model.
+#[test]
+fn kueue_admits_every_queued_workload() {
+    let Some(t) = tools() else { return };
+    let mut dirs: Vec<(String, PathBuf)> = Vec::new();
+    for e in std::fs::read_dir(root().join("lockfiles")).unwrap() {
+        let p = e.unwrap().path();
+        let lock = read_lock(&p);
+        let queued = lock
+            .get("request")
+            .and_then(|r| r.get("k8s"))
+            .and_then(|k| k.get("queue"))
+            .is_some();
+        if queued {
+            let name = p.file_stem().unwrap().to_str().unwrap().to_string();
+            dirs.push((name.clone(), generate(&name, "k8s")));
+        }
+    }
+    assert!(!dirs.is_empty(), "no example has a queue");
+    let base =
+        std::fs::read_to_string(root().join("fixtures/specs/h100-ib-train-serve.toml")).unwrap();
+    dirs.push(("lws".into(), lock_and_generate("kueue-lws", &lws_spec())));
+    dirs.push((
+        "pytorchjob".into(),
+        lock_and_generate(
+            "kueue-pytorchjob",
+            &base.replace(
+                "version = \"1.30\"\n",
+                "version = \"1.30\"\ntraining_api = \"pytorchjob\"\n",
+            ),
+        ),
+    ));
+    for (name, dir) in &dirs {
+        let docs = parse_yaml(&t.py, dir);
+        let cq = &docs["kueue/cluster-queue.yaml"][0];
+        let group = &cq["spec"]["resourceGroups"][0];
+        assert_eq!(cq["spec"]["resourceGroups"].as_array().unwrap().len(), 1);
+        let covered = strs(&group["coveredResources"]);
+        let flavor = &group["flavors"][0];
+        let quotas: Vec<gpustack::plan::cluster::ResourceLine> = flavor["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let (amount, gib) = quantity(&r["nominalQuota"]);
+                gpustack::plan::cluster::ResourceLine {
+                    name: r["name"].as_str().unwrap().into(),
+                    amount,
+                    gib,
+                }
+            })
+            .collect();
+        let names: Vec<String> = quotas.iter().map(|q| q.name.clone()).collect();
+        assert_eq!(
+            covered, names,
+            "{name}: each covered resource has its quota"
+        );
+        let rf = &docs["kueue/resource-flavor.yaml"][0];
+        assert_eq!(rf["metadata"]["name"], flavor["name"], "{name}");
+        let workloads = queued_workloads(&docs);
+        assert!(!workloads.is_empty(), "{name}: nothing queued");
+        for (file, ns, queue, w, selectors) in &workloads {
+            let lq = docs
+                .values()
+                .flatten()
+                .find(|d| {
+                    d["kind"] == "LocalQueue"
+                        && d["metadata"]["name"] == queue.as_str()
+                        && d["metadata"]["namespace"] == ns.as_str()
+                })
+                .unwrap_or_else(|| panic!("{name}/{file}: no LocalQueue {queue} in {ns}"));
+            assert_eq!(
+                lq["spec"]["clusterQueue"], cq["metadata"]["name"],
+                "{name}/{file}"
+            );
+            let sel = &cq["spec"]["namespaceSelector"];
+            let selected = sel["matchLabels"]["kubernetes.io/metadata.name"] == ns.as_str()
+                || sel["matchExpressions"]
+                    .as_array()
+                    .is_some_and(|m| m.iter().any(|e| strs(&e["values"]).contains(ns)));
+            assert!(
+                selected,
+                "{name}/{file}: the ClusterQueue does not select namespace {ns}"
+            );
+            let refused = gpustack::plan::cluster::admit(&quotas, w);
+            assert!(
+                refused.is_empty(),
+                "{name}/{file}: Kueue would not admit it: {}",
+                refused
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+            for s in selectors {
+                for (k, v) in rf["spec"]["nodeLabels"]
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default()
+                {
+                    if let Some(p) = s.get(&k) {
+                        assert_eq!(
+                            p, &v,
+                            "{name}/{file}: nodeSelector {k} against the flavor's nodeLabels"
+                        );
+                    }
+                }
+            }
+        }
+        // The queue written before issue 31: the node figure alone, no RDMA device.
+        if name == "h100-ib-train-serve" {
+            let old: Vec<_> = quotas
+                .iter()
+                .filter(|q| ["cpu", "memory", "nvidia.com/gpu"].contains(&q.name.as_str()))
+                .map(|q| gpustack::plan::cluster::ResourceLine {
+                    amount: if q.name == "cpu" {
+                        768
+                    } else if q.name == "memory" {
+                        12288
+                    } else {
+                        q.amount
+                    },
+                    ..q.clone()
+                })
+                .collect();
+            let (_, _, _, w, _) = workloads
+                .iter()
+                .find(|(f, ..)| f == "nccl-tests-trainjob.yaml")
+                .unwrap();
+            let refused: Vec<String> = gpustack::plan::cluster::admit(&old, w)
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            assert!(
+                refused
+                    .iter()
+                    .any(|r| r == "resource rdma/rdma_shared_device_a unavailable in ClusterQueue"),
+                "{refused:?}"
+            );
+        }
+    }
+}
+
+// ----- Gang scheduling (issue 31) ------------------------------------------------------
+
+/// Every workload whose pods wait for each other is started whole or not at all: named to
+/// Kueue's queue, or (without `[k8s].queue`) a TrainJob whose runtime has the
+/// `podGroupPolicy` of `[k8s].gang` and whose pods name its scheduler, a PyTorchJob with
+/// `schedulingPolicy.minAvailable` = its workers. Checked on the files read back, for every
+/// example and for Volcano and PyTorchJob variants, which also pass the validators (the
+/// Trainer v2.3.0 CRD schemas).
+#[test]
+fn every_multi_node_workload_is_gang_scheduled() {
+    let Some(t) = tools() else { return };
+    let mut dirs: Vec<(String, PathBuf, &str)> = Vec::new();
+    for e in std::fs::read_dir(root().join("lockfiles")).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_stem().unwrap().to_str().unwrap().to_string();
+        dirs.push((
+            name.clone(),
+            generate(&name, "k8s"),
+            "scheduler-plugins-scheduler",
+        ));
+    }
+    let base = std::fs::read_to_string(root().join("fixtures/specs/h100-ib-train-serve.toml"))
+        .unwrap()
+        .replace(
+            "queue = \"gpu\"\ntopology = \"cloud.provider.com/topology-block\"\n",
+            "",
+        );
+    let volcano = lock_and_generate(
+        "gang-volcano",
+        &base.replace(
+            "version = \"1.30\"\n",
+            "version = \"1.30\"\ngang = \"volcano\"\n",
+        ),
+    );
+    validate_dir(&t, &volcano, "1.30").unwrap();
+    dirs.push(("volcano".into(), volcano, "volcano"));
+    let pytorchjob = lock_and_generate(
+        "gang-pytorchjob",
+        &base.replace(
+            "version = \"1.30\"\n",
+            "version = \"1.30\"\ntraining_api = \"pytorchjob\"\n",
+        ),
+    );
+    validate_dir(&t, &pytorchjob, "1.30").unwrap();
+    dirs.push((
+        "pytorchjob".into(),
+        pytorchjob,
+        "scheduler-plugins-scheduler",
+    ));
+    let mut gangs = 0;
+    for (name, dir, scheduler) in &dirs {
+        let docs = parse_yaml(&t.py, dir);
+        for (file, objs) in &docs {
+            for o in objs {
+                let queued = o["metadata"]["labels"]["kueue.x-k8s.io/queue-name"].is_string();
+                let spec = &o["spec"];
+                let mut templates = Vec::new();
+                let pods = match o["kind"].as_str().unwrap_or_default() {
+                    "TrainJob" => {
+                        let rt = docs
+                            .values()
+                            .flatten()
+                            .find(|d| {
+                                d["kind"] == "TrainingRuntime"
+                                    && d["metadata"]["name"] == spec["runtimeRef"]["name"]
+                            })
+                            .unwrap();
+                        let jobs = rt["spec"]["template"]["spec"]["replicatedJobs"]
+                            .as_array()
+                            .unwrap();
+                        for j in jobs {
+                            templates.push(j["template"]["spec"]["template"]["spec"].clone());
+                        }
+                        if !queued
+                            && spec["trainer"]["numNodes"].as_u64().unwrap() + jobs.len() as u64 > 2
+                        {
+                            let policy = rt["spec"]["podGroupPolicy"].as_object();
+                            let want = if *scheduler == "volcano" {
+                                "volcano"
+                            } else {
+                                "coscheduling"
+                            };
+                            assert!(
+                                policy.is_some_and(|p| p.contains_key(want)),
+                                "{name}/{file}: no podGroupPolicy.{want} in its runtime"
+                            );
+                        }
+                        spec["trainer"]["numNodes"].as_u64().unwrap()
+                    }
+                    "PyTorchJob" => {
+                        let w = &spec["pytorchReplicaSpecs"]["Worker"];
+                        templates.push(w["template"]["spec"].clone());
+                        let n = w["replicas"].as_u64().unwrap();
+                        if !queued && n > 1 {
+                            assert_eq!(
+                                spec["runPolicy"]["schedulingPolicy"]["minAvailable"].as_u64(),
+                                Some(n),
+                                "{name}/{file}"
+                            );
+                        }
+                        n
+                    }
+                    "LeaderWorkerSet" => {
+                        let l = &spec["leaderWorkerTemplate"];
+                        templates.push(l["leaderTemplate"]["spec"].clone());
+                        templates.push(l["workerTemplate"]["spec"].clone());
+                        l["size"].as_u64().unwrap()
+                    }
+                    _ => continue,
+                };
+                if pods > 1 && !queued {
+                    gangs += 1;
+                    for tpl in &templates {
+                        assert_eq!(
+                            tpl["schedulerName"], *scheduler,
+                            "{name}/{file}: schedulerName"
+                        );
+                    }
+                } else if queued {
+                    for tpl in &templates {
+                        assert!(
+                            tpl.get("schedulerName").is_none(),
+                            "{name}/{file}: Kueue admits it whole"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    assert!(gangs > 0, "no unqueued multi-node workload was checked");
+
+    // A bad `gang` is refused at its line; a multi-node server without a queue needs Volcano.
+    let dir = tempdir("gang-bad");
+    std::fs::write(
+        dir.join("gpustack.toml"),
+        base.replace(
+            "version = \"1.30\"\n",
+            "version = \"1.30\"\ngang = \"slurm\"\n",
+        ),
+    )
+    .unwrap();
+    let out = run_in(&dir, &["lock"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("unknown gang scheduler `slurm`")
+            && out.stderr.contains("gpustack.toml:"),
+        "{}",
+        out.stderr
+    );
+    let lws = lws_spec().replace(
+        "queue = \"gpu\"\ntopology = \"cloud.provider.com/topology-block\"\n",
+        "",
+    );
+    std::fs::write(dir.join("gpustack.toml"), &lws).unwrap();
+    let out = run_in(&dir, &["lock"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("gang-schedules only with Volcano") && out.stderr.contains("hint:"),
+        "{}",
+        out.stderr
+    );
+}

@@ -322,6 +322,9 @@ fn targets_toml(o: &mut String, d: &crate::spec::deploy::Deploy) {
         if let Some(t) = &k.topology {
             kv(o, "topology", t);
         }
+        if k.gang != crate::spec::deploy::GangScheduler::Coscheduling {
+            kv(o, "gang", k.gang.name());
+        }
     }
     if let Some(s) = &d.slurm {
         o.push_str("\n[request.slurm]\n");

@@ -5,6 +5,7 @@
 //! construction: the content-addressed image references, the NCCL/fabric environment, the
 //! storage mounts, the expected bandwidth, the component versions.
 
+pub mod cluster;
 pub mod host;
 pub mod install;
 pub(crate) mod locked;

@@ -323,6 +323,29 @@ pub struct K8s {
     /// Node label of the topology level the training pods must share (`topology`, needs
     /// `queue`).
     pub topology: Option<String>,
+    /// The gang scheduler of multi-node workloads without `queue` (`gang`, default
+    /// `coscheduling`).
+    pub gang: GangScheduler,
+}
+
+/// Who starts a multi-node workload's pods all together when no Kueue queue admits it
+/// (`[k8s].gang`): Kubeflow Trainer's `podGroupPolicy` plugins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GangScheduler {
+    /// The scheduler-plugins Coscheduling plugin (the default).
+    Coscheduling,
+    /// The Volcano scheduler.
+    Volcano,
+}
+
+impl GangScheduler {
+    /// The spec spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            GangScheduler::Coscheduling => "coscheduling",
+            GangScheduler::Volcano => "volcano",
+        }
+    }
 }
 
 /// How Slurm jobs run the stack.
@@ -484,6 +507,7 @@ pub(crate) struct K8sWire {
     training_api: Option<S<String>>,
     queue: Option<S<String>>,
     topology: Option<S<String>>,
+    gang: Option<S<String>>,
 }
 
 #[derive(Deserialize)]
@@ -509,6 +533,7 @@ struct K8sFields {
     training_api: Option<S<String>>,
     queue: Option<S<String>>,
     topology: Option<S<String>>,
+    gang: Option<S<String>>,
 }
 
 /// [`SlurmWire`] with its required key present (or a placeholder, reported).
@@ -1598,6 +1623,7 @@ fn validate_k8s(k: S<K8sWire>, at: &mut At<'_>) -> K8s {
         training_api: k.training_api,
         queue: k.queue,
         topology: k.topology,
+        gang: k.gang,
     };
     if !is_dns_label(k.namespace.get_ref()) {
         at.fail(
@@ -1643,6 +1669,19 @@ fn validate_k8s(k: S<K8sWire>, at: &mut At<'_>) -> K8s {
             TrainingApi::TrainJob
         }
     };
+    let gang = match k.gang.as_ref().map(|t| t.get_ref().as_str()) {
+        None | Some("coscheduling") => GangScheduler::Coscheduling,
+        Some("volcano") => GangScheduler::Volcano,
+        Some(other) => {
+            let t = k.gang.as_ref().map(S::span).unwrap_or_default();
+            at.fail(
+                t,
+                format!("unknown gang scheduler `{}`", other.escape_debug()),
+                "`gang` is `coscheduling` (the scheduler-plugins Coscheduling plugin) or `volcano` (the Volcano scheduler): Kubeflow Trainer's podGroupPolicy plugins",
+            );
+            GangScheduler::Coscheduling
+        }
+    };
     let mut label = |v: &Option<S<String>>, what: &str, ok: fn(&str) -> bool, hint: &str| {
         let v = v.as_ref()?;
         if !ok(v.get_ref()) {
@@ -1672,6 +1711,7 @@ fn validate_k8s(k: S<K8sWire>, at: &mut At<'_>) -> K8s {
         training_api,
         queue,
         topology,
+        gang,
     }
 }
 

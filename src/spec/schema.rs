@@ -614,6 +614,16 @@ fn k8s() -> Value {
                     "examples": ["cloud.provider.com/topology-block"],
                 }),
             ),
+            (
+                "gang",
+                json!({
+                    "type": "string",
+                    "description": "Who starts the pods of a multi-node workload all together when no `queue` admits it: `coscheduling` (the scheduler-plugins Coscheduling plugin, as a second scheduler named `scheduler-plugins-scheduler`; the default) or `volcano` (the Volcano scheduler). Written as Kubeflow Trainer's `podGroupPolicy` and the pods' `schedulerName`; with `queue`, Kueue admits the whole workload instead.",
+                    "enum": ["coscheduling", "volcano"],
+                    "default": "coscheduling",
+                    "examples": ["volcano"],
+                }),
+            ),
         ],
     ))
 }

@@ -24,6 +24,7 @@ use crate::core::Component;
 use crate::core::Fabric;
 use crate::error::{Diagnostic, Error, Stage};
 use crate::lock::Lock;
+use crate::plan::cluster::{ClusterPlan, Extended, Gang, PodRequest, PodSet, Provider, Workload};
 use crate::plan::locked::{self, HostPackage, PinnedImage};
 use crate::plan::workload::{
     Acceptance, MpiSsh, OsuExpected, Resources, ServeWorkload, TrainWorkload, WorkloadPlan,
@@ -31,7 +32,7 @@ use crate::plan::workload::{
 };
 use crate::plan::{Common, Mount, MountKind};
 use crate::render::RenderedFile;
-use crate::spec::deploy::TrainingApi;
+use crate::spec::deploy::{GangScheduler, TrainingApi};
 
 /// Namespace when the spec has no `[k8s]` table.
 pub const DEFAULT_NAMESPACE: &str = "gpustack";
@@ -50,10 +51,6 @@ const HPA_METRIC: &str = "vllm_num_requests_waiting";
 /// (`constants.MPIHostfileDir` + `MPIHostfileName`, github.com/kubeflow/trainer
 /// `pkg/constants/constants.go`).
 const MPI_HOSTFILE: &str = "/etc/mpi/hostfile";
-/// The MPI launcher pod: `mpirun` only waits for the ranks. Generic, not a fact of the lock.
-const LAUNCHER_CPUS: u32 = 1;
-/// See [`LAUNCHER_CPUS`].
-const LAUNCHER_MEMORY_GIB: u32 = 2;
 /// AWS EFA device plugin resource.
 const EFA_RESOURCE: &str = "vpc.amazonaws.com/efa";
 
@@ -131,12 +128,9 @@ pub struct Pod {
     pub command_notes: Vec<String>,
     /// Container ports.
     pub ports: Vec<Port>,
-    /// `nvidia.com/gpu`.
-    pub gpus: u32,
-    /// CPU request and limit.
-    pub cpus: u32,
-    /// Memory request and limit, GiB.
-    pub memory_gib: u32,
+    /// What the pod requests (and, requests equal to limits, may use): decided by the
+    /// cluster plan's rules, from which the queue and the quota are derived.
+    pub request: PodRequest,
     /// Where the CPU and memory figures come from.
     pub resources_note: String,
     /// `workingDir`.
@@ -146,8 +140,6 @@ pub struct Pod {
     pub image_pull_policy: Option<String>,
     /// Variables the program reads (`DATASETS_DIR`).
     pub env: Vec<(String, String)>,
-    /// Extra device-plugin resource (RDMA) and its count.
-    pub rdma_resource: Option<String>,
     /// Comments under `limits` (fabric resources the lock cannot size).
     pub fabric_notes: Vec<String>,
     /// `hostNetwork: true` with `ClusterFirstWithHostNet`.
@@ -172,6 +164,8 @@ pub struct Pod {
     pub spread: Option<String>,
     /// The lock hash, annotated on the pod template.
     pub lock_hash: String,
+    /// `schedulerName`: the gang scheduler's, when one starts the pods together.
+    pub scheduler_name: Option<String>,
     /// Pod-level `runAsUser`/`runAsGroup`/`fsGroup` (the MPI nodes' SSH user).
     pub run_as: Option<u32>,
     /// A TCP readiness probe on this port (the MPI nodes' SSH server).
@@ -202,6 +196,8 @@ pub struct TrainPlan {
     pub max_restarts: u32,
     /// Rendezvous port.
     pub rdzv_port: u32,
+    /// How the nodes' pods start together.
+    pub gang: Gang,
     /// The pod.
     pub pod: Pod,
 }
@@ -224,6 +220,8 @@ pub struct ServePlan {
     pub model: String,
     /// `[serve].replicas`.
     pub replicas: u32,
+    /// How a replica's pods start together (a LeaderWorkerSet group).
+    pub gang: Gang,
     /// HPA ceiling.
     pub max_replicas: u32,
     /// Service port.
@@ -252,6 +250,8 @@ pub struct NcclTestsPlan {
     /// `osu-trainjob.yaml`: the OSU bandwidth run on the same runtime, one rank on each of
     /// two nodes ([`crate::plan::workload::Acceptance::osu`]).
     pub osu: Option<OsuPlan>,
+    /// How the pods of the MPI runs start together (the runtime's `podGroupPolicy`).
+    pub gang: Gang,
 }
 
 /// The OSU point-to-point run (a second TrainJob on the nccl-tests TrainingRuntime).
@@ -281,10 +281,8 @@ pub struct MpiLaunch {
     pub command_notes: Vec<String>,
     /// The validate image (the launcher's, also the TrainJob's `trainer.image`).
     pub image: String,
-    /// Launcher CPUs (request and limit).
-    pub launcher_cpus: u32,
-    /// Launcher memory, GiB.
-    pub launcher_memory_gib: u32,
+    /// The launcher pod's request ([`PodRequest::launcher`]).
+    pub launcher: PodRequest,
     /// The hostfile the Trainer mounts in the launcher.
     pub hostfile: String,
 }
@@ -513,10 +511,9 @@ pub struct K8sPlan {
     pub resources: Vec<String>,
     /// GPUs of the cluster (`[cluster]`, or one node of 8 GPUs).
     pub gpus_total: u32,
-    /// CPUs of the cluster (nodes × the workload plan's whole node).
-    pub cpus_total: u32,
-    /// Memory of the cluster, GiB.
-    pub memory_gib_total: u32,
+    /// What each pod requests, the workloads as Kueue sees them, and the quotas derived
+    /// from them (the ClusterQueue's and the ResourceQuota's).
+    pub cluster: ClusterPlan,
     /// Where the CPU and memory figures come from.
     pub node_note: String,
     /// Kueue LocalQueue the workloads are submitted to (`[k8s].queue`).
@@ -579,15 +576,28 @@ fn shm() -> Volume {
     }
 }
 
-/// Fabric-specific pod settings for a multi-node pod: (RDMA resource, host network,
+/// Fabric-specific pod settings for a multi-node pod: (the fabric's devices, host network,
 /// IPC_LOCK, comments). The RDMA resource is the network plan's.
-fn fabric_settings(common: &Common) -> (Option<String>, bool, bool, Vec<String>) {
+fn fabric_settings(common: &Common) -> (Vec<Extended>, bool, bool, Vec<String>) {
     if common.nodes < 2 {
-        return (None, false, false, Vec::new());
+        return (Vec::new(), false, false, Vec::new());
     }
     match common.fabric {
         Some(Fabric::Infiniband | Fabric::Roce) => {
             let r = common.network.rdma_resource.clone();
+            let extended = r
+                .iter()
+                .map(|name| Extended {
+                    name: name.clone(),
+                    count: 1,
+                    provider: match &common.network.rdma_resource_name {
+                        Some(_) => Provider::NicClusterPolicy,
+                        None => Provider::Prerequisite(format!(
+                            "{name}: a device plugin of the cluster must provide this resource ([network].rdma_resource is not an rdma/ resource of the Network Operator's RDMA shared device plugin)"
+                        )),
+                    },
+                })
+                .collect();
             let note = match (&r, &common.network.rdma_resource_name) {
                 (Some(r), Some(n)) => format!(
                     "{r}: provided by network/nic-cluster-policy.yaml (the Network Operator's RDMA shared device plugin, resourceName {n})"
@@ -603,10 +613,10 @@ fn fabric_settings(common: &Common) -> (Option<String>, bool, bool, Vec<String>)
             } else {
                 pod_networks_note(common)
             };
-            (r, on_host, true, vec![note, how])
+            (extended, on_host, true, vec![note, how])
         }
         Some(Fabric::Efa) => (
-            None,
+            Vec::new(),
             false,
             false,
             vec![format!(
@@ -614,12 +624,12 @@ fn fabric_settings(common: &Common) -> (Option<String>, bool, bool, Vec<String>)
             )],
         ),
         Some(Fabric::Slingshot) => (
-            None,
+            Vec::new(),
             false,
             false,
             vec!["slingshot: no Kubernetes device plugin is known to gpustack for the CXI NICs; the cluster must expose them to pods".into()],
         ),
-        _ => (None, false, false, Vec::new()),
+        _ => (Vec::new(), false, false, Vec::new()),
     }
 }
 
@@ -833,7 +843,7 @@ fn namespace_and_version(lock: &Lock) -> Result<(String, String), Error> {
 /// What a multi-node pod on the fabric adds ([`fabric_settings`]), and the storage every
 /// workload pod mounts.
 struct PodSettings {
-    rdma_resource: Option<String>,
+    extended: Vec<Extended>,
     host_network: bool,
     networks: Option<String>,
     ipc_lock: bool,
@@ -843,9 +853,9 @@ struct PodSettings {
 
 impl PodSettings {
     fn new(common: &Common, namespace: &str) -> PodSettings {
-        let (rdma_resource, host_network, ipc_lock, fabric_notes) = fabric_settings(common);
+        let (extended, host_network, ipc_lock, fabric_notes) = fabric_settings(common);
         PodSettings {
-            rdma_resource,
+            extended,
             host_network,
             networks: networks_annotation(common, namespace),
             ipc_lock,
@@ -856,11 +866,17 @@ impl PodSettings {
 
     /// The fabric's resource, host network, IPC_LOCK and notes on `p`.
     fn on_fabric(&self, p: &mut Pod) {
-        p.rdma_resource = self.rdma_resource.clone();
+        self.devices(p);
         p.fabric_notes = self.fabric_notes.clone();
         p.host_network = self.host_network;
         p.networks = self.networks.clone();
         p.ipc_lock = self.ipc_lock;
+    }
+
+    /// The fabric's devices added to `p`'s request.
+    fn devices(&self, p: &mut Pod) {
+        let r = &p.request;
+        p.request = PodRequest::new(r.gpus, r.cpus, r.memory_gib, self.extended.clone());
     }
 }
 
@@ -880,14 +896,11 @@ fn pod(
         args: Vec::new(),
         command_notes: Vec::new(),
         ports: Vec::new(),
-        gpus: res.gpus,
-        cpus: res.cpus,
-        memory_gib: res.memory_gib,
+        request: PodRequest::new(res.gpus, res.cpus, res.memory_gib, Vec::new()),
         resources_note: res.note.clone(),
         working_dir: None,
         image_pull_policy: None,
         env: Vec::new(),
-        rdma_resource: None,
         fabric_notes: Vec::new(),
         host_network: false,
         networks: None,
@@ -899,6 +912,7 @@ fn pod(
         restart_policy: None,
         spread: None,
         lock_hash: common.lock_hash.clone(),
+        scheduler_name: None,
         run_as: None,
         tcp_ready: None,
     }
@@ -912,6 +926,7 @@ fn train_plan(
     api: TrainingApi,
     topology: Option<String>,
     settings: &PodSettings,
+    gang: Gang,
 ) -> TrainPlan {
     let name = "train".to_string();
     let trainjob = api == TrainingApi::TrainJob;
@@ -965,6 +980,7 @@ fn train_plan(
         (None, None) => {}
     }
     p.env = w.env.clone();
+    p.scheduler_name = gang.scheduler_name().map(String::from);
     settings.on_fabric(&mut p);
     p.volumes.extend(settings.storage.iter().cloned());
     let (command, args, command_notes) = if trainjob {
@@ -987,6 +1003,7 @@ fn train_plan(
         replicas: w.nodes,
         nproc_per_node: w.resources.gpus.to_string(),
         max_restarts: MAX_RESTARTS,
+        gang,
         rdzv_port: w.rdzv_port,
         name,
         pod: p,
@@ -995,7 +1012,18 @@ fn train_plan(
 
 /// The vLLM service: a Deployment, or a LeaderWorkerSet of leader and worker pods when a
 /// group spans nodes.
-fn serve_plan(common: &Common, w: &ServeWorkload, settings: &PodSettings) -> ServePlan {
+fn serve_plan(
+    common: &Common,
+    w: &ServeWorkload,
+    settings: &PodSettings,
+    gang: Gang,
+) -> Result<ServePlan, Error> {
+    if gang == Gang::Coscheduling {
+        return Err(bad(
+            format!("[serve].nodes = {}: a vLLM server across nodes needs its pods started together, and the LeaderWorkerSet controller (v0.10) gang-schedules only with Volcano (`gangSchedulingManagement.schedulerProvider`, github.com/kubernetes-sigs/lws v0.10.0 pkg/schedulerprovider), not with the Coscheduling plugin", w.nodes),
+            "set `[k8s].queue` to have Kueue admit each group whole, or `[k8s].gang = \"volcano\"` with the LeaderWorkerSet controller configured for Volcano, and re-lock",
+        ));
+    }
     let mut p = pod(common, "vllm", &w.image, &w.resources);
     p.command = vec![w.vllm.program.clone()];
     p.args = w.vllm.args.clone();
@@ -1015,6 +1043,7 @@ fn serve_plan(common: &Common, w: &ServeWorkload, settings: &PodSettings) -> Ser
             w.pipeline_parallel
         )];
         settings.on_fabric(&mut p);
+        p.scheduler_name = gang.scheduler_name().map(String::from);
     }
     p.ports = vec![Port {
         name: "http".into(),
@@ -1044,7 +1073,7 @@ fn serve_plan(common: &Common, w: &ServeWorkload, settings: &PodSettings) -> Ser
     if worker.is_some() {
         p.container = "vllm-leader".into();
     }
-    ServePlan {
+    Ok(ServePlan {
         name: "vllm".into(),
         nodes: w.nodes,
         // A LeaderWorkerSet's pods are not alike: only each group's leader runs the
@@ -1062,11 +1091,12 @@ fn serve_plan(common: &Common, w: &ServeWorkload, settings: &PodSettings) -> Ser
         hpa_metric: HPA_METRIC.into(),
         model: w.model.name.clone(),
         replicas: w.replicas,
+        gang,
         max_replicas: w.replicas.saturating_mul(2),
         port: w.port,
         model_notes: w.model.notes.clone(),
         pod: p,
-    }
+    })
 }
 
 /// `mpirun`'s options for `np` ranks, `per_node` on each node: Open MPI's prefix, the
@@ -1118,9 +1148,9 @@ fn mpi_acceptance(
     p.tcp_ready = Some(ssh.port);
     p.host_network = settings.host_network;
     p.networks = settings.networks.clone();
-    p.rdma_resource = settings.rdma_resource.clone();
+    settings.devices(p);
     p.fabric_notes = settings.fabric_notes.clone();
-    if p.rdma_resource.is_some() {
+    if !p.request.extended.is_empty() {
         p.fabric_notes.push(format!(
             "the ranks run as uid {}: a capability such as IPC_LOCK would not reach them (Kubernetes sets no ambient capabilities), so none is added; RDMA memory registration needs the container runtime's locked-memory limit (`ulimit -l` in a pod) to be unlimited",
             ssh.uid
@@ -1151,8 +1181,7 @@ fn mpi_acceptance(
             ),
         ],
         image: a.image.reference.clone(),
-        launcher_cpus: LAUNCHER_CPUS,
-        launcher_memory_gib: LAUNCHER_MEMORY_GIB,
+        launcher: PodRequest::launcher(),
         hostfile: MPI_HOSTFILE.into(),
     };
     (launch, osu_args)
@@ -1160,7 +1189,12 @@ fn mpi_acceptance(
 
 /// The acceptance test: all_reduce_perf on one node, or under mpirun over SSH across
 /// the nodes (with osu_bw between two).
-fn nccl_tests_plan(common: &Common, a: &Acceptance, settings: &PodSettings) -> NcclTestsPlan {
+fn nccl_tests_plan(
+    common: &Common,
+    a: &Acceptance,
+    settings: &PodSettings,
+    gang: &dyn Fn(u32) -> Gang,
+) -> NcclTestsPlan {
     // The Trainer's MPI plugin mounts the SSH keys only in containers named
     // `node` (`pkg/runtime/framework/plugins/mpi/mpi.go`).
     let container = if a.ssh.is_some() {
@@ -1186,6 +1220,14 @@ fn nccl_tests_plan(common: &Common, a: &Acceptance, settings: &PodSettings) -> N
             (Some(launch), osu_args)
         }
     };
+    // Under MPI, the node pods and the launcher wait for each other; the per-node Job's
+    // pods run alone.
+    let gang = if mpi.is_some() {
+        gang(a.nodes + 1)
+    } else {
+        gang(1)
+    };
+    p.scheduler_name = gang.scheduler_name().map(String::from);
     let osu = mpi.as_ref().zip(osu_args).map(|(m, args)| OsuPlan {
         name: "osu-bw".into(),
         nodes: 2,
@@ -1203,6 +1245,7 @@ fn nccl_tests_plan(common: &Common, a: &Acceptance, settings: &PodSettings) -> N
         pod: p,
         mpi,
         osu,
+        gang,
     }
 }
 
@@ -1430,11 +1473,15 @@ impl K8sPlan {
         let api = k8s.map_or(TrainingApi::TrainJob, |k| k.training_api);
         let queue = k8s.and_then(|k| k.queue.clone());
         let topology = k8s.and_then(|k| k.topology.clone());
+        let scheduler = k8s.map_or(GangScheduler::Coscheduling, |k| k.gang);
+        let gang = |pods: u32| Gang::of(queue.is_some(), pods, scheduler);
         let train = (workloads.train.as_ref())
-            .map(|w| train_plan(common, w, api, topology.clone(), &settings));
-        let serve = (workloads.serve.as_ref()).map(|w| serve_plan(common, w, &settings));
+            .map(|w| train_plan(common, w, api, topology.clone(), &settings, gang(w.nodes)));
+        let serve = (workloads.serve.as_ref())
+            .map(|w| serve_plan(common, w, &settings, gang(w.nodes)))
+            .transpose()?;
         let nccl_tests =
-            (workloads.acceptance.as_ref()).map(|a| nccl_tests_plan(common, a, &settings));
+            (workloads.acceptance.as_ref()).map(|a| nccl_tests_plan(common, a, &settings, &gang));
         let nccl_tests_missing = nccl_tests
             .is_none()
             .then(|| "the lock has no nccl-tests package (no NCCL is locked)".to_string());
@@ -1470,6 +1517,17 @@ impl K8sPlan {
         acceptance_files.extend(nccl_tests_files(nccl_tests.as_ref()));
         let kueue_files = kueue_files(queue.as_ref(), topology.as_ref(), &namespaces);
         let node = &workloads.node;
+        let cluster = cluster_plan(
+            common,
+            node,
+            &settings,
+            Parts {
+                train: train.as_ref(),
+                serve: serve.as_ref(),
+                nccl_tests: nccl_tests.as_ref(),
+            },
+            queue.is_some(),
+        );
         Ok(K8sPlan {
             common: common.clone(),
             namespace,
@@ -1493,8 +1551,7 @@ impl K8sPlan {
             prerequisites,
             resources,
             gpus_total: common.nodes.saturating_mul(common.gpus_per_node),
-            cpus_total: common.nodes.saturating_mul(node.cpus),
-            memory_gib_total: common.nodes.saturating_mul(node.memory_gib),
+            cluster,
             node_note: node.note.clone(),
             cluster_given: lock.request.deploy.cluster.is_some(),
             queue,
@@ -1503,6 +1560,111 @@ impl K8sPlan {
             dashboards: dashboards(),
         })
     }
+}
+
+/// The workloads of the plan, for [`cluster_plan`].
+struct Parts<'a> {
+    train: Option<&'a TrainPlan>,
+    serve: Option<&'a ServePlan>,
+    nccl_tests: Option<&'a NcclTestsPlan>,
+}
+
+/// One pod set.
+fn pod_set(name: &str, count: u32, pod: &Pod) -> PodSet {
+    PodSet {
+        name: name.into(),
+        count,
+        request: pod.request.clone(),
+    }
+}
+
+/// The cluster plan: the node's figure (its GPUs, the workload plan's whole-node CPUs and
+/// memory, one of each fabric device the multi-node pods request) and every workload as
+/// Kueue admits it.
+fn cluster_plan(
+    common: &Common,
+    node: &Resources,
+    settings: &PodSettings,
+    parts: Parts<'_>,
+    queued: bool,
+) -> ClusterPlan {
+    let mut workloads = Vec::new();
+    if let Some(n) = parts.nccl_tests {
+        match &n.mpi {
+            Some(m) => {
+                let mut push = |file: &str, name: &str, nodes: u32| {
+                    workloads.push(Workload {
+                        file: file.into(),
+                        name: name.into(),
+                        pod_sets: vec![
+                            pod_set("node", nodes, &n.pod),
+                            PodSet {
+                                name: "launcher".into(),
+                                count: 1,
+                                request: m.launcher.clone(),
+                            },
+                        ],
+                        queued,
+                        gang: n.gang.clone(),
+                    });
+                };
+                push("nccl-tests-trainjob.yaml", &n.name, n.nodes);
+                if let Some(o) = &n.osu {
+                    push("osu-trainjob.yaml", &o.name, o.nodes);
+                }
+            }
+            // One all_reduce_perf per node, each on its own: no pod waits for another.
+            None => workloads.push(Workload {
+                file: "nccl-tests-job.yaml".into(),
+                name: n.name.clone(),
+                pod_sets: vec![pod_set("main", n.nodes, &n.pod)],
+                queued,
+                gang: n.gang.clone(),
+            }),
+        }
+    }
+    if let Some(t) = parts.train {
+        let (file, set) = if t.api == TrainingApi::TrainJob.name() {
+            ("trainjob.yaml", "node")
+        } else {
+            ("pytorchjob.yaml", "worker")
+        };
+        workloads.push(Workload {
+            file: file.into(),
+            name: t.name.clone(),
+            pod_sets: vec![pod_set(set, t.replicas, &t.pod)],
+            queued,
+            gang: t.gang.clone(),
+        });
+    }
+    if let Some(s) = parts.serve {
+        // Kueue admits each pod of a Deployment on its own, and each group of a
+        // LeaderWorkerSet as one workload.
+        let (file, pod_sets) = match &s.worker {
+            Some(w) => (
+                "vllm-leaderworkerset.yaml",
+                vec![
+                    pod_set("leader", 1, &s.pod),
+                    pod_set("worker", s.nodes - 1, w),
+                ],
+            ),
+            None => ("vllm-deployment.yaml", vec![pod_set("main", 1, &s.pod)]),
+        };
+        workloads.push(Workload {
+            file: file.into(),
+            name: s.name.clone(),
+            pod_sets,
+            queued,
+            gang: s.gang.clone(),
+        });
+    }
+    let node = PodRequest::new(
+        common.gpus_per_node,
+        node.cpus,
+        node.memory_gib,
+        settings.extended.clone(),
+    );
+    ClusterPlan::new(common.nodes, node, workloads)
 }
 
 /// The driver the operator installs (or not, when the hosts have one): its version or
