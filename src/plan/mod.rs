@@ -7,6 +7,7 @@
 
 pub mod host;
 pub mod install;
+pub mod judge;
 pub(crate) mod locked;
 pub mod network;
 pub mod python;
