@@ -306,6 +306,147 @@ fn a_target_from_another_lock_is_reported() {
     assert!(other[0].starts_with("out/slurm/"), "{other:?}");
 }
 
+/// The pull-request check as the README and the example workflow write it, word for word.
+fn ci_commands() -> Vec<Vec<String>> {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let workflow = std::fs::read_to_string(root().join("examples/ci/github-actions.yml")).unwrap();
+    let readme_cmd = readme
+        .lines()
+        .find_map(|l| l.strip_prefix("$ gpustack check"))
+        .expect("the README shows `$ gpustack check …`");
+    let workflow_cmd = workflow
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("run: gpustack check"))
+        .expect("the example workflow runs `gpustack check …`");
+    [readme_cmd, workflow_cmd]
+        .iter()
+        .map(|rest| {
+            std::iter::once("check".to_string())
+                .chain(rest.split_whitespace().map(String::from))
+                .collect()
+        })
+        .collect()
+}
+
+/// The most common mistake: a version changed, the lock written again, `gen` forgotten. The
+/// CI command fails with `stale-outputs`, naming the lock `out/` came from and the command
+/// that regenerates it; after `gen all` it passes; `--no-drift` skips the comparison, saying
+/// so.
+#[test]
+fn outputs_of_an_older_lock_fail_the_ci_command_until_regenerated() {
+    let dir = project("stale-outputs");
+    let old_hash = {
+        let lock = gpustack::Lock::parse(
+            "gpustack.lock",
+            &std::fs::read_to_string(dir.join("gpustack.lock")).unwrap(),
+        )
+        .unwrap();
+        gpustack::plan::Common::new(&lock).unwrap().lock_hash
+    };
+    let old_short = &old_hash[..old_hash.len().min("sha256:".len() + 12)];
+    edit(
+        &dir.join("gpustack.toml"),
+        "python = \"3.12\"",
+        "python = \"3.11\"",
+    );
+    let relock = run_in(&dir, &["lock", "-q"]);
+    assert_eq!(relock.code, 0, "{}", relock.stderr);
+    for cmd in ci_commands() {
+        let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+        let out = run_in(&dir, &args);
+        assert_eq!(out.code, 1, "{args:?}: {}{}", out.stdout, out.stderr);
+        let annotation = out
+            .stdout
+            .lines()
+            .find(|l| l.contains("title=gpustack stale-outputs::"))
+            .unwrap_or_else(|| panic!("{args:?}: no stale-outputs annotation:\n{}", out.stdout));
+        assert!(annotation.starts_with("::error "), "{annotation}");
+        for target in ["docker", "apptainer", "packer", "k8s", "slurm"] {
+            assert!(
+                annotation.contains(&format!(
+                    "out/{target}/: generated from gpustack.lock ({old_short})"
+                )),
+                "{annotation}"
+            );
+        }
+        assert!(annotation.contains("`gpustack gen all`"), "{annotation}");
+        // One finding, not one per file.
+        assert_eq!(out.stdout.matches("::error").count(), 1, "{}", out.stdout);
+    }
+    // The text report says the same, and what was not compared.
+    let text = run_in(&dir, &["check"]);
+    assert_eq!(text.code, 1);
+    assert!(
+        text.stdout
+            .contains("error[stale-outputs]: out/ was generated from another lock"),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        text.stdout
+            .contains("skipped consistency (out/ holds the outputs of another lock)"),
+        "{}",
+        text.stdout
+    );
+    // Skipping is explicit.
+    let skipped = run_in(&dir, &["check", "--no-drift"]);
+    assert_eq!(skipped.code, 0, "{}", skipped.stdout);
+    assert!(
+        skipped
+            .stdout
+            .contains("skipped drift (--no-drift), consistency (--no-drift)"),
+        "{}",
+        skipped.stdout
+    );
+    assert_eq!(
+        run_in(&dir, &["check", "--no-drift", "--out", "out"]).code,
+        2
+    );
+    // Regenerated: the CI command passes.
+    let gen = run_in(&dir, &["gen", "all", "-q"]);
+    assert_eq!(gen.code, 0, "{}", gen.stderr);
+    for cmd in ci_commands() {
+        let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+        let out = run_in(&dir, &args);
+        assert_eq!(out.code, 0, "{args:?}: {}{}", out.stdout, out.stderr);
+    }
+}
+
+/// A tree that is another lock's is one finding, and the hint repeats the paths given.
+#[test]
+fn another_locks_tree_names_the_paths_given() {
+    let dir = project("stale-outputs-paths");
+    std::fs::create_dir_all(dir.join("stacks")).unwrap();
+    std::fs::copy(
+        root().join("lockfiles/l40s-torch.lock"),
+        dir.join("stacks/l40s.lock"),
+    )
+    .unwrap();
+    std::fs::rename(dir.join("out"), dir.join("gen")).unwrap();
+    let out = check(&dir, &["--lock", "stacks/l40s.lock", "--out", "gen"]);
+    assert_eq!(out.code, 1);
+    let f = findings(&out);
+    assert_eq!(f.len(), 1, "{}", out.stdout);
+    assert_eq!(f[0]["code"], "stale-outputs");
+    assert_eq!(
+        f[0]["hint"].as_str().unwrap().split(';').next().unwrap(),
+        "regenerate them from this lock: `gpustack gen all --lock stacks/l40s.lock --out gen`"
+    );
+    // Only k8s kept: only k8s is regenerated.
+    for t in ["docker", "apptainer", "packer", "slurm"] {
+        std::fs::remove_dir_all(dir.join("gen").join(t)).unwrap();
+    }
+    let out = check(&dir, &["--lock", "stacks/l40s.lock", "--out", "gen"]);
+    assert!(
+        findings(&out)[0]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("`gpustack gen k8s --lock stacks/l40s.lock --out gen`"),
+        "{}",
+        out.stdout
+    );
+}
+
 #[test]
 fn a_driver_that_differs_across_targets_is_inconsistent() {
     let dir = project("driver");
@@ -554,6 +695,66 @@ fn hardware_that_cannot_run_the_lock_is_reported() {
         bad.stderr.contains("did you mean `h100`?"),
         "{}",
         bad.stderr
+    );
+}
+
+/// `[hardware].driver` says the nodes run exactly this driver: a node on another one
+/// contradicts the lock even where the stack would also resolve on it (silent before).
+#[test]
+fn a_node_off_the_installed_driver_is_reported() {
+    let dir = tempdir("installed-driver");
+    let text = std::fs::read_to_string(root().join("lockfiles/a100-torch-source.lock")).unwrap();
+    assert!(text.contains("driver-source = \"installed\""));
+    let driver = text
+        .split("[hardware]\ndriver = \"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .to_string();
+    std::fs::write(dir.join("gpustack.lock"), &text).unwrap();
+    std::fs::write(
+        dir.join("same.toml"),
+        format!("[hardware]\ngpus = [\"a100\"]\ndriver = \"{driver}\"\n"),
+    )
+    .unwrap();
+    let same = check(&dir, &["--hardware", "same.toml"]);
+    assert!(errors(&same).is_empty(), "{:?}", errors(&same));
+    // Raw nvidia-smi XML of an A100 node on R535.
+    let xml = root()
+        .join("fixtures/probe/a100-mig.xml")
+        .display()
+        .to_string();
+    let out = check(&dir, &["--hardware", &xml]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    let f = findings(&out)
+        .into_iter()
+        .find(|f| f["code"] == "installed-driver-mismatch")
+        .unwrap_or_else(|| panic!("{}", out.stdout));
+    assert_eq!(f["severity"], "error");
+    assert_eq!(
+        f["message"],
+        format!("the node runs driver 535.54.03, but the lock says the nodes run the installed driver {driver} (`[hardware].driver`)")
+    );
+    let line = text
+        .lines()
+        .position(|l| l == "driver-source = \"installed\"")
+        .unwrap()
+        + 1;
+    assert_eq!(f["line"].as_u64(), Some(line as u64));
+    // A newer driver is a mismatch too: the lock states the fleet's driver.
+    std::fs::write(
+        dir.join("newer.toml"),
+        "[hardware]\ngpus = [\"a100\"]\ndriver = \"610.43.02\"\n",
+    )
+    .unwrap();
+    let newer = check(&dir, &["--hardware", "newer.toml"]);
+    assert_eq!(
+        located(&newer, "installed-driver-mismatch").len(),
+        1,
+        "{}",
+        newer.stdout
     );
 }
 

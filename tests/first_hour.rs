@@ -246,12 +246,16 @@ fn check_compares_only_what_belongs_to_the_given_lock_and_hints_repeat_its_paths
         dir.join("stacks/l40s.lock"),
     )
     .unwrap();
+    // The default out/ is compared whatever lock it came from: another lock's tree is one
+    // `stale-outputs` finding, and skipping it is explicit.
     let o = run_in(&dir, &["check", "--lock", "stacks/l40s.lock"]);
-    ok(&o, "check --lock other");
+    assert_eq!(o.code, 1, "{}", o.stdout);
     assert!(!o.stdout.contains("other-lock"), "{}", o.stdout);
+    assert!(o.stdout.contains("error[stale-outputs]"), "{}", o.stdout);
+    let o = run_in(&dir, &["check", "--lock", "stacks/l40s.lock", "--no-drift"]);
+    ok(&o, "check --lock other --no-drift");
     assert!(
-        o.stdout
-            .contains("drift (out/ was generated from another lock (sha256:"),
+        o.stdout.contains("skipped drift (--no-drift)"),
         "{}",
         o.stdout
     );
@@ -261,10 +265,11 @@ fn check_compares_only_what_belongs_to_the_given_lock_and_hints_repeat_its_paths
         &["check", "--lock", "stacks/l40s.lock", "--out", "out"],
     );
     assert_eq!(o.code, 1);
-    assert!(o.stdout.contains("error[other-lock]"), "{}", o.stdout);
+    assert!(o.stdout.contains("error[stale-outputs]"), "{}", o.stdout);
     assert!(
-        o.stdout
-            .contains("hint: run `gpustack gen docker --lock stacks/l40s.lock`"),
+        o.stdout.contains(
+            "hint: regenerate them from this lock: `gpustack gen all --lock stacks/l40s.lock`"
+        ),
         "{}",
         o.stdout
     );

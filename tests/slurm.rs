@@ -706,6 +706,23 @@ impl Cluster {
                 ("GPUSTACK_SRUN_MPI".into(), "pmi2".into()),
                 // The OSU run's binary (Slingshot): the shim on PATH, not the image's path.
                 ("GPUSTACK_OSU_BW".into(), "osu_bw".into()),
+                // What the benchmark shims print: recorded real outputs above every example
+                // lock's figure, so the judged acceptance jobs complete (tests/workload.rs
+                // judges outputs below it).
+                (
+                    "GPUSTACK_SHIM_STDOUT_all_reduce_perf".into(),
+                    root()
+                        .join("fixtures/acceptance/nccl-tests-gb200-nvl72.txt")
+                        .display()
+                        .to_string(),
+                ),
+                (
+                    "GPUSTACK_SHIM_STDOUT_osu_bw".into(),
+                    root()
+                        .join("fixtures/acceptance/osu_bw-a100-nvlink-v7.2.txt")
+                        .display()
+                        .to_string(),
+                ),
             ]
             .into_iter()
             .collect(),

@@ -621,6 +621,28 @@ fn leaderworkerset_starts_one_server_across_nodes() {
     let _ = std::fs::remove_dir_all(&p.dir);
 }
 
+/// The `gpustack acceptance:` verdict lines of a run's output.
+fn verdicts(stdout: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter(|l| l.starts_with("gpustack acceptance: "))
+        .map(String::from)
+        .collect()
+}
+
+/// A Kubernetes acceptance command without its judging wrapper (`bash -c SCRIPT NAME CMD…`):
+/// the command the wrapper runs.
+fn unjudged(cmd: Vec<String>) -> Vec<String> {
+    if cmd.first().map(String::as_str) == Some("bash")
+        && cmd.get(1).map(String::as_str) == Some("-c")
+    {
+        assert!(cmd[2].contains("\"$@\" | awk "), "{cmd:?}");
+        cmd[4..].to_vec()
+    } else {
+        cmd
+    }
+}
+
 /// The acceptance test is one decision on every target: for every example lock with
 /// nccl-tests, Slurm's `nccl-tests.sbatch` (under the one-node `srun` stand-in) and the
 /// Kubernetes acceptance object (the Indexed Job's container, or the MPI TrainJob's
@@ -707,6 +729,17 @@ fn kubernetes_and_slurm_run_the_same_nccl_tests() {
             .parse()
             .unwrap();
         let slurm_mpi = script.contains("--mpi=");
+        // The benchmarks print recorded real outputs; both targets judge them alike.
+        let recorded = [
+            (
+                "GPUSTACK_SHIM_STDOUT_all_reduce_perf",
+                root().join("fixtures/acceptance/nccl-tests-h100-2x8.txt"),
+            ),
+            (
+                "GPUSTACK_SHIM_STDOUT_osu_bw",
+                root().join("fixtures/acceptance/osu_bw-a100-nvlink-v7.2.txt"),
+            ),
+        ];
         let out = Command::new("bash")
             .arg("out/slurm/nccl-tests.sbatch")
             .current_dir(&dir)
@@ -721,10 +754,14 @@ fn kubernetes_and_slurm_run_the_same_nccl_tests() {
             .env("SLURM_NNODES", nodes.to_string())
             .env("SLURM_SUBMIT_DIR", &dir)
             .env("SLURM_CPUS_ON_NODE", "16")
+            .envs(recorded.clone())
             .output()
             .unwrap();
+        let slurm_verdicts = verdicts(&out.stdout);
+        // Judged below the lock's figure, the script fails at its verdict; otherwise it
+        // runs to the end.
         assert!(
-            out.status.success(),
+            out.status.success() || slurm_verdicts.iter().any(|v| v.contains(": FAIL: ")),
             "{name}: nccl-tests.sbatch: {}{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
@@ -747,7 +784,7 @@ fn kubernetes_and_slurm_run_the_same_nccl_tests() {
             assert_eq!(j["spec"]["completions"].as_i64(), Some(i64::from(nodes)));
             let mut cmd = strings(&c["command"]);
             cmd.extend(strings(&c["args"]));
-            (cmd, false)
+            (unjudged(cmd), false)
         } else {
             let tj = yaml_doc(&k8s.join("nccl-tests-trainjob.yaml"));
             let rt = yaml_doc(&k8s.join("nccl-tests-runtime.yaml"));
@@ -815,6 +852,7 @@ fn kubernetes_and_slurm_run_the_same_nccl_tests() {
             }
             let mut cmd = strings(&tj["spec"]["trainer"]["command"]);
             cmd.extend(strings(&tj["spec"]["trainer"]["args"]));
+            let cmd = unjudged(cmd);
             assert_eq!(cmd[0], "mpirun", "{name}");
             let prefix = &cmd[cmd.iter().position(|a| a == "--prefix").unwrap() + 1];
             assert!(
@@ -824,23 +862,59 @@ fn kubernetes_and_slurm_run_the_same_nccl_tests() {
             (cmd, true)
         };
         assert_eq!(k8s_mpi, slurm_mpi, "{name}: MPI on one target only");
-        let mut k = Command::new(bin.join(&command[0]));
-        k.args(&command[1..])
-            .current_dir(&dir)
+        // The container's command as written: the judging wrapper, when there is one.
+        let written = {
+            let j = if k8s.join("nccl-tests-job.yaml").exists() {
+                let j = yaml_doc(&k8s.join("nccl-tests-job.yaml"));
+                j["spec"]["template"]["spec"]["containers"][0].clone()
+            } else {
+                yaml_doc(&k8s.join("nccl-tests-trainjob.yaml"))["spec"]["trainer"].clone()
+            };
+            let mut c = strings(&j["command"]);
+            c.extend(strings(&j["args"]));
+            c
+        };
+        let mut k = if written[0] == "bash" {
+            let mut k = Command::new("bash");
+            k.args(&written[1..3])
+                .arg(&written[3])
+                .arg(bin.join(&command[0]));
+            k.args(&command[1..]);
+            k
+        } else {
+            let mut k = Command::new(bin.join(&command[0]));
+            k.args(&command[1..]);
+            k
+        };
+        k.current_dir(&dir)
             .env_clear()
             .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
             .env("LD_LIBRARY_PATH", "")
-            .env("GPUSTACK_REC_DIR", &k8s_rec);
+            .env("GPUSTACK_REC_DIR", &k8s_rec)
+            .envs(recorded.clone());
         if let Some(h) = env_data.as_hash() {
             for (key, v) in h {
                 k.env(key.as_str().unwrap(), v.as_str().unwrap());
             }
         }
         let out = k.output().unwrap();
+        let kube_verdicts = verdicts(&out.stdout);
         assert!(
-            out.status.success(),
+            out.status.success() || kube_verdicts.iter().any(|v| v.contains(": FAIL: ")),
             "{name}: {command:?}: {}",
             String::from_utf8_lossy(&out.stderr)
+        );
+        // The same output gets the same verdict on both targets (Slurm goes on to OSU).
+        let all_reduce = |v: &[String]| v.iter().find(|l| l.contains(" all_reduce_perf ")).cloned();
+        assert_eq!(
+            all_reduce(&kube_verdicts),
+            all_reduce(&slurm_verdicts),
+            "{name}: the targets judge all_reduce_perf differently"
+        );
+        assert_eq!(
+            all_reduce(&kube_verdicts).is_some(),
+            written[0] == "bash",
+            "{name}"
         );
         let kube = argv(&k8s_rec);
         assert_eq!(kube, slurm, "{name}: all_reduce_perf arguments differ");
@@ -889,5 +963,109 @@ fn kubernetes_and_slurm_run_the_same_nccl_tests() {
     assert!(
         compared >= 10 && mpi_runs >= 2,
         "{compared} compared, {mpi_runs} with MPI"
+    );
+}
+
+/// The judging filter on recorded real outputs (`fixtures/acceptance/`, sources in its
+/// README): it passes the output through, and its verdict names measured and expected.
+#[test]
+fn acceptance_is_judged_on_recorded_outputs() {
+    use gpustack::plan::judge::Judge;
+    let judge = |j: &Judge, fixture: &str| -> (i32, String) {
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg(j.wrap())
+            .arg("judge")
+            .arg("cat")
+            .arg(root().join("fixtures/acceptance").join(fixture))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let raw =
+            std::fs::read_to_string(root().join("fixtures/acceptance").join(fixture)).unwrap();
+        assert!(
+            text.starts_with(&raw),
+            "{fixture}: the output is passed through"
+        );
+        (out.status.code().unwrap(), text[raw.len()..].to_string())
+    };
+    // The figures of the example locks, as the plan reads them.
+    let figure = |lock: &str, scope: &str| -> Judge {
+        let text = std::fs::read_to_string(root().join("lockfiles").join(lock)).unwrap();
+        let lock = gpustack::Lock::parse(lock, &text).unwrap();
+        let common = gpustack::plan::Common::new(&lock).unwrap();
+        let a = gpustack::plan::workload::acceptance(&lock, &common)
+            .unwrap()
+            .unwrap();
+        match scope {
+            "osu" => a.osu_judge.unwrap(),
+            _ => a.judge.unwrap(),
+        }
+    };
+    // 8 x 8 H100 over InfiniBand, one MPI run across the nodes: the inter-node figure.
+    let ib = figure("h100-ib-train-serve.lock", "nccl");
+    assert_eq!(
+        (ib.expected.as_str(), ib.min.as_str()),
+        ("330.93", "297.83")
+    );
+    let (code, verdict) = judge(&ib, "nccl-tests-h100-2x8.txt");
+    assert_eq!(code, 0, "{verdict}");
+    assert!(
+        verdict.starts_with("gpustack acceptance: PASS: all_reduce_perf peak busbw 338.82 GB/s at 8589934592 B >= 297.83 GB/s (the lock's inter-node figure 330.93 GB/s less 10%; source: "),
+        "{verdict}"
+    );
+    assert!(
+        verdict.contains("Avg bus bandwidth 70.742 GB/s over all sizes, not judged"),
+        "{verdict}"
+    );
+    // One H100 node: the NVLink figure, which the same run does not reach.
+    let nvlink = figure("h100-forward-compat.lock", "nccl");
+    let (code, verdict) = judge(&nvlink, "nccl-tests-h100-2x8.txt");
+    assert_eq!(code, 1, "{verdict}");
+    assert!(
+        verdict.starts_with("gpustack acceptance: FAIL: all_reduce_perf peak busbw 338.82 GB/s at 8589934592 B < 430.98 GB/s (the lock's intra-node figure 478.87 GB/s less 10%"),
+        "{verdict}"
+    );
+    // The peak is the in-place column where it is the larger.
+    let (code, verdict) = judge(
+        &Judge::nccl("834.57", "the NVL72 figure", "coreweave/nccl-tests#43").unwrap(),
+        "nccl-tests-gb200-nvl72.txt",
+    );
+    assert_eq!(code, 0, "{verdict}");
+    assert!(
+        verdict.contains("peak busbw 846.82 GB/s at 8589934592 B >= 751.11 GB/s"),
+        "{verdict}"
+    );
+    // osu_bw: the row at the lock's message size.
+    let osu = figure("gh200-hpc.lock", "osu");
+    assert_eq!(osu.size_bytes.as_deref(), Some("4194304"));
+    let (code, verdict) = judge(&osu, "osu_bw-a100-nvlink-v7.2.txt");
+    assert_eq!(code, 0, "{verdict}");
+    assert!(
+        verdict.starts_with("gpustack acceptance: PASS: osu_bw 87543.13 MB/s at 4194304 B >= 21600.00 MB/s (the lock's osu_bw figure 24000 MB/s less 10%"),
+        "{verdict}"
+    );
+    let high = Judge::osu("100000", "a figure above the run", Some("4194304"), "test").unwrap();
+    let (code, verdict) = judge(&high, "osu_bw-a100-nvlink-v7.2.txt");
+    assert_eq!(code, 1, "{verdict}");
+    assert!(
+        verdict.starts_with(
+            "gpustack acceptance: FAIL: osu_bw 87543.13 MB/s at 4194304 B < 90000.00 MB/s"
+        ),
+        "{verdict}"
+    );
+    let missing = Judge::osu("24000", "the figure", Some("8589934592"), "test").unwrap();
+    let (code, verdict) = judge(&missing, "osu_bw-a100-nvlink-v7.2.txt");
+    assert_eq!(code, 1);
+    assert!(
+        verdict.contains("no osu_bw result row for 8589934592-byte messages"),
+        "{verdict}"
+    );
+    // Output that is not the benchmark's (nccl-tests' output to the OSU judge and back).
+    let (code, verdict) = judge(&ib, "osu_bw-a100-nvlink-v7.2.txt");
+    assert_eq!(code, 1);
+    assert!(
+        verdict.contains("FAIL: no all_reduce_perf result rows"),
+        "{verdict}"
     );
 }

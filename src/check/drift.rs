@@ -9,6 +9,76 @@ use crate::spec::check::Code;
 use super::report::Finding;
 use super::{header_lock_hash, join, short_diff, short_hash};
 
+/// The stale-outputs check: when no file of the tree names the checked lock and some name
+/// another, the tree is another lock's outputs (the common mistake: a version changed, the
+/// lock was written again, `gpustack gen` was forgotten). One finding names, per target, the
+/// lock each was generated from and the command that regenerates them; comparing file by
+/// file would only repeat it for every file. Returns whether the tree is stale.
+pub(super) fn stale_outputs(
+    lock: &Lock,
+    dir: &str,
+    files: &BTreeMap<String, Vec<u8>>,
+    f: &mut Vec<Finding>,
+) -> bool {
+    let Ok(ours) = plan::Common::new(lock).map(|c| c.lock_hash) else {
+        return false;
+    };
+    // Per target: the first file naming its lock, and that lock.
+    let mut targets: Vec<(plan::Target, &String, String)> = Vec::new();
+    for t in plan::Target::ALL {
+        let prefix = format!("{}/", t.name());
+        let mut named = files
+            .iter()
+            .filter(|(p, _)| p.starts_with(&prefix))
+            .filter_map(|(p, b)| header_lock_hash(&String::from_utf8_lossy(b)).map(|h| (p, h)));
+        match named.next() {
+            Some((_, h)) if h == ours => return false,
+            Some((p, h)) => {
+                if named.any(|(_, h)| h == ours) {
+                    return false;
+                }
+                targets.push((t, p, h));
+            }
+            None => {}
+        }
+    }
+    let Some((_, first, _)) = targets.first() else {
+        return false;
+    };
+    let shown_dir = dir.trim_end_matches('/');
+    let detail = targets
+        .iter()
+        .map(|(t, _, h)| {
+            format!(
+                "{}/: generated from gpustack.lock ({})",
+                join(dir, t.name()),
+                short_hash(h)
+            )
+        })
+        .collect();
+    let names: Vec<&str> = targets.iter().map(|(t, _, _)| t.name()).collect();
+    let command = if names.len() == plan::Target::ALL.len() {
+        "all".to_string()
+    } else {
+        names.join(" ")
+    };
+    f.push(
+        Finding::new(
+            Code::StaleOutputs,
+            format!(
+                "{shown_dir}/ was generated from another lock, not from this one ({})",
+                short_hash(&ours)
+            ),
+        )
+        .at(&join(dir, first), None)
+        .detail(detail)
+        .hint(format!(
+            "regenerate them from this lock: `gpustack gen {command}`; if {shown_dir}/ belongs to another lock on purpose, check it with that lock, or pass `--no-drift`"
+        )),
+    );
+    true
+}
+
 pub(super) fn drift(
     lock: &Lock,
     dir: &str,

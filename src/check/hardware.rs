@@ -163,6 +163,25 @@ pub(super) fn hardware(
     }
     let Some(have) = &hw.driver else { return };
     let locked = &lock.hardware.driver;
+    // An installed driver is a fact the spec states about the nodes (`[hardware].driver`):
+    // the stack was resolved against exactly it, and nothing gpustack generates installs
+    // another. A node running a different one contradicts the lock, whether or not the
+    // stack would also resolve on it.
+    if lock.hardware.driver_installed && have != locked {
+        f.push(
+            Finding::new(
+                Code::InstalledDriverMismatch,
+                format!(
+                    "the node runs driver {have}, but the lock says the nodes run the installed driver {locked} (`[hardware].driver`)"
+                ),
+            )
+            .at(lock_file, line_of(lock_text, "driver-source = \"installed\""))
+            .about("driver")
+            .hint(format!(
+                "set `[hardware].driver = \"{have}\"` in gpustack.toml and run `gpustack lock` if the fleet runs {have}; otherwise install {locked} on the node"
+            )),
+        );
+    }
     // The authority: does the locked stack still resolve on this node? Re-solve the lock's
     // own request with every component pinned and the node's driver as a host fact.
     let mut spec = lock.request.clone();

@@ -7,9 +7,9 @@
 //! |---|---|---|
 //! | integrity | the lock | [`Code::TamperedLock`]: a recorded digest does not match the lock's content ([`Lock::verify`]) |
 //! | staleness | spec + catalog | [`Code::StaleSpec`]: the spec changed since the lock was written; [`Code::StaleCatalog`]: the catalog now resolves the same spec differently |
-//! | drift | `--out` | [`Code::Drift`]: a generated file differs from what the lock renders now, is missing, or is extra; [`Code::OtherLock`]: a target was generated from another lock |
+//! | drift | `--out` | [`Code::StaleOutputs`]: no generated file names this lock, and some name another (the whole tree is another lock's: re-locked, `gen` forgotten); [`Code::Drift`]: a generated file differs from what the lock renders now, is missing, or is extra; [`Code::OtherLock`]: one target of a tree was generated from another lock |
 //! | consistency | `--out` | [`Code::InconsistentDriver`], [`Code::InconsistentImage`], [`Code::InconsistentEnv`], [`Code::InconsistentCommand`]: values read back from the generated files themselves disagree across targets |
-//! | hardware | `--hardware` | [`Code::DriverTooOld`], [`Code::ArchNotCovered`], [`Code::TorchArchNotBuilt`], [`Code::GpuNotLocked`] |
+//! | hardware | `--hardware` | [`Code::DriverTooOld`], [`Code::InstalledDriverMismatch`], [`Code::ArchNotCovered`], [`Code::TorchArchNotBuilt`], [`Code::GpuNotLocked`] |
 //! | hygiene | the lock (and the date) | warnings: [`Code::Unpinned`], [`Code::EolDriver`], [`Code::EolOs`], [`Code::UnsafeVersion`] |
 //! | acknowledgements | the spec's `[check].allow` ([`Allowance`]) | [`Code::UnusedAllow`]: an entry that matches no finding ([`Report::apply`]) |
 //!
@@ -33,14 +33,13 @@ use std::collections::BTreeMap;
 use crate::catalog::Catalog;
 use crate::error::{Error, Location};
 use crate::lock::Lock;
-use crate::plan;
 
 pub use crate::spec::check::{Allowance, Code, Severity};
 pub use hardware::HostHardware;
 pub use report::{Finding, Policy, Report, Skipped, Suppressed};
 
 use consistency::consistency;
-use drift::drift;
+use drift::{drift, stale_outputs};
 use hardware::hardware;
 use hygiene::hygiene;
 use integrity::{integrity, pylocks};
@@ -129,6 +128,16 @@ pub fn check(inputs: &Inputs<'_>) -> Result<Report, Error> {
                 });
             }
         }
+        Some((dir, files)) if stale_outputs(&lock, dir, files, f) => {
+            report.checked.push("drift");
+            report.skipped.push(Skipped {
+                check: "consistency",
+                reason: format!(
+                    "{}/ holds the outputs of another lock",
+                    dir.trim_end_matches('/')
+                ),
+            });
+        }
         Some((dir, files)) => {
             report.checked.push("drift");
             report.checked.push("consistency");
@@ -177,22 +186,6 @@ pub fn check(inputs: &Inputs<'_>) -> Result<Report, Error> {
         }
     }
     Ok(report)
-}
-
-/// When no file under an output directory names `lock` in its header and some name another
-/// lock: that other lock's short hash. `check` compares a default `out/` only when it was
-/// generated from the lock checked.
-pub fn foreign_out(lock: &Lock, files: &BTreeMap<String, Vec<u8>>) -> Option<String> {
-    let ours = plan::Common::new(lock).ok()?.lock_hash;
-    let mut other = None;
-    for b in files.values() {
-        match header_lock_hash(&String::from_utf8_lossy(b)) {
-            Some(h) if h == ours => return None,
-            Some(h) => other = other.or(Some(h)),
-            None => {}
-        }
-    }
-    other.map(|h| short_hash(&h))
 }
 
 /// The paths the user gave, repeated in every hint's command line: a hint for

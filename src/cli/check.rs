@@ -18,9 +18,12 @@ pub(crate) struct Args {
     /// The lock to check
     #[arg(long, default_value = "gpustack.lock", value_name = "PATH")]
     lock: PathBuf,
-    /// The generated files (skipped when the default is absent)
+    /// The generated files (default: out/ when present)
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Do not compare the generated files (drift and consistency are reported as skipped)
+    #[arg(long, conflicts_with = "out")]
+    no_drift: bool,
     /// A node's hardware: the `[hardware]` table `gpustack probe` prints, or saved
     /// nvidia-smi output
     #[arg(long, value_name = "FILE")]
@@ -83,7 +86,7 @@ pub(crate) fn run(args: Args, verbose: bool) -> Result<u8, Error> {
         "create it with `gpustack lock`, or pass `--lock PATH`",
     )?;
     let spec_text = spec(&args)?;
-    let (tree, foreign) = out_tree(&args, &lock_shown, &lock_text)?;
+    let tree = out_tree(&args)?;
     let hw = hardware(&args, &catalog)?;
     let pylocks = pylocks(&args.lock, &lock_shown, &lock_text);
     let today = Some(args.today.clone().unwrap_or_else(gpustack::import::today));
@@ -97,9 +100,9 @@ pub(crate) fn run(args: Args, verbose: bool) -> Result<u8, Error> {
         unusual: tree.as_ref().map_or(&[][..], |(_, t)| &t.unusual),
         hardware: hw.as_ref(),
     })?;
-    if let Some(reason) = foreign {
-        report.skip("drift", reason);
-        report.skip("consistency", "as drift".to_string());
+    if args.no_drift {
+        report.skip("drift", "--no-drift".to_string());
+        report.skip("consistency", "--no-drift".to_string());
     }
     report.apply(&gpustack::check::Policy {
         pedantic: args.pedantic,
@@ -135,15 +138,12 @@ fn spec(args: &Args) -> Result<Option<(String, String)>, Error> {
     })
 }
 
-/// The generated files to compare, and why drift is skipped when the default `out/` was
-/// generated from another lock. An explicit --out must exist; the default is used when
-/// present.
-fn out_tree(
-    args: &Args,
-    lock_shown: &str,
-    lock_text: &str,
-) -> Result<(Option<Tree>, Option<String>), Error> {
+/// The generated files to compare: an explicit --out must exist; the default `out/` is used
+/// when present, whichever lock it was generated from (a tree of another lock is the
+/// `stale-outputs` finding, not a reason to skip). None with --no-drift.
+fn out_tree(args: &Args) -> Result<Option<Tree>, Error> {
     let out_dir = match &args.out {
+        _ if args.no_drift => None,
         Some(p) if !p.is_dir() => {
             return Err(Diagnostic::new(
                 Stage::Usage,
@@ -155,25 +155,10 @@ fn out_tree(
         Some(p) => Some(p.clone()),
         None => Some(PathBuf::from("out")).filter(|p| p.is_dir()),
     };
-    let mut tree = match &out_dir {
+    Ok(match &out_dir {
         Some(d) => Some((gpustack::emit::shown(d), gpustack::emit::read_out_tree(d)?)),
         None => None,
-    };
-    // The default `out/` is compared only when it was generated from this lock: run from a
-    // repository root with `--lock other.lock`, it belongs to another.
-    let mut foreign = None;
-    if args.out.is_none() {
-        if let Some((d, t)) = &tree {
-            let parsed = Lock::parse(lock_shown, lock_text)?;
-            if let Some(h) = gpustack::check::foreign_out(&parsed, &t.files) {
-                foreign = Some(format!(
-                    "{d}/ was generated from another lock ({h}); pass `--out {d}` to compare it"
-                ));
-                tree = None;
-            }
-        }
-    }
-    Ok((tree, foreign))
+    })
 }
 
 /// The node's hardware from `--hardware`: a `[hardware]` table, or raw nvidia-smi output

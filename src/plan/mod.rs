@@ -8,6 +8,7 @@
 pub mod cluster;
 pub mod host;
 pub mod install;
+pub mod judge;
 pub(crate) mod locked;
 pub mod network;
 pub mod python;

@@ -200,6 +200,13 @@ pub struct Acceptance {
     /// What `osu_bw` is expected to reach, where the OSU run exists and the lock has a
     /// published figure: every target prints exactly these values.
     pub osu_expected: Option<OsuExpected>,
+    /// The judgement of `all_reduce_perf`'s output against the lock's figure for the run's
+    /// shape (`inter-node` for an MPI run across nodes, else `intra-node`), where the lock
+    /// has one that nccl-tests measured: every target pipes the run through exactly this
+    /// filter.
+    pub judge: Option<super::judge::Judge>,
+    /// The judgement of `osu_bw`'s output against [`Acceptance::osu_expected`].
+    pub osu_judge: Option<super::judge::Judge>,
 }
 
 /// The expected `osu_bw` figure, in the unit and at the message size `osu_bw` prints: its
@@ -719,7 +726,41 @@ pub fn acceptance(lock: &Lock, common: &Common) -> Result<Option<Acceptance>, Er
             .chain([g.to_string()])
             .collect(),
     };
+    // The figure of the run's shape: one MPI run across the nodes is the inter-node
+    // figure; a run on one node (or one per node, without MPI) the intra-node one.
+    let scope = if mpi && common.nodes > 1 {
+        "inter-node"
+    } else {
+        "intra-node"
+    };
+    let judge = common
+        .expected
+        .iter()
+        .find(|e| e.scope == scope)
+        // Only a figure nccl-tests measured is a pass mark for it: another benchmark's
+        // (gh200-hpc's PyTorch all-reduce) stays a printed yardstick.
+        .filter(|e| e.test.starts_with("all_reduce_perf"))
+        .and_then(|e| {
+            super::judge::Judge::nccl(
+                &e.busbw_gbps,
+                &format!("the lock's {scope} figure"),
+                &e.source,
+            )
+        });
+    let osu_expected = osu
+        .then(|| super::locked::osu_bandwidth(lock).map(OsuExpected::of))
+        .flatten();
+    let osu_judge = osu_expected.as_ref().and_then(|o| {
+        super::judge::Judge::osu(
+            &o.mbps,
+            "the lock's osu_bw figure",
+            o.size_bytes.as_deref(),
+            &o.source,
+        )
+    });
     Ok(Some(Acceptance {
+        judge,
+        osu_judge,
         image: image_for(lock, common, Layer::Validate)?,
         nodes: common.nodes,
         resources: resources(lock, common, gpus),
@@ -732,9 +773,7 @@ pub fn acceptance(lock: &Lock, common: &Common) -> Result<Option<Acceptance>, Er
             program: format!("{}/{OSU_BW}", common.fabric_prefix),
             args: OSU_BW_ARGS.map(String::from).to_vec(),
         }),
-        osu_expected: osu
-            .then(|| super::locked::osu_bandwidth(lock).map(OsuExpected::of))
-            .flatten(),
+        osu_expected,
         ssh,
     }))
 }

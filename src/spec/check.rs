@@ -25,6 +25,9 @@ pub enum Code {
     Drift,
     /// A target's files were generated from a different lock.
     OtherLock,
+    /// Every file of a target that names its lock names another one: the whole target
+    /// was generated from another lock (re-locked, then `gen` forgotten).
+    StaleOutputs,
     /// The driver differs between the lock, the Packer scripts and the GPU Operator values.
     InconsistentDriver,
     /// An image reference in Kubernetes, Slurm or Apptainer is not the bake file's tag.
@@ -36,6 +39,9 @@ pub enum Code {
     InconsistentCommand,
     /// The node's driver cannot run the locked stack.
     DriverTooOld,
+    /// The lock says the nodes run an installed driver (`[hardware].driver`), and the
+    /// node runs another one.
+    InstalledDriverMismatch,
     /// The node's driver runs the locked stack but is older than the locked driver the VM
     /// image and GPU Operator install: the node was not built from the generated image.
     DriverOlderThanLocked,
@@ -68,11 +74,13 @@ impl Code {
             Code::StaleCatalog => "stale-catalog",
             Code::Drift => "drift",
             Code::OtherLock => "other-lock",
+            Code::StaleOutputs => "stale-outputs",
             Code::InconsistentDriver => "inconsistent-driver",
             Code::InconsistentImage => "inconsistent-image",
             Code::InconsistentEnv => "inconsistent-env",
             Code::InconsistentCommand => "inconsistent-command",
             Code::DriverTooOld => "driver-too-old",
+            Code::InstalledDriverMismatch => "installed-driver-mismatch",
             Code::DriverOlderThanLocked => "driver-older-than-locked",
             Code::ArchNotCovered => "arch-not-covered",
             Code::TorchArchNotBuilt => "torch-arch-not-built",
@@ -86,17 +94,19 @@ impl Code {
     }
 
     /// Every code, in report order.
-    pub const ALL: [Code; 19] = [
+    pub const ALL: [Code; 21] = [
         Code::TamperedLock,
         Code::StaleSpec,
         Code::StaleCatalog,
         Code::Drift,
         Code::OtherLock,
+        Code::StaleOutputs,
         Code::InconsistentDriver,
         Code::InconsistentImage,
         Code::InconsistentEnv,
         Code::InconsistentCommand,
         Code::DriverTooOld,
+        Code::InstalledDriverMismatch,
         Code::DriverOlderThanLocked,
         Code::ArchNotCovered,
         Code::TorchArchNotBuilt,
@@ -140,12 +150,13 @@ impl Code {
         match self {
             Code::TamperedLock => "integrity",
             Code::StaleSpec | Code::StaleCatalog => "staleness",
-            Code::Drift | Code::OtherLock => "drift",
+            Code::Drift | Code::OtherLock | Code::StaleOutputs => "drift",
             Code::InconsistentDriver
             | Code::InconsistentImage
             | Code::InconsistentEnv
             | Code::InconsistentCommand => "consistency",
             Code::DriverTooOld
+            | Code::InstalledDriverMismatch
             | Code::DriverOlderThanLocked
             | Code::ArchNotCovered
             | Code::TorchArchNotBuilt

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # PATH shim for tests/slurm.rs, installed (copied) under the names vllm,
 # all_reduce_perf, apptainer and srun (torchrun is tests/slurm/torchrun.py, a stand-in that
-# implements torchrun's command line and starts the training script). It records how it was called, exactly, and exits 0:
+# implements torchrun's command line and starts the training script). It records how it was called, exactly, and exits 0
+# (as a benchmark, after printing $GPUSTACK_SHIM_STDOUT_<name> when that is set):
 #   $GPUSTACK_REC_DIR/<name>.<job id>.<node>.<task id>.argv   the arguments, NUL-separated
 #   $GPUSTACK_REC_DIR/<name>.<job id>.<node>.<task id>.env    `env -0`
 #   $GPUSTACK_REC_DIR/<name>.<job id>.<node>.<task id>.prog   how it was invoked ($0)
@@ -23,6 +24,12 @@ env -0 >"$rec.env"
 printf '%s' "$0" >"$rec.prog"
 if [[ "$name" == srun ]]; then
   exec "${GPUSTACK_REAL_SRUN:?GPUSTACK_REAL_SRUN is not set}" "$@"
+fi
+# As a benchmark (all_reduce_perf, osu_bw): print the recorded output named by
+# GPUSTACK_SHIM_STDOUT_<name>, when set (tests/workload.rs judges it).
+out_var="GPUSTACK_SHIM_STDOUT_$name"
+if [[ "$name" != apptainer && -n "${!out_var:-}" ]]; then
+  cat -- "${!out_var}"
 fi
 if [[ "$name" == apptainer ]]; then
   [[ "${1:-}" == exec ]] || { echo "apptainer shim: only 'exec' is supported" >&2; exit 2; }

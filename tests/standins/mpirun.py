@@ -92,6 +92,10 @@ env["OMPI_COMM_WORLD_RANK"] = "0"
 env["OMPI_COMM_WORLD_SIZE"] = str(rec["np"])
 # The recorder the test puts on the exported PATH needs to know where to write.
 env["GPUSTACK_REC_DIR"] = os.environ["GPUSTACK_REC_DIR"]
+# And the recorded output it prints (tests/slurm/shim.sh).
+for k, v in os.environ.items():
+    if k.startswith("GPUSTACK_SHIM_STDOUT_"):
+        env[k] = v
 path = env.get("PATH", "/usr/bin:/bin")
 for d in path.split(":"):
     p = os.path.join(d, rec["program"])

@@ -252,6 +252,8 @@ pub struct NcclTestsPlan {
     pub osu: Option<OsuPlan>,
     /// How the pods of the MPI runs start together (the runtime's `podGroupPolicy`).
     pub gang: Gang,
+    /// The run judges its own output ([`crate::plan::judge`]).
+    pub judged: bool,
 }
 
 /// The OSU point-to-point run (a second TrainJob on the nccl-tests TrainingRuntime).
@@ -1166,10 +1168,11 @@ fn mpi_acceptance(
     });
     args.push(a.per_gpu.program.clone());
     args.extend(a.per_gpu.args.iter().cloned());
+    let (command, args) = judged(a.judge.as_ref(), vec!["mpirun".into()], args);
     let launch = MpiLaunch {
         procs_per_node: gpus,
         ssh: ssh.clone(),
-        command: vec!["mpirun".into()],
+        command,
         args,
         command_notes: vec![
             format!(
@@ -1185,6 +1188,27 @@ fn mpi_acceptance(
         hostfile: MPI_HOSTFILE.into(),
     };
     (launch, osu_args)
+}
+
+/// A command judged by its output ([`crate::plan::judge`]): `bash -c` runs it through the
+/// same filter the Slurm script pipes it into; unchanged when the lock has no figure.
+fn judged(
+    judge: Option<&crate::plan::judge::Judge>,
+    command: Vec<String>,
+    args: Vec<String>,
+) -> (Vec<String>, Vec<String>) {
+    match judge {
+        None => (command, args),
+        Some(j) => (
+            vec![
+                "bash".into(),
+                "-c".into(),
+                j.wrap(),
+                "gpustack-acceptance".into(),
+            ],
+            command.into_iter().chain(args).collect(),
+        ),
+    }
 }
 
 /// The acceptance test: all_reduce_perf on one node, or under mpirun over SSH across
@@ -1207,8 +1231,11 @@ fn nccl_tests_plan(
     p.spread = (a.nodes > 1).then(|| "nccl-tests".to_string());
     let (mpi, osu_args) = match &a.ssh {
         None => {
-            p.command = vec![a.per_node.program.clone()];
-            p.args = a.per_node.args.clone();
+            (p.command, p.args) = judged(
+                a.judge.as_ref(),
+                vec![a.per_node.program.clone()],
+                a.per_node.args.clone(),
+            );
             p.command_notes = vec![format!(
                 "all_reduce_perf over the {} GPUs of one node, 8 B to 8 GiB; compare the busbw column with the intra-node figure in expected-bandwidth.yaml",
                 a.resources.gpus
@@ -1228,18 +1255,23 @@ fn nccl_tests_plan(
         gang(1)
     };
     p.scheduler_name = gang.scheduler_name().map(String::from);
-    let osu = mpi.as_ref().zip(osu_args).map(|(m, args)| OsuPlan {
+    let osu = mpi.as_ref().zip(osu_args).map(|(m, args)| {
+        let (command, args) = judged(a.osu_judge.as_ref(), vec!["mpirun".into()], args);
+        OsuPlan {
         name: "osu-bw".into(),
         nodes: 2,
         mpi: MpiLaunch {
+            command,
             args,
             command_notes: vec![
                 "osu_bw, one rank on each of two nodes, GPU buffers on both sides (-d cuda D D), as the Slurm acceptance test runs it after nccl-tests".into(),
             ],
             ..m.clone()
         },
+    }
     });
     NcclTestsPlan {
+        judged: a.judge.is_some(),
         name: "nccl-tests".into(),
         nodes: a.nodes,
         pod: p,

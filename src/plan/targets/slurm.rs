@@ -161,6 +161,10 @@ pub struct NcclTestsJob {
     /// The OSU bandwidth run after it, one task on each of two nodes
     /// ([`crate::plan::workload::Acceptance::osu`]).
     pub osu: Option<WorkloadLaunch>,
+    /// The filter the run's output goes through ([`crate::plan::judge`]).
+    pub judge: Option<crate::plan::judge::Judge>,
+    /// The filter the OSU run's output goes through.
+    pub osu_judge: Option<crate::plan::judge::Judge>,
 }
 
 /// An `srun` option the fabric environment needs.
@@ -565,6 +569,8 @@ impl Ctx<'_> {
             run: if a.mpi { a.per_gpu } else { a.per_node },
             version: a.version,
             osu: a.osu,
+            judge: a.judge,
+            osu_judge: a.osu_judge,
         }
     }
 }
