@@ -677,7 +677,10 @@ fn manifests_agree_with_the_lock_and_the_images() {
                     g.as_str(),
                     "{name}/{f}"
                 ),
-                None => assert!(pod.get("nodeSelector").is_none(), "{name}/{f}"),
+                None => assert!(
+                    pod["nodeSelector"].get("nvidia.com/gpu.product").is_none(),
+                    "{name}/{f}"
+                ),
             }
             let shm = pod["volumes"]
                 .as_array()
@@ -712,9 +715,21 @@ fn manifests_agree_with_the_lock_and_the_images() {
             let nodes = lock["request"]
                 .get("cluster")
                 .map_or(1, |c| c["nodes"].as_integer().unwrap());
-            assert_eq!(strs(&c["command"]), ["all_reduce_perf"]);
+            // Judged (the lock has a figure nccl-tests measured): `bash -c JUDGE
+            // gpustack-acceptance` runs the args and pipes them through the judge.
+            let command = strs(&c["command"]);
+            let mut args = strs(&c["args"]);
+            if command[0] == "bash" {
+                assert_eq!(command.len(), 4, "{name}: {command:?}");
+                assert_eq!(command[3], "gpustack-acceptance", "{name}");
+                assert!(command[2].contains("gpustack acceptance"), "{name}");
+            } else {
+                assert_eq!(command, ["all_reduce_perf"], "{name}");
+                args.insert(0, "all_reduce_perf".to_string());
+            }
+            assert_eq!(args[0], "all_reduce_perf", "{name}");
             assert_eq!(
-                strs(&c["args"]),
+                args[1..],
                 [
                     "-b",
                     "8",

@@ -418,6 +418,8 @@ struct Cpus {
     bake: Vec<String>,
     /// Packer's qemu sources, by the image each boots and the emulator it runs.
     packer: Vec<String>,
+    /// The `kubernetes.io/arch` values the Kubernetes pods select, as `uname -m`.
+    k8s: Vec<String>,
 }
 
 fn sorted(mut v: Vec<String>) -> Vec<String> {
@@ -516,11 +518,29 @@ fn cpus_of(lock: &gpustack::Lock, out: &Path) -> Cpus {
         c.packer.push(by_image.to_string());
     }
     c.packer = sorted(c.packer);
+    // Kubernetes: every `kubernetes.io/arch` a pod of any generated manifest selects.
+    if let Ok(entries) = std::fs::read_dir(out.join("k8s")) {
+        for e in entries {
+            let text = std::fs::read_to_string(e.unwrap().path()).unwrap_or_default();
+            for l in text.lines() {
+                if let Some(v) = l.trim().strip_prefix("kubernetes.io/arch: ") {
+                    c.k8s.push(match v.trim_matches('"') {
+                        "amd64" => "x86_64".to_string(),
+                        "arm64" => "aarch64".to_string(),
+                        other => panic!("kubernetes.io/arch {other}"),
+                    });
+                }
+            }
+        }
+    }
+    c.k8s.dedup();
+    c.k8s = sorted(c.k8s);
+    c.k8s.dedup();
     c
 }
 
-/// Decided once, the same everywhere: the VM images Packer boots are for exactly the CPUs
-/// the lock records, and where the lock has a Python closure, its pylock platforms and the
+/// Decided once, the same everywhere: the VM images Packer boots and the nodes the
+/// Kubernetes pods select are for exactly the CPUs the lock records, and where the lock has a Python closure, its pylock platforms and the
 /// bake file's platforms are those CPUs too, for every example lock and the closed mixed
 /// lock.
 #[test]
@@ -530,6 +550,20 @@ fn every_target_builds_for_the_locks_cpus() {
     let mut check = |name: &str, lock: &gpustack::Lock, out: &Path| {
         let c = cpus_of(lock, out);
         assert_eq!(c.packer, c.lock, "{name}: Packer's VM images");
+        // The pods of a one-CPU stack run on nodes of that CPU; a mixed stack's images are
+        // multi-platform and select none.
+        if c.lock.len() == 1 {
+            assert_eq!(
+                c.k8s, c.lock,
+                "{name}: the Kubernetes pods' kubernetes.io/arch"
+            );
+        } else {
+            assert!(
+                c.k8s.is_empty(),
+                "{name}: a mixed stack pins no arch: {:?}",
+                c.k8s
+            );
+        }
         if !c.pylock.is_empty() {
             assert_eq!(c.pylock, c.lock, "{name}: the pylock platforms");
             assert_eq!(c.bake, c.lock, "{name}: the bake platforms");

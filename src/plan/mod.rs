@@ -318,6 +318,10 @@ pub struct Common {
     pub driver: String,
     /// The first GPU's GPU Feature Discovery product label, where known.
     pub gfd_product: Option<String>,
+    /// The Kubernetes node architecture (`kubernetes.io/arch`: `amd64`, `arm64`) every GPU
+    /// pod selects when the lock's hosts have one CPU (the CPU its images and VM images
+    /// are built for); `None` for a stack of several CPUs, whose images are multi-platform.
+    pub node_arch: Option<String>,
 }
 
 impl Common {
@@ -420,6 +424,16 @@ impl Common {
                 .gpus
                 .first()
                 .and_then(|g| g.gfd_product.clone()),
+            node_arch: match locked::host_cpus(lock).as_slice() {
+                [one] => Some(
+                    match one.as_str() {
+                        "aarch64" => "arm64",
+                        _ => "amd64",
+                    }
+                    .to_string(),
+                ),
+                _ => None,
+            },
         })
     }
 

@@ -156,6 +156,8 @@ pub struct Pod {
     pub volumes: Vec<Volume>,
     /// `nvidia.com/gpu.product` value.
     pub gfd_product: Option<String>,
+    /// `kubernetes.io/arch` of the nodes: the lock's one host CPU ([`Common::node_arch`]).
+    pub node_arch: Option<String>,
     /// ConfigMap with the NCCL environment.
     pub env_from: String,
     /// `restartPolicy` (none for Deployments).
@@ -910,6 +912,7 @@ fn pod(
         probes: None,
         volumes: vec![shm()],
         gfd_product: common.gfd_product.clone(),
+        node_arch: common.node_arch.clone(),
         env_from: ENV_CONFIG.to_string(),
         restart_policy: None,
         spread: None,
