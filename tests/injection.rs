@@ -924,6 +924,13 @@ fn hostile_overlay_values_never_change_the_structure() {
                 if path[0] == "source" || path[0] == "note" {
                     continue;
                 }
+                // A bandwidth figure's `test` is a decision, not only data: the acceptance
+                // jobs judge only figures nccl-tests measured (`all_reduce_perf …`), so
+                // another benchmark's name changes the command by design. Load validation
+                // holds its program word to letters, digits and `._-`.
+                if family == "bandwidth" && path[0] == "test" {
+                    continue;
+                }
                 let folded: Vec<&str> = path
                     .iter()
                     .map(|p| if p.starts_with('#') { "#" } else { p.as_str() })

@@ -96,6 +96,7 @@ impl HostHardware {
     }
 }
 
+// long: one pass over the node's GPUs and driver, each finding built where its facts are read.
 pub(super) fn hardware(
     lock: &Lock,
     lock_file: &str,

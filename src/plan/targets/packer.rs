@@ -1404,6 +1404,7 @@ fn variables<'a>(
 
 impl PackerPlan {
     /// Plans the VM images from the lock.
+    // long: the plan's fields, each copied or derived from the install plan in one place.
     pub fn new(lock: &Lock, common: &Common) -> Result<PackerPlan, Error> {
         let dp = InstallPlan::new(lock, common)?;
         let os = dp.os.id.clone();
