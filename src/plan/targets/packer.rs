@@ -36,10 +36,9 @@ use crate::core::Layer;
 use crate::error::{Diagnostic, Error, Stage};
 use crate::lock::Lock;
 use crate::plan::host::HostPlan;
-use crate::plan::install::{
-    BasePackages, Cuda, Driver, InstallPlan, NvswitchHost, Pins, Requirement, SourceBuild, Steps,
-    Toolkit,
-};
+use crate::plan::install::{BasePackages, Driver, InstallPlan, Requirement, SourceBuild, Steps};
+
+pub use crate::plan::install::{Cuda, NvswitchHost, Pins, Toolkit};
 use crate::plan::locked;
 use crate::plan::Common;
 use crate::render::RenderedFile;
@@ -344,26 +343,11 @@ pub struct PackerPlan {
     pub image_name_max: usize,
     /// Driver.
     pub driver: Driver,
-    /// CUDA toolkit.
-    pub cuda: Option<Cuda>,
-    /// cuDNN.
-    pub cudnn: Option<Pins>,
-    /// NCCL.
-    pub nccl: Option<Pins>,
-    /// DCGM.
-    pub dcgm: Option<Pins>,
-    /// Fabric Manager.
-    pub fabricmanager: Option<Pins>,
-    /// The host requirements of the GPUs' NVSwitch generation, installed next to Fabric
-    /// Manager (NVLSM and the InfiniBand management stack on fourth-generation boards).
-    pub nvswitch_host: Vec<NvswitchHost>,
-    /// Kernel modules loaded at every boot (`/etc/modules-load.d`), before Fabric Manager
-    /// starts: the host requirements' (`ib_umad`).
-    pub boot_modules: Vec<String>,
-    /// Container Toolkit.
-    pub toolkit: Option<Toolkit>,
-    /// What `base.sh` holds at the installed version (apt names, dnf specs).
-    pub held: Vec<String>,
+    /// The install plan's host packages (CUDA, cuDNN, NCCL, DCGM, Fabric Manager and the
+    /// NVSwitch requirements, the Container Toolkit, what is held): their fields print as
+    /// the plan's own.
+    #[serde(flatten)]
+    pub base: BasePackages,
     /// DCGM Exporter.
     pub exporter: Option<Exporter>,
     /// uv.
@@ -1499,15 +1483,7 @@ impl PackerPlan {
                 .into(),
             image_name_max: IMAGE_NAME_MAX,
             driver,
-            cuda: base.cuda,
-            cudnn: base.cudnn,
-            nccl: base.nccl,
-            dcgm: base.dcgm,
-            fabricmanager: base.fabricmanager,
-            nvswitch_host: base.nvswitch_host.clone(),
-            boot_modules: base.boot_modules.clone(),
-            toolkit: base.toolkit,
-            held: base.held,
+            base,
             exporter,
             uv,
             python: dp.python.clone(),
