@@ -50,21 +50,8 @@ const TOOLS: &[&str] = &[
     "chown",
 ];
 
-/// Whether this host can make the stand-in machine (see tests/provision.rs).
-#[allow(clippy::print_stderr)]
 fn isolation() -> bool {
-    let ok = Command::new("unshare")
-        .args(["-rm", "true"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        let msg = "\n!!! `unshare -rm` is unavailable: the image install harness is SKIPPED.\n";
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("{msg}CI=true: a missing tool is a failure");
-        }
-        eprintln!("{msg}");
-    }
-    ok
+    namespaces("image install harness")
 }
 
 /// The OS of an `nvidia/cuda` image reference (`…-devel-rockylinux9@sha256:…`).

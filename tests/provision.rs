@@ -68,22 +68,8 @@ const TOOLS: &[&str] = &[
     "passwd",
 ];
 
-/// Whether this host can make the stand-in machine; a loud skip (or, with `CI=true`, a
-/// failure) otherwise.
-#[allow(clippy::print_stderr)] // the loud skip notice is the point
 fn isolation() -> bool {
-    let ok = Command::new("unshare")
-        .args(["-rm", "true"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        let msg = "\n!!! `unshare -rm` is unavailable: the provisioning harness is SKIPPED (it needs user and mount namespaces).\n";
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("{msg}CI=true: a missing tool is a failure");
-        }
-        eprintln!("{msg}");
-    }
-    ok
+    namespaces("provisioning harness")
 }
 
 /// One package request: manager, name, version (`None` when unpinned).

@@ -137,14 +137,16 @@ fn stock_extras_load() {
 }
 
 fn stock_plus(overlay: &str) -> Result<Catalog, Error> {
+    stock_with("site/extras.toml", overlay)
+}
+
+/// The stock catalog with one overlay file at `path`.
+fn stock_with(path: &str, overlay: &str) -> Result<Catalog, Error> {
     let stock: Vec<(String, String)> = STOCK
         .iter()
         .map(|(p, t)| (p.to_string(), t.to_string()))
         .collect();
-    Catalog::from_layers(&[
-        stock,
-        vec![("site/extras.toml".to_string(), overlay.to_string())],
-    ])
+    Catalog::from_layers(&[stock, vec![(path.to_string(), overlay.to_string())]])
 }
 
 fn diagnostics(r: Result<Catalog, Error>) -> Vec<Diagnostic> {
@@ -374,15 +376,7 @@ fn deploy_families_refuse_unsafe_values() {
         ),
     ];
     for (text, want) in cases {
-        let e = Catalog::from_layers(&[
-            STOCK
-                .iter()
-                .map(|(p, t)| (p.to_string(), t.to_string()))
-                .collect(),
-            vec![("overlay/x.toml".to_string(), text.to_string())],
-        ])
-        .unwrap_err()
-        .to_string();
+        let e = stock_with("overlay/x.toml", &text).unwrap_err().to_string();
         assert!(e.contains(want), "{text}\n---\n{e}");
         assert!(e.contains("overlay/x.toml:"), "{e}");
     }
@@ -654,15 +648,9 @@ fn os_releases_and_images_are_validated() {
         (head.replace("2024-04", "April 2024"), "is not a date"),
     ];
     for (text, want) in cases {
-        let e = Catalog::from_layers(&[
-            STOCK
-                .iter()
-                .map(|(p, t)| (p.to_string(), t.to_string()))
-                .collect(),
-            vec![("overlay/os.toml".to_string(), text.clone())],
-        ])
-        .unwrap_err()
-        .to_string();
+        let e = stock_with("overlay/os.toml", &text)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains(want), "{text}\n---\n{e}");
         assert!(e.contains("overlay/os.toml:"), "{e}");
     }

@@ -273,3 +273,22 @@ pub(crate) fn write_training_code(dir: &Path) {
         }
     }
 }
+
+/// Whether this host can make the stand-in machine of `tests/provision/machine.sh` (user and
+/// mount namespaces, `unshare -rm`); a loud skip notice naming `harness` otherwise, and a
+/// failure with `CI=true`.
+#[allow(clippy::print_stderr)] // the loud skip notice is the point
+pub(crate) fn namespaces(harness: &str) -> bool {
+    let ok = Command::new("unshare")
+        .args(["-rm", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        let msg = format!("\n!!! `unshare -rm` is unavailable: the {harness} is SKIPPED (it needs user and mount namespaces).\n");
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("{msg}CI=true: a missing tool is a failure");
+        }
+        eprintln!("{msg}");
+    }
+    ok
+}
