@@ -937,7 +937,7 @@ fn request(old: &Lock, new: &Lock, out: &mut Vec<Change>) {
 /// An error's messages in one line, for a report.
 fn reason(e: &Error) -> String {
     match e {
-        Error::Invalid(ds) | Error::Unresolvable(ds) => ds
+        Error::Invalid(ds) | Error::Unresolvable(ds) | Error::Network(ds) => ds
             .iter()
             .map(|d| d.message.as_str())
             .collect::<Vec<_>>()

@@ -179,6 +179,10 @@ pub enum Error {
     /// A resolver after the solver (uv, for the Python closure) found no solution: its
     /// explanation (exit code 1).
     Unresolvable(Vec<Diagnostic>),
+    /// A host the run needed did not answer as it must: DNS, connect, TLS, an HTTP status,
+    /// a deadline or a byte cap (exit code 3). Each diagnostic names the host, the URL, the
+    /// cause and the setting that points elsewhere (or `--offline`).
+    Network(Vec<Diagnostic>),
 }
 
 impl Error {
@@ -187,6 +191,7 @@ impl Error {
         match self {
             Error::Invalid(_) => 2,
             Error::NoSolution(_) | Error::Unresolvable(_) => 1,
+            Error::Network(_) => 3,
         }
     }
 }
@@ -206,7 +211,7 @@ impl From<Vec<Diagnostic>> for Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Invalid(ds) | Error::Unresolvable(ds) => {
+            Error::Invalid(ds) | Error::Unresolvable(ds) | Error::Network(ds) => {
                 for (i, d) in ds.iter().enumerate() {
                     if i > 0 {
                         f.write_str("\n\n")?;

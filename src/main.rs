@@ -50,7 +50,7 @@ pub(crate) fn quiet() -> bool {
     about = "One lock for the GPU stack: driver, CUDA, cuDNN, NCCL, PyTorch, vLLM, DeepSpeed",
     long_about = "gpustack resolves a GPU software stack from a catalog of sourced compatibility facts \
 and writes a deterministic lockfile that every generator renders from.\n\n\
-Exit codes: 0 ok, 1 no compatible stack, 2 invalid input or usage.",
+Exit codes: 0 ok, 1 no compatible stack, 2 invalid input or usage, 3 a network failure.",
     after_help = "Examples:\n  gpustack init --gpu h100 --driver 550.54.15\n  gpustack lock\n  gpustack why torch\n  gpustack catalog show torch"
 )]
 struct Cli {
