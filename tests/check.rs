@@ -85,7 +85,7 @@ fn a_clean_project_passes_every_check() {
     assert_eq!(v["format"], 1);
     assert_eq!(
         v["checked"],
-        serde_json::json!(["integrity", "hygiene", "staleness", "drift", "consistency"])
+        serde_json::json!(["integrity", "hygiene", "staleness", "drift", "consistency", "admission"])
     );
     assert_eq!(v["skipped"][0]["check"], "hardware");
     // This stack's deliberate warnings are acknowledged in its `[check]`: counted, with

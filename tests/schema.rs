@@ -69,14 +69,26 @@ fn full_spec(schema: &Value) -> toml::Table {
     }
     // Across keys, per fabric (the parser's rule, tests/fabric.rs): `[network].gid_index`
     // is RoCE only, `sharp` InfiniBand only, so the InfiniBand spec leaves the GID index out;
-    // its bounds are checked on a RoCE spec below.
+    // its bounds are checked on a RoCE spec below. The device keys are EFA's and
+    // Slingshot's alone (`efa_devices`' bounds are checked on an EFA spec below).
     // `pod_subnets` needs one subnet per interface, several nodes that fit the subnet and
     // no GID index: its rules are across keys and tables, so tests/fabric.rs checks it.
     if let Some(n) = spec.get_mut("network").and_then(toml::Value::as_table_mut) {
         n.remove("gid_index");
         n.remove("pod_subnets");
+        n.remove("cxi_resource");
+        n.remove("efa_devices");
     }
     spec
+}
+
+/// `spec` as an EFA cluster: the fabric `[network].efa_devices` belongs to. The RDMA
+/// device keys are InfiniBand's and RoCE's.
+fn as_efa(spec: &mut toml::Table) {
+    set(spec, "cluster", "fabric", toml::Value::from("efa"));
+    for key in ["sharp", "hcas", "rdma_resource"] {
+        unset(spec, "network", key);
+    }
 }
 
 /// `spec` as a RoCE cluster: the fabric `[network].gid_index` belongs to.
@@ -319,8 +331,19 @@ fn every_enum_value_is_accepted_and_a_non_member_is_not() {
         for v in values {
             let mut spec = base.clone();
             // [network] is checked against the fabric (tests/fabric.rs).
+            // A multi-node EFA or Slingshot stack with [k8s] names the device its pods
+            // request (tests/admission.rs).
             if (table.as_str(), key.as_str()) == ("cluster", "fabric") {
-                spec.remove("network");
+                let device = match v.as_str() {
+                    "efa" => Some(("efa_devices", toml::Value::Integer(32))),
+                    "slingshot" => Some(("cxi_resource", toml::Value::from("beta.hpe.com/cxi"))),
+                    _ => None,
+                };
+                let network: toml::Table = device
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect();
+                spec.insert("network".into(), toml::Value::Table(network));
             }
             set(&mut spec, table, key, value(*item, v));
             if let Err(e) = parse(&spec, &cat) {
@@ -487,6 +510,9 @@ fn integer_bounds_and_defaults_are_the_parsers() {
                     if (name.as_str(), key.as_str()) == ("network", "gid_index") {
                         as_roce(&mut spec);
                     }
+                    if (name.as_str(), key.as_str()) == ("network", "efa_devices") {
+                        as_efa(&mut spec);
+                    }
                     set(&mut spec, &name, &key, toml::Value::Integer(n));
                     if parse(&spec, &cat).is_ok() != ok {
                         failures.push(format!(
@@ -513,7 +539,7 @@ fn integer_bounds_and_defaults_are_the_parsers() {
             }
         }
     }
-    assert_eq!((bounded, defaults), (10, 10), "integers and defaults found");
+    assert_eq!((bounded, defaults), (12, 11), "integers and defaults found");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

@@ -9,6 +9,7 @@
 //! | staleness | spec + catalog | [`Code::StaleSpec`]: the spec changed since the lock was written; [`Code::StaleCatalog`]: the catalog now resolves the same spec differently |
 //! | drift | `--out` | [`Code::StaleOutputs`]: no generated file names this lock, and some name another (the whole tree is another lock's: re-locked, `gen` forgotten); [`Code::Drift`]: a generated file differs from what the lock renders now, is missing, or is extra; [`Code::OtherLock`]: one target of a tree was generated from another lock |
 //! | consistency | `--out` | [`Code::InconsistentDriver`], [`Code::InconsistentImage`], [`Code::InconsistentEnv`], [`Code::InconsistentCommand`]: values read back from the generated files themselves disagree across targets |
+//! | admission | `--out` | [`Code::UncoveredResource`], [`Code::ExceedsQuota`], [`Code::UnprovidedResource`], [`Code::NoGang`], [`Code::UnselectedMonitor`], [`Code::NoNodeFits`], [`Code::ExceedsPartition`]; warning [`Code::UnpullableImage`]: the generated Kubernetes and Slurm files read back as the cluster reads them (Kueue admission, the scheduler's fit, the Prometheus selector, slurmctld's partition limits) |
 //! | hardware | `--hardware` | [`Code::DriverTooOld`], [`Code::InstalledDriverMismatch`], [`Code::ArchNotCovered`], [`Code::TorchArchNotBuilt`], [`Code::GpuNotLocked`] |
 //! | hygiene | the lock (and the date) | warnings: [`Code::Unpinned`], [`Code::EolDriver`], [`Code::EolOs`], [`Code::UnsafeVersion`] |
 //! | acknowledgements | the spec's `[check].allow` ([`Allowance`]) | [`Code::UnusedAllow`]: an entry that matches no finding ([`Report::apply`]) |
@@ -20,6 +21,7 @@
 //! their contents in [`Inputs`]. Invalid input (a lock or spec that does not parse, an
 //! unknown GPU in the hardware profile) is an [`Error`], not a finding.
 
+mod admission;
 mod consistency;
 mod drift;
 mod hardware;
@@ -38,6 +40,7 @@ pub use crate::spec::check::{Allowance, Code, Severity};
 pub use hardware::HostHardware;
 pub use report::{Finding, Policy, Report, Skipped, Suppressed};
 
+use admission::admission;
 use consistency::consistency;
 use drift::{drift, stale_outputs};
 use hardware::hardware;
@@ -121,7 +124,7 @@ pub fn check(inputs: &Inputs<'_>) -> Result<Report, Error> {
     }
     match inputs.out {
         Some(_) if !closure_read => {
-            for check in ["drift", "consistency"] {
+            for check in ["drift", "consistency", "admission"] {
                 report.skipped.push(Skipped {
                     check,
                     reason: "the lock's pylock files do not match it".into(),
@@ -130,17 +133,20 @@ pub fn check(inputs: &Inputs<'_>) -> Result<Report, Error> {
         }
         Some((dir, files)) if stale_outputs(&lock, dir, files, f) => {
             report.checked.push("drift");
-            report.skipped.push(Skipped {
-                check: "consistency",
-                reason: format!(
-                    "{}/ holds the outputs of another lock",
-                    dir.trim_end_matches('/')
-                ),
-            });
+            for check in ["consistency", "admission"] {
+                report.skipped.push(Skipped {
+                    check,
+                    reason: format!(
+                        "{}/ holds the outputs of another lock",
+                        dir.trim_end_matches('/')
+                    ),
+                });
+            }
         }
         Some((dir, files)) => {
             report.checked.push("drift");
             report.checked.push("consistency");
+            report.checked.push("admission");
             drift(&lock, dir, files, f);
             for (p, what) in inputs.unusual {
                 let shown = join(dir, p);
@@ -151,9 +157,10 @@ pub fn check(inputs: &Inputs<'_>) -> Result<Report, Error> {
                 );
             }
             consistency(&lock, lock_file, dir, files, f);
+            admission(&lock, dir, files, f);
         }
         None => {
-            for check in ["drift", "consistency"] {
+            for check in ["drift", "consistency", "admission"] {
                 report.skipped.push(Skipped {
                     check,
                     reason: "no output directory".into(),

@@ -261,6 +261,12 @@ fn workload_toml(o: &mut String, d: &crate::spec::deploy::Deploy) {
         if !n.pod_subnets.is_empty() {
             list(o, "pod_subnets", &n.pod_subnets);
         }
+        if let Some(r) = &n.cxi_resource {
+            kv(o, "cxi_resource", r);
+        }
+        if let Some(d) = n.efa_devices {
+            num(o, "efa_devices", d);
+        }
     }
     if let Some(i) = &d.image {
         o.push_str("\n[request.image]\n");
@@ -325,12 +331,28 @@ fn targets_toml(o: &mut String, d: &crate::spec::deploy::Deploy) {
         if k.gang != crate::spec::deploy::GangScheduler::Coscheduling {
             kv(o, "gang", k.gang.name());
         }
+        let default_labels = crate::spec::deploy::DEFAULT_MONITOR_LABELS
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect::<Vec<_>>();
+        if k.monitor_labels != default_labels {
+            let items: Vec<String> = (k.monitor_labels.iter())
+                .map(|(k, v)| format!("{} = {}", quote(k), quote(v)))
+                .collect();
+            let _ = writeln!(o, "monitor_labels = {{ {} }}", items.join(", "));
+        }
     }
     if let Some(s) = &d.slurm {
         o.push_str("\n[request.slurm]\n");
         kv(o, "partition", &s.partition);
         kv(o, "container", s.container.name());
         kv(o, "time", &s.time);
+        if let Some(n) = s.max_nodes {
+            num(o, "max_nodes", n);
+        }
+        if let Some(t) = &s.max_time {
+            kv(o, "max_time", t);
+        }
     }
     if let Some(s) = &d.storage {
         o.push_str("\n[request.storage]\n");

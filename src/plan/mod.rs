@@ -47,6 +47,27 @@ pub(crate) fn sharp_prefix(fabric_prefix: &str) -> String {
 /// Registry used when the spec has no `[image]` table.
 pub const DEFAULT_REGISTRY: &str = "localhost/gpustack";
 
+/// Why the images of `targets` cannot be pulled by a cluster, when they cannot: the lock
+/// names no `[image].registry`, so the Kubernetes pods and the Slurm scripts refer to
+/// `localhost/gpustack/…`, which is each node's own image store. `gen` still writes them
+/// (a single machine that built the images runs them; the Dockerfiles need no registry)
+/// and says so loudly; `gpustack check` repeats it as `unpullable-image`.
+#[must_use]
+pub fn unpullable_images(lock: &Lock, targets: &[Target]) -> Option<String> {
+    let pulls: Vec<&str> = targets
+        .iter()
+        .filter(|t| matches!(t, Target::K8s | Target::Slurm))
+        .map(|t| t.name())
+        .collect();
+    if lock.request.deploy.image.is_some() || pulls.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "the lock names no image registry, so the {} files refer to {DEFAULT_REGISTRY}/…, which a cluster's nodes cannot pull (ImagePullBackOff, pyxis import failures); set `[image].registry` in the spec, re-lock, push the images there and regenerate",
+        pulls.join(" and ")
+    ))
+}
+
 /// The targets `gpustack gen` knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[non_exhaustive]

@@ -104,7 +104,21 @@ pub struct NetworkPlan {
     /// The secondary networks multi-node InfiniBand/RoCE pods attach, one per interface
     /// (`[network].pod_subnets`); empty: the pods use the host network.
     pub pod_networks: Vec<PodNetwork>,
+    /// The fabric device a multi-node EFA or Slingshot pod requests besides its GPUs
+    /// (`vpc.amazonaws.com/efa` × `[network].efa_devices`, `[network].cxi_resource` × one
+    /// per interface); none on other fabrics, on one node, or when `[network]` does not
+    /// say (then `gen k8s` refuses the stack: a pod without the device cannot reach the
+    /// fabric).
+    pub device: Option<crate::plan::cluster::Extended>,
 }
+
+/// The AWS EFA Kubernetes device plugin's resource (aws/eks-charts, `stable/aws-efa-k8s-device-plugin`:
+/// "vpc.amazonaws.com/efa"; <https://github.com/aws/eks-charts/tree/master/stable/aws-efa-k8s-device-plugin>).
+pub const EFA_RESOURCE: &str = "vpc.amazonaws.com/efa";
+
+/// HPE's CXI Kubernetes device plugin, whose pods request `beta.hpe.com/cxi`; each
+/// requested device maps to one Cassini NIC (`pkg/plugin/plugin.go`, `Allocate`).
+pub const CXI_PLUGIN: &str = "https://github.com/HewlettPackard/cxi-k8s-device-plugin/blob/d5af3472afcae6eab6cf696b7fd18adf926bf6b5/README.md";
 
 /// The Network Operator's network kind for a fabric.
 #[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
@@ -293,7 +307,28 @@ impl NetworkPlan {
         } else {
             Vec::new()
         };
+        let device = match cluster.fabric {
+            Fabric::Efa if multi => net.efa_devices.map(|count| crate::plan::cluster::Extended {
+                name: EFA_RESOURCE.into(),
+                count,
+                provider: crate::plan::cluster::Provider::Prerequisite(format!(
+                    "{EFA_RESOURCE}: the AWS EFA Kubernetes device plugin must run on the nodes ([network].efa_devices = {count} per pod)"
+                )),
+            }),
+            Fabric::Slingshot if multi => net.cxi_resource.clone().map(|name| {
+                let count = u32::try_from(net.interfaces.len().max(1)).unwrap_or(1);
+                crate::plan::cluster::Extended {
+                    provider: crate::plan::cluster::Provider::Prerequisite(format!(
+                        "{name}: the device plugin that gives pods the CXI NICs must run on the nodes ([network].cxi_resource; HPE's CXI Kubernetes device plugin: {CXI_PLUGIN})"
+                    )),
+                    name,
+                    count,
+                }
+            }),
+            _ => None,
+        };
         NetworkPlan {
+            device,
             pod_networks,
             prerequisites,
             site_env,

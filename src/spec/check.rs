@@ -63,6 +63,24 @@ pub enum Code {
     /// An entry of the spec's `[check].allow` matched no finding: the acknowledgement is
     /// stale (the problem was fixed) and would hide the next one.
     UnusedAllow,
+    /// A queued pod requests a resource its ClusterQueue does not cover (or names a queue
+    /// with no generated LocalQueue): Kueue never admits the workload.
+    UncoveredResource,
+    /// A queued workload's total request exceeds its ClusterQueue's quota.
+    ExceedsQuota,
+    /// A pod requests an extended resource that no generated object provides and the spec
+    /// does not name as the site's.
+    UnprovidedResource,
+    /// A workload whose pods wait for each other across nodes is not gang scheduled.
+    NoGang,
+    /// A ServiceMonitor/PodMonitor lacks the labels the cluster's Prometheus selects.
+    UnselectedMonitor,
+    /// An image the cluster pulls names no registry (`localhost/…`).
+    UnpullableImage,
+    /// A pod requests more than one node of `[cluster]` has.
+    NoNodeFits,
+    /// A Slurm job asks for more nodes or time than `[slurm]` says the partition allows.
+    ExceedsPartition,
 }
 
 impl Code {
@@ -90,11 +108,19 @@ impl Code {
             Code::EolOs => "eol-os",
             Code::UnsafeVersion => "unsafe-version",
             Code::UnusedAllow => "unused-allow",
+            Code::UncoveredResource => "uncovered-resource",
+            Code::ExceedsQuota => "exceeds-quota",
+            Code::UnprovidedResource => "unprovided-resource",
+            Code::NoGang => "no-gang",
+            Code::UnselectedMonitor => "unselected-monitor",
+            Code::UnpullableImage => "unpullable-image",
+            Code::NoNodeFits => "no-node-fits",
+            Code::ExceedsPartition => "exceeds-partition",
         }
     }
 
     /// Every code, in report order.
-    pub const ALL: [Code; 21] = [
+    pub const ALL: [Code; 29] = [
         Code::TamperedLock,
         Code::StaleSpec,
         Code::StaleCatalog,
@@ -105,6 +131,14 @@ impl Code {
         Code::InconsistentImage,
         Code::InconsistentEnv,
         Code::InconsistentCommand,
+        Code::UncoveredResource,
+        Code::ExceedsQuota,
+        Code::UnprovidedResource,
+        Code::NoGang,
+        Code::UnselectedMonitor,
+        Code::UnpullableImage,
+        Code::NoNodeFits,
+        Code::ExceedsPartition,
         Code::DriverTooOld,
         Code::InstalledDriverMismatch,
         Code::DriverOlderThanLocked,
@@ -132,6 +166,7 @@ impl Code {
             | Code::EolOs
             | Code::UnsafeVersion
             | Code::UnusedAllow
+            | Code::UnpullableImage
             | Code::DriverOlderThanLocked => Severity::Warning,
             _ => Severity::Error,
         }
@@ -155,6 +190,14 @@ impl Code {
             | Code::InconsistentImage
             | Code::InconsistentEnv
             | Code::InconsistentCommand => "consistency",
+            Code::UncoveredResource
+            | Code::ExceedsQuota
+            | Code::UnprovidedResource
+            | Code::NoGang
+            | Code::UnselectedMonitor
+            | Code::UnpullableImage
+            | Code::NoNodeFits
+            | Code::ExceedsPartition => "admission",
             Code::DriverTooOld
             | Code::InstalledDriverMismatch
             | Code::DriverOlderThanLocked

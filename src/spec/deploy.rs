@@ -53,6 +53,14 @@ pub struct Network {
     /// networks Kubernetes pods attach on the fabric (IPoIB on InfiniBand, macvlan on RoCE)
     /// instead of the host network; empty: the pods use the host network.
     pub pod_subnets: Vec<String>,
+    /// Slingshot: the Kubernetes extended resource of the device plugin that gives pods
+    /// the CXI NICs (`beta.hpe.com/cxi`, HPE's CXI Kubernetes device plugin); none:
+    /// `gen k8s` refuses a multi-node Slingshot stack.
+    pub cxi_resource: Option<String>,
+    /// EFA: the EFA interfaces of the instance type each multi-node pod requests
+    /// (`vpc.amazonaws.com/efa`, the AWS EFA Kubernetes device plugin); none: `gen k8s`
+    /// refuses a multi-node EFA stack.
+    pub efa_devices: Option<u32>,
 }
 
 /// A Linux interface name as `ip link` accepts it (at most 15 bytes, IFNAMSIZ − 1), limited
@@ -326,6 +334,30 @@ pub struct K8s {
     /// The gang scheduler of multi-node workloads without `queue` (`gang`, default
     /// `coscheduling`).
     pub gang: GangScheduler,
+    /// The labels of the generated ServiceMonitor/PodMonitor (and the DCGM exporter's),
+    /// which the cluster's Prometheus selects them by (`monitor_labels`, default
+    /// [`DEFAULT_MONITOR_LABELS`]), sorted by key.
+    pub monitor_labels: Vec<(String, String)>,
+}
+
+/// kube-prometheus-stack's default selector: its Prometheus selects ServiceMonitors and
+/// PodMonitors labelled `release: <the Helm release>`
+/// (`serviceMonitorSelectorNilUsesHelmValues: true`; prometheus-community/helm-charts
+/// commit 1514b96530e0e85ae1bf89eb256c029d0cf8ce03,
+/// `charts/kube-prometheus-stack/templates/prometheus/prometheus.yaml`), with the release
+/// named as the chart, as its install commands name it.
+pub const DEFAULT_MONITOR_LABELS: [(&str, &str); 1] = [("release", "kube-prometheus-stack")];
+
+/// A Kubernetes label value: empty, or at most 63 characters of letters, digits, `-`, `_`
+/// and `.`, starting and ending with a letter or digit.
+pub fn is_label_value(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.is_empty()
+        || (b.len() <= 63
+            && b[0].is_ascii_alphanumeric()
+            && b[b.len() - 1].is_ascii_alphanumeric()
+            && b.iter()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.')))
 }
 
 /// Who starts a multi-node workload's pods all together when no Kueue queue admits it
@@ -386,6 +418,11 @@ pub struct Slurm {
     pub container: SlurmContainer,
     /// Time limit, `HH:MM:SS` or `D-HH:MM:SS`.
     pub time: String,
+    /// The partition's `MaxNodes` (`scontrol show partition`), when the spec declares it:
+    /// `check` reports a job that asks for more.
+    pub max_nodes: Option<u32>,
+    /// The partition's `MaxTime`, in sbatch's time format, when the spec declares it.
+    pub max_time: Option<String>,
 }
 
 /// `[storage]`.
@@ -466,6 +503,8 @@ pub(crate) struct NetworkWire {
     rdma_resource: Option<S<String>>,
     sharp: Option<S<bool>>,
     pod_subnets: Option<S<Vec<String>>>,
+    cxi_resource: Option<S<String>>,
+    efa_devices: Option<S<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -508,6 +547,7 @@ pub(crate) struct K8sWire {
     queue: Option<S<String>>,
     topology: Option<S<String>>,
     gang: Option<S<String>>,
+    monitor_labels: Option<S<std::collections::BTreeMap<String, String>>>,
 }
 
 #[derive(Deserialize)]
@@ -516,6 +556,8 @@ pub(crate) struct SlurmWire {
     partition: Option<S<String>>,
     container: Option<S<String>>,
     time: Option<S<String>>,
+    max_nodes: Option<S<i64>>,
+    max_time: Option<S<String>>,
 }
 
 #[derive(Deserialize)]
@@ -534,6 +576,7 @@ struct K8sFields {
     queue: Option<S<String>>,
     topology: Option<S<String>>,
     gang: Option<S<String>>,
+    monitor_labels: Option<S<std::collections::BTreeMap<String, String>>>,
 }
 
 /// [`SlurmWire`] with its required key present (or a placeholder, reported).
@@ -1012,6 +1055,53 @@ fn validate_network(
         .as_ref()
         .map(|p| pod_subnets(p, fabric, nodes, &interfaces, gid_index, at))
         .unwrap_or_default();
+    let mut cxi_resource = None;
+    if let Some(r) = &n.cxi_resource {
+        if applies(
+            fabric,
+            at,
+            "cxi_resource",
+            r.span(),
+            &[Fabric::Slingshot],
+            "it is the Kubernetes resource of the device plugin that gives pods the CXI NICs",
+        ) {
+            let v = r.get_ref();
+            if v.contains('/') && is_label_key(v) && !v.starts_with("kubernetes.io/") {
+                cxi_resource = Some(v.clone());
+            } else {
+                at.fail(
+                    r.span(),
+                    format!(
+                        "`{}` is not a Kubernetes extended resource name",
+                        v.escape_debug()
+                    ),
+                    "write `<domain>/<name>`, like `beta.hpe.com/cxi` (HPE's CXI Kubernetes device plugin)",
+                );
+            }
+        }
+    }
+    let mut efa_devices = None;
+    if let Some(d) = &n.efa_devices {
+        if applies(
+            fabric,
+            at,
+            "efa_devices",
+            d.span(),
+            &[Fabric::Efa],
+            "it is the number of EFA interfaces a pod requests from the EFA device plugin",
+        ) {
+            let v = *d.get_ref();
+            if (1..=64).contains(&v) {
+                efa_devices = u32::try_from(v).ok();
+            } else {
+                at.fail(
+                    d.span(),
+                    format!("`efa_devices` must be between 1 and 64, not {v}"),
+                    "give the instance type's maximum number of EFA interfaces (AWS: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types)",
+                );
+            }
+        }
+    }
     Network {
         interfaces,
         hcas,
@@ -1019,6 +1109,33 @@ fn validate_network(
         rdma_resource,
         sharp,
         pod_subnets,
+        cxi_resource,
+        efa_devices,
+    }
+}
+
+/// A multi-node EFA or Slingshot stack with `[k8s]` names the device its pods request
+/// (`[network].efa_devices`, `[network].cxi_resource`): without it the pods would reach no
+/// fabric NIC, and `gen k8s` refuses the lock (`plan::targets::k8s`); here the spec says
+/// so at `[k8s]`, before anything is locked. A spec rule only: a lock written before the
+/// keys existed still reads (and renders every other target).
+pub(crate) fn fabric_device(d: &Deploy, k8s: std::ops::Range<usize>, at: &mut At<'_>) {
+    let Some(c) = d.cluster.as_ref().filter(|c| c.nodes > 1) else {
+        return;
+    };
+    let n = d.network.clone().unwrap_or_default();
+    match c.fabric {
+        Fabric::Efa if n.efa_devices.is_none() => at.fail(
+            k8s,
+            format!("the Kubernetes pods of this {}-node EFA stack would request no EFA device: `[network].efa_devices` is not set", c.nodes),
+            "set `[network].efa_devices` to the instance type's number of EFA interfaces (the column Maximum EFA interfaces of https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types), which the pods then request from the AWS EFA device plugin; or leave `[k8s]` out",
+        ),
+        Fabric::Slingshot if n.cxi_resource.is_none() => at.fail(
+            k8s,
+            format!("the Kubernetes pods of this {}-node Slingshot stack would request no CXI device: `[network].cxi_resource` is not set", c.nodes),
+            "set `[network].cxi_resource` to the resource of the device plugin that gives pods the CXI NICs, like `beta.hpe.com/cxi` (HPE's CXI Kubernetes device plugin); or leave `[k8s]` out",
+        ),
+        _ => {}
     }
 }
 
@@ -1624,6 +1741,7 @@ fn validate_k8s(k: S<K8sWire>, at: &mut At<'_>) -> K8s {
         queue: k.queue,
         topology: k.topology,
         gang: k.gang,
+        monitor_labels: k.monitor_labels,
     };
     if !is_dns_label(k.namespace.get_ref()) {
         at.fail(
@@ -1705,6 +1823,35 @@ fn validate_k8s(k: S<K8sWire>, at: &mut At<'_>) -> K8s {
         is_label_key,
         "a node label key, like `cloud.provider.com/topology-block`",
     );
+    let monitor_labels = match &k.monitor_labels {
+        None => DEFAULT_MONITOR_LABELS
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect(),
+        Some(m) => {
+            if m.get_ref().is_empty() {
+                at.fail(
+                    m.span(),
+                    "`monitor_labels` is empty: the Prometheus would select the monitors by no label".into(),
+                    "give the labels your Prometheus's serviceMonitorSelector/podMonitorSelector matches, like `monitor_labels = { release = \"kube-prometheus-stack\" }`, or leave the key out for that default",
+                );
+            }
+            for (key, value) in m.get_ref() {
+                if !is_label_key(key) || !is_label_value(value) {
+                    at.fail(
+                        m.span(),
+                        format!(
+                            "`{} = \"{}\"` in `monitor_labels` is not a Kubernetes label",
+                            key.escape_debug(),
+                            value.escape_debug()
+                        ),
+                        "a label key is `[prefix/]name` (letters, digits, `-`, `_`, `.`), a value at most 63 such characters",
+                    );
+                }
+            }
+            m.get_ref().clone().into_iter().collect()
+        }
+    };
     K8s {
         namespace: k.namespace.into_inner(),
         version: k.version.into_inner(),
@@ -1712,6 +1859,7 @@ fn validate_k8s(k: S<K8sWire>, at: &mut At<'_>) -> K8s {
         queue,
         topology,
         gang,
+        monitor_labels,
     }
 }
 
@@ -1719,6 +1867,7 @@ fn validate_k8s(k: S<K8sWire>, at: &mut At<'_>) -> K8s {
 fn validate_slurm(s: S<SlurmWire>, at: &mut At<'_>) -> Slurm {
     let span = s.span();
     let s = s.into_inner();
+    let (max_nodes, max_time) = (s.max_nodes, s.max_time);
     let missing = s.partition.is_none();
     let s = SlurmFields {
         partition: at.need(
@@ -1781,10 +1930,41 @@ fn validate_slurm(s: S<SlurmWire>, at: &mut At<'_>) -> Slurm {
             "name the Slurm partition the jobs run in, like `partition = \"gpu\"`",
         );
     }
+    let max_nodes = max_nodes.and_then(|n| {
+        let v = *n.get_ref();
+        if (1..=1_000_000).contains(&v) {
+            u32::try_from(v).ok()
+        } else {
+            at.fail(
+                n.span(),
+                format!("`max_nodes` must be a positive number of nodes, not {v}"),
+                "give the partition's MaxNodes as `scontrol show partition` prints it, like `max_nodes = 64`, or leave it out",
+            );
+            None
+        }
+    });
+    let max_time = max_time.and_then(|t| {
+        if is_slurm_time(t.get_ref())
+            && !["unlimited", "infinite"]
+                .iter()
+                .any(|u| t.get_ref().eq_ignore_ascii_case(u))
+        {
+            Some(t.into_inner())
+        } else {
+            at.fail(
+                t.span(),
+                format!("invalid partition time limit `{}`", t.get_ref().escape_debug()),
+                "give the partition's MaxTime as `scontrol show partition` prints it, like `max_time = \"2-00:00:00\"`, or leave it out for no limit",
+            );
+            None
+        }
+    });
     Slurm {
         partition: s.partition.into_inner(),
         container,
         time,
+        max_nodes,
+        max_time,
     }
 }
 

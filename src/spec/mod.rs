@@ -382,11 +382,16 @@ impl Spec {
             python: wire.python,
         };
         let serve_span = deploy_wire.serve.as_ref().map(toml::Spanned::span);
-        let deploy = deploy_wire.validate(&mut crate::spec::at::At {
+        let k8s_span = deploy_wire.k8s.as_ref().map(toml::Spanned::span);
+        let mut at = crate::spec::at::At {
             file,
             text,
             diags: &mut diags,
-        });
+        };
+        let deploy = deploy_wire.validate(&mut at);
+        if let Some(span) = k8s_span {
+            crate::spec::deploy::fabric_device(&deploy, span, &mut at);
+        }
         if let Some(span) = serve_span {
             // Every generator refuses [serve] without vLLM: refuse it here, at its line.
             if !components.contains_key(&Component::Vllm) {

@@ -402,6 +402,25 @@ fn network() -> Value {
                 }),
             ),
             (
+                "cxi_resource",
+                json!({
+                    "type": "string",
+                    "description": "Slingshot only: the Kubernetes extended resource of the device plugin that gives pods the CXI NICs (HPE's CXI Kubernetes device plugin registers `beta.hpe.com/cxi`). Multi-node pods request one per `interfaces` entry (at least one). Without it, `gen k8s` refuses a multi-node Slingshot stack.",
+                    "pattern": "^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$",
+                    "examples": ["beta.hpe.com/cxi"],
+                }),
+            ),
+            (
+                "efa_devices",
+                json!({
+                    "type": "integer",
+                    "description": "EFA only: how many EFA interfaces (`vpc.amazonaws.com/efa`, the AWS EFA Kubernetes device plugin) each multi-node pod requests: the instance type's maximum number of EFA interfaces. Without it, `gen k8s` refuses a multi-node EFA stack.",
+                    "minimum": 1,
+                    "maximum": 64,
+                    "examples": [32],
+                }),
+            ),
+            (
                 "pod_subnets",
                 json!({
                     "type": "array",
@@ -624,6 +643,17 @@ fn k8s() -> Value {
                     "examples": ["volcano"],
                 }),
             ),
+            (
+                "monitor_labels",
+                json!({
+                    "type": "object",
+                    "description": "The labels of the generated ServiceMonitor/PodMonitor and of the GPU Operator's DCGM exporter ServiceMonitor: those the cluster's Prometheus selects monitors by. Default `{ release = \"kube-prometheus-stack\" }`, kube-prometheus-stack's default selector for a Helm release of that name.",
+                    "additionalProperties": {"type": "string", "maxLength": 63},
+                    "minProperties": 1,
+                    "default": {"release": "kube-prometheus-stack"},
+                    "examples": [{"release": "prometheus"}],
+                }),
+            ),
         ],
     ))
 }
@@ -662,6 +692,25 @@ fn slurm() -> Value {
                     "pattern": "^(UNLIMITED|unlimited|INFINITE|infinite|[0-9]{1,6}(:[0-5]?[0-9]){0,1}|[0-9]{1,6}:[0-5]?[0-9]:[0-5]?[0-9]|[0-9]{1,6}-([01]?[0-9]|2[0-3])(:[0-5]?[0-9]){0,2})$",
                     "default": "24:00:00",
                     "examples": ["48:00:00"],
+                }),
+            ),
+            (
+                "max_nodes",
+                json!({
+                    "type": "integer",
+                    "description": "The partition's MaxNodes (`scontrol show partition`): `gpustack check` reports a generated job that asks for more nodes (`exceeds-partition`).",
+                    "minimum": 1,
+                    "maximum": 1_000_000,
+                    "examples": [64],
+                }),
+            ),
+            (
+                "max_time",
+                json!({
+                    "type": "string",
+                    "description": "The partition's MaxTime in one of sbatch's time formats: `gpustack check` reports a generated job whose `--time` is longer (`exceeds-partition`).",
+                    "pattern": "^([0-9]{1,6}(:[0-5]?[0-9]){0,1}|[0-9]{1,6}:[0-5]?[0-9]:[0-5]?[0-9]|[0-9]{1,6}-([01]?[0-9]|2[0-3])(:[0-5]?[0-9]){0,2})$",
+                    "examples": ["2-00:00:00"],
                 }),
             ),
         ],

@@ -51,8 +51,6 @@ const HPA_METRIC: &str = "vllm_num_requests_waiting";
 /// (`constants.MPIHostfileDir` + `MPIHostfileName`, github.com/kubeflow/trainer
 /// `pkg/constants/constants.go`).
 const MPI_HOSTFILE: &str = "/etc/mpi/hostfile";
-/// AWS EFA device plugin resource.
-const EFA_RESOURCE: &str = "vpc.amazonaws.com/efa";
 
 /// A named port.
 #[derive(Clone, Debug, Serialize)]
@@ -530,6 +528,66 @@ pub struct K8sPlan {
     pub dashboards: Vec<Dashboard>,
     /// Whether `[cluster]` is given (else the totals are the defaults).
     pub cluster_given: bool,
+    /// How the cluster's Prometheus finds the generated monitors.
+    pub monitoring: MonitoringPlan,
+}
+
+/// The labels every generated monitor carries (`[k8s].monitor_labels`) and where
+/// prometheus-adapter finds the Prometheus that selects them. LOAD-BEARING:
+/// `_metadata.j2` (`monitored`), `gpu-operator-values.yaml.j2` and
+/// `monitoring/prometheus-adapter-values.yaml.j2` print these fields.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct MonitoringPlan {
+    /// `key: value`, sorted by key.
+    pub labels: Vec<(String, String)>,
+    /// The Prometheus service prometheus-adapter queries, when the labels name a
+    /// kube-prometheus-stack release (`release`): `http://<fullname>-prometheus.monitoring.svc`.
+    pub prometheus_url: Option<String>,
+    /// Its port (the chart's `prometheus.service.port`, 9090).
+    pub prometheus_port: u32,
+    /// Where the figures come from, for comments.
+    pub notes: Vec<String>,
+}
+
+impl MonitoringPlan {
+    /// From `[k8s].monitor_labels` (the default when the lock has no `[k8s]`).
+    #[must_use]
+    pub fn new(labels: Vec<(String, String)>) -> MonitoringPlan {
+        let mut notes = vec![format!(
+            "the labels a Prometheus selects monitors by ([k8s].monitor_labels); kube-prometheus-stack's Prometheus selects `release: <its Helm release>` by default (serviceMonitorSelectorNilUsesHelmValues: true; {KPS_PROMETHEUS})"
+        )];
+        let prometheus_url = labels.iter().find(|(k, _)| k == "release").map(|(_, r)| {
+            notes.push(format!(
+                "prometheus-adapter queries the Prometheus of the kube-prometheus-stack release `{r}` installed in the namespace `monitoring`: its service is the chart's fullname (the release name when it contains `kube-prometheus-stack`, else `<release>-kube-prometheus-stack`, cut to 26 characters; {KPS_HELPERS}) suffixed `-prometheus`, port 9090"
+            ));
+            format!("http://{}-prometheus.monitoring.svc", kps_fullname(r))
+        });
+        MonitoringPlan {
+            labels,
+            prometheus_url,
+            prometheus_port: 9090,
+            notes,
+        }
+    }
+}
+
+/// kube-prometheus-stack's Prometheus template (its monitor selectors).
+const KPS_PROMETHEUS: &str = "https://github.com/prometheus-community/helm-charts/blob/1514b96530e0e85ae1bf89eb256c029d0cf8ce03/charts/kube-prometheus-stack/templates/prometheus/prometheus.yaml";
+/// kube-prometheus-stack's `_helpers.tpl` (`kube-prometheus-stack.fullname`).
+const KPS_HELPERS: &str = "https://github.com/prometheus-community/helm-charts/blob/082861babe110452fca71989c1e410bdec966170/charts/kube-prometheus-stack/templates/_helpers.tpl";
+
+/// `kube-prometheus-stack.fullname` for a release (no overrides): the release when it
+/// contains the chart's name, else `<release>-kube-prometheus-stack`, cut to 26
+/// characters and stripped of a trailing `-`.
+fn kps_fullname(release: &str) -> String {
+    const CHART: &str = "kube-prometheus-stack";
+    let full = if release.contains(CHART) {
+        release.to_string()
+    } else {
+        format!("{release}-{CHART}")
+    };
+    let cut: String = full.chars().take(26).collect();
+    cut.trim_end_matches('-').to_string()
 }
 
 fn bad(msg: String, hint: &str) -> Error {
@@ -619,23 +677,23 @@ fn fabric_settings(common: &Common) -> (Vec<Extended>, bool, bool, Vec<String>) 
             };
             (extended, on_host, true, vec![note, how])
         }
-        Some(Fabric::Efa) => (
-            Vec::new(),
-            false,
-            false,
-            vec![format!(
-                "{EFA_RESOURCE}: add it here with the number of EFA interfaces of the instance type; the lock does not record it"
-            )],
-        ),
-        Some(Fabric::Slingshot) => (
-            Vec::new(),
-            false,
-            false,
-            vec!["slingshot: no Kubernetes device plugin is known to gpustack for the CXI NICs; the cluster must expose them to pods".into()],
-        ),
+        Some(Fabric::Efa | Fabric::Slingshot) => {
+            let device = common.network.device.clone();
+            let notes = device
+                .iter()
+                .map(|d| match &d.provider {
+                    Provider::Prerequisite(p) => p.clone(),
+                    Provider::NicClusterPolicy => d.name.clone(),
+                })
+                .collect();
+            (device.into_iter().collect(), false, false, notes)
+        }
         _ => (Vec::new(), false, false, Vec::new()),
     }
 }
+
+/// Why the MPI pods check their locked-memory limit before starting sshd.
+const MEMLOCK_NOTE: &str = "before sshd: the ranks inherit its locked-memory limit (RLIMIT_MEMLOCK), which RDMA memory registration needs unlimited; Kubernetes has no per-pod limit, containers inherit the container runtime's, and containerd's unit sets none (the VM image's performance.sh adds LimitMEMLOCK=infinity for containerd); the pod fails at once with the limit it found instead of NCCL failing to register memory later";
 
 /// Why multi-node InfiniBand/RoCE pods need no secondary network: they run on the host
 /// network, where the HCAs' IP interfaces (IPoIB, the RoCE NIC's) already are; the RDMA
@@ -741,13 +799,12 @@ fn nic_policy(common: &Common, lock: &Lock) -> (Option<NicPolicyPlan>, Vec<Strin
         }
         (None, _) => None,
     };
-    if common.nodes > 1 && common.fabric == Some(Fabric::Efa) {
-        prerequisites.push(format!(
-            "{EFA_RESOURCE}: the AWS EFA Kubernetes device plugin must run on the nodes"
-        ));
-    }
-    if common.nodes > 1 && common.fabric == Some(Fabric::Slingshot) {
-        prerequisites.push("the CXI NICs must be exposed to pods by the cluster (gpustack knows no device plugin for them)".into());
+    if let Some(Extended {
+        provider: Provider::Prerequisite(p),
+        ..
+    }) = &net.device
+    {
+        prerequisites.push(p.clone());
     }
     (policy, prerequisites)
 }
@@ -842,6 +899,26 @@ fn namespace_and_version(lock: &Lock) -> Result<(String, String), Error> {
         ));
     }
     Ok((namespace, version))
+}
+
+/// A multi-node EFA or Slingshot stack names the device its pods request: without it, a pod
+/// has no EFA or CXI device and NCCL aborts at communicator init (the environment forces
+/// the fabric's libfabric provider). The error says which `[network]` key gives it.
+fn fabric_device_given(common: &Common) -> Result<(), Error> {
+    if common.nodes < 2 || common.network.device.is_some() {
+        return Ok(());
+    }
+    match common.fabric {
+        Some(Fabric::Efa) => Err(bad(
+            format!("the pods of this {}-node EFA stack would request no EFA device: `[network].efa_devices` is not set, and NCCL's libfabric (FI_PROVIDER=efa) then finds no EFA interface in the pod", common.nodes),
+            &format!("set `[network].efa_devices` to the instance type's number of EFA interfaces (the column Maximum EFA interfaces of https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types); the pods then request `{}` from the AWS EFA Kubernetes device plugin", crate::plan::network::EFA_RESOURCE),
+        )),
+        Some(Fabric::Slingshot) => Err(bad(
+            format!("the pods of this {}-node Slingshot stack would request no CXI device: `[network].cxi_resource` is not set, and NCCL's libfabric (FI_PROVIDER=cxi) then finds no CXI NIC in the pod", common.nodes),
+            &format!("set `[network].cxi_resource` to the resource of the device plugin that gives pods the CXI NICs, like `beta.hpe.com/cxi` (HPE's CXI Kubernetes device plugin, {}); or generate the other targets only (`gpustack gen docker slurm`)", crate::plan::network::CXI_PLUGIN),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// What a multi-node pod on the fabric adds ([`fabric_settings`]), and the storage every
@@ -1143,12 +1220,28 @@ fn mpi_acceptance(
 ) -> (MpiLaunch, Option<Vec<String>>) {
     // Every node runs the SSH server mpirun reaches; the ranks are
     // started by it, as the SSH user.
-    p.command = vec![ssh.sshd.program.clone()];
-    p.args = ssh.sshd.args.clone();
     p.command_notes = vec![format!(
         "the SSH server mpirun starts the ranks through (port {}, the key pair the Trainer generates, mounted in {})",
         ssh.port, ssh.auth_dir
     )];
+    if settings.extended.is_empty() {
+        p.command = vec![ssh.sshd.program.clone()];
+        p.args = ssh.sshd.args.clone();
+    } else {
+        // The ranks inherit sshd's locked-memory limit, and RDMA registers every buffer
+        // NCCL and UCX use: a limit below unlimited fails at communicator init with a
+        // memory-registration error far from its cause. The pod stops first, saying so.
+        let sshd: Vec<String> = std::iter::once(ssh.sshd.program.clone())
+            .chain(ssh.sshd.args.iter().cloned())
+            .map(|a| crate::render::sh_quote(&a))
+            .collect();
+        p.command = vec!["/bin/sh".into(), "-c".into()];
+        p.args = vec![format!(
+            "if [ \"$(ulimit -l)\" != unlimited ]; then echo \"gpustack: the locked-memory limit is $(ulimit -l) KiB; RDMA needs it unlimited: give the node's container runtime LimitMEMLOCK=infinity (the VM image sets it for containerd)\" >&2; exit 1; fi; exec {}",
+            sshd.join(" ")
+        )];
+        p.command_notes.push(MEMLOCK_NOTE.to_string());
+    }
     p.run_as = Some(ssh.uid);
     p.tcp_ready = Some(ssh.port);
     p.host_network = settings.host_network;
@@ -1502,6 +1595,7 @@ impl K8sPlan {
     /// Plans the manifests from the lock.
     pub fn new(lock: &Lock, common: &Common) -> Result<K8sPlan, Error> {
         let (namespace, version) = namespace_and_version(lock)?;
+        fabric_device_given(common)?;
         let workloads = WorkloadPlan::new(lock, common)?;
         let settings = PodSettings::new(common, &namespace);
         let k8s = lock.request.deploy.k8s.as_ref();
@@ -1593,6 +1687,15 @@ impl K8sPlan {
             topology,
             kueue_files,
             dashboards: dashboards(),
+            monitoring: MonitoringPlan::new(k8s.map_or_else(
+                || {
+                    crate::spec::deploy::DEFAULT_MONITOR_LABELS
+                        .iter()
+                        .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                        .collect()
+                },
+                |k| k.monitor_labels.clone(),
+            )),
         })
     }
 }
