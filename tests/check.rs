@@ -85,7 +85,14 @@ fn a_clean_project_passes_every_check() {
     assert_eq!(v["format"], 1);
     assert_eq!(
         v["checked"],
-        serde_json::json!(["integrity", "hygiene", "staleness", "drift", "consistency", "admission"])
+        serde_json::json!([
+            "integrity",
+            "hygiene",
+            "staleness",
+            "drift",
+            "consistency",
+            "admission"
+        ])
     );
     assert_eq!(v["skipped"][0]["check"], "hardware");
     // This stack's deliberate warnings are acknowledged in its `[check]`: counted, with
@@ -112,7 +119,7 @@ fn a_clean_project_passes_every_check() {
     assert_eq!(text.code, 0);
     assert!(
         text.stdout.lines().last().unwrap().starts_with(
-            "checked gpustack.lock: integrity, hygiene, staleness, drift, consistency, 0 errors"
+            "checked gpustack.lock: integrity, hygiene, staleness, drift, consistency, admission, 0 errors"
         ),
         "{}",
         text.stdout

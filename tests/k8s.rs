@@ -1494,7 +1494,11 @@ fn fabric_variants_validate() {
         let spec: String = base
             .lines()
             .map(|l| {
-                if l.starts_with("fabric = ") {
+                if l == "[image]" && fabric == "efa" {
+                    // Multi-node EFA on Kubernetes names the device plugin's resource count
+                    // (rule deploy::fabric_device).
+                    "[network]\nefa_devices = 32\n\n[image]".into()
+                } else if l.starts_with("fabric = ") {
                     format!("fabric = \"{fabric}\"")
                 } else if l.starts_with("nodes = ") {
                     format!("nodes = {nodes}")
@@ -1530,6 +1534,12 @@ fn fabric_variants_validate() {
         assert_eq!(
             limits.get("rdma/rdma_shared_device_a").is_some(),
             rdma,
+            "{fabric}"
+        );
+        // Multi-node EFA pods request the instance's EFA interfaces ([network].efa_devices).
+        assert_eq!(
+            limits.get("vpc.amazonaws.com/efa").and_then(|v| v.as_i64()),
+            (fabric == "efa").then_some(32),
             "{fabric}"
         );
         let ns = &docs["namespace.yaml"][0]["metadata"]["labels"];

@@ -61,7 +61,9 @@ fn v1_v2_and_v3_corpus_still_parses() {
                     Err(e) => {
                         let e = e.to_string();
                         assert!(
-                            slingshot && t == gpustack::plan::Target::K8s && e.contains("`[network].cxi_resource`"),
+                            slingshot
+                                && t == gpustack::plan::Target::K8s
+                                && e.contains("`[network].cxi_resource`"),
                             "{}: {}: {e}",
                             path.display(),
                             t.name()

@@ -839,9 +839,19 @@ fn kubernetes_and_slurm_run_the_same_nccl_tests() {
                 .unwrap()
                 .trim_start_matches("/home/")
                 .trim_end_matches("/.ssh");
+            // The sshd config file is the last word of the node's command (on RDMA fabrics a
+            // `bash -c` script that checks the memlock limit first, then `exec`s sshd).
+            let config = sshd
+                .last()
+                .unwrap()
+                .rsplit(' ')
+                .next()
+                .unwrap()
+                .trim_matches('\'')
+                .to_string();
             for want in [
                 format!("useradd -m -u {uid} {user}"),
-                format!("Port {port}' >> {}", sshd.last().unwrap()),
+                format!("Port {port}' >> {config}"),
                 format!("'    Port {port}' >> /etc/ssh/ssh_config"),
                 "openssh-server".into(),
             ] {

@@ -225,11 +225,9 @@ pub(crate) fn workloads(docs: &BTreeMap<String, Vec<Value>>) -> Vec<ReadWorkload
                 }
                 "TrainJob" => {
                     let rt_name = spec["runtimeRef"]["name"].as_str().unwrap_or_default();
-                    let Some(rt) = docs
-                        .values()
-                        .flatten()
-                        .find(|d| d["kind"] == "TrainingRuntime" && d["metadata"]["name"] == rt_name)
-                    else {
+                    let Some(rt) = docs.values().flatten().find(|d| {
+                        d["kind"] == "TrainingRuntime" && d["metadata"]["name"] == rt_name
+                    }) else {
                         continue;
                     };
                     let nodes = spec["trainer"]["numNodes"].as_u64().unwrap_or(1);
@@ -295,7 +293,11 @@ fn cluster_queue<'a>(
     let cq_name = lq["spec"]["clusterQueue"].as_str()?;
     let cq = all().find(|d| d["kind"] == "ClusterQueue" && d["metadata"]["name"] == cq_name)?;
     let mut quotas = Vec::new();
-    for g in cq["spec"]["resourceGroups"].as_array().into_iter().flatten() {
+    for g in cq["spec"]["resourceGroups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
         let covered: BTreeSet<&str> = (g["coveredResources"].as_array().into_iter().flatten())
             .filter_map(Value::as_str)
             .collect();
@@ -358,7 +360,10 @@ fn providers(lock: &Lock, docs: &BTreeMap<String, Vec<Value>>) -> BTreeMap<Strin
             out.insert(r.clone(), site.to_string());
         }
         if n.efa_devices.is_some() {
-            out.insert(crate::plan::network::EFA_RESOURCE.to_string(), site.to_string());
+            out.insert(
+                crate::plan::network::EFA_RESOURCE.to_string(),
+                site.to_string(),
+            );
         }
     }
     out
@@ -391,7 +396,7 @@ pub(super) fn admission(
     gangs(&read, dir, files, f);
     monitors(lock, &docs, dir, files, f);
     node_fit(lock, &read, dir, files, f);
-    images(dir, files, &docs, f);
+    images(lock, dir, files, &docs, f);
     partition(lock, dir, files, f);
 }
 
@@ -622,8 +627,11 @@ fn node_fit(
     }
 }
 
-/// Image references a cluster pulls: the pods' `image:` and the Slurm scripts' images.
+/// Image references a cluster pulls: the pods' `image:` and the Slurm scripts' images, of
+/// the deployments the spec configures (`[k8s]`, `[slurm]`; `gen all` writes a sketch of
+/// the others, which nobody said would run on a cluster).
 fn images(
+    lock: &Lock,
     dir: &str,
     files: &BTreeMap<String, Vec<u8>>,
     docs: &BTreeMap<String, Vec<Value>>,
@@ -647,8 +655,15 @@ fn images(
             }
         }
     }
+    let k8s = crate::plan::configured(lock, crate::plan::Target::K8s);
+    let slurm = crate::plan::configured(lock, crate::plan::Target::Slurm);
     for (file, image) in refs.keys() {
-        if !image.starts_with("localhost/") {
+        let judged = if file.starts_with("slurm/") {
+            slurm
+        } else {
+            k8s
+        };
+        if !judged || !image.starts_with("localhost/") {
             continue;
         }
         let shown = join(dir, file);
@@ -673,7 +688,8 @@ fn images(
 fn collect_images(v: &Value, out: &mut impl FnMut(&str)) {
     match v {
         Value::Object(m) => {
-            let is_container = m.contains_key("name") && m.get("image").is_some_and(Value::is_string);
+            let is_container =
+                m.contains_key("name") && m.get("image").is_some_and(Value::is_string);
             for (k, x) in m {
                 if k == "image" && is_container {
                     if let Some(s) = x.as_str() {
@@ -727,7 +743,12 @@ fn partition(lock: &Lock, dir: &str, files: &BTreeMap<String, Vec<u8>>, f: &mut 
         for (i, l) in text.lines().enumerate() {
             let shown = join(dir, p);
             if let (Some(v), Some(max)) = (l.strip_prefix("#SBATCH --nodes="), s.max_nodes) {
-                let nodes: u64 = v.trim().split('-').next_back().and_then(|n| n.parse().ok()).unwrap_or(0);
+                let nodes: u64 = v
+                    .trim()
+                    .split('-')
+                    .next_back()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
                 if nodes > u64::from(max) {
                     f.push(
                         Finding::new(
@@ -740,8 +761,10 @@ fn partition(lock: &Lock, dir: &str, files: &BTreeMap<String, Vec<u8>>, f: &mut 
                     );
                 }
             }
-            if let (Some(v), Some(max)) = (l.strip_prefix("#SBATCH --time="), s.max_time.as_deref()) {
-                let (Some(want), Some(limit)) = (slurm_minutes(v.trim()), slurm_minutes(max)) else {
+            if let (Some(v), Some(max)) = (l.strip_prefix("#SBATCH --time="), s.max_time.as_deref())
+            {
+                let (Some(want), Some(limit)) = (slurm_minutes(v.trim()), slurm_minutes(max))
+                else {
                     continue;
                 };
                 if want > limit {

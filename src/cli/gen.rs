@@ -110,7 +110,17 @@ pub(crate) fn run(args: Args) -> Result<u8, Error> {
     match gpustack::generate::run(&lock, &opts)? {
         Outcome::Written { targets, recovered } => {
             // Written, but not runnable on a cluster: said even with `-q`.
-            if let Some(w) = gpustack::plan::unpullable_images(&lock.lock, &opts.targets) {
+            // Named on the command line, or configured by the spec when `all` named it.
+            let mut named: Vec<Target> = Vec::new();
+            for t in &args.targets {
+                let all = matches!(t, GenTarget::All);
+                named.extend(
+                    t.targets()
+                        .iter()
+                        .filter(|x| !all || gpustack::plan::configured(&lock.lock, **x)),
+                );
+            }
+            if let Some(w) = gpustack::plan::unpullable_images(&lock.lock, &named) {
                 note!("warning: {w}");
             }
             if let Some(r) = recovered {

@@ -47,11 +47,28 @@ pub(crate) fn sharp_prefix(fabric_prefix: &str) -> String {
 /// Registry used when the spec has no `[image]` table.
 pub const DEFAULT_REGISTRY: &str = "localhost/gpustack";
 
+/// Whether the spec the lock was made from configures `target`'s deployment: Docker and
+/// Apptainer always, Packer, Kubernetes and Slurm when their table (`[packer]`, `[k8s]`,
+/// `[slurm]`) is present. The images a cluster must pull are judged for these.
+#[must_use]
+pub fn configured(lock: &Lock, target: Target) -> bool {
+    let d = &lock.request.deploy;
+    match target {
+        Target::Docker | Target::Apptainer => true,
+        Target::Packer => d.packer.is_some(),
+        Target::K8s => d.k8s.is_some(),
+        Target::Slurm => d.slurm.is_some(),
+    }
+}
+
 /// Why the images of `targets` cannot be pulled by a cluster, when they cannot: the lock
 /// names no `[image].registry`, so the Kubernetes pods and the Slurm scripts refer to
 /// `localhost/gpustack/…`, which is each node's own image store. `gen` still writes them
 /// (a single machine that built the images runs them; the Dockerfiles need no registry)
-/// and says so loudly; `gpustack check` repeats it as `unpullable-image`.
+/// and says so loudly for each target named on its command line or configured by the spec
+/// (`gen all` of a spec without `[k8s]` writes its sketch of the manifests without the
+/// warning); `gpustack check` repeats it as `unpullable-image` for the deployments the
+/// spec configures.
 #[must_use]
 pub fn unpullable_images(lock: &Lock, targets: &[Target]) -> Option<String> {
     let pulls: Vec<&str> = targets

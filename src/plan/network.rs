@@ -307,26 +307,7 @@ impl NetworkPlan {
         } else {
             Vec::new()
         };
-        let device = match cluster.fabric {
-            Fabric::Efa if multi => net.efa_devices.map(|count| crate::plan::cluster::Extended {
-                name: EFA_RESOURCE.into(),
-                count,
-                provider: crate::plan::cluster::Provider::Prerequisite(format!(
-                    "{EFA_RESOURCE}: the AWS EFA Kubernetes device plugin must run on the nodes ([network].efa_devices = {count} per pod)"
-                )),
-            }),
-            Fabric::Slingshot if multi => net.cxi_resource.clone().map(|name| {
-                let count = u32::try_from(net.interfaces.len().max(1)).unwrap_or(1);
-                crate::plan::cluster::Extended {
-                    provider: crate::plan::cluster::Provider::Prerequisite(format!(
-                        "{name}: the device plugin that gives pods the CXI NICs must run on the nodes ([network].cxi_resource; HPE's CXI Kubernetes device plugin: {CXI_PLUGIN})"
-                    )),
-                    name,
-                    count,
-                }
-            }),
-            _ => None,
-        };
+        let device = fabric_device(cluster.fabric, multi, &net);
         NetworkPlan {
             device,
             pod_networks,
@@ -338,6 +319,36 @@ impl NetworkPlan {
             sharp: net.sharp,
             hcas: net.hcas,
         }
+    }
+}
+
+/// The extended resource multi-node pods request for the fabric's NICs, beyond RDMA: the
+/// EFA device plugin's `vpc.amazonaws.com/efa` ([network].efa_devices) or the CXI device
+/// plugin's resource ([network].cxi_resource); both are the site's prerequisites.
+fn fabric_device(
+    fabric: Fabric,
+    multi: bool,
+    net: &crate::spec::deploy::Network,
+) -> Option<crate::plan::cluster::Extended> {
+    match fabric {
+        Fabric::Efa if multi => net.efa_devices.map(|count| crate::plan::cluster::Extended {
+            name: EFA_RESOURCE.into(),
+            count,
+            provider: crate::plan::cluster::Provider::Prerequisite(format!(
+                "{EFA_RESOURCE}: the AWS EFA Kubernetes device plugin must run on the nodes ([network].efa_devices = {count} per pod)"
+            )),
+        }),
+        Fabric::Slingshot if multi => net.cxi_resource.clone().map(|name| {
+            let count = u32::try_from(net.interfaces.len().max(1)).unwrap_or(1);
+            crate::plan::cluster::Extended {
+                provider: crate::plan::cluster::Provider::Prerequisite(format!(
+                    "{name}: the device plugin that gives pods the CXI NICs must run on the nodes ([network].cxi_resource; HPE's CXI Kubernetes device plugin: {CXI_PLUGIN})"
+                )),
+                name,
+                count,
+            }
+        }),
+        _ => None,
     }
 }
 

@@ -941,6 +941,57 @@ fn names(
     out
 }
 
+/// A `[network]` key naming a Kubernetes extended resource (`<domain>/<name>`) of the
+/// fabrics in `only`; `None` when it does not apply (reported) or is malformed (reported).
+fn extended_resource(
+    fabric: Fabric,
+    at: &mut At<'_>,
+    (key, r): (&str, &S<String>),
+    only: &[Fabric],
+    why: &str,
+    hint: &str,
+) -> Option<String> {
+    if !applies(fabric, at, key, r.span(), only, why) {
+        return None;
+    }
+    let v = r.get_ref();
+    if v.contains('/') && is_label_key(v) && !v.starts_with("kubernetes.io/") {
+        return Some(v.clone());
+    }
+    at.fail(
+        r.span(),
+        format!(
+            "`{}` is not a Kubernetes extended resource name",
+            v.escape_debug()
+        ),
+        hint,
+    );
+    None
+}
+
+/// An integer key within `range`; `None` (reported at its span) outside it.
+fn bounded(
+    at: &mut At<'_>,
+    (key, v): (&str, &S<i64>),
+    range: std::ops::RangeInclusive<i64>,
+    hint: &str,
+) -> Option<u32> {
+    let n = *v.get_ref();
+    if range.contains(&n) {
+        return u32::try_from(n).ok();
+    }
+    at.fail(
+        v.span(),
+        format!(
+            "`{key}` must be between {} and {}, not {n}",
+            range.start(),
+            range.end()
+        ),
+        hint,
+    );
+    None
+}
+
 /// `[network]`, checked against the cluster's fabric (none: `[cluster]` is missing, which
 /// is reported here).
 fn validate_network(
@@ -988,53 +1039,22 @@ fn validate_network(
             );
         }
     }
-    let mut gid_index = None;
-    if let Some(g) = &n.gid_index {
-        if applies(
+    let gid_index = n.gid_index.as_ref().and_then(|g| {
+        let only = (&[Fabric::Roce][..], "the GID index selects a RoCE address");
+        applies(fabric, at, "gid_index", g.span(), only.0, only.1).then(|| {
+            bounded(at, ("gid_index", g), 0..=255, "use the index `show_gids` lists for the RoCE v2 address, or leave `gid_index` out to let NCCL pick it")
+        })?
+    });
+    let rdma_resource = n.rdma_resource.as_ref().and_then(|r| {
+        extended_resource(
             fabric,
             at,
-            "gid_index",
-            g.span(),
-            &[Fabric::Roce],
-            "the GID index selects a RoCE address",
-        ) {
-            let v = *g.get_ref();
-            if (0..=255).contains(&v) {
-                gid_index = u32::try_from(v).ok();
-            } else {
-                at.fail(
-                    g.span(),
-                    format!("`gid_index` must be between 0 and 255, not {v}"),
-                    "use the index `show_gids` lists for the RoCE v2 address, or leave `gid_index` out to let NCCL pick it",
-                );
-            }
-        }
-    }
-    let mut rdma_resource = None;
-    if let Some(r) = &n.rdma_resource {
-        if applies(
-            fabric,
-            at,
-            "rdma_resource",
-            r.span(),
+            ("rdma_resource", r),
             &[Fabric::Infiniband, Fabric::Roce],
             "it is the Kubernetes resource of the RDMA shared device plugin",
-        ) {
-            let v = r.get_ref();
-            if v.contains('/') && is_label_key(v) && !v.starts_with("kubernetes.io/") {
-                rdma_resource = Some(v.clone());
-            } else {
-                at.fail(
-                    r.span(),
-                    format!(
-                        "`{}` is not a Kubernetes extended resource name",
-                        v.escape_debug()
-                    ),
-                    "write `<domain>/<name>`, like `rdma/rdma_shared_device_a`",
-                );
-            }
-        }
-    }
+            "write `<domain>/<name>`, like `rdma/rdma_shared_device_a`",
+        )
+    });
     let mut sharp = false;
     if let Some(s) = &n.sharp {
         if *s.get_ref()
@@ -1055,53 +1075,22 @@ fn validate_network(
         .as_ref()
         .map(|p| pod_subnets(p, fabric, nodes, &interfaces, gid_index, at))
         .unwrap_or_default();
-    let mut cxi_resource = None;
-    if let Some(r) = &n.cxi_resource {
-        if applies(
+    let cxi_resource = n.cxi_resource.as_ref().and_then(|r| {
+        extended_resource(
             fabric,
             at,
-            "cxi_resource",
-            r.span(),
+            ("cxi_resource", r),
             &[Fabric::Slingshot],
             "it is the Kubernetes resource of the device plugin that gives pods the CXI NICs",
-        ) {
-            let v = r.get_ref();
-            if v.contains('/') && is_label_key(v) && !v.starts_with("kubernetes.io/") {
-                cxi_resource = Some(v.clone());
-            } else {
-                at.fail(
-                    r.span(),
-                    format!(
-                        "`{}` is not a Kubernetes extended resource name",
-                        v.escape_debug()
-                    ),
-                    "write `<domain>/<name>`, like `beta.hpe.com/cxi` (HPE's CXI Kubernetes device plugin)",
-                );
-            }
-        }
-    }
-    let mut efa_devices = None;
-    if let Some(d) = &n.efa_devices {
-        if applies(
-            fabric,
-            at,
-            "efa_devices",
-            d.span(),
-            &[Fabric::Efa],
-            "it is the number of EFA interfaces a pod requests from the EFA device plugin",
-        ) {
-            let v = *d.get_ref();
-            if (1..=64).contains(&v) {
-                efa_devices = u32::try_from(v).ok();
-            } else {
-                at.fail(
-                    d.span(),
-                    format!("`efa_devices` must be between 1 and 64, not {v}"),
-                    "give the instance type's maximum number of EFA interfaces (AWS: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types)",
-                );
-            }
-        }
-    }
+            "write `<domain>/<name>`, like `beta.hpe.com/cxi` (HPE's CXI Kubernetes device plugin)",
+        )
+    });
+    let efa_devices = n.efa_devices.as_ref().and_then(|d| {
+        let only = (&[Fabric::Efa][..], "it is the number of EFA interfaces a pod requests from the EFA device plugin");
+        applies(fabric, at, "efa_devices", d.span(), only.0, only.1).then(|| {
+            bounded(at, ("efa_devices", d), 1..=64, "give the instance type's maximum number of EFA interfaces (AWS: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types)")
+        })?
+    });
     Network {
         interfaces,
         hcas,
@@ -1823,7 +1812,24 @@ fn validate_k8s(k: S<K8sWire>, at: &mut At<'_>) -> K8s {
         is_label_key,
         "a node label key, like `cloud.provider.com/topology-block`",
     );
-    let monitor_labels = match &k.monitor_labels {
+    let monitor_labels = monitor_labels(k.monitor_labels.as_ref(), at);
+    K8s {
+        namespace: k.namespace.into_inner(),
+        version: k.version.into_inner(),
+        training_api,
+        queue,
+        topology,
+        gang,
+        monitor_labels,
+    }
+}
+
+/// `[k8s].monitor_labels`, validated; the kube-prometheus-stack default when absent.
+fn monitor_labels(
+    labels: Option<&S<std::collections::BTreeMap<String, String>>>,
+    at: &mut At<'_>,
+) -> Vec<(String, String)> {
+    match labels {
         None => DEFAULT_MONITOR_LABELS
             .iter()
             .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
@@ -1851,15 +1857,6 @@ fn validate_k8s(k: S<K8sWire>, at: &mut At<'_>) -> K8s {
             }
             m.get_ref().clone().into_iter().collect()
         }
-    };
-    K8s {
-        namespace: k.namespace.into_inner(),
-        version: k.version.into_inner(),
-        training_api,
-        queue,
-        topology,
-        gang,
-        monitor_labels,
     }
 }
 
