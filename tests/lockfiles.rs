@@ -342,9 +342,10 @@ fn gate(text: &str) -> Option<String> {
 }
 
 /// Issue 32, "a lock that cannot be made to lie": every value line of a sealed lock,
-/// edited alone, is refused at every lock version this gpustack reads (1 to 4), with the
+/// edited alone, is refused at every lock version this gpustack reads (1 to 4), its
 /// `[integrity]` table deleted (the downgrade) or kept. The unedited lock passes only as
-/// written (version 4, sealed).
+/// written (version 4, sealed). Before this, 135 of 366 edits of one lock passed `gen` as
+/// `version = 3` without `[integrity]`.
 #[test]
 fn a_single_field_edit_is_refused_at_every_version() {
     use gpustack::lock::{LOCK_VERSION, LOCK_VERSION_MIN};
@@ -378,19 +379,17 @@ fn a_single_field_edit_is_refused_at_every_version() {
             let mut all = lines.clone();
             all[i] = &edited;
             let tampered = format!("{}\n", all.join("\n"));
-            for v in LOCK_VERSION_MIN..=LOCK_VERSION {
-                for keep in [false, true] {
-                    if v == LOCK_VERSION && !keep {
-                        continue;
-                    }
-                    edits += 1;
-                    if gate(&at_version(&tampered, v, keep)).is_none() {
-                        passed.push(format!("{name}.lock:{}: v{v} seals kept {keep}: `{line}` → `{edited}`", i + 1));
-                    }
+            // Version 4 with its seals is `every_hand_edit_is_refused_at_its_line`'s (each
+            // edit refused at its line), and an older version that keeps its seals is
+            // refused by the reader whatever its content (above): the downgrades remain.
+            for v in LOCK_VERSION_MIN..LOCK_VERSION {
+                edits += 1;
+                if gate(&at_version(&tampered, v, false)).is_none() {
+                    passed.push(format!("{name}.lock:{}: version {v}: `{line}` → `{edited}`", i + 1));
                 }
             }
         }
-        assert!(edits > 700, "{name}: only {edits} edits");
+        assert!(edits > 300, "{name}: only {edits} edits");
         assert!(
             passed.is_empty(),
             "{} of {edits} edits pass `gen`:\n{}",
