@@ -331,9 +331,10 @@ pub fn shown_value(s: &str) -> String {
 /// A message (or hint) made safe to print, the rule [`Diagnostic`]'s `Display` applies:
 ///
 /// * control characters and escape sequences are escaped ([`escape_control`]), except a
-///   tab and a newline followed by indentation, which is how messages lay out their own
-///   lists; a newline at column 0 (`…\nerror: forged`) is escaped, so a server's text
-///   cannot start a line of its own;
+///   tab, a newline followed by indentation (how messages lay out their own lists and
+///   code), and a blank line before a paragraph that does not read like a line of
+///   gpustack's own; any other newline (`…\nerror: forged`) is escaped, so a server's
+///   text cannot start a line of its own;
 /// * a run of more than [`VALUE_MAX`] characters without a space is cut to [`VALUE_KEPT`]
 ///   with its length shown (`xxxx… (912345 bytes)`).
 ///
@@ -341,6 +342,8 @@ pub fn shown_value(s: &str) -> String {
 /// use gpustack::error::safe_message;
 /// assert_eq!(safe_message("bad `a\nerror: forged`"), "bad `a\\nerror: forged`");
 /// assert_eq!(safe_message("two:\n    one\n    two"), "two:\n    one\n    two");
+/// assert_eq!(safe_message("add:\n\n    x\n\nthen lock"), "add:\n\n    x\n\nthen lock");
+/// assert_eq!(safe_message("a\n\nerror: forged"), "a\n\\nerror: forged");
 /// assert_eq!(safe_message("\u{1b}[2J"), "\\u{1b}[2J");
 /// ```
 pub fn safe_message(s: &str) -> String {
@@ -373,12 +376,26 @@ pub fn safe_message(s: &str) -> String {
             {
                 out.push('\n');
             }
+            // After a blank line, a paragraph of the message's own (`start the spec
+            // with:\n\n    [stack]\n\n`gpustack init` writes …`), unless it reads like a
+            // line of gpustack's own (`error:`, `hint:`).
+            '\n' if out.ends_with('\n') && !looks_like_prefix(&s[i + 1..]) => out.push('\n'),
             '\t' => out.push('\t'),
             c if is_unsafe_char(c) => out.push_str(&escape_one(c)),
             c => out.push(c),
         }
     }
     out
+}
+
+/// Whether a line starts like one of gpustack's own (`error: `, `warning: `, `hint: `,
+/// `note: `, `  --> `): a word and a colon, or an arrow.
+fn looks_like_prefix(line: &str) -> bool {
+    let t = line.trim_start();
+    let word = t
+        .find(|c: char| !(c.is_ascii_alphabetic() || c == '-'))
+        .unwrap_or(t.len());
+    (word > 0 && t[word..].starts_with(':')) || t.starts_with("-->") || t.starts_with('×')
 }
 
 pub use crate::core::names::{did_you_mean, name_key};

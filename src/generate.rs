@@ -285,6 +285,8 @@ pub fn write_lock(
     o: &LockOutput,
     previous: Option<&Lock>,
 ) -> Result<bool, Error> {
+    refuse_to_clobber(out, spec)?;
+    emit::check_destination(out)?;
     // `nd/..`, `nd/.` or `dir/`: no file name to write, and `nd/` must not be created
     // for it.
     if out.file_name().is_none() || out.as_os_str().to_string_lossy().ends_with('/') {
@@ -295,8 +297,6 @@ pub fn write_lock(
         .hint("name the file: `--out gpustack.lock` or `--out DIR/gpustack.lock`")
         .into());
     }
-    refuse_to_clobber(out, spec)?;
-    emit::check_destination(out)?;
     let parent = out.parent().filter(|p| !p.as_os_str().is_empty());
     let created = match parent {
         Some(parent) => emit::create_dirs(parent).map_err(|e| {

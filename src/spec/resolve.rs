@@ -142,7 +142,10 @@ impl ResolveWire {
             if !is_timestamp(t.get_ref()) {
                 at.fail(
                     t.span(),
-                    format!("invalid `exclude-newer` `{}`", t.get_ref().escape_debug()),
+                    format!(
+                        "invalid `exclude-newer` `{}`: not a calendar date or an RFC 3339 UTC time",
+                        t.get_ref().escape_debug()
+                    ),
                     "write an RFC 3339 UTC time like `2026-11-25T00:00:00Z`, or a date like `2026-11-25`",
                 );
             }
@@ -182,7 +185,7 @@ impl ResolveWire {
                     at.fail(
                         span.clone(),
                         format!(
-                            "a `{key}` URL holds credentials (`user:password@` before the host{})",
+                            "a URL in `[resolve].{key}` holds credentials (`user:password@` before the host{})",
                             if u == k { ", in the key" } else { "" }
                         ),
                         crate::core::url::CREDENTIALS_HINT,
