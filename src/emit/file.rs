@@ -372,6 +372,35 @@ pub(crate) fn fault(step: &str) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    /// Issue 32: temporary directories have unpredictable names, are private, and a name
+    /// planted in advance (the old `gpustack-closure-<pid>-N` scheme) blocks nothing.
+    #[test]
+    fn temp_dirs_are_private_and_unpredictable() {
+        let base = std::env::temp_dir();
+        let planted: Vec<PathBuf> = (0..100)
+            .map(|i| base.join(format!("gpustack-closure-{}-{i}", std::process::id())))
+            .collect();
+        for p in &planted {
+            let _ = std::fs::create_dir(p);
+        }
+        let a = super::create_temp_dir(&base, "gpustack-closure").unwrap();
+        let b = super::create_temp_dir(&base, "gpustack-closure").unwrap();
+        assert_ne!(a, b);
+        assert!(!planted.contains(&a));
+        let name = a.file_name().unwrap().to_string_lossy().into_owned();
+        let suffix = name.strip_prefix("gpustack-closure-").unwrap();
+        assert!(suffix.len() == 16 && suffix.bytes().all(|c| c.is_ascii_hexdigit()), "{name}");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&a).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o700);
+        }
+        for p in planted.iter().chain([&a, &b]) {
+            let _ = std::fs::remove_dir(p);
+        }
+    }
+
     use super::*;
 
     fn tmp(tag: &str) -> PathBuf {
