@@ -356,9 +356,7 @@ pub fn safe_message(s: &str) -> String {
         } else if run_start.is_none() {
             run_start = Some(i);
             // A long run: cut it here, and skip to its end.
-            let end = s[i..]
-                .find([' ', '\n', '\t'])
-                .map_or(s.len(), |e| i + e);
+            let end = s[i..].find([' ', '\n', '\t']).map_or(s.len(), |e| i + e);
             let run = &s[i..end];
             if run.chars().nth(VALUE_MAX).is_some() {
                 out.push_str(&shown_value(run));

@@ -962,7 +962,11 @@ fn a_failed_import_leaves_the_overlay_as_it_was() {
     let cudnn = fixtures().join("redist/redistrib_cudnn_9.8.0.json");
     let nv = dir.join("nv");
     std::fs::create_dir_all(&nv).unwrap();
-    std::fs::write(nv.join("broken.toml"), "family = \"cuda\"\n[[release]]\nversion = 12\n").unwrap();
+    std::fs::write(
+        nv.join("broken.toml"),
+        "family = \"cuda\"\n[[release]]\nversion = 12\n",
+    )
+    .unwrap();
     let older = "# an older import\nfamily = \"cuda\"\n";
     std::fs::write(nv.join("cuda-redist.toml"), older).unwrap();
     let args = |date: &str| {
@@ -981,8 +985,16 @@ fn a_failed_import_leaves_the_overlay_as_it_was() {
     let a = args(DATE);
     let out = run_in(&dir, &a.iter().map(String::as_str).collect::<Vec<_>>());
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
-    assert!(out.stderr.contains("nothing was imported: `nv` is as it was"), "{}", out.stderr);
-    assert_eq!(std::fs::read_to_string(nv.join("cuda-redist.toml")).unwrap(), older);
+    assert!(
+        out.stderr
+            .contains("nothing was imported: `nv` is as it was"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(nv.join("cuda-redist.toml")).unwrap(),
+        older
+    );
     assert!(!nv.join("cudnn-redist.toml").exists());
     let mut left: Vec<String> = std::fs::read_dir(&nv)
         .unwrap()
@@ -998,11 +1010,18 @@ fn a_failed_import_leaves_the_overlay_as_it_was() {
     b.extend(["--catalog", "nv"]);
     let out = run_in(&dir, &b);
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
-    assert!(!dir.join("fresh").exists(), "the import left `fresh/` behind");
+    assert!(
+        !dir.join("fresh").exists(),
+        "the import left `fresh/` behind"
+    );
     // 2026-02-30 is no date: refused before anything is written.
     let c = args("2026-02-30");
     let out = run_in(&dir, &c.iter().map(String::as_str).collect::<Vec<_>>());
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
-    assert!(out.stderr.contains("invalid date `2026-02-30`"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("invalid date `2026-02-30`"),
+        "{}",
+        out.stderr
+    );
     assert!(!nv.join("cudnn-redist.toml").exists());
 }

@@ -78,7 +78,9 @@ fn v1_v2_and_v3_corpus_still_parses() {
                     Err(e) => {
                         let e = e.to_string();
                         assert!(
-                            slingshot && t == gpustack::plan::Target::K8s && e.contains("`[network].cxi_resource`"),
+                            slingshot
+                                && t == gpustack::plan::Target::K8s
+                                && e.contains("`[network].cxi_resource`"),
                             "{}: {}: {e}",
                             path.display(),
                             t.name()
@@ -385,7 +387,10 @@ fn a_single_field_edit_is_refused_at_every_version() {
             for v in LOCK_VERSION_MIN..LOCK_VERSION {
                 edits += 1;
                 if gate(&at_version(&tampered, v, false)).is_none() {
-                    passed.push(format!("{name}.lock:{}: version {v}: `{line}` → `{edited}`", i + 1));
+                    passed.push(format!(
+                        "{name}.lock:{}: version {v}: `{line}` → `{edited}`",
+                        i + 1
+                    ));
                 }
             }
         }
@@ -407,20 +412,37 @@ fn gen_and_check_refuse_a_lowered_version() {
     let dir = tempdir("downgrade-cli");
     let text = std::fs::read_to_string(root().join("lockfiles/h100-ib-train-serve.lock")).unwrap();
     let edited = at_version(&text, 3, false);
-    let edited = edited.replacen("gfd-product = \"NVIDIA-H100-80GB-HBM3\"", "gfd-product = \"evil\"", 1);
-    assert!(edited.contains("\"evil\""), "the fixture's gfd-product moved");
+    let edited = edited.replacen(
+        "gfd-product = \"NVIDIA-H100-80GB-HBM3\"",
+        "gfd-product = \"evil\"",
+        1,
+    );
+    assert!(
+        edited.contains("\"evil\""),
+        "the fixture's gfd-product moved"
+    );
     std::fs::write(dir.join("gpustack.lock"), &edited).unwrap();
-    let line = edited[..edited.find("\nversion = 3").unwrap()].matches('\n').count() + 2;
-    for args in [&["gen", "all", "--out", "o"][..], &["check", "--no-drift"][..]] {
+    let line = edited[..edited.find("\nversion = 3").unwrap()]
+        .matches('\n')
+        .count()
+        + 2;
+    for args in [
+        &["gen", "all", "--out", "o"][..],
+        &["check", "--no-drift"][..],
+    ] {
         let out = run_in(&dir, args);
         assert_eq!(out.code, 2, "{args:?}: {}{}", out.stdout, out.stderr);
         assert!(
-            out.stderr.contains("is a version 3 lock: it has no `[integrity]` seals")
+            out.stderr
+                .contains("is a version 3 lock: it has no `[integrity]` seals")
                 && out.stderr.contains(&format!("gpustack.lock:{line}:"))
                 && out.stderr.contains("hint: re-lock with `gpustack lock`"),
             "{args:?}: {}",
             out.stderr
         );
     }
-    assert!(!dir.join("o").exists(), "gen wrote files from an unsealed lock");
+    assert!(
+        !dir.join("o").exists(),
+        "gen wrote files from an unsealed lock"
+    );
 }

@@ -66,8 +66,8 @@ pub fn url_port_ok(url: &str) -> bool {
 /// ```
 pub fn host_path_problem(path: &str) -> Option<&'static str> {
     const SYSTEM: &[&str] = &[
-        "bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "proc", "root", "run", "sbin",
-        "sys", "usr", "var",
+        "bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "proc", "root", "run", "sbin", "sys",
+        "usr", "var",
     ];
     let segs: Vec<&str> = path.strip_prefix('/')?.split('/').collect();
     if segs.iter().all(|s| s.is_empty()) {
@@ -78,7 +78,10 @@ pub fn host_path_problem(path: &str) -> Option<&'static str> {
     } else {
         &segs[..]
     };
-    if trimmed.iter().any(|s| s.is_empty() || *s == "." || *s == "..") {
+    if trimmed
+        .iter()
+        .any(|s| s.is_empty() || *s == "." || *s == "..")
+    {
         return Some("it has an empty, `.` or `..` segment");
     }
     // `/var` itself and its runtime sockets; `/var/lib/…` data directories stay allowed.
@@ -100,7 +103,7 @@ pub fn host_path_problem(path: &str) -> Option<&'static str> {
 /// assert!(!calendar_date(1900, 2, 29) && calendar_date(2000, 2, 29) && !calendar_date(2026, 13, 1));
 /// ```
 pub fn calendar_date(y: u32, m: u32, d: u32) -> bool {
-    let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+    let leap = y.is_multiple_of(4) && (!y.is_multiple_of(100) || y.is_multiple_of(400));
     let days = match m {
         1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
         4 | 6 | 9 | 11 => 30,

@@ -389,7 +389,10 @@ mod tests {
         assert!(!planted.contains(&a));
         let name = a.file_name().unwrap().to_string_lossy().into_owned();
         let suffix = name.strip_prefix("gpustack-closure-").unwrap();
-        assert!(suffix.len() == 16 && suffix.bytes().all(|c| c.is_ascii_hexdigit()), "{name}");
+        assert!(
+            suffix.len() == 16 && suffix.bytes().all(|c| c.is_ascii_hexdigit()),
+            "{name}"
+        );
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;

@@ -34,8 +34,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 pub use file::{
-    check_destination, create_dirs, remove_created, human_size, limits, read_bounded, read_text, shown, sweep_temporaries,
-    write_atomic, write_new, DirLock, ReadError,
+    check_destination, create_dirs, human_size, limits, read_bounded, read_text, remove_created,
+    shown, sweep_temporaries, write_atomic, write_new, DirLock, ReadError,
 };
 pub(crate) use file::{create_exclusive, create_temp_dir, fault, kind_of, random_suffix};
 

@@ -170,7 +170,9 @@ pub fn debian_version(v: &str) -> Result<(), &'static str> {
     }
     if let Some(r) = revision {
         if r.is_empty() || !part(r, b"") {
-            return Err("the Debian revision (after the last `-`) may hold only letters, digits and `.+~`");
+            return Err(
+                "the Debian revision (after the last `-`) may hold only letters, digits and `.+~`",
+            );
         }
     }
     Ok(())

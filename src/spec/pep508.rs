@@ -123,13 +123,19 @@ impl P<'_> {
                 self.i += v.len();
                 Ok(())
             }
-            None => self.err("an environment marker (`python_version`, `sys_platform`, …) or a quoted string"),
+            None => self.err(
+                "an environment marker (`python_version`, `sys_platform`, …) or a quoted string",
+            ),
         }
     }
     fn keyword(&mut self, k: &str) -> bool {
         let save = self.i;
         self.ws();
-        if self.eat(k) && !self.rest().starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+        if self.eat(k)
+            && !self
+                .rest()
+                .starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+        {
             true
         } else {
             self.i = save;
@@ -142,12 +148,15 @@ impl P<'_> {
         if self.eat("(") {
             self.marker()?;
             self.ws();
-            return if self.eat(")") { Ok(()) } else { self.err("`)`") };
+            return if self.eat(")") {
+                Ok(())
+            } else {
+                self.err("`)`")
+            };
         }
         self.marker_var()?;
-        let op = self.version_cmp()
-            || self.keyword("in")
-            || (self.keyword("not") && self.keyword("in"));
+        let op =
+            self.version_cmp() || self.keyword("in") || (self.keyword("not") && self.keyword("in"));
         if !op {
             return self.err("a marker operator (`==`, `<`, `in`, `not in`, …)");
         }

@@ -155,7 +155,8 @@ impl ResolveWire {
             if crate::core::url::has_credentials(p.get_ref()) {
                 at.fail(
                     p.span(),
-                    "the `pypi` URL holds credentials (`user:password@` before the host)".to_string(),
+                    "the `pypi` URL holds credentials (`user:password@` before the host)"
+                        .to_string(),
                     crate::core::url::CREDENTIALS_HINT,
                 );
             } else if !is_url(p.get_ref()) {
