@@ -148,11 +148,14 @@ impl Diagnostic {
 }
 
 impl fmt::Display for Diagnostic {
+    /// Every part is made safe to print here, once ([`safe_message`]): a value from a
+    /// server, a manifest or the user cannot forge lines, drive the terminal or flood it.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "error: {}", self.message)?;
+        write!(f, "error: {}", safe_message(&self.message))?;
         if let Some(loc) = &self.location {
-            write!(f, "\n  --> {loc}")?;
+            write!(f, "\n  --> {}", escape_control(&loc.to_string()))?;
             if let Some(snippet) = &self.snippet {
+                let snippet = escape_control(snippet);
                 let n = loc.line.to_string();
                 let pad = " ".repeat(n.len());
                 write!(f, "\n {pad} |\n {n} | {snippet}")?;
@@ -162,7 +165,7 @@ impl fmt::Display for Diagnostic {
             }
         }
         for h in &self.hints {
-            write!(f, "\n\nhint: {h}")?;
+            write!(f, "\n\nhint: {}", safe_message(h))?;
         }
         Ok(())
     }
@@ -297,6 +300,100 @@ pub fn terminal_safe(s: &str) -> std::borrow::Cow<'_, str> {
             .map(|c| if bad(c) { escape_one(c) } else { c.to_string() })
             .collect(),
     )
+}
+
+/// The longest run of characters without a space that a message quotes whole; a longer
+/// one is cut to [`VALUE_KEPT`] characters with its length shown.
+pub const VALUE_MAX: usize = 256;
+
+/// How many characters of a value longer than [`VALUE_MAX`] a message keeps.
+pub const VALUE_KEPT: usize = 80;
+
+/// `s` for quoting inside a one-line message: control characters escaped
+/// ([`escape_control`]), and a value longer than [`VALUE_MAX`] characters cut after
+/// [`VALUE_KEPT`] with its length in bytes shown, so a 900 KB value does not fill the
+/// terminal.
+///
+/// ```
+/// use gpustack::error::shown_value;
+/// assert_eq!(shown_value("a\nb"), "a\\nb");
+/// let long = "x".repeat(912_345);
+/// assert_eq!(shown_value(&long), format!("{}… (912345 bytes)", "x".repeat(80)));
+/// ```
+pub fn shown_value(s: &str) -> String {
+    if s.chars().nth(VALUE_MAX).is_none() {
+        return escape_control(s).into_owned();
+    }
+    let kept: String = s.chars().take(VALUE_KEPT).collect();
+    format!("{}… ({} bytes)", escape_control(&kept), s.len())
+}
+
+/// A message (or hint) made safe to print, the rule [`Diagnostic`]'s `Display` applies:
+///
+/// * control characters and escape sequences are escaped ([`escape_control`]), except a
+///   tab, a newline followed by indentation (how messages lay out their own lists and
+///   code), and a blank line before a paragraph that does not read like a line of
+///   gpustack's own; any other newline (`…\nerror: forged`) is escaped, so a server's
+///   text cannot start a line of its own;
+/// * a run of more than [`VALUE_MAX`] characters without a space is cut to [`VALUE_KEPT`]
+///   with its length shown (`xxxx… (912345 bytes)`).
+///
+/// ```
+/// use gpustack::error::safe_message;
+/// assert_eq!(safe_message("bad `a\nerror: forged`"), "bad `a\\nerror: forged`");
+/// assert_eq!(safe_message("two:\n    one\n    two"), "two:\n    one\n    two");
+/// assert_eq!(safe_message("add:\n\n    x\n\nthen lock"), "add:\n\n    x\n\nthen lock");
+/// assert_eq!(safe_message("a\n\nerror: forged"), "a\n\\nerror: forged");
+/// assert_eq!(safe_message("\u{1b}[2J"), "\\u{1b}[2J");
+/// ```
+pub fn safe_message(s: &str) -> String {
+    let mut out = String::with_capacity(s.len().min(4096));
+    let mut chars = s.char_indices().peekable();
+    let mut run_start: Option<usize> = None;
+    while let Some((i, c)) = chars.next() {
+        if c == ' ' || c == '\n' || c == '\t' {
+            run_start = None;
+        } else if run_start.is_none() {
+            run_start = Some(i);
+            // A long run: cut it here, and skip to its end.
+            let end = s[i..].find([' ', '\n', '\t']).map_or(s.len(), |e| i + e);
+            let run = &s[i..end];
+            if run.chars().nth(VALUE_MAX).is_some() {
+                out.push_str(&shown_value(run));
+                while chars.peek().is_some_and(|&(j, _)| j < end) {
+                    chars.next();
+                }
+                run_start = None;
+                continue;
+            }
+        }
+        match c {
+            '\n' if chars
+                .peek()
+                .is_some_and(|&(_, n)| n == ' ' || n == '\n' || n == '\t') =>
+            {
+                out.push('\n');
+            }
+            // After a blank line, a paragraph of the message's own (`start the spec
+            // with:\n\n    [stack]\n\n`gpustack init` writes …`), unless it reads like a
+            // line of gpustack's own (`error:`, `hint:`).
+            '\n' if out.ends_with('\n') && !looks_like_prefix(&s[i + 1..]) => out.push('\n'),
+            '\t' => out.push('\t'),
+            c if is_unsafe_char(c) => out.push_str(&escape_one(c)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Whether a line starts like one of gpustack's own (`error: `, `warning: `, `hint: `,
+/// `note: `, `  --> `): a word and a colon, or an arrow.
+fn looks_like_prefix(line: &str) -> bool {
+    let t = line.trim_start();
+    let word = t
+        .find(|c: char| !(c.is_ascii_alphabetic() || c == '-'))
+        .unwrap_or(t.len());
+    (word > 0 && t[word..].starts_with(':')) || t.starts_with("-->") || t.starts_with('×')
 }
 
 pub use crate::core::names::{did_you_mean, name_key};

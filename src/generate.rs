@@ -58,8 +58,11 @@ impl LockFile {
     }
 
     /// Refuses a lock whose digests do not match its content: it was edited by hand, and
-    /// rendering it would bake the edit into every target.
+    /// rendering it would bake the edit into every target. A lock without seals (version
+    /// 1 to 3) is refused too ([`Lock::require_seals`]): nothing can tell it from a sealed
+    /// one whose `version` was lowered.
     pub fn untouched(&self) -> Result<(), Diagnostic> {
+        self.lock.require_seals(&self.shown, &self.text)?;
         let Some(m) = self.lock.verify().into_iter().next() else {
             return Ok(());
         };
@@ -284,17 +287,43 @@ pub fn write_lock(
 ) -> Result<bool, Error> {
     refuse_to_clobber(out, spec)?;
     emit::check_destination(out)?;
+    // `nd/..`, `nd/.` or `dir/`: no file name to write, and `nd/` must not be created
+    // for it.
+    if out.file_name().is_none() || out.as_os_str().to_string_lossy().ends_with('/') {
+        return Err(Diagnostic::new(
+            Stage::Usage,
+            format!("`{}` is not a file name for the lock", emit::shown(out)),
+        )
+        .hint("name the file: `--out gpustack.lock` or `--out DIR/gpustack.lock`")
+        .into());
+    }
     let parent = out.parent().filter(|p| !p.as_os_str().is_empty());
-    if let Some(parent) = parent.filter(|p| !p.exists()) {
-        std::fs::create_dir_all(parent).map_err(|e| {
+    let created = match parent {
+        Some(parent) => emit::create_dirs(parent).map_err(|e| {
             Diagnostic::new(
                 Stage::Io,
                 format!("cannot create directory `{}`: {e}", emit::shown(parent)),
             )
             .hint("check the `--out` path and its permissions")
-        })?;
-    }
+        })?,
+        None => Vec::new(),
+    };
     let dir = parent.unwrap_or(Path::new("."));
+    let written = write_lock_files(out, dir, o, previous);
+    if written.is_err() {
+        // A failed write leaves no directory it created behind.
+        emit::remove_created(&created);
+    }
+    written
+}
+
+/// [`write_lock`]'s files, once the directory exists.
+fn write_lock_files(
+    out: &Path,
+    dir: &Path,
+    o: &LockOutput,
+    previous: Option<&Lock>,
+) -> Result<bool, Error> {
     let _guard = emit::DirLock::acquire(dir)?;
     emit::sweep_temporaries(dir);
     let mut changed = false;

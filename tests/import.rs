@@ -949,3 +949,79 @@ fn metadata_with_the_wrong_hash_is_refused() {
         "{err}"
     );
 }
+
+/// Issue 32: an import whose overlay does not load is taken back whole. The output
+/// directory already holds an overlay file that does not load (here a broken one beside
+/// it) and an older `cuda-redist.toml`: after the failed import the older file is back
+/// byte for byte, the new `cudnn-redist.toml` is gone, and the error says nothing was
+/// imported. An impossible `--date` is refused before anything is written.
+#[test]
+fn a_failed_import_leaves_the_overlay_as_it_was() {
+    let dir = tempdir("import-rollback");
+    let cuda = fixtures().join("redist/redistrib_cuda_12.6.3.json");
+    let cudnn = fixtures().join("redist/redistrib_cudnn_9.8.0.json");
+    let nv = dir.join("nv");
+    std::fs::create_dir_all(&nv).unwrap();
+    std::fs::write(
+        nv.join("broken.toml"),
+        "family = \"cuda\"\n[[release]]\nversion = 12\n",
+    )
+    .unwrap();
+    let older = "# an older import\nfamily = \"cuda\"\n";
+    std::fs::write(nv.join("cuda-redist.toml"), older).unwrap();
+    let args = |date: &str| {
+        vec![
+            "catalog".to_string(),
+            "import".into(),
+            "redist".into(),
+            cuda.display().to_string(),
+            cudnn.display().to_string(),
+            "--date".into(),
+            date.into(),
+            "--out".into(),
+            "nv".into(),
+        ]
+    };
+    let a = args(DATE);
+    let out = run_in(&dir, &a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr
+            .contains("nothing was imported: `nv` is as it was"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(nv.join("cuda-redist.toml")).unwrap(),
+        older
+    );
+    assert!(!nv.join("cudnn-redist.toml").exists());
+    let mut left: Vec<String> = std::fs::read_dir(&nv)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["broken.toml", "cuda-redist.toml"]);
+    // A new output directory is removed again.
+    let b = args(DATE);
+    let mut b: Vec<&str> = b.iter().map(String::as_str).collect();
+    let n = b.len();
+    b[n - 1] = "fresh/nv";
+    b.extend(["--catalog", "nv"]);
+    let out = run_in(&dir, &b);
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(
+        !dir.join("fresh").exists(),
+        "the import left `fresh/` behind"
+    );
+    // 2026-02-30 is no date: refused before anything is written.
+    let c = args("2026-02-30");
+    let out = run_in(&dir, &c.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("invalid date `2026-02-30`"),
+        "{}",
+        out.stderr
+    );
+    assert!(!nv.join("cudnn-redist.toml").exists());
+}

@@ -2,7 +2,9 @@
 //!
 //! * every committed lock parses and writes back byte-identically (`write(parse(t)) == t`);
 //! * every lock in `fixtures/lockfiles/v1/` (the format as released) still parses;
-//! * a lock is rejected with "unsupported lockfile version" when its version is unknown.
+//! * a lock is rejected with "unsupported lockfile version" when its version is unknown;
+//! * an unsealed lock (versions 1 to 3) is refused by `gen` and `check`, and a single-field
+//!   edit of a sealed lock is refused whatever `version` it is given.
 
 mod common;
 
@@ -47,7 +49,22 @@ fn v1_v2_and_v3_corpus_still_parses() {
             .layers
             .iter()
             .all(|l| l.hash.starts_with("sha256:") && l.hash.len() == 71));
-        // A version 2 or 3 lock still generates every target, except Kubernetes for a
+        // An unsealed lock (versions 1 to 3) is not rendered or checked: nothing tells it
+        // from a sealed lock whose `version` was lowered (issue 32). `gen` and `check`
+        // refuse it, naming its version and the re-lock.
+        let file = gpustack::generate::LockFile {
+            shown: "gpustack.lock".into(),
+            text: text.clone(),
+            lock: lock.clone(),
+        };
+        let e = file.untouched().unwrap_err().to_string();
+        assert!(
+            e.contains("has no `[integrity]` seals") && e.contains("gpustack lock"),
+            "{}: {e}",
+            path.display()
+        );
+        // The library's renderer still takes it (a version 2 or 3 lock renders every
+        // target, except Kubernetes for a
         // multi-node Slingshot stack written before `[network].cxi_resource`: its pods
         // would reach no CXI NIC, and `gen k8s` says which key to set.
         if path.parent().unwrap().ends_with("v2") || path.parent().unwrap().ends_with("v3") {
@@ -287,5 +304,145 @@ fn gen_and_check_refuse_an_edited_repository_at_its_line() {
         "{}{}",
         out.stdout,
         out.stderr
+    );
+}
+
+/// The sealed lock `text` as if written at `version`: a version before the seals has its
+/// `[integrity]` table (and `revision`, which came with version 4) deleted, as an attacker
+/// lowering the version would; `keep_seals` keeps them instead.
+fn at_version(text: &str, version: u32, keep_seals: bool) -> String {
+    let mut out = text.replacen(
+        &format!("\nversion = {}\n", gpustack::lock::LOCK_VERSION),
+        &format!("\nversion = {version}\n"),
+        1,
+    );
+    if version < gpustack::lock::SEALED_SINCE && !keep_seals {
+        out = out.replacen("\nrevision = 1\n", "\n", 1);
+        let at = out.find("\n[integrity]\n").expect("a sealed lock");
+        out.truncate(at + 1);
+        // The writer ends each table with a blank line before the next one.
+        while out.ends_with("\n\n") {
+            out.pop();
+        }
+    }
+    out
+}
+
+/// What `gen` and `check` do with a lock text before rendering or checking it: parse,
+/// refuse an unsealed lock, refuse a broken seal or digest. `None` when it passes.
+fn gate(text: &str) -> Option<String> {
+    let lock = match Lock::parse("gpustack.lock", text) {
+        Ok(l) => l,
+        Err(e) => return Some(e.to_string()),
+    };
+    let file = gpustack::generate::LockFile {
+        shown: "gpustack.lock".into(),
+        text: text.to_string(),
+        lock,
+    };
+    file.untouched().err().map(|d| d.to_string())
+}
+
+/// Issue 32, "a lock that cannot be made to lie": every value line of a sealed lock,
+/// edited alone, is refused at every lock version this gpustack reads (1 to 4), its
+/// `[integrity]` table deleted (the downgrade) or kept. The unedited lock passes only as
+/// written (version 4, sealed). Before this, 135 of 366 edits of one lock passed `gen` as
+/// `version = 3` without `[integrity]`.
+#[test]
+fn a_single_field_edit_is_refused_at_every_version() {
+    use gpustack::lock::{LOCK_VERSION, LOCK_VERSION_MIN};
+    for name in ["h100-ib-train-serve", "gh200-hpc", "vm-image-train-infer"] {
+        let path = root().join("lockfiles").join(format!("{name}.lock"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(gate(&text), None, "{name}: the committed lock must pass");
+        for v in LOCK_VERSION_MIN..LOCK_VERSION {
+            for keep in [false, true] {
+                let down = at_version(&text, v, keep);
+                assert_ne!(down, text);
+                assert!(
+                    gate(&down).is_some(),
+                    "{name}: version {v} (seals kept: {keep}) passes unedited"
+                );
+            }
+        }
+        let lines: Vec<&str> = text.lines().collect();
+        let mut edits = 0;
+        let mut passed = Vec::new();
+        for (i, line) in lines.iter().enumerate() {
+            if line.starts_with("version = ") || line.starts_with("revision = ") {
+                continue;
+            }
+            // Only the rendered content: the `[integrity]` table itself is deleted by the
+            // downgrade (its own edits are `every_hand_edit_is_refused_at_its_line`'s).
+            if *line == "[integrity]" {
+                break;
+            }
+            let Some(edited) = mutate(line) else { continue };
+            let mut all = lines.clone();
+            all[i] = &edited;
+            let tampered = format!("{}\n", all.join("\n"));
+            // Version 4 with its seals is `every_hand_edit_is_refused_at_its_line`'s (each
+            // edit refused at its line), and an older version that keeps its seals is
+            // refused by the reader whatever its content (above): the downgrades remain.
+            for v in LOCK_VERSION_MIN..LOCK_VERSION {
+                edits += 1;
+                if gate(&at_version(&tampered, v, false)).is_none() {
+                    passed.push(format!(
+                        "{name}.lock:{}: version {v}: `{line}` → `{edited}`",
+                        i + 1
+                    ));
+                }
+            }
+        }
+        assert!(edits > 300, "{name}: only {edits} edits");
+        assert!(
+            passed.is_empty(),
+            "{} of {edits} edits pass `gen`:\n{}",
+            passed.len(),
+            passed.join("\n")
+        );
+    }
+}
+
+/// The issue's example through the CLI: `version = 3`, `[integrity]` deleted and a GPU's
+/// `gfd-product` (the Kubernetes node selector) edited. `gen` refuses it (exit 2, nothing
+/// written, the version line and a re-lock hint) and so does `check`.
+#[test]
+fn gen_and_check_refuse_a_lowered_version() {
+    let dir = tempdir("downgrade-cli");
+    let text = std::fs::read_to_string(root().join("lockfiles/h100-ib-train-serve.lock")).unwrap();
+    let edited = at_version(&text, 3, false);
+    let edited = edited.replacen(
+        "gfd-product = \"NVIDIA-H100-80GB-HBM3\"",
+        "gfd-product = \"evil\"",
+        1,
+    );
+    assert!(
+        edited.contains("\"evil\""),
+        "the fixture's gfd-product moved"
+    );
+    std::fs::write(dir.join("gpustack.lock"), &edited).unwrap();
+    let line = edited[..edited.find("\nversion = 3").unwrap()]
+        .matches('\n')
+        .count()
+        + 2;
+    for args in [
+        &["gen", "all", "--out", "o"][..],
+        &["check", "--no-drift"][..],
+    ] {
+        let out = run_in(&dir, args);
+        assert_eq!(out.code, 2, "{args:?}: {}{}", out.stdout, out.stderr);
+        assert!(
+            out.stderr
+                .contains("is a version 3 lock: it has no `[integrity]` seals")
+                && out.stderr.contains(&format!("gpustack.lock:{line}:"))
+                && out.stderr.contains("hint: re-lock with `gpustack lock`"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    assert!(
+        !dir.join("o").exists(),
+        "gen wrote files from an unsealed lock"
     );
 }

@@ -1141,3 +1141,99 @@ fn dnf_repository(dir: &Path, repo: &Path, rpms: &[(String, String, String)]) {
         .args(["--quiet", "--general-compress-type=gz"])
         .arg(repo));
 }
+
+/// Issue 32: a repository (or a mirror) publishing a version outside the Debian grammar,
+/// here an epoch that is a shell command substitution, stops the lock with a named error
+/// (`lock` fails; nothing of it is sealed into a lock). The repository is written by hand
+/// (no packaging tools needed): a `Release` whose SHA256 list names the `Packages` file.
+#[test]
+fn an_apt_version_outside_the_debian_grammar_never_enters_the_lock() {
+    let dir = tmp("apt-hostile");
+    let cat = Catalog::stock().unwrap();
+    let offline = gpustack::lock_spec(&cat, "s", SPEC).unwrap();
+    let pin = offline.package("dcgm").unwrap().list("apt")[0].clone();
+    let (name, version) = pin.split_once('=').unwrap();
+    let upstream = version.rsplit_once(':').map_or(version, |(_, u)| u);
+    let repo = dir.join("cuda/ubuntu2204/x86_64");
+    std::fs::create_dir_all(&repo).unwrap();
+    for evil in [
+        format!("1$(touch /tmp/PWNED):{upstream}"),
+        format!("{upstream}\u{1b}[2Jerror: forged"),
+        format!("{upstream} ; id"),
+    ] {
+        let packages = format!("Package: {name}\nVersion: {evil}\nArchitecture: amd64\n\n");
+        std::fs::write(repo.join("Packages"), &packages).unwrap();
+        let digest = sha256_digest(packages.as_bytes());
+        std::fs::write(
+            repo.join("Release"),
+            format!(
+                "Origin: test\nSHA256:\n {} {} Packages\n",
+                digest.trim_start_matches("sha256:"),
+                packages.len()
+            ),
+        )
+        .unwrap();
+        let port = serve_dir(dir.clone());
+        let text = spec_with(&format!(
+            "apt = {{ \"https://developer.download.nvidia.com/compute/cuda/repos\" = \"http://127.0.0.1:{port}/cuda\" }}\n"
+        ));
+        let err = gpustack::lock_spec_resolved(&cat, "s", &text, &Http::new(false), None)
+            .expect_err(&evil)
+            .to_string();
+        assert!(
+            err.contains(&format!("package `{name}` has version `"))
+                && err.contains("which is not a Debian version"),
+            "{evil:?}: {err}"
+        );
+        // Printed safely: no escape sequence reaches the terminal raw.
+        assert!(!err.contains('\u{1b}'), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 32: the same for a dnf repository whose `primary.xml` has a release with a
+/// newline (`&#10;`) and an epoch that is a command substitution.
+#[test]
+fn a_dnf_version_outside_the_rpm_grammar_never_enters_the_lock() {
+    let dir = tmp("dnf-hostile");
+    let cat = Catalog::stock().unwrap();
+    let spec = SPEC.replace("ubuntu22.04", "rockylinux9");
+    let offline = gpustack::lock_spec(&cat, "s", &spec).unwrap();
+    let fm = offline.package("nvidia-fabricmanager").unwrap();
+    let pin = fm.list("dnf")[0].clone();
+    let (name, ver) = pin.rsplit_once('-').unwrap();
+    let repo = dir.join("cuda/rhel9/x86_64");
+    std::fs::create_dir_all(repo.join("repodata")).unwrap();
+    for (epoch, rel, what) in [
+        ("0", "1&#10;error: forged", "release"),
+        ("1$(touch /tmp/PWNED)", "1", "epoch"),
+    ] {
+        let primary = format!(
+            "<?xml version=\"1.0\"?>\n<metadata xmlns=\"http://linux.duke.edu/metadata/common\" packages=\"1\"><package type=\"rpm\"><name>{name}</name><arch>x86_64</arch><version epoch=\"{epoch}\" ver=\"{ver}\" rel=\"{rel}\"/></package></metadata>\n"
+        );
+        std::fs::write(repo.join("repodata/primary.xml"), &primary).unwrap();
+        std::fs::write(
+            repo.join("repodata/repomd.xml"),
+            format!(
+                "<?xml version=\"1.0\"?>\n<repomd xmlns=\"http://linux.duke.edu/metadata/repo\"><data type=\"primary\"><checksum type=\"sha256\">{}</checksum><location href=\"repodata/primary.xml\"/></data></repomd>\n",
+                sha256_digest(primary.as_bytes()).trim_start_matches("sha256:")
+            ),
+        )
+        .unwrap();
+        let port = serve_dir(dir.clone());
+        let text = spec_with(&format!(
+            "dnf = {{ \"https://developer.download.nvidia.com/compute/cuda/repos\" = \"http://127.0.0.1:{port}/cuda\" }}\n"
+        ))
+        .replace("ubuntu22.04", "rockylinux9");
+        let err = gpustack::lock_spec_resolved(&cat, "s", &text, &Http::new(false), None)
+            .expect_err(what)
+            .to_string();
+        assert!(
+            err.contains(&format!("package `{name}` has {what} `"))
+                && err.contains(&format!("which is not an RPM {what}")),
+            "{what}: {err}"
+        );
+        assert!(!err.contains("\nerror: forged"), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

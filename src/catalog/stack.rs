@@ -827,6 +827,14 @@ fn cmake_archs(v: &mut V<'_>, o: &Origin, w: &TorchSourceWire) -> Option<Option<
 /// The checks of one torch `[[source]]` entry's fields (repository, tag, commit, archive,
 /// requirements); failures are reported on `v`.
 fn torch_source_fields_ok(v: &mut V<'_>, o: &Origin, w: &TorchSourceWire) -> bool {
+    if crate::core::url::has_credentials(&w.repository) {
+        v.fail_hint(
+            o,
+            "torch source `repository` holds credentials (`user:token@` before the host)".into(),
+            crate::core::url::CREDENTIALS_HINT.into(),
+        );
+        return false;
+    }
     if !safe_url(&w.repository) {
         v.fail(o, format!("torch source `repository` `{}` must be an https:// URL without spaces, quotes or `$`", w.repository.escape_debug()));
         return false;

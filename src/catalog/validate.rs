@@ -231,29 +231,7 @@ pub(super) fn is_sha256_hex(s: &str) -> bool {
 
 /// A calendar date `YYYY-MM-DD` (years 2000 to 2099; the day within its month).
 pub(super) fn is_date(s: &str) -> bool {
-    let b = s.as_bytes();
-    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
-        return false;
-    }
-    let num = |r: std::ops::Range<usize>| -> Option<u32> {
-        let t = &s[r];
-        if t.bytes().all(|c| c.is_ascii_digit()) {
-            t.parse().ok()
-        } else {
-            None
-        }
-    };
-    let (Some(y), Some(m), Some(d)) = (num(0..4), num(5..7), num(8..10)) else {
-        return false;
-    };
-    let days = match m {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if y % 4 == 0 => 29,
-        2 => 28,
-        _ => return false,
-    };
-    (2000..2100).contains(&y) && (1..=days).contains(&d)
+    crate::core::url::parse_date(s).is_some_and(|(y, _, _)| (2000..2100).contains(&y))
 }
 
 pub(super) fn safe_url(s: &str) -> bool {
@@ -262,6 +240,10 @@ pub(super) fn safe_url(s: &str) -> bool {
     let Some(rest) = s.strip_prefix("https://") else {
         return false;
     };
+    // `user:token@host`: credentials would be copied into every generated file.
+    if crate::core::url::has_credentials(s) || !crate::core::url::url_port_ok(s) {
+        return false;
+    }
     let b = rest.as_bytes();
     let mut plain = String::with_capacity(rest.len());
     let mut i = 0;

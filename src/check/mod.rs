@@ -96,6 +96,7 @@ pub struct Inputs<'a> {
 pub fn check(inputs: &Inputs<'_>) -> Result<Report, Error> {
     let (lock_file, lock_text) = inputs.lock;
     let mut lock = Lock::parse(lock_file, lock_text)?;
+    lock.require_seals(lock_file, lock_text)?;
     let mut report = Report {
         lock: lock_file.to_string(),
         checked: vec!["integrity", "hygiene"],

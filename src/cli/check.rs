@@ -49,20 +49,15 @@ pub(crate) struct Args {
     allow: Vec<String>,
 }
 
-/// `--today`: a `YYYY-MM-DD` date.
+/// `--today`: a `YYYY-MM-DD` calendar date (`2026-02-30` is refused).
 fn date(s: &str) -> Result<String, String> {
-    let ok = s.len() == 10
-        && s.bytes().enumerate().all(|(i, b)| {
-            if i == 4 || i == 7 {
-                b == b'-'
-            } else {
-                b.is_ascii_digit()
-            }
-        });
-    if ok {
+    if gpustack::core::url::parse_date(s).is_some() {
         Ok(s.to_string())
     } else {
-        Err(format!("`{s}` is not a date `YYYY-MM-DD`"))
+        Err(format!(
+            "`{}` is not a calendar date `YYYY-MM-DD`",
+            gpustack::error::shown_value(s)
+        ))
     }
 }
 

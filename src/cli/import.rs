@@ -154,17 +154,54 @@ fn write_import(
     catalogs: &[PathBuf],
 ) -> Result<u8, Error> {
     let io = |e: std::io::Error, p: &Path| -> Error {
-        Diagnostic::new(Stage::Io, format!("cannot write `{}`: {e}", p.display())).into()
+        Diagnostic::new(
+            Stage::Io,
+            format!("cannot write `{}`: {e}", gpustack::emit::shown(p)),
+        )
+        .into()
     };
-    std::fs::create_dir_all(out).map_err(|e| io(e, out))?;
+    let created = gpustack::emit::create_dirs(out).map_err(|e| io(e, out))?;
     let files = imp.files();
+    // Each file is replaced atomically (a temporary file renamed over it), and what it
+    // held before is kept: an import whose overlay does not load is taken back whole, so
+    // no unloadable overlay is left behind.
+    let mut before: Vec<(PathBuf, Option<Vec<u8>>)> = Vec::new();
+    let mut result: Result<(), Error> = Ok(());
     for f in &files {
         let p = out.join(&f.name);
-        std::fs::write(&p, &f.contents).map_err(|e| io(e, &p))?;
+        let old = std::fs::symlink_metadata(&p)
+            .is_ok_and(|m| m.is_file())
+            .then(|| std::fs::read(&p).ok())
+            .flatten();
+        if let Err(e) = gpustack::emit::write_atomic(&p, f.contents.as_bytes()) {
+            result = Err(e.into());
+            break;
+        }
+        before.push((p, old));
     }
-    let mut dirs = catalogs.to_vec();
-    dirs.push(out.to_path_buf());
-    load_catalog(&dirs)?;
+    if result.is_ok() {
+        let mut dirs = catalogs.to_vec();
+        dirs.push(out.to_path_buf());
+        result = load_catalog(&dirs).map(|_| ());
+    }
+    if let Err(mut e) = result {
+        for (p, old) in before.iter().rev() {
+            let _ = match old {
+                Some(b) => gpustack::emit::write_atomic(p, b).map_err(|_| ()),
+                None => std::fs::remove_file(p).map_err(|_| ()),
+            };
+        }
+        gpustack::emit::remove_created(&created);
+        if let Error::Invalid(ds) = &mut e {
+            if let Some(d) = ds.last_mut() {
+                d.hints.push(format!(
+                    "nothing was imported: `{}` is as it was",
+                    gpustack::emit::shown(out)
+                ));
+            }
+        }
+        return Err(e);
+    }
     let mut text = String::new();
     for f in &files {
         text.push_str(&format!("wrote {}\n", out.join(&f.name).display()));

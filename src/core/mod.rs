@@ -12,6 +12,7 @@ pub mod field;
 pub mod fs;
 pub mod kinds;
 pub mod names;
+pub mod url;
 pub mod version;
 
 pub(crate) use component::extra_pattern;

@@ -1,17 +1,33 @@
 //! How names typed by a user are compared, and the "did you mean" hint.
 
-/// Closest candidate by edit distance, for "did you mean" hints.
+/// Closest candidate by edit distance, for "did you mean" hints, and only a close one:
+/// at most a third of the longer name's characters edited (a swap of two neighbours counts
+/// as one edit), and never more than 3. `zz` suggests nothing for `os`; a 900 KB word is
+/// not compared at all (its length alone is too far from every candidate).
 ///
 /// Names are compared as [`name_key`]s, so `RTX4090` is distance 0 from `rtx-4090`.
+///
+/// ```
+/// use gpustack::error::did_you_mean;
+/// assert_eq!(did_you_mean("nmae", ["name", "os"]), Some("name"));
+/// assert_eq!(did_you_mean("zz", ["name", "os"]), None);
+/// ```
 pub fn did_you_mean<'a>(
     word: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {
+    const MAX_EDITS: usize = 3;
     let mut best: Option<(usize, &str)> = None;
     let w = name_key(word);
+    let wl = w.chars().count();
     for c in candidates {
-        let d = levenshtein(&w, &name_key(c));
-        if d <= 2.max(w.len() / 3) && best.is_none_or(|(bd, _)| d < bd) {
+        let k = name_key(c);
+        let kl = k.chars().count();
+        if wl.abs_diff(kl) > MAX_EDITS {
+            continue;
+        }
+        let d = levenshtein(&w, &k);
+        if d <= MAX_EDITS && d * 3 <= wl.max(kl) && best.is_none_or(|(bd, _)| d < bd) {
             best = Some((d, c));
         }
     }
@@ -33,18 +49,24 @@ pub fn name_key(s: &str) -> String {
         .collect()
 }
 
-/// Levenshtein edit distance between two strings, by characters.
+/// Edit distance between two strings, by characters: insertions, deletions,
+/// substitutions and swaps of two neighbours (optimal string alignment), each one edit.
 pub(crate) fn levenshtein(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
+    let mut prev2: Vec<usize> = vec![0; b.len() + 1];
     let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
+    for i in 0..a.len() {
         let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+        for j in 0..b.len() {
+            cur[j + 1] = (prev[j] + usize::from(a[i] != b[j]))
                 .min(prev[j + 1] + 1)
                 .min(cur[j] + 1);
+            if i > 0 && j > 0 && a[i] == b[j - 1] && a[i - 1] == b[j] {
+                cur[j + 1] = cur[j + 1].min(prev2[j - 1] + 1);
+            }
         }
-        prev = cur;
+        prev2 = std::mem::replace(&mut prev, cur);
     }
     prev[b.len()]
 }

@@ -45,6 +45,62 @@ pub(crate) fn random_suffix() -> String {
     format!("{:016x}", h.finish())
 }
 
+/// A new private directory `BASE/PREFIX-XXXXXXXXXXXXXXXX` ([`random_suffix`]), created
+/// exclusively (`mkdir` fails on any existing name, a planted symbolic link included) with
+/// mode 0700: a name another user cannot guess, pre-create or read. A taken name (another
+/// run, or a planted one) is skipped for a fresh one; any other error is returned.
+pub(crate) fn create_temp_dir(base: &Path, prefix: &str) -> std::io::Result<PathBuf> {
+    let mut last = None;
+    for _ in 0..16 {
+        let p = base.join(format!("{prefix}-{}", random_suffix()));
+        let mut b = std::fs::DirBuilder::new();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            b.mode(0o700);
+        }
+        match b.create(&p) {
+            Ok(()) => return Ok(p),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no free name")))
+}
+
+/// Creates `dir` and its missing parents, returning the directories this call created,
+/// outermost first, so that a failure after it can take them back ([`remove_created`])
+/// and leave no empty directory behind (`lock --out nd/x` that fails, an import that does
+/// not load).
+pub fn create_dirs(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut missing = Vec::new();
+    let mut d = Some(dir);
+    while let Some(p) = d.filter(|p| !p.as_os_str().is_empty() && !p.exists()) {
+        missing.push(p.to_path_buf());
+        d = p.parent();
+    }
+    missing.reverse();
+    let mut created = Vec::new();
+    for p in missing {
+        match std::fs::create_dir(&p) {
+            Ok(()) => created.push(p),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && p.is_dir() => {}
+            Err(e) => {
+                remove_created(&created);
+                return Err(e);
+            }
+        }
+    }
+    Ok(created)
+}
+
+/// Removes the directories [`create_dirs`] created, innermost first, each only if empty.
+pub fn remove_created(created: &[PathBuf]) {
+    for p in created.iter().rev() {
+        let _ = std::fs::remove_dir(p);
+    }
+}
+
 /// The directory a path is in (`.` for a bare name).
 pub(crate) fn parent_of(path: &Path) -> PathBuf {
     match path.parent() {
@@ -316,6 +372,38 @@ pub(crate) fn fault(step: &str) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    /// Issue 32: temporary directories have unpredictable names, are private, and a name
+    /// planted in advance (the old `gpustack-closure-<pid>-N` scheme) blocks nothing.
+    #[test]
+    fn temp_dirs_are_private_and_unpredictable() {
+        let base = std::env::temp_dir();
+        let planted: Vec<PathBuf> = (0..100)
+            .map(|i| base.join(format!("gpustack-closure-{}-{i}", std::process::id())))
+            .collect();
+        for p in &planted {
+            let _ = std::fs::create_dir(p);
+        }
+        let a = super::create_temp_dir(&base, "gpustack-closure").unwrap();
+        let b = super::create_temp_dir(&base, "gpustack-closure").unwrap();
+        assert_ne!(a, b);
+        assert!(!planted.contains(&a));
+        let name = a.file_name().unwrap().to_string_lossy().into_owned();
+        let suffix = name.strip_prefix("gpustack-closure-").unwrap();
+        assert!(
+            suffix.len() == 16 && suffix.bytes().all(|c| c.is_ascii_hexdigit()),
+            "{name}"
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&a).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o700);
+        }
+        for p in planted.iter().chain([&a, &b]) {
+            let _ = std::fs::remove_dir(p);
+        }
+    }
+
     use super::*;
 
     fn tmp(tag: &str) -> PathBuf {

@@ -34,13 +34,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 pub use file::{
-    check_destination, human_size, limits, read_bounded, read_text, shown, sweep_temporaries,
-    write_atomic, write_new, DirLock, ReadError,
+    check_destination, create_dirs, human_size, limits, read_bounded, read_text, remove_created,
+    shown, sweep_temporaries, write_atomic, write_new, DirLock, ReadError,
 };
-pub(crate) use file::{fault, kind_of};
+pub(crate) use file::{create_exclusive, create_temp_dir, fault, kind_of, random_suffix};
 
 use crate::error::{Diagnostic, Stage};
-use file::{create_unsynced, random_suffix, sync_dir};
+use file::{create_unsynced, sync_dir};
 
 /// The manifest `gen` writes in each target directory: the files it owns there.
 pub const MANIFEST: &str = ".gpustack-manifest";

@@ -200,8 +200,11 @@ pub fn remember(cache: &Path, key: &Key, said: &[Said]) {
     }) else {
         return;
     };
-    let tmp = dir.join(format!(".{}.{}", key.0, std::process::id()));
-    if std::fs::write(&tmp, text).is_ok() && std::fs::rename(&tmp, &path).is_err() {
+    // An unpredictable name, created exclusively: never written through a planted link.
+    let tmp = dir.join(format!(".{}.{}", key.0, crate::emit::random_suffix()));
+    if crate::emit::create_exclusive(&tmp, text.as_bytes(), 0o600).is_ok()
+        && std::fs::rename(&tmp, &path).is_err()
+    {
         let _ = std::fs::remove_file(&tmp);
     }
 }

@@ -552,20 +552,15 @@ pub fn http_date(v: &str) -> Option<String> {
     http::http_date_to_iso(v)
 }
 
-/// Checks a `--date` argument: `YYYY-MM-DD`.
+/// Checks a `--date` argument: a real calendar date `YYYY-MM-DD` in the years the catalog
+/// accepts (2000 to 2099), so that what an import writes always loads.
 pub fn check_date(s: &str) -> Result<(), ImportError> {
-    let b = s.as_bytes();
-    let ok = b.len() == 10
-        && b[4] == b'-'
-        && b[7] == b'-'
-        && b.iter()
-            .enumerate()
-            .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit());
-    if ok {
+    if crate::core::url::parse_date(s).is_some_and(|(y, _, _)| (2000..2100).contains(&y)) {
         Ok(())
     } else {
         Err(ImportError::Usage(format!(
-            "invalid date `{s}`: write it as YYYY-MM-DD"
+            "invalid date `{}`: write a calendar date YYYY-MM-DD (2000 to 2099)",
+            crate::error::shown_value(s)
         )))
     }
 }

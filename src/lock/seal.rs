@@ -7,10 +7,11 @@ use sha2::{Digest, Sha256};
 
 use super::{
     request_toml, Hardware, Lock, LockedComponent, LockedFact, LockedLayer, LockedPackage,
-    Mismatch, PythonLock, Seal, SEALED_SINCE,
+    Mismatch, PythonLock, Seal, LOCK_VERSION, SEALED_SINCE,
 };
 use crate::catalog::hex;
 use crate::core::{Field, Layer};
+use crate::error::{Diagnostic, Stage};
 use crate::spec::Spec;
 
 impl Seal {
@@ -39,6 +40,42 @@ impl Seal {
 }
 
 impl Lock {
+    /// Refuses a lock without `[integrity]` seals (versions 1 to 3) for `gen` and `check`.
+    ///
+    /// Such a lock cannot be re-verified: its layer hashes and `spec-digest` leave out
+    /// fields that reach generated files (a GPU's `gfd-product` becomes a node selector, the
+    /// acceptance thresholds a pass mark), and a sealed lock whose `version` was lowered and
+    /// whose `[integrity]` was deleted reads the same. So the seal covers what it covers
+    /// whatever `version` says: an unsealed lock is read (`why`, `diff`, and `lock`, which
+    /// keeps its picks and writes a sealed lock), never rendered or called clean.
+    /// `file` and `text` are the lock's name and text, for the location.
+    ///
+    /// ```
+    /// # use gpustack::Lock;
+    /// let text = std::fs::read_to_string("fixtures/lockfiles/v3/gh200-hpc.lock").unwrap();
+    /// let lock = Lock::parse("gpustack.lock", &text)?;
+    /// let e = lock.require_seals("gpustack.lock", &text).unwrap_err();
+    /// assert!(e.to_string().contains("a version 3 lock: it has no `[integrity]` seals"));
+    /// # Ok::<(), gpustack::Error>(())
+    /// ```
+    pub fn require_seals(&self, file: &str, text: &str) -> Result<(), Diagnostic> {
+        if self.format >= SEALED_SINCE {
+            return Ok(());
+        }
+        let at = text.find("\nversion").map_or(0, |i| i + 1);
+        Err(Diagnostic::new(
+            Stage::Lock,
+            format!(
+                "`{file}` is a version {} lock: it has no `[integrity]` seals, so its content cannot be verified",
+                self.format
+            ),
+        )
+        .at_offset(file, text, at)
+        .hint(format!(
+            "re-lock with `gpustack lock`: it keeps this lock's picks where the catalog still has them and writes a sealed version {LOCK_VERSION} lock (a sealed lock whose `version` was lowered by hand reads the same as an old one, so neither is trusted)"
+        )))
+    }
+
     /// The seals of the lock's content, as [`Lock::to_toml`] writes them.
     pub fn seals(&self) -> Vec<Seal> {
         self.sections()

@@ -83,7 +83,8 @@ pub fn fetch_index(t: &dyn Transport, base: &str) -> Result<AptIndex, RepoError>
     Ok(AptIndex {
         url: base.to_string(),
         release_digest: sha256_digest(release.as_bytes()),
-        packages: parse_packages(&String::from_utf8_lossy(&text)),
+        packages: parse_packages(&String::from_utf8_lossy(&text))
+            .map_err(|detail| RepoError::Bad { url: purl, detail })?,
     })
 }
 
@@ -129,8 +130,58 @@ pub fn release_sha256(release: &str) -> Vec<(String, u64, String)> {
     out
 }
 
-/// `Package:` and `Version:` of each stanza; versions newest first, deduplicated.
-pub fn parse_packages(text: &str) -> BTreeMap<String, Vec<String>> {
+/// Whether `v` is a Debian version as deb-version(7) and Debian Policy §5.6.12 define
+/// it: `[epoch:]upstream_version[-debian_revision]`, the epoch an unsigned integer, the
+/// upstream version starting with a digit and made of alphanumerics and `.+~` (and `-`
+/// when there is a revision), the revision of alphanumerics and `.+~`. A repository
+/// version outside this grammar never enters the lock: it is copied into `apt-get install
+/// NAME=VERSION` lines. The `Err` says which part is wrong.
+///
+/// ```
+/// use gpustack::resolve::apt::debian_version;
+/// assert!(debian_version("1:4.6.0-1").is_ok());
+/// assert!(debian_version("2.27.5-1+cuda12.4").is_ok());
+/// assert!(debian_version("1$(touch /tmp/PWNED):4.6.0-1").is_err());
+/// assert!(debian_version("4.6.0\n-1").is_err());
+/// ```
+pub fn debian_version(v: &str) -> Result<(), &'static str> {
+    let (epoch, rest) = match v.split_once(':') {
+        Some((e, r)) => (Some(e), r),
+        None => (None, v),
+    };
+    if let Some(e) = epoch {
+        if e.is_empty() || !e.bytes().all(|b| b.is_ascii_digit()) {
+            return Err("the epoch (before `:`) must be an unsigned integer");
+        }
+    }
+    let (upstream, revision) = match rest.rsplit_once('-') {
+        Some((u, r)) => (u, Some(r)),
+        None => (rest, None),
+    };
+    let part = |s: &str, extra: &[u8]| {
+        s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b".+~".contains(&b) || extra.contains(&b))
+    };
+    if !upstream.as_bytes().first().is_some_and(u8::is_ascii_digit) {
+        return Err("the upstream version must start with a digit");
+    }
+    if !part(upstream, if revision.is_some() { b"-" } else { b"" }) {
+        return Err("the upstream version may hold only letters, digits and `.+~-`");
+    }
+    if let Some(r) = revision {
+        if r.is_empty() || !part(r, b"") {
+            return Err(
+                "the Debian revision (after the last `-`) may hold only letters, digits and `.+~`",
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `Package:` and `Version:` of each stanza; versions newest first, deduplicated. A
+/// version outside the Debian grammar ([`debian_version`]) is refused: `Err` names the
+/// package, the version (escaped and cut for printing) and what is wrong.
+pub fn parse_packages(text: &str) -> Result<BTreeMap<String, Vec<String>>, String> {
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for stanza in text.split("\n\n") {
         let mut name = None;
@@ -143,6 +194,13 @@ pub fn parse_packages(text: &str) -> BTreeMap<String, Vec<String>> {
             }
         }
         if let (Some(n), Some(v)) = (name, version) {
+            if let Err(why) = debian_version(v) {
+                return Err(format!(
+                    "package `{}` has version `{}`, which is not a Debian version: {why}",
+                    crate::error::shown_value(n),
+                    crate::error::shown_value(v)
+                ));
+            }
             out.entry(n.to_string()).or_default().push(v.to_string());
         }
     }
@@ -150,7 +208,7 @@ pub fn parse_packages(text: &str) -> BTreeMap<String, Vec<String>> {
         vs.sort_by(|a, b| compare(b, a));
         vs.dedup();
     }
-    out
+    Ok(out)
 }
 
 /// What the repository says about a pin `name=version`.
@@ -304,7 +362,7 @@ mod tests {
             ]
         );
         let idx = AptIndex {
-            packages: parse_packages("Package: dcgm\nVersion: 1:4.6.0-1\n\nPackage: dcgm\nVersion: 1:4.5.2-1\n\nPackage: x\nVersion: 1.0-2\n"),
+            packages: parse_packages("Package: dcgm\nVersion: 1:4.6.0-1\n\nPackage: dcgm\nVersion: 1:4.5.2-1\n\nPackage: x\nVersion: 1.0-2\n").unwrap(),
             ..AptIndex::default()
         };
         assert_eq!(idx.packages["dcgm"], ["1:4.6.0-1", "1:4.5.2-1"]);
@@ -324,7 +382,7 @@ mod tests {
         assert_eq!(check_pin(&idx, "y", "1"), PinCheck::Missing(vec![]));
         // A CUDA build tag is part of the pin: another build of the same NCCL is not it.
         let idx = AptIndex {
-            packages: parse_packages("Package: libnccl2\nVersion: 2.27.5-1+cuda12.4\n\nPackage: libnccl2\nVersion: 2.27.5-1ubuntu1+cuda12.9\n"),
+            packages: parse_packages("Package: libnccl2\nVersion: 2.27.5-1+cuda12.4\n\nPackage: libnccl2\nVersion: 2.27.5-1ubuntu1+cuda12.9\n").unwrap(),
             ..AptIndex::default()
         };
         assert_eq!(

@@ -135,7 +135,59 @@ pub fn primary_location(repomd: &str) -> Result<(String, String), String> {
     ))
 }
 
-/// Name → versions (newest first) of every package in `primary.xml`.
+/// Whether `s` is an RPM epoch, version or release (`part`): the epoch an unsigned
+/// integer, the version and release non-empty runs of letters, digits and `._+~^`, the
+/// characters rpm accepts in a built package's `Version:` and `Release:` (rpm spec file
+/// format, "Version" and "Release"; `-` separates them, so neither holds one). Anything
+/// else (a newline, `$(…)`) never enters the lock. The `Err` says what is wrong.
+///
+/// ```
+/// use gpustack::resolve::dnf::{rpm_part, RpmPart};
+/// assert!(rpm_part(RpmPart::Version, "595.91.07").is_ok());
+/// assert!(rpm_part(RpmPart::Release, "1.el9").is_ok());
+/// assert!(rpm_part(RpmPart::Epoch, "1$(id)").is_err());
+/// assert!(rpm_part(RpmPart::Release, "1\nerror: forged").is_err());
+/// ```
+pub fn rpm_part(part: RpmPart, s: &str) -> Result<(), &'static str> {
+    match part {
+        RpmPart::Epoch if !s.bytes().all(|b| b.is_ascii_digit()) => {
+            Err("the epoch must be an unsigned integer")
+        }
+        RpmPart::Epoch => Ok(()),
+        _ if s.is_empty() => Err("it is empty"),
+        _ if s
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._+~^".contains(&b)) =>
+        {
+            Ok(())
+        }
+        _ => Err("it may hold only letters, digits and `._+~^`"),
+    }
+}
+
+/// The three parts of an RPM's EVR, for [`rpm_part`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RpmPart {
+    /// `epoch`.
+    Epoch,
+    /// `ver`.
+    Version,
+    /// `rel`.
+    Release,
+}
+
+impl RpmPart {
+    fn name(self) -> &'static str {
+        match self {
+            RpmPart::Epoch => "epoch",
+            RpmPart::Version => "version",
+            RpmPart::Release => "release",
+        }
+    }
+}
+
+/// Name → versions (newest first) of every package in `primary.xml`. An epoch, version
+/// or release outside the RPM grammar ([`rpm_part`]) is refused, naming the package.
 pub fn parse_primary(xml: &str) -> Result<BTreeMap<String, Vec<Evr>>, String> {
     let opts = roxmltree::ParsingOptions {
         allow_dtd: false,
@@ -151,11 +203,27 @@ pub fn parse_primary(xml: &str) -> Result<BTreeMap<String, Vec<Evr>>, String> {
             .and_then(|n| n.text());
         let v = p.children().find(|n| n.has_tag_name("version"));
         if let (Some(name), Some(v)) = (name, v) {
-            out.entry(name.to_string()).or_default().push(Evr {
+            let evr = Evr {
                 epoch: v.attribute("epoch").unwrap_or("0").to_string(),
                 ver: v.attribute("ver").unwrap_or("").to_string(),
                 rel: v.attribute("rel").unwrap_or("").to_string(),
-            });
+            };
+            for (part, text) in [
+                (RpmPart::Epoch, &evr.epoch),
+                (RpmPart::Version, &evr.ver),
+                (RpmPart::Release, &evr.rel),
+            ] {
+                if let Err(why) = rpm_part(part, text) {
+                    return Err(format!(
+                        "package `{}` has {} `{}`, which is not an RPM {}: {why}",
+                        crate::error::shown_value(name),
+                        part.name(),
+                        crate::error::shown_value(text),
+                        part.name()
+                    ));
+                }
+            }
+            out.entry(name.to_string()).or_default().push(evr);
         }
     }
     for vs in out.values_mut() {

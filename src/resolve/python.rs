@@ -1063,18 +1063,19 @@ fn check(lock: &Lock, layer: &str, pylock: &str) -> Result<(), ClosureError> {
 struct TempDir(PathBuf);
 
 impl TempDir {
+    /// `$TMPDIR/gpustack-closure-XXXXXXXXXXXXXXXX`, private and created exclusively
+    /// ([`crate::emit::create_temp_dir`]): a name planted in advance does not block
+    /// `lock`, and nobody can plant files in it.
     fn new() -> Result<TempDir, ClosureError> {
         let base = std::env::temp_dir();
-        for i in 0..100u32 {
-            let p = base.join(format!("gpustack-closure-{}-{i}", std::process::id()));
-            if std::fs::create_dir(&p).is_ok() {
-                return Ok(TempDir(p));
-            }
-        }
-        Err(ClosureError::Other(format!(
-            "cannot create a directory under {}",
-            base.display()
-        )))
+        crate::emit::create_temp_dir(&base, "gpustack-closure")
+            .map(TempDir)
+            .map_err(|e| {
+                ClosureError::Other(format!(
+                    "cannot create a directory under {}: {e}",
+                    crate::emit::shown(&base)
+                ))
+            })
     }
 }
 

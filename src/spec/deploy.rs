@@ -626,6 +626,7 @@ pub fn is_registry(s: &str) -> bool {
         && s.bytes()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"._-/:".contains(&c))
         && s.split('/').skip(1).all(|seg| !seg.contains(':'))
+        && crate::core::url::port_ok(s.split('/').next().unwrap_or(""))
 }
 
 /// An absolute path without `..`, whitespace or shell/template metacharacters.
@@ -721,6 +722,12 @@ pub fn parse_storage(s: &str) -> Result<StorageRef, String> {
         };
     }
     if let Some(p) = s.strip_prefix("hostpath:") {
+        if let Some(why) = crate::core::url::host_path_problem(p).filter(|_| is_safe_path(p)) {
+            return Err(format!(
+                "`{}` cannot be mounted from the nodes: {why}; name a data directory such as `hostpath:/data/ckpt`",
+                s.escape_debug()
+            ));
+        }
         return if is_safe_path(p) {
             Ok(StorageRef::HostPath {
                 path: p.to_string(),

@@ -22,6 +22,7 @@ pub use crate::core::{Component, Layer};
 pub(crate) mod at;
 pub(crate) mod check;
 pub mod deploy;
+pub mod pep508;
 pub mod python;
 pub mod resolve;
 pub mod schema;

@@ -114,6 +114,12 @@ fn check_requirement(req: &str) -> Option<(String, String)> {
             "a lock resolves from indexes only; publish the package to an index and point [resolve].pypi at it, or install it with your training code".into(),
         ));
     }
+    if let Err(why) = super::pep508::check(req) {
+        return Some((
+            format!("`{shown}` is not a PEP 508 requirement: {why}"),
+            "write `name[extras] specifiers; marker`, like `transformers>=4.50,<5` or `accelerate[deepspeed]; python_version >= '3.10'` (PEP 508, https://peps.python.org/pep-0508/)".into(),
+        ));
+    }
     let n = normalize(name);
     let component = match n.as_str() {
         "torch" => Some("torch"),
@@ -177,6 +183,12 @@ mod tests {
             "VLLM==0.19.1",
             "a\"b",
             "${X}",
+            "transformers >= = 4",
+            "datasets; python_version >>> '3'",
+            "peft[",
+            "peft]",
+            "x==1 y==2",
+            "a; os_name == 'x' or",
         ] {
             assert!(check_requirement(bad).is_some(), "{bad}");
         }

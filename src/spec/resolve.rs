@@ -80,8 +80,9 @@ pub(crate) struct ResolveWire {
     pub(crate) variant_index: Option<S<bool>>,
 }
 
-/// An `http://` or `https://` URL with a host, printable ASCII without quotes, spaces,
-/// backslashes or template characters, at most 512 bytes.
+/// An `http://` or `https://` URL with a host (a port, when named, in 1..=65535) and no
+/// credentials, printable ASCII without quotes, spaces, backslashes or template
+/// characters, at most 512 bytes.
 pub fn is_url(s: &str) -> bool {
     let rest = s
         .strip_prefix("https://")
@@ -92,18 +93,22 @@ pub fn is_url(s: &str) -> bool {
     }) && s.len() <= 512
         && s.bytes()
             .all(|c| c.is_ascii_graphic() && !b"\"'\\`<>{}|^$;".contains(&c))
+        && !crate::core::url::has_credentials(s)
 }
 
-/// A registry host: lowercase `host[:port]` (`docker.io`, `127.0.0.1:5000`).
+/// A registry host: lowercase `host[:port]` (`docker.io`, `127.0.0.1:5000`), the port in
+/// 1..=65535.
 pub fn is_registry_host(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 253
         && !s.starts_with(['.', '-', ':'])
         && s.bytes()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b".-:".contains(&c))
+        && crate::core::url::port_ok(s)
 }
 
-/// `YYYY-MM-DD` or `YYYY-MM-DDTHH:MM:SSZ`, with fields in range.
+/// `YYYY-MM-DD` or `YYYY-MM-DDTHH:MM:SSZ`: a real calendar date (`2026-02-30` is not,
+/// [`crate::core::url::calendar_date`]) from 1970 on, and a time in range.
 pub fn is_timestamp(s: &str) -> bool {
     let b = s.as_bytes();
     let num = |r: std::ops::Range<usize>, lo: u32, hi: u32| {
@@ -112,12 +117,10 @@ pub fn is_timestamp(s: &str) -> bool {
             .and_then(|d| d.parse::<u32>().ok())
             .is_some_and(|n| (lo..=hi).contains(&n))
     };
-    let date = b.len() >= 10
-        && b[4] == b'-'
-        && b[7] == b'-'
-        && num(0..4, 1970, 9999)
-        && num(5..7, 1, 12)
-        && num(8..10, 1, 31);
+    let date = s
+        .get(..10)
+        .and_then(crate::core::url::parse_date)
+        .is_some_and(|(y, _, _)| y >= 1970);
     date && (b.len() == 10
         || (b.len() == 20
             && b[10] == b'T'
@@ -139,14 +142,24 @@ impl ResolveWire {
             if !is_timestamp(t.get_ref()) {
                 at.fail(
                     t.span(),
-                    format!("invalid `exclude-newer` `{}`", t.get_ref().escape_debug()),
+                    format!(
+                        "invalid `exclude-newer` `{}`: not a calendar date or an RFC 3339 UTC time",
+                        t.get_ref().escape_debug()
+                    ),
                     "write an RFC 3339 UTC time like `2026-11-25T00:00:00Z`, or a date like `2026-11-25`",
                 );
             }
             r.exclude_newer = Some(t.into_inner());
         }
         if let Some(p) = self.pypi {
-            if !is_url(p.get_ref()) {
+            if crate::core::url::has_credentials(p.get_ref()) {
+                at.fail(
+                    p.span(),
+                    "the `pypi` URL holds credentials (`user:password@` before the host)"
+                        .to_string(),
+                    crate::core::url::CREDENTIALS_HINT,
+                );
+            } else if !is_url(p.get_ref()) {
                 at.fail(
                     p.span(),
                     format!("invalid `pypi` URL `{}`", p.get_ref().escape_debug()),
@@ -166,6 +179,20 @@ impl ResolveWire {
                 } else {
                     is_url(k)
                 };
+                if let Some(u) = [k, v]
+                    .into_iter()
+                    .find(|u| crate::core::url::has_credentials(u))
+                {
+                    at.fail(
+                        span.clone(),
+                        format!(
+                            "a URL in `[resolve].{key}` holds credentials (`user:password@` before the host{})",
+                            if u == k { ", in the key" } else { "" }
+                        ),
+                        crate::core::url::CREDENTIALS_HINT,
+                    );
+                    continue;
+                }
                 if !key_ok {
                     at.fail(
                         span.clone(),
