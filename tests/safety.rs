@@ -798,7 +798,7 @@ time = "24:60:00"
 [storage]
 datasets = "lustre:/data,x"
 [k8s]
-namespace = "ml"
+namespace = "kube-system"
 "#;
     std::fs::write(dir.join("gpustack.toml"), spec).unwrap();
     let out = run_in(&dir, &["lock"]);
@@ -817,7 +817,7 @@ namespace = "ml"
             "`[storage].datasets` path `/data,x` cannot be mounted by pyxis",
             17,
         ),
-        ("`[k8s]` needs `version`", 18),
+        ("namespace `kube-system` is a system namespace", 19),
     ];
     for (msg, line) in expect {
         let at = out

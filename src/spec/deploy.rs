@@ -340,6 +340,12 @@ pub struct K8s {
     pub monitor_labels: Vec<(String, String)>,
 }
 
+/// `[k8s].namespace` when the key is left out (also without a `[k8s]` table).
+pub const DEFAULT_K8S_NAMESPACE: &str = "gpustack";
+/// `[k8s].version` when the key is left out: the Kubernetes minor the manifests are
+/// validated against (tests/k8s.rs, kubernetes-validate 1.30.0).
+pub const DEFAULT_K8S_VERSION: &str = "1.30";
+
 /// kube-prometheus-stack's default selector: its Prometheus selects ServiceMonitors and
 /// PodMonitors labelled `release: <the Helm release>`
 /// (`serviceMonitorSelectorNilUsesHelmValues: true`; prometheus-community/helm-charts
@@ -1719,20 +1725,12 @@ fn validate_k8s(k: S<K8sWire>, at: &mut At<'_>) -> K8s {
     let span = k.span();
     let k = k.into_inner();
     let k = K8sFields {
-        namespace: at.need(
-            k.namespace,
-            ("k8s", &span),
-            "namespace",
-            "\"ml\"",
-            "default".into(),
-        ),
-        version: at.need(
-            k.version,
-            ("k8s", &span),
-            "version",
-            "\"1.30\"",
-            "1.30".into(),
-        ),
+        namespace: k
+            .namespace
+            .unwrap_or_else(|| S::new(span.clone(), DEFAULT_K8S_NAMESPACE.into())),
+        version: k
+            .version
+            .unwrap_or_else(|| S::new(span.clone(), DEFAULT_K8S_VERSION.into())),
         training_api: k.training_api,
         queue: k.queue,
         topology: k.topology,

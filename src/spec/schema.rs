@@ -583,7 +583,7 @@ fn k8s() -> Value {
         "[k8s]",
         fields_of::<K8sWire>(),
         "The Kubernetes target.",
-        &["namespace", "version"],
+        &[],
         vec![
             (
                 "namespace",
@@ -592,6 +592,7 @@ fn k8s() -> Value {
                     "description": "The namespace: a DNS label (lowercase letters, digits and `-`, at most 63 characters), not a system namespace (`default`, `kube-system`, `kube-public`, `kube-node-lease`).",
                     "pattern": "^[a-z0-9]([a-z0-9-]*[a-z0-9])?$",
                     "maxLength": 63,
+                    "default": crate::spec::deploy::DEFAULT_K8S_NAMESPACE,
                     "examples": ["llm"],
                 }),
             ),
@@ -599,9 +600,10 @@ fn k8s() -> Value {
                 "version",
                 json!({
                     "type": "string",
-                    "description": "The Kubernetes minor version the manifests target, `1.N`.",
+                    "description": "The Kubernetes minor version the manifests target, `1.N` (1.23 or newer).",
                     "pattern": "^1\\.[0-9]{1,2}$",
-                    "examples": ["1.30"],
+                    "default": crate::spec::deploy::DEFAULT_K8S_VERSION,
+                    "examples": ["1.32"],
                 }),
             ),
             (

@@ -34,10 +34,10 @@ use crate::plan::{Common, Mount, MountKind};
 use crate::render::RenderedFile;
 use crate::spec::deploy::{GangScheduler, TrainingApi};
 
-/// Namespace when the spec has no `[k8s]` table.
-pub const DEFAULT_NAMESPACE: &str = "gpustack";
-/// Kubernetes version when the spec has no `[k8s]` table.
-pub const DEFAULT_VERSION: &str = "1.30";
+/// Namespace when the spec names none (`[k8s].namespace` left out, or no `[k8s]`).
+pub const DEFAULT_NAMESPACE: &str = crate::spec::deploy::DEFAULT_K8S_NAMESPACE;
+/// Kubernetes version when the spec names none.
+pub const DEFAULT_VERSION: &str = crate::spec::deploy::DEFAULT_K8S_VERSION;
 /// Oldest Kubernetes minor with every API written here (`autoscaling/v2` is GA in 1.23).
 const MIN_MINOR: u32 = 23;
 /// `/dev/shm` size limit: generic (NCCL's shared-memory transport and DataLoader workers
