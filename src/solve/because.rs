@@ -338,6 +338,13 @@ fn lost(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)], out:
     if c == Component::Cuda {
         sort_cuda(ctx, &mut ranked, assign);
     }
+    if let Some(v) = ctx.locked.get(&c) {
+        // As the search ranks them: the existing lock's pick first (a stable sort).
+        ranked.sort_by_key(|&x| match x {
+            Cand::Idx(_) => ctx.version(c, x) != v,
+            Cand::Host => true,
+        });
+    }
     let pick_rank = ranked.iter().position(|x| *x == k).unwrap_or(usize::MAX);
     // Every newer candidate is explained: a better-ranked one by the rule it broke, a
     // worse-ranked one (the pick won on preference) by the preference, nearest first.

@@ -405,7 +405,9 @@ pub(crate) fn solve_assignment(
 }
 
 /// Orders CUDA candidates: with an installed driver, fully supported releases first; then
-/// the release matching torch's CUDA major.minor; then newest (catalog order). (A release
+/// releases whose `nvidia/cuda` images NVIDIA still supports (a pick should pass `check
+/// --strict`); then the release matching torch's CUDA major.minor; then newest (catalog
+/// order). (A release
 /// without an `nvidia/cuda` image for the OS is not a candidate: rule `os.cuda-images`.) Of `assign` it reads torch's CUDA major.minor only; [`matrix`] caches the
 /// order per major.minor and relies on that.
 pub(crate) fn sort_cuda(ctx: &Ctx<'_>, d: &mut [Cand], assign: &[(Component, Cand)]) {
@@ -419,7 +421,7 @@ pub(crate) fn sort_cuda(ctx: &Ctx<'_>, d: &mut [Cand], assign: &[(Component, Can
     let host = ctx.host_driver.clone();
     d.sort_by_cached_key(|k| {
         let Cand::Idx(i) = k else {
-            return (true, true, true, std::cmp::Reverse((0, 0)), true, 0usize);
+            return (true, true, true, true, std::cmp::Reverse((0, 0)), true, 0usize);
         };
         let r = &ctx.cat.cuda[*i];
         let full = host
@@ -438,7 +440,8 @@ pub(crate) fn sort_cuda(ctx: &Ctx<'_>, d: &mut [Cand], assign: &[(Component, Can
         // (`[[tested]]`) first, then the newest.
         let minor = std::cmp::Reverse((r.version.major(), r.version.minor()));
         let tested = ctx.tested_cuda.contains(&r.version);
-        (forward, !full, !same, minor, !tested, *i)
+        let supported = ctx.supported_images.contains(&r.version);
+        (forward, !full, !supported, !same, minor, !tested, *i)
     });
 }
 
@@ -872,6 +875,11 @@ fn ranked_after(
     assign: &[(Component, Cand)],
 ) -> String {
     let pick = ctx.label(c, k);
+    if ctx.locked.get(&c) == Some(ctx.version(c, k)) {
+        return format!(
+            "the existing lock's {pick} still fits every rule, and a re-lock keeps it first (as Cargo and uv do)"
+        );
+    }
     match (c, k, other) {
         (Component::Cuda, Cand::Idx(a), Cand::Idx(b)) => {
             let (pa, pb) = (&ctx.cat.cuda[a], &ctx.cat.cuda[b]);
@@ -889,8 +897,11 @@ fn ranked_after(
                     .as_ref()
                     .is_none_or(|h| m.is_some_and(|m| h >= m))
             };
+            let supported = |v: &Version| ctx.supported_images.contains(v);
             if full(pa.driver_min.as_ref()) && !full(pb.driver_min.as_ref()) {
                 format!("the installed driver runs it only through compatibility, {pick} with full support, which ranks first")
+            } else if supported(&pa.version) && !supported(&pb.version) {
+                format!("NVIDIA lists its `nvidia/cuda` images as unsupported (catalog/images.toml), {pick}'s as supported, which ranks first")
             } else if same(&pa.version) && !same(&pb.version) {
                 format!(
                     "torch's wheel bundles the CUDA {} runtime: the toolkit of the same minor, {pick}, ranks first",

@@ -71,6 +71,10 @@ pub(crate) struct Ctx<'c> {
     /// when none is requested: the image `select::base_image` then takes), for rule
     /// `os.cuda-images`.
     imaged: std::collections::BTreeSet<&'c Version>,
+    /// Of those, the releases with an image NVIDIA still supports (its supported-tags
+    /// list), which rank before releases whose images are all unsupported: a pick should
+    /// pass `check --strict` (`unsafe-version`) on the stock catalog.
+    pub(crate) supported_images: std::collections::BTreeSet<&'c Version>,
     /// Each requested GPU with its architecture's driver support, when the catalog has it.
     generations: Vec<(&'c crate::catalog::Gpu, &'c crate::catalog::Generation)>,
     /// The newest-GPU floor for cuDNN and NCCL: the release every GPU of the stack needs
@@ -131,13 +135,16 @@ impl<'c> Ctx<'c> {
                 }
             }
         }
-        let imaged = cat
+        let for_os = |im: &&crate::catalog::BaseImage| match spec.os.as_deref() {
+            Some(os) => im.os == os,
+            None => im.os.starts_with("ubuntu"),
+        };
+        let imaged = cat.images.iter().filter(for_os).map(|im| &im.cuda).collect();
+        let supported_images = cat
             .images
             .iter()
-            .filter(|im| match spec.os.as_deref() {
-                Some(os) => im.os == os,
-                None => im.os.starts_with("ubuntu"),
-            })
+            .filter(for_os)
+            .filter(|im| im.supported)
             .map(|im| &im.cuda)
             .collect();
         let generations = gpus
@@ -186,6 +193,7 @@ impl<'c> Ctx<'c> {
             locked: BTreeMap::new(),
             runtimes,
             imaged,
+            supported_images,
         }
     }
 
