@@ -3,6 +3,7 @@
 //! ```toml
 //! [resolve]
 //! exclude-newer = "2026-11-25T00:00:00Z"   # the index snapshot time (uv's option)
+//! timeout = 30                              # seconds for all registry/repository queries
 //! pypi = "https://pypi.org/simple"
 //! indexes = { "https://download.pytorch.org/whl" = "http://127.0.0.1:8081/whl" }
 //! registries = { "docker.io" = "http://127.0.0.1:5000" }
@@ -40,6 +41,9 @@ pub struct Resolve {
     /// `variant-index = true`: take torch from its variant's index (`+cu128` wheels from
     /// download.pytorch.org) even where PyPI's torch is the same build.
     pub variant_index: bool,
+    /// `timeout`: the seconds one `gpustack lock` run may spend on registry and
+    /// repository queries, all together (`--timeout` overrides it; default 30).
+    pub timeout: Option<u64>,
 }
 
 impl Resolve {
@@ -78,6 +82,7 @@ pub(crate) struct ResolveWire {
     pub(crate) apt: Option<S<BTreeMap<String, String>>>,
     pub(crate) dnf: Option<S<BTreeMap<String, String>>>,
     pub(crate) variant_index: Option<S<bool>>,
+    pub(crate) timeout: Option<S<i64>>,
 }
 
 /// An `http://` or `https://` URL with a host, printable ASCII without quotes, spaces,
@@ -144,6 +149,16 @@ impl ResolveWire {
                 );
             }
             r.exclude_newer = Some(t.into_inner());
+        }
+        if let Some(t) = self.timeout {
+            match u64::try_from(*t.get_ref()) {
+                Ok(n @ 1..=3600) => r.timeout = Some(n),
+                _ => at.fail(
+                    t.span(),
+                    format!("invalid `timeout` {}", t.get_ref()),
+                    "write the seconds a lock run may spend on registry and repository queries, 1 to 3600 (default 30)",
+                ),
+            }
         }
         if let Some(p) = self.pypi {
             if !is_url(p.get_ref()) {
