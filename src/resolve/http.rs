@@ -78,6 +78,8 @@ pub enum Cause {
     Dns,
     /// No connection (refused, reset, no route).
     Connect(String),
+    /// The proxy (`HTTPS_PROXY`, `ALL_PROXY`) refused to open a tunnel to the host.
+    Proxy(String),
     /// The TLS handshake failed (an unknown CA: a site proxy needs `SSL_CERT_FILE`).
     Tls(String),
     /// One request ran past its own timeout.
@@ -122,7 +124,11 @@ impl Cause {
     /// that answered wrongly (TLS, a refused redirect, an oversized body) is an error.
     pub fn is_unreachable(&self) -> bool {
         match self {
-            Cause::Dns | Cause::Connect(_) | Cause::Timeout | Cause::Deadline { .. } => true,
+            Cause::Dns
+            | Cause::Connect(_)
+            | Cause::Proxy(_)
+            | Cause::Timeout
+            | Cause::Deadline { .. } => true,
             Cause::NoNetwork { .. } => true,
             Cause::HostDown(c) => c.is_unreachable(),
             _ => false,
@@ -138,8 +144,9 @@ impl std::fmt::Display for Cause {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Cause::Dns => f.write_str("DNS: the host name does not resolve"),
-            Cause::Connect(d) => write!(f, "connect: {d}"),
-            Cause::Tls(d) => write!(f, "TLS: {d}"),
+            Cause::Connect(d) => write!(f, "connect: {}", escape_control(d)),
+            Cause::Proxy(d) => write!(f, "proxy: {}", escape_control(d)),
+            Cause::Tls(d) => write!(f, "TLS: {}", escape_control(d)),
             Cause::Timeout => f.write_str("timeout: no answer in time"),
             Cause::Deadline { secs } => {
                 write!(f, "timeout: the run's {secs} s budget for network queries is spent")
@@ -371,12 +378,17 @@ impl Http {
             .map(|c| Cause::HostDown(Box::new(c.clone())))
     }
 
-    /// Remembers a failure to reach `host`: no network at all when nothing answered yet.
+    /// Remembers a failure to reach `host`: no network at all when nothing answered yet
+    /// and the failure says so (a name that does not resolve, no route, no answer in
+    /// time); a refused connection only marks its host.
     fn note_failure(&self, host: &str, cause: &Cause) {
-        if !matches!(cause, Cause::Dns | Cause::Connect(_) | Cause::Timeout) {
-            return;
-        }
-        if self.budget.secs_set() && !self.budget.answered.load(Ordering::SeqCst) {
+        let no_route = match cause {
+            Cause::Dns | Cause::Timeout => true,
+            Cause::Connect(d) => !d.contains("refused"),
+            Cause::Proxy(_) => false,
+            _ => return,
+        };
+        if no_route && self.budget.secs_set() && !self.budget.answered.load(Ordering::SeqCst) {
             lock(&self.budget.no_network).get_or_insert((host.to_string(), cause.clone()));
         }
         lock(&self.budget.down)
@@ -510,6 +522,7 @@ fn cause_of(e: ureq::Error) -> Cause {
             Cause::Tls(e.to_string())
         }
         ureq::Error::BodyExceedsLimit(limit) => Cause::TooLarge { limit },
+        ureq::Error::ConnectProxyFailed(d) => Cause::Proxy(d),
         e => Cause::Other(e.to_string()),
     }
 }

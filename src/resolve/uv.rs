@@ -317,6 +317,60 @@ mod tests {
         z
     }
 
+    /// Serves one body per URL and counts the requests.
+    struct Canned(Vec<(String, Vec<u8>)>, std::cell::Cell<usize>);
+
+    impl Transport for Canned {
+        fn send(&self, req: &Request) -> Result<crate::resolve::http::Response, FetchError> {
+            self.1.set(self.1.get() + 1);
+            let body = self.0.iter().find(|(u, _)| *u == req.url).map(|(_, b)| b.clone());
+            Ok(crate::resolve::http::Response {
+                status: if body.is_some() { 200 } else { 404 },
+                headers: Vec::new(),
+                body: body.unwrap_or_default(),
+            })
+        }
+    }
+
+    #[test]
+    fn the_pinned_wheel_is_checked_unpacked_and_cached() {
+        let script = b"#!/bin/sh\necho uv 0.11.7\n".to_vec();
+        let whl = stored_zip("uv-0.11.7.data/scripts/uv", &script);
+        let hex = sha256_digest(&whl)["sha256:".len()..].to_string();
+        let url = "https://files.example/uv-0.11.7-py3-none-any.whl";
+        let wheel = Wheel {
+            url: url.into(),
+            sha256: hex,
+            version: "0.11.7".into(),
+        };
+        let cache = std::env::temp_dir().join(format!("gpustack-uvtest-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&cache);
+        // A mirror's page names the same file; a wrong file is refused, nothing cached.
+        let mirror = "http://127.0.0.1:9/simple";
+        let page = format!("<a href=\"../../files/{}#sha256=x\">f</a>", wheel.file_name());
+        let bad = Canned(
+            vec![
+                ("http://127.0.0.1:9/simple/uv/".into(), page.clone().into_bytes()),
+                (format!("http://127.0.0.1:9/files/{}", wheel.file_name()), b"PK not it".to_vec()),
+            ],
+            std::cell::Cell::new(0),
+        );
+        let e = obtain(&bad, &wheel, &cache, Some(mirror)).unwrap_err();
+        assert!(
+            matches!(&e, ClosureError::WheelDigest { url, .. } if url == "http://127.0.0.1:9/files/uv-0.11.7-py3-none-any.whl"),
+            "{e}"
+        );
+        assert!(!wheel.cached(&cache).exists());
+        let good = Canned(vec![(url.into(), whl)], std::cell::Cell::new(0));
+        let exe = obtain(&good, &wheel, &cache, None).unwrap();
+        assert_eq!(std::fs::read(&exe).unwrap(), script);
+        assert_eq!(good.1.get(), 1);
+        // Cached: no request the second time.
+        assert_eq!(obtain(&good, &wheel, &cache, None).unwrap(), exe);
+        assert_eq!(good.1.get(), 1);
+        let _ = std::fs::remove_dir_all(&cache);
+    }
+
     #[test]
     fn reads_a_stored_entry_and_names_a_missing_one() {
         let z = stored_zip("uv-0.11.7.data/scripts/uv", b"#!/bin/sh\n");
