@@ -283,9 +283,9 @@ pub fn lock_spec_upgrading(
         };
         let network: Vec<_> = errors.iter().filter(|e| e.is_network()).map(diagnostic).collect();
         if network.is_empty() {
-            Error::Invalid(errors.iter().map(diagnostic).collect())
+            Error::Invalid(last_hints(errors.iter().map(diagnostic).collect()))
         } else {
-            Error::Network(network)
+            Error::Network(last_hints(network))
         }
     })?;
     Ok((lock, report))
@@ -440,6 +440,16 @@ pub fn lock_python(
         }
         Err(e) => Err(closure_error(&e)),
     }
+}
+
+/// Each hint once, after the last diagnostic that has it (several images of one registry
+/// share the same fix).
+fn last_hints(mut ds: Vec<error::Diagnostic>) -> Vec<error::Diagnostic> {
+    for i in 0..ds.len() {
+        let later: Vec<String> = ds[i + 1..].iter().flat_map(|d| d.hints.clone()).collect();
+        ds[i].hints.retain(|h| !later.contains(h));
+    }
+    ds
 }
 
 fn closure_error(e: &resolve::python::ClosureError) -> Error {

@@ -424,6 +424,7 @@ fn https_proxy_is_used_and_no_proxy_bypasses_it() {
         &[("GPUSTACK_UV", "/nonexistent/uv"), ("HTTPS_PROXY", &proxy_url)],
         Duration::from_secs(60),
     );
+    assert_eq!(run.code, Some(3), "{}", run.stderr);
     assert!(run.stderr.contains("503"), "{}", run.stderr);
     let tunnels = seen.lock().unwrap().clone();
     assert!(
