@@ -255,8 +255,7 @@ impl Transport for Offline {
     }
 }
 
-/// The default budget of a `gpustack lock` run's registry and repository queries.
-pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
+pub use crate::spec::resolve::DEFAULT_TIMEOUT_SECS;
 
 /// The largest body one response may have: a `Packages` index of NVIDIA's CUDA
 /// repository is tens of MB, the pinned uv wheel 25 MB.

@@ -69,6 +69,10 @@ impl Resolve {
     }
 }
 
+/// The seconds a `gpustack lock` run spends on registry and repository queries when
+/// neither `--timeout` nor `[resolve].timeout` says otherwise.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
+
 type S<T> = Spanned<T>;
 
 /// `[resolve]` as written.
@@ -152,6 +156,8 @@ impl ResolveWire {
         }
         if let Some(t) = self.timeout {
             match u64::try_from(*t.get_ref()) {
+                // The default written out is the default: the same request.
+                Ok(DEFAULT_TIMEOUT_SECS) => {}
                 Ok(n @ 1..=3600) => r.timeout = Some(n),
                 _ => at.fail(
                     t.span(),

@@ -759,7 +759,7 @@ fn resolve() -> Value {
                     "minimum": 1,
                     "maximum": 3600,
                     "default": 30,
-                    "examples": [30],
+                    "examples": [60],
                 }),
             ),
             (
