@@ -212,15 +212,18 @@ fn a_gzip_bomb_packages_index_is_refused_with_a_clear_error() {
         }
     });
     let dead = format!("http://127.0.0.1:{}", dead_port());
-    let dir = project(
-        "bomb",
-        &mirrors(&dead, &format!("http://127.0.0.1:{repo}")),
+    let dir = project("bomb", &mirrors(&dead, &format!("http://127.0.0.1:{repo}")));
+    let run = gpustack(
+        &dir,
+        &["lock", "--allow-open"],
+        &[],
+        Duration::from_secs(120),
     );
-    let run = gpustack(&dir, &["lock", "--allow-open"], &[], Duration::from_secs(120));
     assert_eq!(run.code, Some(3), "{}", run.stderr);
     assert!(
-        run.stderr
-            .contains("gzip data inflates to more than 256 MiB (refused: a gzip bomb, or not an index)"),
+        run.stderr.contains(
+            "gzip data inflates to more than 256 MiB (refused: a gzip bomb, or not an index)"
+        ),
         "{}",
         run.stderr
     );
@@ -255,12 +258,16 @@ fn a_slow_loris_registry_is_cut_off_by_the_runs_deadline() {
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     assert!(run.took < Duration::from_secs(20), "{:?}", run.took);
     assert!(
-        run.stderr.contains("timeout: the run's 3 s budget for network queries is spent"),
+        run.stderr
+            .contains("timeout: the run's 3 s budget for network queries is spent"),
         "{}",
         run.stderr
     );
     // The same from the spec's `[resolve].timeout`.
-    let dir = project("slow-spec", &format!("timeout = 2\n{}", mirrors(&url, &url)));
+    let dir = project(
+        "slow-spec",
+        &format!("timeout = 2\n{}", mirrors(&url, &url)),
+    );
     let run = gpustack(
         &dir,
         &["lock", "--allow-open", "-v"],
@@ -268,14 +275,22 @@ fn a_slow_loris_registry_is_cut_off_by_the_runs_deadline() {
         Duration::from_secs(60),
     );
     assert_eq!(run.code, Some(0), "{}", run.stderr);
-    assert!(run.stderr.contains("the run's 2 s budget"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("the run's 2 s budget"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]
 fn redirects_to_file_urls_and_to_other_hosts_over_http_are_refused_and_named() {
     let other = serve(|_| (200, vec![], b"from another host".to_vec()));
     let same = serve(move |path| match path {
-        "/file" => (302, vec![("Location", "file:///etc/passwd".to_string())], vec![]),
+        "/file" => (
+            302,
+            vec![("Location", "file:///etc/passwd".to_string())],
+            vec![],
+        ),
         "/other" => (
             302,
             vec![("Location", format!("http://localhost:{other}/x"))],
@@ -289,7 +304,10 @@ fn redirects_to_file_urls_and_to_other_hosts_over_http_are_refused_and_named() {
     let http = Http::new(false);
     let get = |p: &str| http.send(&Request::get(format!("http://127.0.0.1:{same}{p}")));
     let e = get("/file").unwrap_err().to_string();
-    assert!(e.contains("redirect to `file:///etc/passwd` refused"), "{e}");
+    assert!(
+        e.contains("redirect to `file:///etc/passwd` refused"),
+        "{e}"
+    );
     let e = get("/other").unwrap_err().to_string();
     assert!(
         e.contains(&format!("redirect to `http://localhost:{other}/x` refused")),
@@ -301,7 +319,13 @@ fn redirects_to_file_urls_and_to_other_hosts_over_http_are_refused_and_named() {
 
     // Through `lock`: a registry that redirects to `file://` is an error (exit 3) naming
     // the host and the `[resolve]` key, never a silent fallback to the catalog.
-    let registry = serve(|_| (302, vec![("Location", "file:///etc/passwd".to_string())], vec![]));
+    let registry = serve(|_| {
+        (
+            302,
+            vec![("Location", "file:///etc/passwd".to_string())],
+            vec![],
+        )
+    });
     let dead = format!("http://127.0.0.1:{}", dead_port());
     let dir = project(
         "redirect",
@@ -314,9 +338,22 @@ fn redirects_to_file_urls_and_to_other_hosts_over_http_are_refused_and_named() {
         Duration::from_secs(60),
     );
     assert_eq!(run.code, Some(3), "{}", run.stderr);
-    assert!(run.stderr.contains("redirect to `file:///etc/passwd` refused"), "{}", run.stderr);
-    assert!(run.stderr.contains(&format!("`127.0.0.1:{registry}`")), "{}", run.stderr);
-    assert!(run.stderr.contains("[resolve].registries"), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("redirect to `file:///etc/passwd` refused"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains(&format!("`127.0.0.1:{registry}`")),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("[resolve].registries"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]
@@ -337,7 +374,11 @@ fn a_pypi_mirror_serving_another_uv_wheel_is_refused() {
                 .collect();
             (200, vec![], links.into_bytes())
         } else if path.starts_with("/files/") {
-            (200, vec![], b"PK\x03\x04 a wheel, but not the one pinned".to_vec())
+            (
+                200,
+                vec![],
+                b"PK\x03\x04 a wheel, but not the one pinned".to_vec(),
+            )
         } else {
             (404, vec![], vec![])
         }
@@ -345,15 +386,25 @@ fn a_pypi_mirror_serving_another_uv_wheel_is_refused() {
     let dead = format!("http://127.0.0.1:{}", dead_port());
     let dir = project(
         "wheel",
-        &format!("pypi = \"http://127.0.0.1:{pypi}/simple\"\n{}", mirrors(&dead, &dead)),
+        &format!(
+            "pypi = \"http://127.0.0.1:{pypi}/simple\"\n{}",
+            mirrors(&dead, &dead)
+        ),
     );
     let run = gpustack(&dir, &["lock"], &[], Duration::from_secs(60));
     assert_eq!(run.code, Some(3), "{}", run.stderr);
-    assert!(run.stderr.contains("the catalog pins (refused)"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("the catalog pins (refused)"),
+        "{}",
+        run.stderr
+    );
     assert!(!dir.join("gpustack.lock").exists());
     assert!(!dir.join("cache/uv").exists() || walk_files(&dir.join("cache/uv")) == 0);
     let asked = asked.lock().unwrap();
-    assert!(asked.iter().any(|p| p.starts_with("/files/uv-0.11.7-")), "{asked:?}");
+    assert!(
+        asked.iter().any(|p| p.starts_with("/files/uv-0.11.7-")),
+        "{asked:?}"
+    );
 
     // GPUSTACK_UV names another program: an error (exit 2), never a download.
     let run = gpustack(
@@ -421,7 +472,10 @@ fn https_proxy_is_used_and_no_proxy_bypasses_it() {
     let run = gpustack(
         &dir,
         &["lock", "--allow-open"],
-        &[("GPUSTACK_UV", "/nonexistent/uv"), ("HTTPS_PROXY", &proxy_url)],
+        &[
+            ("GPUSTACK_UV", "/nonexistent/uv"),
+            ("HTTPS_PROXY", &proxy_url),
+        ],
         Duration::from_secs(60),
     );
     assert_eq!(run.code, Some(3), "{}", run.stderr);
@@ -443,7 +497,11 @@ fn https_proxy_is_used_and_no_proxy_bypasses_it() {
         Duration::from_secs(60),
     );
     assert!(run.stderr.contains("503"), "{}", run.stderr);
-    assert!(seen.lock().unwrap().is_empty(), "{:?}", seen.lock().unwrap());
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "{:?}",
+        seen.lock().unwrap()
+    );
 }
 
 #[test]
@@ -457,7 +515,11 @@ fn an_unreachable_registry_is_one_summary_line_and_v_lists_each() {
         Duration::from_secs(60),
     );
     assert_eq!(run.code, Some(0), "{}", run.stderr);
-    let notes: Vec<&str> = run.stderr.lines().filter(|l| l.starts_with("note: ")).collect();
+    let notes: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("note: "))
+        .collect();
     let summary: Vec<&&str> = notes
         .iter()
         .filter(|l| l.contains("did not answer"))
@@ -473,7 +535,11 @@ fn an_unreachable_registry_is_one_summary_line_and_v_lists_each() {
     );
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     assert!(
-        run.stderr.lines().filter(|l| l.contains("digest from the")).count() > 1,
+        run.stderr
+            .lines()
+            .filter(|l| l.contains("digest from the"))
+            .count()
+            > 1,
         "{}",
         run.stderr
     );
@@ -486,9 +552,23 @@ fn an_unreachable_registry_is_one_summary_line_and_v_lists_each() {
         Duration::from_secs(60),
     );
     assert_eq!(run.code, Some(2), "{}", run.stderr);
-    assert!(run.stderr.contains("the Python closure is not locked"), "{}", run.stderr);
-    let run = gpustack(&dir, &["check", "--strict", "--no-drift"], &[], Duration::from_secs(60));
-    assert!(run.stdout.contains("open-closure"), "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("the Python closure is not locked"),
+        "{}",
+        run.stderr
+    );
+    let run = gpustack(
+        &dir,
+        &["check", "--strict", "--no-drift"],
+        &[],
+        Duration::from_secs(60),
+    );
+    assert!(
+        run.stdout.contains("open-closure"),
+        "{}{}",
+        run.stdout,
+        run.stderr
+    );
     assert_eq!(run.code, Some(1), "{}{}", run.stdout, run.stderr);
     let run = gpustack(&dir, &["check", "--no-drift"], &[], Duration::from_secs(60));
     assert!(!run.stdout.contains("open-closure"), "{}", run.stdout);

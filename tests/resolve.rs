@@ -365,7 +365,11 @@ fn image_digests_come_from_a_real_registry_through_a_mirror_and_a_token_gate() {
             // No uv: the Python closure stays open (tests/closure.rs covers it; an open
             // lock needs `--allow-open`), so the CLI's lock is the library's
             // `lock_spec_resolved` one.
-            .args(if args[0] == "lock" { &["--allow-open"][..] } else { &[] })
+            .args(if args[0] == "lock" {
+                &["--allow-open"][..]
+            } else {
+                &[]
+            })
             .env("GPUSTACK_UV", "/nonexistent/uv");
         if offline_env {
             c.env("GPUSTACK_OFFLINE", "1");
@@ -382,7 +386,10 @@ fn image_digests_come_from_a_real_registry_through_a_mirror_and_a_token_gate() {
     let on_disk = std::fs::read_to_string(project.join("gpustack.lock")).unwrap();
     assert_eq!(on_disk, written);
     // One summary line for the references the registry was not asked about (`-v`: each).
-    assert!(err.contains("from the previous lock or the catalog"), "{err}");
+    assert!(
+        err.contains("from the previous lock or the catalog"),
+        "{err}"
+    );
     let (code, _, err) = cli(&["lock", "--check"], false);
     assert_eq!(code, 0, "{err}");
     for (args, env) in [

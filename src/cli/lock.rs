@@ -265,32 +265,31 @@ fn resolve(
     );
     let python = match python {
         // `--allow-open`: a closure that cannot be had is what was accepted.
-        Err(e @ Error::Network(_)) if args.allow_open && !args.check => {
-            Ok(PythonOutcome::Open(e.to_string().trim_start_matches("error: ").to_string()))
-        }
+        Err(e @ Error::Network(_)) if args.allow_open && !args.check => Ok(PythonOutcome::Open(
+            e.to_string().trim_start_matches("error: ").to_string(),
+        )),
         other => other,
     };
-    let outcome =
-        match python {
-            Ok(PythonOutcome::Open(why)) if !offline && !args.allow_open => {
-                return Err(Diagnostic::new(
+    let outcome = match python {
+        Ok(PythonOutcome::Open(why)) if !offline && !args.allow_open => {
+            return Err(Diagnostic::new(
                     Stage::Lock,
                     format!("the Python closure is not locked: {why}"),
                 )
                 .hint("a lock without its closure lets every build resolve Python packages itself; pass `--allow-open` to write it anyway, or `--offline` to reuse the previous lock's closure")
                 .into());
-            }
-            Ok(o) => o,
-            // `--check` never resolves: a closure that would have to be is stale.
-            Err(e) if args.check => {
-                note!(
+        }
+        Ok(o) => o,
+        // `--check` never resolves: a closure that would have to be is stale.
+        Err(e) if args.check => {
+            note!(
                 "error: {} is stale: `gpustack lock` would resolve the Python closure again\n\n{e}",
                 gpustack::emit::shown(Path::new(&args.out))
             );
-                return Ok(None);
-            }
-            Err(e) => return Err(e),
-        };
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
     // Offline by request (`--offline`, `GPUSTACK_OFFLINE`), digests from the lock or the
     // catalog are what was asked for: those notes are printed with `-v` only.
     let quiet_fallback = offline && !verbose;
@@ -359,7 +358,11 @@ fn summary(report: &gpustack::resolve::Report) -> Option<String> {
         parts.push(format!(
             "{} OS package pin{} unverified",
             report.unverified.len(),
-            if report.unverified.len() == 1 { "" } else { "s" }
+            if report.unverified.len() == 1 {
+                ""
+            } else {
+                "s"
+            }
         ));
     }
     let first = report

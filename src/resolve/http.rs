@@ -149,13 +149,18 @@ impl std::fmt::Display for Cause {
             Cause::Tls(d) => write!(f, "TLS: {}", escape_control(d)),
             Cause::Timeout => f.write_str("timeout: no answer in time"),
             Cause::Deadline { secs } => {
-                write!(f, "timeout: the run's {secs} s budget for network queries is spent")
+                write!(
+                    f,
+                    "timeout: the run's {secs} s budget for network queries is spent"
+                )
             }
             Cause::NoNetwork { host, first } => write!(
                 f,
                 "not sent: no network (the run's first request, to `{host}`, failed: {first})"
             ),
-            Cause::HostDown(c) => write!(f, "not sent: an earlier request to this host failed ({c})"),
+            Cause::HostDown(c) => {
+                write!(f, "not sent: an earlier request to this host failed ({c})")
+            }
             Cause::Redirect { to } => write!(f, "redirect to `{}` refused", escape_control(to)),
             Cause::TooLarge { limit } => {
                 write!(f, "the response is larger than {} (refused)", mib(*limit))
@@ -222,7 +227,9 @@ fn escape_control(s: &str) -> std::borrow::Cow<'_, str> {
 impl std::fmt::Display for FetchError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            FetchError::Offline { url } => write!(f, "`{}` not fetched: offline", escape_control(url)),
+            FetchError::Offline { url } => {
+                write!(f, "`{}` not fetched: offline", escape_control(url))
+            }
             FetchError::Unreachable { url, cause } => write!(
                 f,
                 "`{}` ({}): {cause}",
@@ -398,7 +405,9 @@ impl Http {
     /// One request, no redirect followed.
     fn once(&self, req: &Request, url: &str, authorize: bool) -> Result<Response, Cause> {
         let remaining = self.remaining()?;
-        let timeout = remaining.map_or(Duration::from_secs(120), |r| r.min(Duration::from_secs(120)));
+        let timeout = remaining.map_or(Duration::from_secs(120), |r| {
+            r.min(Duration::from_secs(120))
+        });
         let deadline_hit = remaining.is_some_and(|r| r <= Duration::from_secs(120));
         let headers = req
             .headers

@@ -136,7 +136,11 @@ pub fn obtain(
 
 /// The wheel's URL on the simple index `index` (a PEP 503 page): the link whose file name
 /// is the pinned wheel's.
-fn mirror_url(transport: &dyn Transport, index: &str, wheel: &Wheel) -> Result<String, ClosureError> {
+fn mirror_url(
+    transport: &dyn Transport,
+    index: &str,
+    wheel: &Wheel,
+) -> Result<String, ClosureError> {
     let page = format!("{}/uv/", index.trim_end_matches('/'));
     let failed = |error: FetchError| ClosureError::Download {
         url: page.clone(),
@@ -220,7 +224,9 @@ fn install(exe: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 fn u16_at(b: &[u8], i: usize) -> Option<usize> {
-    Some(usize::from(u16::from_le_bytes(b.get(i..i + 2)?.try_into().ok()?)))
+    Some(usize::from(u16::from_le_bytes(
+        b.get(i..i + 2)?.try_into().ok()?,
+    )))
 }
 
 fn u32_at(b: &[u8], i: usize) -> Option<usize> {
@@ -251,13 +257,17 @@ pub fn zip_entry(zip: &[u8], name: &str) -> Result<Vec<u8>, String> {
         let usize_ = u32_at(zip, p + 24).ok_or_else(|| bad("truncated zip"))?;
         let (n, e, c) = (field(28)?, field(30)?, field(32)?);
         let lho = u32_at(zip, p + 42).ok_or_else(|| bad("truncated zip"))?;
-        let entry = zip.get(p + 46..p + 46 + n).ok_or_else(|| bad("truncated zip"))?;
+        let entry = zip
+            .get(p + 46..p + 46 + n)
+            .ok_or_else(|| bad("truncated zip"))?;
         if entry == name.as_bytes() {
             if usize_ > ENTRY_LIMIT {
                 return Err(format!("`{name}` is larger than 256 MiB"));
             }
             if !zip.get(lho..).is_some_and(|b| b.starts_with(b"PK\x03\x04")) {
-                return Err(bad("no local file header where the central directory points"));
+                return Err(bad(
+                    "no local file header where the central directory points",
+                ));
             }
             let at = lho
                 + 30
@@ -323,7 +333,11 @@ mod tests {
     impl Transport for Canned {
         fn send(&self, req: &Request) -> Result<crate::resolve::http::Response, FetchError> {
             self.1.set(self.1.get() + 1);
-            let body = self.0.iter().find(|(u, _)| *u == req.url).map(|(_, b)| b.clone());
+            let body = self
+                .0
+                .iter()
+                .find(|(u, _)| *u == req.url)
+                .map(|(_, b)| b.clone());
             Ok(crate::resolve::http::Response {
                 status: if body.is_some() { 200 } else { 404 },
                 headers: Vec::new(),
@@ -347,11 +361,20 @@ mod tests {
         let _ = std::fs::remove_dir_all(&cache);
         // A mirror's page names the same file; a wrong file is refused, nothing cached.
         let mirror = "http://127.0.0.1:9/simple";
-        let page = format!("<a href=\"../../files/{}#sha256=x\">f</a>", wheel.file_name());
+        let page = format!(
+            "<a href=\"../../files/{}#sha256=x\">f</a>",
+            wheel.file_name()
+        );
         let bad = Canned(
             vec![
-                ("http://127.0.0.1:9/simple/uv/".into(), page.clone().into_bytes()),
-                (format!("http://127.0.0.1:9/files/{}", wheel.file_name()), b"PK not it".to_vec()),
+                (
+                    "http://127.0.0.1:9/simple/uv/".into(),
+                    page.clone().into_bytes(),
+                ),
+                (
+                    format!("http://127.0.0.1:9/files/{}", wheel.file_name()),
+                    b"PK not it".to_vec(),
+                ),
             ],
             std::cell::Cell::new(0),
         );
