@@ -263,17 +263,30 @@ pub fn lock_spec_upgrading(
     upgrade: &Upgrade,
 ) -> Result<(Lock, resolve::Report), Error> {
     let mut lock = lock_spec_keeping(catalog, spec_path, spec_text, previous, upgrade)?;
+    if let Some(secs) = lock.request.deploy.resolve.as_ref().and_then(|r| r.timeout) {
+        transport.budget_secs(secs);
+    }
     let report = resolve::resolve(&mut lock, transport, previous).map_err(|errors| {
-        Error::Invalid(
-            errors
-                .iter()
-                .map(|e| {
-                    error::Diagnostic::new(error::Stage::Lock, e.to_string()).hint(
-                        "fix the catalog entry, or point `[resolve]` at a mirror that has it; `--offline` locks from the catalog alone",
-                    )
-                })
-                .collect(),
-        )
+        let diagnostic = |e: &resolve::ResolveError| {
+            let d = error::Diagnostic::new(error::Stage::Lock, e.to_string());
+            if e.is_network() {
+                d.hint(format!(
+                    "point `[resolve].{}` at a mirror that answers, or lock with `--offline` (digests and pins from the previous lock and the catalog)",
+                    e.setting()
+                ))
+            } else {
+                d.hint(format!(
+                    "fix the catalog entry, or point `[resolve].{}` at a mirror that has it; `--offline` locks from the catalog alone",
+                    e.setting()
+                ))
+            }
+        };
+        let network: Vec<_> = errors.iter().filter(|e| e.is_network()).map(diagnostic).collect();
+        if network.is_empty() {
+            Error::Invalid(last_hints(errors.iter().map(diagnostic).collect()))
+        } else {
+            Error::Network(last_hints(network))
+        }
     })?;
     Ok((lock, report))
 }
@@ -309,19 +322,23 @@ pub enum PythonOutcome {
 /// contents loaded: files whose inputs did not change are reused without running uv.
 ///
 /// Offline (`offline`), only reuse is possible: a lock that had a closure and now needs
-/// a new one is an error; one that never had one stays open. Online without a uv of the
-/// pinned version, the lock stays open (the CLI warns).
+/// a new one is an error; one that never had one stays open. Online, the pinned uv is
+/// `GPUSTACK_UV`, the one on `PATH`, or the catalog's wheel fetched over `fetch`
+/// ([`resolve::python::Uv::obtain`]); when none can be had, the lock stays open
+/// ([`PythonOutcome::Open`]: `gpustack lock` then refuses it unless `--allow-open`).
 ///
 /// # Errors
 ///
 /// uv's explanation when a layer cannot be resolved (exit 1); a closure whose files lack
-/// hashes or whose NVIDIA wheels disagree with the solver (exit 2).
+/// hashes or whose NVIDIA wheels disagree with the solver (exit 2); an index uv could not
+/// reach, or a pinned uv wheel that cannot be downloaded or is not the pinned file (exit 3).
 pub fn lock_python(
     catalog: &Catalog,
     lock: &mut Lock,
     offline: bool,
     previous: Option<&Lock>,
     upgrade: &PythonUpgrade,
+    fetch: &dyn resolve::http::Transport,
 ) -> Result<PythonOutcome, Error> {
     use resolve::python::{self as py, ClosureError};
     lock.python = None;
@@ -365,13 +382,22 @@ pub fn lock_python(
     let uv = if offline {
         None
     } else {
-        match py::Uv::find(&uv_version) {
+        let wheel = resolve::uv::Wheel::of(catalog, &uv_version, std::env::consts::ARCH);
+        match py::Uv::obtain(
+            &uv_version,
+            wheel.as_ref(),
+            fetch,
+            resolve_tbl.pypi.as_deref(),
+        ) {
             Ok(u) => Some(u),
-            Err(e) if prev.is_none() => {
+            Err(e @ ClosureError::Uv { .. }) if prev.is_none() => {
                 lock.rehash();
                 return Ok(PythonOutcome::Open(format!("{e}; {}", e.hint())));
             }
-            Err(e) => return Err(closure_error(&e)),
+            Err(e) => {
+                lock.rehash();
+                return Err(closure_error(&e));
+            }
         }
     };
     let opts = py::Options {
@@ -416,10 +442,22 @@ pub fn lock_python(
     }
 }
 
+/// Each hint once, after the last diagnostic that has it (several images of one registry
+/// share the same fix).
+fn last_hints(mut ds: Vec<error::Diagnostic>) -> Vec<error::Diagnostic> {
+    for i in 0..ds.len() {
+        let later: Vec<String> = ds[i + 1..].iter().flat_map(|d| d.hints.clone()).collect();
+        ds[i].hints.retain(|h| !later.contains(h));
+    }
+    ds
+}
+
 fn closure_error(e: &resolve::python::ClosureError) -> Error {
+    use resolve::python::ClosureError as C;
     let d = error::Diagnostic::new(error::Stage::Lock, e.to_string()).hint(e.hint());
     match e {
-        resolve::python::ClosureError::Resolve { .. } => Error::Unresolvable(vec![d]),
+        C::Resolve { .. } => Error::Unresolvable(vec![d]),
+        C::Index { .. } | C::Download { .. } | C::WheelDigest { .. } => Error::Network(vec![d]),
         _ => Error::Invalid(vec![d]),
     }
 }

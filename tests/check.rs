@@ -107,7 +107,16 @@ fn a_clean_project_passes_every_check() {
         "{}",
         out.stdout
     );
-    assert_eq!(check(&dir, &["--strict"]).code, 0);
+    // The committed locks are made offline, without their Python closure: `--strict`
+    // reports that (`open-closure`), and nothing else.
+    let strict = check(&dir, &["--strict"]);
+    assert_eq!(strict.code, 1);
+    let codes: Vec<String> = findings(&strict)
+        .iter()
+        .map(|f| f["code"].to_string())
+        .collect();
+    assert_eq!(codes, ["\"open-closure\""], "{}", strict.stdout);
+    assert_eq!(check(&dir, &["--strict", "--allow", "open-closure"]).code, 0);
     // Warnings are reported but do not fail the check, except with --strict.
     let pedantic = check(&dir, &["--pedantic"]);
     assert_eq!(pedantic.code, 0);

@@ -539,7 +539,7 @@ fn integer_bounds_and_defaults_are_the_parsers() {
             }
         }
     }
-    assert_eq!((bounded, defaults), (12, 13), "integers and defaults found");
+    assert_eq!((bounded, defaults), (13, 14), "integers and defaults found");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

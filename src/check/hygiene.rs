@@ -51,6 +51,17 @@ pub(super) fn hygiene(lock: &Lock, file: &str, text: &str, f: &mut Vec<Finding>)
             );
         }
     }
+    if lock.component(Component::Torch).is_some() && lock.python.is_none() {
+        f.push(
+            Finding::new(
+                Code::OpenClosure,
+                "the lock has no Python closure: the builds resolve Python packages at build time, so two builds can install different wheels".to_string(),
+            )
+            .at(file, None)
+            .about("python")
+            .hint("run `gpustack lock` where PyPI (or `[resolve].pypi`) answers; it fetches the pinned uv when none is installed"),
+        );
+    }
     for c in &lock.components {
         let artifact = c.get("wheel").or_else(|| c.get("sdist"));
         if let (Some(a), None) = (artifact, c.get("sha256")) {

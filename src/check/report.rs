@@ -12,6 +12,9 @@ use crate::spec::check::{Allowance, Code, Severity};
 pub struct Policy {
     /// Keep findings whose [`Code::pedantic`] is true.
     pub pedantic: bool,
+    /// `--strict`: keep [`Code::OpenClosure`] too (left out silently otherwise: every lock
+    /// made with `--offline` or `--allow-open` has it, and `gpustack lock` said so).
+    pub strict: bool,
     /// Drop findings with these codes.
     pub allow: Vec<Code>,
 }
@@ -163,6 +166,8 @@ impl Report {
                 ("acknowledged", i)
             } else if policy.allow.contains(&x.code) {
                 ("allowed", 0)
+            } else if x.code == Code::OpenClosure && !policy.strict && !policy.pedantic {
+                return false;
             } else if x.code.pedantic() && !policy.pedantic {
                 ("pedantic", 0)
             } else {

@@ -40,6 +40,7 @@ pub(super) fn staleness(
             true,
             Some(lock),
             &crate::PythonUpgrade::default(),
+            &crate::resolve::http::Offline,
         );
         Ok(l)
     });

@@ -101,6 +101,7 @@ pub(crate) fn run(args: Args, verbose: bool) -> Result<u8, Error> {
     }
     report.apply(&gpustack::check::Policy {
         pedantic: args.pedantic,
+        strict: args.strict,
         allow: args
             .allow
             .iter()

@@ -32,6 +32,15 @@ pub(crate) struct Args {
     /// catalog (also `GPUSTACK_OFFLINE=1`)
     #[arg(long)]
     offline: bool,
+    /// Write the lock even without its Python closure (no uv of the pinned version could be
+    /// had, or the catalog has no platform to resolve for): the builds then resolve Python
+    /// packages at build time. Without it, such a lock is refused (exit 2)
+    #[arg(long)]
+    allow_open: bool,
+    /// Seconds all registry and repository queries of this run may take together
+    /// (default: the spec's `[resolve].timeout`, else 30)
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    timeout: Option<u64>,
     /// Re-resolve every pick; without it, the existing lock's picks that still fit the
     /// spec and catalog are kept
     #[arg(long, conflicts_with = "upgrade_package")]
@@ -240,26 +249,51 @@ fn resolve(
             &upgrade,
         )?
     } else {
-        let http = gpustack::resolve::http::Http::new(false);
+        // One budget for the registry and repository queries of this run.
+        let http = gpustack::resolve::http::Http::for_lock(args.timeout);
         gpustack::lock_spec_upgrading(catalog, &spec_shown, &text, &http, previous, &upgrade)?
     };
-    let outcome =
-        match gpustack::lock_python(catalog, &mut lock, offline, previous, &python_upgrade) {
-            Ok(o) => o,
-            // `--check` never resolves: a closure that would have to be is stale.
-            Err(e) if args.check => {
-                note!(
+    // The pinned uv's download, when it is needed, has its own time (a 25 MB wheel).
+    let fetch = gpustack::resolve::http::Http::new(offline);
+    let python = gpustack::lock_python(
+        catalog,
+        &mut lock,
+        offline,
+        previous,
+        &python_upgrade,
+        &fetch,
+    );
+    let python = match python {
+        // `--allow-open`: a closure that cannot be had is what was accepted.
+        Err(e @ Error::Network(_)) if args.allow_open && !args.check => Ok(PythonOutcome::Open(
+            e.to_string().trim_start_matches("error: ").to_string(),
+        )),
+        other => other,
+    };
+    let outcome = match python {
+        Ok(PythonOutcome::Open(why)) if !offline && !args.allow_open => {
+            return Err(Diagnostic::new(
+                    Stage::Lock,
+                    format!("the Python closure is not locked: {why}"),
+                )
+                .hint("a lock without its closure lets every build resolve Python packages itself; pass `--allow-open` to write it anyway, or `--offline` to reuse the previous lock's closure")
+                .into());
+        }
+        Ok(o) => o,
+        // `--check` never resolves: a closure that would have to be is stale.
+        Err(e) if args.check => {
+            note!(
                 "error: {} is stale: `gpustack lock` would resolve the Python closure again\n\n{e}",
                 gpustack::emit::shown(Path::new(&args.out))
             );
-                return Ok(None);
-            }
-            Err(e) => return Err(e),
-        };
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
     // Offline by request (`--offline`, `GPUSTACK_OFFLINE`), digests from the lock or the
     // catalog are what was asked for: those notes are printed with `-v` only.
     let quiet_fallback = offline && !verbose;
-    let notes = notes(catalog, &lock, &report, &outcome, quiet_fallback);
+    let notes = notes(catalog, &lock, &report, &outcome, quiet_fallback, verbose);
     Ok(Some(Resolved { lock, notes }))
 }
 
@@ -271,12 +305,17 @@ fn notes(
     report: &gpustack::resolve::Report,
     outcome: &PythonOutcome,
     quiet_fallback: bool,
+    verbose: bool,
 ) -> Vec<String> {
-    let mut notes: Vec<String> = report
-        .fallback
-        .iter()
-        .map(|(r, why)| format!("note: `{r}`: digest from the {why}"))
-        .collect();
+    let mut notes: Vec<String> = if verbose {
+        report
+            .fallback
+            .iter()
+            .map(|(r, why)| format!("note: `{r}`: digest from the {why}"))
+            .collect()
+    } else {
+        summary(report).into_iter().collect()
+    };
     if quiet_fallback {
         notes.clear();
     }
@@ -299,6 +338,42 @@ fn notes(
         _ => {}
     }
     notes
+}
+
+/// The fallbacks of a run whose registries and repositories did not answer, as one line
+/// (`-v`: one line each).
+fn summary(report: &gpustack::resolve::Report) -> Option<String> {
+    if report.fallback.is_empty() && report.unverified.is_empty() {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if !report.fallback.is_empty() {
+        parts.push(format!(
+            "{} image digest{} from the previous lock or the catalog",
+            report.fallback.len(),
+            if report.fallback.len() == 1 { "" } else { "s" }
+        ));
+    }
+    if !report.unverified.is_empty() {
+        parts.push(format!(
+            "{} OS package pin{} unverified",
+            report.unverified.len(),
+            if report.unverified.len() == 1 {
+                ""
+            } else {
+                "s"
+            }
+        ));
+    }
+    let first = report
+        .first_failure
+        .as_deref()
+        .map(|f| format!(" (first: {f})"))
+        .unwrap_or_default();
+    Some(format!(
+        "note: {}: a registry or repository did not answer{first}; `-v` lists each",
+        parts.join(", ")
+    ))
 }
 
 /// `--check`: exit 0 when the lock and its pylock files are what would be written, 1 (with

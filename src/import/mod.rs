@@ -86,8 +86,8 @@ impl fmt::Display for ImportError {
             ImportError::Fetch(FetchError::Offline { url }) => {
                 write!(f, "`{url}` is needed, but `--offline` was given")
             }
-            ImportError::Fetch(FetchError::Unreachable { url, detail }) => {
-                write!(f, "cannot reach `{url}`: {detail}")
+            ImportError::Fetch(e @ FetchError::Unreachable { .. }) => {
+                write!(f, "cannot fetch {e}")
             }
             ImportError::Status { url, status } => write!(f, "`{url}` answered HTTP {status}"),
             ImportError::Malformed { url, what } => write!(f, "cannot read `{url}`: {what}"),

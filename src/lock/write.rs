@@ -381,6 +381,9 @@ fn resolve_toml(o: &mut String, d: &crate::spec::deploy::Deploy) {
         if r.variant_index {
             o.push_str("variant-index = true\n");
         }
+        if let Some(t) = r.timeout {
+            o.push_str(&format!("timeout = {t}\n"));
+        }
         for (name, table) in [
             ("indexes", &r.indexes),
             ("registries", &r.registries),

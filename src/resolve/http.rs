@@ -6,7 +6,10 @@
 //! parsing is tested on recorded responses and the client against real local servers
 //! (`tests/resolve.rs`). `gen` never constructs one: only `gpustack lock` resolves.
 
-use std::time::Duration;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// The request method.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,6 +70,109 @@ impl Response {
     }
 }
 
+/// Why a request got no usable response: the cause, as curl and uv name them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Cause {
+    /// The host name did not resolve.
+    Dns,
+    /// No connection (refused, reset, no route).
+    Connect(String),
+    /// The proxy (`HTTPS_PROXY`, `ALL_PROXY`) refused to open a tunnel to the host.
+    Proxy(String),
+    /// The TLS handshake failed (an unknown CA: a site proxy needs `SSL_CERT_FILE`).
+    Tls(String),
+    /// One request ran past its own timeout.
+    Timeout,
+    /// The run's time budget (`--timeout`, `[resolve].timeout`) was spent.
+    Deadline {
+        /// The budget, in seconds.
+        secs: u64,
+    },
+    /// Not sent: the run's first request found no network at all.
+    NoNetwork {
+        /// The host that request went to.
+        host: String,
+        /// Why it failed.
+        first: Box<Cause>,
+    },
+    /// Not sent: an earlier request to the same host failed.
+    HostDown(Box<Cause>),
+    /// A redirect gpustack does not follow (another scheme, a downgrade to `http://`,
+    /// another host over plain HTTP, too many hops).
+    Redirect {
+        /// Where the server sent the request.
+        to: String,
+    },
+    /// The response is larger than one response may be.
+    TooLarge {
+        /// The cap, in bytes.
+        limit: u64,
+    },
+    /// The run has read as many bytes as a run may.
+    RunBytes {
+        /// The cap, in bytes.
+        limit: u64,
+    },
+    /// Anything else the client reported (a malformed response).
+    Other(String),
+}
+
+impl Cause {
+    /// Whether the host could not be reached at all (DNS, connect, timeout, deadline, no
+    /// network): what resolution falls back on (the previous lock, the catalog). A host
+    /// that answered wrongly (TLS, a refused redirect, an oversized body) is an error.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            Cause::Dns
+            | Cause::Connect(_)
+            | Cause::Proxy(_)
+            | Cause::Timeout
+            | Cause::Deadline { .. } => true,
+            Cause::NoNetwork { .. } => true,
+            Cause::HostDown(c) => c.is_unreachable(),
+            _ => false,
+        }
+    }
+}
+
+fn mib(n: u64) -> String {
+    format!("{} MiB", n / (1024 * 1024))
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Cause::Dns => f.write_str("DNS: the host name does not resolve"),
+            Cause::Connect(d) => write!(f, "connect: {}", escape_control(d)),
+            Cause::Proxy(d) => write!(f, "proxy: {}", escape_control(d)),
+            Cause::Tls(d) => write!(f, "TLS: {}", escape_control(d)),
+            Cause::Timeout => f.write_str("timeout: no answer in time"),
+            Cause::Deadline { secs } => {
+                write!(
+                    f,
+                    "timeout: the run's {secs} s budget for network queries is spent"
+                )
+            }
+            Cause::NoNetwork { host, first } => write!(
+                f,
+                "not sent: no network (the run's first request, to `{host}`, failed: {first})"
+            ),
+            Cause::HostDown(c) => {
+                write!(f, "not sent: an earlier request to this host failed ({c})")
+            }
+            Cause::Redirect { to } => write!(f, "redirect to `{}` refused", escape_control(to)),
+            Cause::TooLarge { limit } => {
+                write!(f, "the response is larger than {} (refused)", mib(*limit))
+            }
+            Cause::RunBytes { limit } => {
+                write!(f, "the run has read {}, its cap (refused)", mib(*limit))
+            }
+            Cause::Other(d) => write!(f, "{}", escape_control(d)),
+        }
+    }
+}
+
 /// Why a request got no response.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -76,22 +182,60 @@ pub enum FetchError {
         /// The URL.
         url: String,
     },
-    /// The host could not be reached (DNS, connection refused, TLS, timeout).
+    /// The host could not be reached, or answered in a way gpustack refuses ([`Cause`]).
     Unreachable {
         /// The URL.
         url: String,
-        /// The client's words.
-        detail: String,
+        /// Why.
+        cause: Cause,
     },
+}
+
+impl FetchError {
+    /// The URL asked for.
+    pub fn url(&self) -> &str {
+        match self {
+            FetchError::Offline { url } | FetchError::Unreachable { url, .. } => url,
+        }
+    }
+
+    /// The host (`host[:port]`) of the URL.
+    pub fn host(&self) -> &str {
+        host_of(self.url())
+    }
+
+    /// Whether resolution may fall back (offline, or the host not reachable at all).
+    pub fn may_fall_back(&self) -> bool {
+        match self {
+            FetchError::Offline { .. } => true,
+            FetchError::Unreachable { cause, .. } => cause.is_unreachable(),
+        }
+    }
+}
+
+/// `host[:port]` of an `http(s)://` URL (the whole string when it has no scheme).
+pub fn host_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    authority.rsplit_once('@').map_or(authority, |(_, h)| h)
+}
+
+fn escape_control(s: &str) -> std::borrow::Cow<'_, str> {
+    crate::error::escape_control(s)
 }
 
 impl std::fmt::Display for FetchError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            FetchError::Offline { url } => write!(f, "`{url}` not fetched: offline"),
-            FetchError::Unreachable { url, detail } => {
-                write!(f, "`{url}` could not be reached: {detail}")
+            FetchError::Offline { url } => {
+                write!(f, "`{}` not fetched: offline", escape_control(url))
             }
+            FetchError::Unreachable { url, cause } => write!(
+                f,
+                "`{}` ({}): {cause}",
+                escape_control(host_of(url)),
+                escape_control(url)
+            ),
         }
     }
 }
@@ -100,6 +244,10 @@ impl std::fmt::Display for FetchError {
 pub trait Transport {
     /// Sends one request. HTTP error statuses are a [`Response`], not an error.
     fn send(&self, req: &Request) -> Result<Response, FetchError>;
+
+    /// The spec's `[resolve].timeout`: the run's budget in seconds, unless the command
+    /// line set one. Transports without a budget ignore it.
+    fn budget_secs(&self, _secs: u64) {}
 }
 
 /// A transport that sends nothing: every request is [`FetchError::Offline`]. What
@@ -114,36 +262,300 @@ impl Transport for Offline {
     }
 }
 
+pub use crate::spec::resolve::DEFAULT_TIMEOUT_SECS;
+
+/// The largest body one response may have: a `Packages` index of NVIDIA's CUDA
+/// repository is tens of MB, the pinned uv wheel 25 MB.
+pub const RESPONSE_LIMIT: u64 = 128 * 1024 * 1024;
+
+/// The most a run reads, all responses together.
+pub const RUN_LIMIT: u64 = 512 * 1024 * 1024;
+
+/// The most a gzip member may inflate to ([`gunzip`]).
+pub const INFLATE_LIMIT: u64 = 256 * 1024 * 1024;
+
+/// Redirect hops followed per request.
+const MAX_REDIRECTS: usize = 5;
+
+/// One run's budget: a deadline shared by every request, the bytes read so far, and what
+/// the run learnt about the network (no network at all; hosts that are down).
+struct Budget {
+    start: Instant,
+    /// The deadline in seconds from `start`; `None`: no run deadline (importers).
+    secs: Mutex<Option<u64>>,
+    /// Set by `--timeout`: the spec's `[resolve].timeout` does not override it.
+    fixed: bool,
+    read: AtomicU64,
+    answered: AtomicBool,
+    no_network: Mutex<Option<(String, Cause)>>,
+    down: Mutex<BTreeMap<String, Cause>>,
+}
+
 /// The real client: `ureq` with rustls; the system trust roots where there are some,
-/// Mozilla's otherwise. Redirects are followed (registries send blobs to CDNs).
+/// Mozilla's otherwise; `HTTPS_PROXY`/`HTTP_PROXY`/`ALL_PROXY` and `NO_PROXY` from the
+/// environment (ureq's `Proxy::try_from_env`, as curl reads them).
+///
+/// Redirects are followed by hand, at most five hops: to `http(s)://` only, never from
+/// `https://` down to `http://`, and to another host only over `https://` (registries send
+/// blobs to CDNs); the `Authorization` header never leaves its host.
 pub struct Http {
     agent: ureq::Agent,
     offline: bool,
+    budget: Budget,
 }
 
 impl Http {
-    /// A client; with `offline`, every request fails with [`FetchError::Offline`].
+    /// A client without a run deadline (importers, the uv download); with `offline`,
+    /// every request fails with [`FetchError::Offline`].
     pub fn new(offline: bool) -> Http {
+        Http::build(offline, None, false)
+    }
+
+    /// A client for one `gpustack lock` run: every request shares one deadline, `secs`
+    /// from now (`--timeout`; `None`: the spec's `[resolve].timeout`, else
+    /// [`DEFAULT_TIMEOUT_SECS`]); the first request that finds no network makes every
+    /// later one fail at once, and a host that did not answer is not asked again.
+    pub fn for_lock(secs: Option<u64>) -> Http {
+        Http::build(
+            false,
+            Some(secs.unwrap_or(DEFAULT_TIMEOUT_SECS)),
+            secs.is_some(),
+        )
+    }
+
+    fn build(offline: bool, secs: Option<u64>, fixed: bool) -> Http {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .tls_config(
                 ureq::tls::TlsConfig::builder()
                     .root_certs(root_certs())
                     .build(),
             )
-            // Importers read wheels' tails and whole project pages; registries and
-            // repositories whole indexes: one budget for both.
+            .proxy(ureq::Proxy::try_from_env())
             .timeout_global(Some(Duration::from_secs(120)))
             .timeout_connect(Some(Duration::from_secs(15)))
             .http_status_as_error(false)
+            .max_redirects(0)
             .user_agent(concat!("gpustack/", env!("CARGO_PKG_VERSION")))
             .build()
             .into();
-        Http { agent, offline }
+        Http {
+            agent,
+            offline,
+            budget: Budget {
+                start: Instant::now(),
+                secs: Mutex::new(secs),
+                fixed,
+                read: AtomicU64::new(0),
+                answered: AtomicBool::new(false),
+                no_network: Mutex::new(None),
+                down: Mutex::new(BTreeMap::new()),
+            },
+        }
     }
 
     /// Whether every request fails with [`FetchError::Offline`].
     pub fn is_offline(&self) -> bool {
         self.offline
+    }
+
+    /// What is left of the run's deadline: `Err` once it is spent.
+    fn remaining(&self) -> Result<Option<Duration>, Cause> {
+        let Some(secs) = *lock(&self.budget.secs) else {
+            return Ok(None);
+        };
+        let left = Duration::from_secs(secs).saturating_sub(self.budget.start.elapsed());
+        if left.is_zero() {
+            Err(Cause::Deadline { secs })
+        } else {
+            Ok(Some(left))
+        }
+    }
+
+    /// Why `host` is not asked, when the run already knows.
+    fn known_down(&self, host: &str) -> Option<Cause> {
+        if let Some((first, cause)) = lock(&self.budget.no_network).clone() {
+            return Some(Cause::NoNetwork {
+                host: first,
+                first: Box::new(cause),
+            });
+        }
+        lock(&self.budget.down)
+            .get(host)
+            .map(|c| Cause::HostDown(Box::new(c.clone())))
+    }
+
+    /// Remembers a failure to reach `host`: no network at all when nothing answered yet
+    /// and the failure says so (a name that does not resolve, no route, no answer in
+    /// time); a refused connection only marks its host.
+    fn note_failure(&self, host: &str, cause: &Cause) {
+        let no_route = match cause {
+            Cause::Dns | Cause::Timeout => true,
+            Cause::Connect(d) => !d.contains("refused"),
+            Cause::Proxy(_) => false,
+            _ => return,
+        };
+        if no_route && self.budget.secs_set() && !self.budget.answered.load(Ordering::SeqCst) {
+            lock(&self.budget.no_network).get_or_insert((host.to_string(), cause.clone()));
+        }
+        lock(&self.budget.down)
+            .entry(host.to_string())
+            .or_insert_with(|| cause.clone());
+    }
+
+    /// One request, no redirect followed.
+    fn once(&self, req: &Request, url: &str, authorize: bool) -> Result<Response, Cause> {
+        let remaining = self.remaining()?;
+        let timeout = remaining.map_or(Duration::from_secs(120), |r| {
+            r.min(Duration::from_secs(120))
+        });
+        let deadline_hit = remaining.is_some_and(|r| r <= Duration::from_secs(120));
+        let headers = req
+            .headers
+            .iter()
+            .filter(|(k, _)| authorize || !k.eq_ignore_ascii_case("authorization"));
+        let result = match req.method {
+            Method::Get => {
+                let mut r = self.agent.get(url);
+                for (k, v) in headers {
+                    r = r.header(*k, v);
+                }
+                r.config().timeout_global(Some(timeout)).build().call()
+            }
+            Method::Head => {
+                let mut r = self.agent.head(url);
+                for (k, v) in headers {
+                    r = r.header(*k, v);
+                }
+                r.config().timeout_global(Some(timeout)).build().call()
+            }
+        };
+        let secs = (*lock(&self.budget.secs)).unwrap_or(0);
+        let name = |e: ureq::Error| match cause_of(e) {
+            Cause::Timeout if deadline_hit => Cause::Deadline { secs },
+            c => c,
+        };
+        let mut resp = result.map_err(name)?;
+        self.budget.answered.store(true, Ordering::SeqCst);
+        let status = resp.status().as_u16();
+        let headers = resp
+            .headers()
+            .iter()
+            .filter_map(|(k, v)| {
+                Some((
+                    k.as_str().to_ascii_lowercase(),
+                    v.to_str().ok()?.to_string(),
+                ))
+            })
+            .collect();
+        let body = if req.method == Method::Head || (300..400).contains(&status) {
+            Vec::new()
+        } else {
+            self.read_body(resp.body_mut(), name)?
+        };
+        Ok(Response {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    /// Reads a body under the per-response and per-run caps.
+    fn read_body(
+        &self,
+        body: &mut ureq::Body,
+        name: impl Fn(ureq::Error) -> Cause,
+    ) -> Result<Vec<u8>, Cause> {
+        use std::io::Read as _;
+        let mut reader = body.with_config().limit(u64::MAX).reader();
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match reader.read(&mut buf) {
+                Ok(0) => return Ok(out),
+                Ok(n) => n,
+                Err(e) => {
+                    return Err(match e.downcast::<ureq::Error>() {
+                        Ok(u) => name(u),
+                        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                            name(ureq::Error::Io(e))
+                        }
+                        Err(e) => Cause::Other(e.to_string()),
+                    })
+                }
+            };
+            out.extend_from_slice(&buf[..n]);
+            if out.len() as u64 > RESPONSE_LIMIT {
+                return Err(Cause::TooLarge {
+                    limit: RESPONSE_LIMIT,
+                });
+            }
+            let total = self.budget.read.fetch_add(n as u64, Ordering::SeqCst) + n as u64;
+            if total > RUN_LIMIT {
+                return Err(Cause::RunBytes { limit: RUN_LIMIT });
+            }
+        }
+    }
+}
+
+impl Budget {
+    fn secs_set(&self) -> bool {
+        lock(&self.secs).is_some()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// ureq's error as a [`Cause`].
+fn cause_of(e: ureq::Error) -> Cause {
+    use std::io::ErrorKind as K;
+    match e {
+        ureq::Error::HostNotFound => Cause::Dns,
+        ureq::Error::Timeout(_) => Cause::Timeout,
+        ureq::Error::ConnectionFailed => Cause::Connect("the connection failed".into()),
+        ureq::Error::Io(io) => match io.kind() {
+            K::TimedOut | K::WouldBlock => Cause::Timeout,
+            K::ConnectionRefused
+            | K::ConnectionReset
+            | K::ConnectionAborted
+            | K::NotConnected
+            | K::AddrNotAvailable
+            | K::HostUnreachable
+            | K::NetworkUnreachable => Cause::Connect(io.to_string()),
+            _ if io.to_string().contains("lookup") => Cause::Dns,
+            _ => Cause::Other(io.to_string()),
+        },
+        e @ (ureq::Error::Tls(_) | ureq::Error::Rustls(_) | ureq::Error::Pem(_)) => {
+            Cause::Tls(e.to_string())
+        }
+        ureq::Error::BodyExceedsLimit(limit) => Cause::TooLarge { limit },
+        ureq::Error::ConnectProxyFailed(d) => Cause::Proxy(d),
+        e => Cause::Other(e.to_string()),
+    }
+}
+
+/// Where a redirect may go from `from`, or why not.
+fn redirect_target(from: &str, location: &str) -> Result<String, Cause> {
+    let refused = |to: &str| Cause::Redirect { to: to.to_string() };
+    let to = if location.contains("://") {
+        location.to_string()
+    } else if location.starts_with("//") {
+        let scheme = from.split_once("://").map_or("https", |(s, _)| s);
+        format!("{scheme}:{location}")
+    } else if location.starts_with('/') {
+        let scheme = from.split_once("://").map_or("https", |(s, _)| s);
+        format!("{scheme}://{}{location}", host_of(from))
+    } else {
+        let base = from.rsplit_once('/').map_or(from, |(b, _)| b);
+        format!("{base}/{location}")
+    };
+    let scheme = to.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    let from_https = from.starts_with("https://");
+    match scheme.as_deref() {
+        Some("https") => Ok(to),
+        Some("http") if !from_https && host_of(&to) == host_of(from) => Ok(to),
+        _ => Err(refused(&to)),
     }
 }
 
@@ -177,9 +589,6 @@ fn root_certs() -> ureq::tls::RootCerts {
     ureq::tls::RootCerts::WebPki
 }
 
-/// The largest body read: a `Packages` index of NVIDIA's CUDA repository is tens of MB.
-const BODY_LIMIT: u64 = 512 * 1024 * 1024;
-
 impl Transport for Http {
     fn send(&self, req: &Request) -> Result<Response, FetchError> {
         if self.offline {
@@ -187,52 +596,45 @@ impl Transport for Http {
                 url: req.url.clone(),
             });
         }
-        let unreachable = |e: ureq::Error| FetchError::Unreachable {
-            url: req.url.clone(),
-            detail: e.to_string(),
-        };
-        let result = match req.method {
-            Method::Get => {
-                let mut r = self.agent.get(&req.url);
-                for (k, v) in &req.headers {
-                    r = r.header(*k, v);
-                }
-                r.call()
+        let mut url = req.url.clone();
+        for _ in 0..=MAX_REDIRECTS {
+            let host = host_of(&url).to_string();
+            let fail = |cause: Cause| FetchError::Unreachable {
+                url: url.clone(),
+                cause,
+            };
+            if let Some(cause) = self.known_down(&host) {
+                return Err(fail(cause));
             }
-            Method::Head => {
-                let mut r = self.agent.head(&req.url);
-                for (k, v) in &req.headers {
-                    r = r.header(*k, v);
+            let authorize = host == host_of(&req.url);
+            let resp = match self.once(req, &url, authorize) {
+                Ok(r) => r,
+                Err(cause) => {
+                    self.note_failure(&host, &cause);
+                    return Err(fail(cause));
                 }
-                r.call()
+            };
+            let location = resp
+                .header("location")
+                .filter(|_| matches!(resp.status, 301 | 302 | 303 | 307 | 308));
+            match location {
+                None => return Ok(resp),
+                Some(loc) => url = redirect_target(&url, loc).map_err(fail)?,
             }
-        };
-        let mut resp = result.map_err(unreachable)?;
-        let status = resp.status().as_u16();
-        let headers = resp
-            .headers()
-            .iter()
-            .filter_map(|(k, v)| {
-                Some((
-                    k.as_str().to_ascii_lowercase(),
-                    v.to_str().ok()?.to_string(),
-                ))
-            })
-            .collect();
-        let body = if req.method == Method::Head {
-            Vec::new()
-        } else {
-            resp.body_mut()
-                .with_config()
-                .limit(BODY_LIMIT)
-                .read_to_vec()
-                .map_err(unreachable)?
-        };
-        Ok(Response {
-            status,
-            headers,
-            body,
+        }
+        Err(FetchError::Unreachable {
+            url: url.clone(),
+            cause: Cause::Redirect { to: url },
         })
+    }
+
+    fn budget_secs(&self, secs: u64) {
+        if !self.budget.fixed {
+            let mut s = lock(&self.budget.secs);
+            if s.is_some() {
+                *s = Some(secs);
+            }
+        }
     }
 }
 
@@ -242,7 +644,8 @@ pub fn sha256_digest(bytes: &[u8]) -> String {
     format!("sha256:{}", crate::catalog::hex(&Sha256::digest(bytes)))
 }
 
-/// Inflates a gzip member (RFC 1952): `Packages.gz`, `primary.xml.gz`.
+/// Inflates a gzip member (RFC 1952): `Packages.gz`, `primary.xml.gz`; at most
+/// [`INFLATE_LIMIT`] bytes of output are ever held (a bomb is refused with an error).
 pub fn gunzip(data: &[u8]) -> Result<Vec<u8>, String> {
     const FEXTRA: u8 = 4;
     const FNAME: u8 = 8;
@@ -271,8 +674,18 @@ pub fn gunzip(data: &[u8]) -> Result<Vec<u8>, String> {
     if i >= data.len() {
         return Err("truncated gzip header".into());
     }
-    miniz_oxide::inflate::decompress_to_vec_with_limit(&data[i..], BODY_LIMIT as usize)
-        .map_err(|e| format!("gzip data does not inflate: {e:?}"))
+    // The partial output inside the error is never formatted: it can be the whole limit.
+    miniz_oxide::inflate::decompress_to_vec_with_limit(
+        &data[i..],
+        usize::try_from(INFLATE_LIMIT).unwrap_or(usize::MAX),
+    )
+    .map_err(|e| match e.status {
+        miniz_oxide::inflate::TINFLStatus::HasMoreOutput => format!(
+            "gzip data inflates to more than {} (refused: a gzip bomb, or not an index)",
+            mib(INFLATE_LIMIT)
+        ),
+        status => format!("gzip data does not inflate ({status:?})"),
+    })
 }
 
 #[cfg(test)]

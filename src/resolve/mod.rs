@@ -29,6 +29,7 @@ pub mod dnf;
 pub mod http;
 pub mod oci;
 pub mod python;
+pub mod uv;
 pub use crate::spec::resolve as spec;
 
 use std::collections::BTreeMap;
@@ -120,10 +121,13 @@ pub enum ResolveError {
         /// The newest versions it has of that name.
         nearest: Vec<String>,
     },
-    /// The repository's metadata is not what its index states.
+    /// The repository's metadata is not what its index states, or the repository did not
+    /// answer as it must.
     Repo {
         /// The lock package.
         package: String,
+        /// `apt` or `dnf`.
+        manager: &'static str,
         /// Why.
         error: RepoError,
     },
@@ -157,9 +161,32 @@ impl fmt::Display for ResolveError {
                     write!(f, " (it has {})", nearest.join(", "))
                 }
             }
-            ResolveError::Repo { package, error } => {
+            ResolveError::Repo { package, error, .. } => {
                 write!(f, "repository of `{package}` not read: {error}")
             }
+        }
+    }
+}
+
+impl ResolveError {
+    /// Whether a server did not answer as it must (exit 3), rather than answered that it
+    /// lacks what the catalog names (a tag, a pin: exit 2).
+    pub fn is_network(&self) -> bool {
+        match self {
+            ResolveError::Image { error, .. } => !matches!(
+                error,
+                OciError::Status { status: 404, .. } | OciError::BadManifest { .. }
+            ),
+            ResolveError::Pin { .. } => false,
+            ResolveError::Repo { .. } => true,
+        }
+    }
+
+    /// The `[resolve]` key that points this query elsewhere: `registries`, `apt`, `dnf`.
+    pub fn setting(&self) -> &'static str {
+        match self {
+            ResolveError::Image { .. } => "registries",
+            ResolveError::Pin { manager, .. } | ResolveError::Repo { manager, .. } => manager,
         }
     }
 }
@@ -178,6 +205,8 @@ pub struct Report {
     pub verified: Vec<String>,
     /// Pins kept as the catalog observed them, with why.
     pub unverified: Vec<(String, String)>,
+    /// The first failure that made the run fall back (host, URL, cause).
+    pub first_failure: Option<String>,
 }
 
 /// One image reference of a lock package: the field stem (`devel`, `runtime`, `image`)
@@ -527,8 +556,9 @@ fn record_pins(
                     .insert(format!("{manager}-index"), Field::Str(index_digest));
             }
         }
-        Err(RepoError::Fetch(e)) => {
+        Err(RepoError::Fetch(e)) if e.may_fall_back() => {
             let why = e.to_string();
+            report.first_failure.get_or_insert_with(|| why.clone());
             // The previous lock's verified pins stand when the catalog still pins the
             // same packages.
             let kept = previous
@@ -559,6 +589,7 @@ fn record_pins(
         }
         Err(error) => errors.push(ResolveError::Repo {
             package: p.name.clone(),
+            manager: if manager == "apt" { "apt" } else { "dnf" },
             error,
         }),
     }
@@ -597,7 +628,7 @@ fn resolve_package_images(
             .clone();
         match r {
             Ok(r) => resolved.push((stem.clone(), reference.clone(), r)),
-            Err(OciError::Fetch(e)) => {
+            Err(OciError::Fetch(e)) if e.may_fall_back() => {
                 offline_why = Some(e.to_string());
                 break;
             }
@@ -610,6 +641,9 @@ fn resolve_package_images(
                 return;
             }
         }
+    }
+    if let Some(why) = &offline_why {
+        report.first_failure.get_or_insert_with(|| why.clone());
     }
     match offline_why {
         None => record_registry_digests(p, resolved, report),

@@ -496,7 +496,7 @@ mod tests {
             }
             Err(FetchError::Unreachable {
                 url: req.url.clone(),
-                detail: "no canned answer".into(),
+                cause: crate::resolve::http::Cause::Connect("no canned answer".into()),
             })
         }
     }

@@ -86,6 +86,31 @@ pub enum ClosureError {
         /// What.
         detail: String,
     },
+    /// uv could not reach an index: its whole cause chain, as it printed it.
+    Index {
+        /// The layer.
+        layer: String,
+        /// uv's message, every `Caused by:` line kept.
+        message: String,
+        /// The `[resolve]` key that points that index elsewhere: `pypi` or `indexes`.
+        setting: &'static str,
+    },
+    /// The pinned uv wheel could not be downloaded.
+    Download {
+        /// The URL.
+        url: String,
+        /// Why.
+        error: crate::resolve::http::FetchError,
+    },
+    /// The downloaded uv wheel is not the file the catalog pins.
+    WheelDigest {
+        /// The URL.
+        url: String,
+        /// The catalog's sha256.
+        expected: String,
+        /// The received file's.
+        got: String,
+    },
     /// Offline with nothing to reuse.
     Offline {
         /// Why it is needed.
@@ -111,6 +136,17 @@ impl fmt::Display for ClosureError {
             ClosureError::Disagrees { layer, detail } => {
                 write!(f, "the {layer} layer's Python closure disagrees with the lock: {detail}")
             }
+            ClosureError::Index { layer, message, .. } => write!(
+                f,
+                "uv could not reach an index for the {layer} layer's Python closure:\n{message}"
+            ),
+            ClosureError::Download { error, .. } => {
+                write!(f, "the pinned uv could not be downloaded: {error}")
+            }
+            ClosureError::WheelDigest { url, expected, got } => write!(
+                f,
+                "the uv wheel `{url}` is {got}, not the {expected} the catalog pins (refused)"
+            ),
             ClosureError::Offline { detail } => write!(f, "offline: {detail}"),
             ClosureError::Other(s) => f.write_str(s),
         }
@@ -122,8 +158,12 @@ impl ClosureError {
     pub fn hint(&self) -> String {
         match self {
             ClosureError::Uv { pinned, .. } => format!(
-                "install it (`pip install uv=={pinned}`) or set GPUSTACK_UV to its path; `--offline` locks without the closure (builds then resolve at build time)"
+                "install it (`pip install uv=={pinned}`) or set GPUSTACK_UV to its path; `--allow-open` writes the lock without the closure (builds then resolve at build time)"
             ),
+            ClosureError::Index { setting, .. } => format!(
+                "point `[resolve].{setting}` at a mirror that answers, or lock with `--offline` (the recorded closure is reused)"
+            ),
+            ClosureError::Download { .. } | ClosureError::WheelDigest { .. } => "point `[resolve].pypi` at a mirror that serves the same wheel, set GPUSTACK_UV to a uv of the pinned version, or lock with `--offline`".into(),
             ClosureError::Resolve { .. } => "relax the [python] requirement uv names, or point [resolve] at an index that has the package; the components' pins come from the solver (`gpustack why`)".into(),
             ClosureError::Unhashed { .. } => "use an index that publishes sha256 digests (PEP 503 `#sha256=` or PEP 691 `hashes`)".into(),
             ClosureError::Disagrees { .. } => "a [python] requirement pulls in another cuDNN or NCCL wheel than the solver picked: remove it, or pin the component in [components]".into(),
@@ -185,6 +225,68 @@ impl Uv {
                     } else {
                         &version
                     }
+                ),
+                pinned: pinned.into(),
+            });
+        }
+        Ok(Uv { exe, version })
+    }
+
+    /// The uv of the pinned version, wherever it is: `GPUSTACK_UV` (which must be it; never
+    /// replaced by a download), else `uv` on `PATH` when it is that version, else the
+    /// catalog's wheel for this machine's CPU from gpustack's cache, downloaded over
+    /// `transport` and checked first when it is not there ([`crate::resolve::uv`]).
+    ///
+    /// # Errors
+    ///
+    /// [`ClosureError::Uv`] when `GPUSTACK_UV` is another uv, or no wheel is pinned for this
+    /// CPU; [`ClosureError::Download`] / [`ClosureError::WheelDigest`] when the wheel cannot
+    /// be fetched or is not the pinned file.
+    pub fn obtain(
+        pinned: &str,
+        wheel: Option<&crate::resolve::uv::Wheel>,
+        transport: &dyn crate::resolve::http::Transport,
+        pypi: Option<&str>,
+    ) -> Result<Uv, ClosureError> {
+        let on_path = match Uv::find(pinned) {
+            Ok(u) => return Ok(u),
+            Err(e) if std::env::var_os("GPUSTACK_UV").is_some_and(|v| !v.is_empty()) => {
+                return Err(e)
+            }
+            Err(ClosureError::Uv { detail, .. }) => detail,
+            Err(e) => return Err(e),
+        };
+        let Some(wheel) = wheel else {
+            return Err(ClosureError::Uv {
+                detail: format!(
+                    "{on_path}, and the catalog pins no uv {pinned} wheel for this machine (`{}`)",
+                    std::env::consts::ARCH
+                ),
+                pinned: pinned.into(),
+            });
+        };
+        let cache = crate::resolve::uv::cache_dir().ok_or_else(|| {
+            ClosureError::Other(
+                "no cache directory for the pinned uv: set XDG_CACHE_HOME, HOME or GPUSTACK_CACHE_DIR".into(),
+            )
+        })?;
+        let exe = crate::resolve::uv::obtain(transport, wheel, &cache, pypi)?;
+        let version = Command::new(&exe)
+            .arg("--version")
+            .output()
+            .ok()
+            .and_then(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .split_whitespace()
+                    .nth(1)
+                    .map(str::to_string)
+            })
+            .unwrap_or_default();
+        if version != pinned {
+            return Err(ClosureError::Uv {
+                detail: format!(
+                    "`{}`, unpacked from the pinned wheel, does not say it is uv {pinned}",
+                    exe.display()
                 ),
                 pinned: pinned.into(),
             });
@@ -880,6 +982,13 @@ fn compile(
         out = run(false)?;
     }
     if !out.status.success() {
+        if let Some(setting) = index_failure(&out.stderr, &opts.pypi) {
+            return Err(ClosureError::Index {
+                layer: input.layer.clone(),
+                message: String::from_utf8_lossy(&out.stderr).trim_end().to_string(),
+                setting,
+            });
+        }
         return Err(ClosureError::Resolve {
             layer: input.layer.clone(),
             message: uv_message(&out.stderr),
@@ -904,6 +1013,38 @@ fn uv_command(uv: &Uv, dir: &Path) -> Command {
         .env_remove("UV_DEFAULT_INDEX")
         .env_remove("UV_EXCLUDE_NEWER");
     cmd
+}
+
+/// When uv failed because an index did not answer (DNS, connect, TLS, timeout, a server
+/// error): the `[resolve]` key that points that index elsewhere (`pypi` for PyPI and its
+/// files, `indexes` for any other index).
+fn index_failure(stderr: &[u8], pypi: &str) -> Option<&'static str> {
+    const SIGNS: &[&str] = &[
+        "Failed to fetch",
+        "error sending request",
+        "dns error",
+        "failed to lookup address",
+        "Connection refused",
+        "tcp connect error",
+        "Request failed after",
+        "timed out",
+        "invalid peer certificate",
+        "HTTP status server error",
+    ];
+    let text = String::from_utf8_lossy(stderr);
+    if !SIGNS.iter().any(|s| text.contains(s)) {
+        return None;
+    }
+    let url = text
+        .split('`')
+        .find(|t| t.starts_with("http://") || t.starts_with("https://"))
+        .unwrap_or("");
+    let host = crate::resolve::http::host_of(url);
+    let from_pypi = url.is_empty()
+        || url.starts_with(pypi.trim_end_matches("/simple"))
+        || host == "pypi.org"
+        || host == "files.pythonhosted.org";
+    Some(if from_pypi { "pypi" } else { "indexes" })
 }
 
 /// uv's own explanation, without the retries of an interpreter download.

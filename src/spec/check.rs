@@ -60,6 +60,10 @@ pub enum Code {
     EolOs,
     /// A locked version has a known security problem.
     UnsafeVersion,
+    /// The lock has a Python layer but no Python closure (`gpustack lock --allow-open`, or
+    /// an offline first lock): its builds resolve Python packages at build time. Reported
+    /// with `--strict` (and `--pedantic`).
+    OpenClosure,
     /// An entry of the spec's `[check].allow` matched no finding: the acknowledgement is
     /// stale (the problem was fixed) and would hide the next one.
     UnusedAllow,
@@ -107,6 +111,7 @@ impl Code {
             Code::EolDriver => "eol-driver",
             Code::EolOs => "eol-os",
             Code::UnsafeVersion => "unsafe-version",
+            Code::OpenClosure => "open-closure",
             Code::UnusedAllow => "unused-allow",
             Code::UncoveredResource => "uncovered-resource",
             Code::ExceedsQuota => "exceeds-quota",
@@ -120,7 +125,7 @@ impl Code {
     }
 
     /// Every code, in report order.
-    pub const ALL: [Code; 29] = [
+    pub const ALL: [Code; 30] = [
         Code::TamperedLock,
         Code::StaleSpec,
         Code::StaleCatalog,
@@ -149,6 +154,7 @@ impl Code {
         Code::EolDriver,
         Code::EolOs,
         Code::UnsafeVersion,
+        Code::OpenClosure,
         Code::UnusedAllow,
     ];
 
@@ -165,6 +171,7 @@ impl Code {
             | Code::EolDriver
             | Code::EolOs
             | Code::UnsafeVersion
+            | Code::OpenClosure
             | Code::UnusedAllow
             | Code::UnpullableImage
             | Code::DriverOlderThanLocked => Severity::Warning,
@@ -208,6 +215,7 @@ impl Code {
             | Code::EolDriver
             | Code::EolOs
             | Code::UnsafeVersion
+            | Code::OpenClosure
             | Code::UnusedAllow => "hygiene",
         }
     }

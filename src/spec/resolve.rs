@@ -3,6 +3,7 @@
 //! ```toml
 //! [resolve]
 //! exclude-newer = "2026-11-25T00:00:00Z"   # the index snapshot time (uv's option)
+//! timeout = 30                              # seconds for all registry/repository queries
 //! pypi = "https://pypi.org/simple"
 //! indexes = { "https://download.pytorch.org/whl" = "http://127.0.0.1:8081/whl" }
 //! registries = { "docker.io" = "http://127.0.0.1:5000" }
@@ -40,6 +41,9 @@ pub struct Resolve {
     /// `variant-index = true`: take torch from its variant's index (`+cu128` wheels from
     /// download.pytorch.org) even where PyPI's torch is the same build.
     pub variant_index: bool,
+    /// `timeout`: the seconds one `gpustack lock` run may spend on registry and
+    /// repository queries, all together (`--timeout` overrides it; default 30).
+    pub timeout: Option<u64>,
 }
 
 impl Resolve {
@@ -65,6 +69,10 @@ impl Resolve {
     }
 }
 
+/// The seconds a `gpustack lock` run spends on registry and repository queries when
+/// neither `--timeout` nor `[resolve].timeout` says otherwise.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
+
 type S<T> = Spanned<T>;
 
 /// `[resolve]` as written.
@@ -78,6 +86,7 @@ pub(crate) struct ResolveWire {
     pub(crate) apt: Option<S<BTreeMap<String, String>>>,
     pub(crate) dnf: Option<S<BTreeMap<String, String>>>,
     pub(crate) variant_index: Option<S<bool>>,
+    pub(crate) timeout: Option<S<i64>>,
 }
 
 /// An `http://` or `https://` URL with a host (a port, when named, in 1..=65535) and no
@@ -150,6 +159,18 @@ impl ResolveWire {
                 );
             }
             r.exclude_newer = Some(t.into_inner());
+        }
+        if let Some(t) = self.timeout {
+            match u64::try_from(*t.get_ref()) {
+                // The default written out is the default: the same request.
+                Ok(DEFAULT_TIMEOUT_SECS) => {}
+                Ok(n @ 1..=3600) => r.timeout = Some(n),
+                _ => at.fail(
+                    t.span(),
+                    format!("invalid `timeout` {}", t.get_ref()),
+                    "write the seconds a lock run may spend on registry and repository queries, 1 to 3600 (default 30)",
+                ),
+            }
         }
         if let Some(p) = self.pypi {
             if crate::core::url::has_credentials(p.get_ref()) {

@@ -754,6 +754,17 @@ fn resolve() -> Value {
                 }),
             ),
             (
+                "timeout",
+                json!({
+                    "type": "integer",
+                    "description": "The seconds one `gpustack lock` run may spend on registry and repository queries, all together (`--timeout` overrides it).",
+                    "minimum": 1,
+                    "maximum": 3600,
+                    "default": 30,
+                    "examples": [60],
+                }),
+            ),
+            (
                 "variant-index",
                 json!({
                     "type": "boolean",
