@@ -32,9 +32,10 @@ pub(crate) enum Command {
         #[arg(long, value_enum, default_value_t = TextOrJson::Text)]
         format: TextOrJson,
     },
-    /// Write overlay TOML from upstream metadata (PyPI, NVIDIA redistrib manifests)
+    /// Write overlay TOML from upstream metadata (PyPI, NVIDIA redistrib manifests,
+    /// NVIDIA's nvidia/cuda tag lists)
     #[command(
-        after_help = "Examples:\n  gpustack catalog import pypi vllm==0.6.3.post1 --out site-catalog/\n  gpustack catalog import pypi torch==2.5.1 --index https://download.pytorch.org/whl/cu124\n  gpustack catalog import redist redistrib_12.6.3.json --date 2026-11-25\n  gpustack lock --catalog site-catalog/\n\nEvery entry records its source URL and the date it was read (--date, else the\nresponse's Date header). Facts upstream metadata does not carry (arch lists, driver\nminimums, rules) are kept from the catalog or left out, and listed; never guessed."
+        after_help = "Examples:\n  gpustack catalog import pypi vllm==0.6.3.post1 --out site-catalog/\n  gpustack catalog import pypi torch==2.5.1 --index https://download.pytorch.org/whl/cu124\n  gpustack catalog import redist redistrib_12.6.3.json --date 2026-11-25\n  gpustack catalog import images --from supported-tags.md --from unsupported-tags.md\n  gpustack lock --catalog site-catalog/\n\nEvery entry records its source URL and the date it was read (--date, else the\nresponse's Date header). Facts upstream metadata does not carry (arch lists, driver\nminimums, rules) are kept from the catalog or left out, and listed; never guessed."
     )]
     Import {
         #[command(subcommand)]
