@@ -1,4 +1,4 @@
-//! The importers (`catalog import pypi|redist`, `catalog outdated`) on recorded real
+//! The importers (`catalog import pypi|redist|images`, `catalog outdated`) on recorded real
 //! responses (fixtures/import/, see its README), served by a local HTTP server so the
 //! real client, content negotiation, PEP 658 files and HTTP range reads are all exercised;
 //! plus one `network` test against live PyPI (required when `CI=true`).
@@ -139,8 +139,15 @@ fn respond(path: &str, range: Option<&str>, base: &str) -> Reply {
             String::new(),
         );
     }
-    if let Some(rest) = path.strip_prefix("/redist/") {
-        return match std::fs::read(fixtures().join("redist").join(rest)) {
+    let recorded = path
+        .strip_prefix("/redist/")
+        .map(|r| fixtures().join("redist").join(r))
+        .or_else(|| {
+            path.strip_prefix("/images/")
+                .map(|r| fixtures().join("images").join(r))
+        });
+    if let Some(file) = recorded {
+        return match std::fs::read(file) {
             Ok(b) => (
                 "200 OK",
                 Some("application/json".into()),
@@ -1024,4 +1031,241 @@ fn a_failed_import_leaves_the_overlay_as_it_was() {
         out.stderr
     );
     assert!(!nv.join("cudnn-redist.toml").exists());
+
+/// The mirror commit `catalog/images.toml` cites for its tag lists.
+const IMAGES_AT: &str = "https://github.com/pranavmishra90/nvidia-container-images-cuda/blob/181367a60650bee1a0d32f52b0e96d83d982de0d/doc";
+
+/// NVIDIA's tag lists at `commit` (fixtures/import/images/<commit>/), imported against the
+/// stock catalog.
+fn import_images(commit: &str, origin: &str) -> import::Import {
+    let dir = fixtures().join("images").join(commit);
+    let lists: Vec<_> = ["supported-tags.md", "unsupported-tags.md"]
+        .iter()
+        .map(|f| {
+            let p = dir.join(f);
+            let text = std::fs::read_to_string(&p).unwrap();
+            import::images::parse(&p.display().to_string(), origin, &text).unwrap()
+        })
+        .collect();
+    import::images::import(&Catalog::stock().unwrap(), &lists, DATE).unwrap()
+}
+
+/// (CUDA, OS) → (sorted tags, status) of an import's entries.
+fn image_table(imp: &import::Import) -> BTreeMap<(String, String), (Vec<String>, String)> {
+    imp.entries
+        .iter()
+        .map(|e| {
+            let mut tags: Vec<String> = e
+                .field("tags")
+                .unwrap()
+                .split(", ")
+                .map(String::from)
+                .collect();
+            tags.sort();
+            (
+                (e.field("cuda").unwrap(), e.field("os").unwrap()),
+                (tags, e.field("status").unwrap()),
+            )
+        })
+        .collect()
+}
+
+/// The same table for the stock catalog's `[[image]]` entries.
+fn catalog_images() -> BTreeMap<(String, String), (Vec<String>, String)> {
+    Catalog::stock()
+        .unwrap()
+        .images
+        .iter()
+        .map(|i| {
+            let mut tags = i.tags.clone();
+            tags.sort();
+            let status = if i.supported {
+                "supported"
+            } else {
+                "unsupported"
+            };
+            (
+                (i.cuda.to_string(), i.os.clone()),
+                (tags, status.to_string()),
+            )
+        })
+        .collect()
+}
+
+/// The importer reproduces `catalog/images.toml` from the lists it cites (181367a6, the
+/// ubuntu24.04 sections recorded): the same tags and status for every release listed, and
+/// the same source URL. What it adds are the images of the three redist-only releases the
+/// catalog leaves out.
+#[test]
+fn image_lists_reproduce_the_catalogs_tags_at_the_cited_commit() {
+    let imp = import_images("181367a6", IMAGES_AT);
+    let got = image_table(&imp);
+    let want = catalog_images();
+    let mut only_import = Vec::new();
+    for (k, v) in &got {
+        match want.get(k) {
+            Some(w) => assert_eq!(v, w, "{k:?}"),
+            None => only_import.push(format!("{} {}", k.0, k.1)),
+        }
+    }
+    assert_eq!(
+        only_import,
+        [
+            "12.8.2 ubuntu24.04",
+            "13.0.3 ubuntu24.04",
+            "13.1.2 ubuntu24.04"
+        ]
+    );
+    // Every ubuntu24.04 entry of the catalog is in the recorded section.
+    let missing: Vec<_> = want
+        .keys()
+        .filter(|(_, os)| os == "ubuntu24.04")
+        .filter(|k| !got.contains_key(*k))
+        .collect();
+    assert!(missing.is_empty(), "{missing:?}");
+    // The entries cite the same file as the catalog's.
+    let cat = Catalog::stock().unwrap();
+    for e in &imp.entries {
+        let Some(i) = cat.images.iter().find(|i| {
+            i.cuda.to_string() == e.field("cuda").unwrap() && i.os == e.field("os").unwrap()
+        }) else {
+            assert!(
+                e.notes.iter().any(|n| n.contains("redist_only")),
+                "{}",
+                e.label
+            );
+            continue;
+        };
+        let url = e.source.split(' ').next().unwrap();
+        assert!(
+            i.origin.source.starts_with(url),
+            "{} vs {}",
+            e.source,
+            i.origin.source
+        );
+    }
+    assert!(
+        imp.changed
+            .iter()
+            .all(|c| c.ends_with(": new (the catalog has no entry)")),
+        "{:?}",
+        imp.changed
+    );
+}
+
+/// The whole lists of an earlier commit (60a1c892, 2025-08-18): every release they share
+/// with the catalog has the catalog's tags. Status has moved since, exactly for 12.8.1 and
+/// 13.0.0 (supported then, unsupported at the commit the catalog cites); the catalog's
+/// pairs these lists lack are the releases after 13.0.0.
+#[test]
+fn whole_image_lists_of_an_earlier_commit_agree_on_tags() {
+    let imp = import_images("60a1c892", import::images::UPSTREAM_DOC);
+    let got = image_table(&imp);
+    let want = catalog_images();
+    let mut moved = Vec::new();
+    for (k, (tags, status)) in &got {
+        let Some((wtags, wstatus)) = want.get(k) else {
+            continue;
+        };
+        assert_eq!(tags, wtags, "{k:?}");
+        if status != wstatus {
+            moved.push(format!("{} {} {status} -> {wstatus}", k.0, k.1));
+        }
+    }
+    assert_eq!(
+        moved,
+        [
+            "12.8.1 ubuntu20.04 supported -> unsupported",
+            "12.8.1 ubuntu22.04 supported -> unsupported",
+            "12.8.1 ubuntu24.04 supported -> unsupported",
+            "13.0.0 ubuntu22.04 supported -> unsupported",
+            "13.0.0 ubuntu24.04 supported -> unsupported",
+        ]
+    );
+    let newer = gpustack::version::Version::parse("13.0.0").unwrap();
+    for k in want.keys().filter(|k| !got.contains_key(*k)) {
+        let v = gpustack::version::Version::parse(&k.0).unwrap();
+        assert!(
+            v > newer,
+            "{k:?} is in the catalog but not in the 60a1c892 lists"
+        );
+    }
+    // What the catalog does not model is listed, not written.
+    assert!(
+        imp.not_written
+            .iter()
+            .any(|n| n == "OS ubi9 (21 CUDA releases): not an OS in os.toml"),
+        "{:?}",
+        imp.not_written
+    );
+    assert!(
+        imp.not_written
+            .iter()
+            .any(|n| n.starts_with("CUDA 11.7.1 ")),
+        "{:?}",
+        imp.not_written
+    );
+}
+
+/// From URLs through the HTTP client: the entries cite the URL and the response's date,
+/// and the overlay loads on the stock catalog (the command checks that before it reports).
+#[test]
+fn image_lists_from_urls_write_a_loadable_overlay() {
+    let server = Server::start();
+    let dir = tempdir("import-images");
+    let sup = format!("{}/images/181367a6/supported-tags.md", server.base);
+    let unsup = format!("{}/images/181367a6/unsupported-tags.md", server.base);
+    let out = run_in(
+        &dir,
+        &["catalog", "import", "images", &sup, &unsup, "--out", "img"],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let t = read(&dir.join("img"), "images.toml");
+    assert!(
+        t.contains(&format!(
+            "source = \"{sup} (NVIDIA's list of supported nvidia/cuda tags), read 2026-11-26\""
+        )),
+        "{t}"
+    );
+    // The catalog's dated digests are kept with the entry they belong to.
+    assert!(
+        t.contains("[[image.digest]]\ntag = \"12.8.1-devel-ubuntu24.04\""),
+        "{t}"
+    );
+    let show = run_in(&dir, &["catalog", "show", "image", "--catalog", "img"]);
+    assert_eq!(show.code, 0, "{}{}", show.stdout, show.stderr);
+
+    // Two lists of one status, and a file that is not a list, are refused.
+    let twice = run_in(
+        &dir,
+        &["catalog", "import", "images", &sup, &sup, "--out", "x"],
+    );
+    assert_eq!(twice.code, 2, "{}{}", twice.stdout, twice.stderr);
+    assert!(
+        twice.stderr.contains("2 supported lists given"),
+        "{}",
+        twice.stderr
+    );
+    let readme = fixtures().join("images/README.md");
+    let bad = run_in(
+        &dir,
+        &[
+            "catalog",
+            "import",
+            "images",
+            "--from",
+            readme.to_str().unwrap(),
+            "--date",
+            DATE,
+            "--out",
+            "x",
+        ],
+    );
+    assert_ne!(bad.code, 0);
+    assert!(
+        bad.stderr
+            .contains("not one of NVIDIA's nvidia/cuda tag lists"),
+        "{}",
+        bad.stderr
+    );
 }

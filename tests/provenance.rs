@@ -321,3 +321,58 @@ fn every_nccl_cuda_build_is_a_known_cuda_minor_and_cited() {
     assert!(builds >= 20, "only {builds} NCCL builds read");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// `catalog validate --sources`: every `source` line of the stock catalog is one fact,
+/// counted once by its first citation's kind; the facts listed as citing only pages the
+/// public tools cannot open cite nothing else (the CUDA release notes' Table 3 rows among
+/// them).
+#[test]
+fn validate_sources_counts_every_fact_and_lists_the_closed_ones() {
+    use gpustack::catalog::sources::{report, CLOSED_HOSTS};
+    let files = gpustack::Catalog::stock_files();
+    let r = report(&files);
+    let lines = files
+        .iter()
+        .flat_map(|(_, t)| t.lines())
+        .filter(|l| {
+            l.split_once(" = ")
+                .is_some_and(|(k, _)| k == "source" || k.ends_with("_source"))
+        })
+        .count();
+    assert_eq!(r.facts.len(), lines);
+    assert_eq!(r.by_kind().values().sum::<usize>(), lines);
+    for f in r.closed_only() {
+        assert!(
+            CLOSED_HOSTS.iter().any(|h| f.source.contains(h)),
+            "{}:{} {}",
+            f.file,
+            f.line,
+            f.source
+        );
+        assert!(
+            !f.source.contains("github.com") && !f.source.contains("PyPI"),
+            "{}",
+            f.source
+        );
+    }
+    assert!(r
+        .closed_only()
+        .any(|f| f.file == "catalog/cuda.toml" && f.source.contains("(Table 3, CUDA 11.8 GA)")));
+
+    let out = run_in(&root(), &["catalog", "validate", "--sources"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.starts_with("catalog valid: "), "{}", out.stdout);
+    assert!(
+        out.stdout.contains(&format!(
+            "{lines} facts with a source in {} files",
+            files.len()
+        )),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("  catalog/cuda.toml:"),
+        "{}",
+        out.stdout
+    );
+}

@@ -27,6 +27,7 @@ mod identity;
 mod ingest;
 mod load;
 mod model;
+pub mod sources;
 mod stack;
 #[cfg(test)]
 mod tests;

@@ -32,13 +32,26 @@ pub(crate) enum Command {
         #[arg(long, value_enum, default_value_t = TextOrJson::Text)]
         format: TextOrJson,
     },
-    /// Write overlay TOML from upstream metadata (PyPI, NVIDIA redistrib manifests)
+    /// Write overlay TOML from upstream metadata (PyPI, NVIDIA redistrib manifests,
+    /// NVIDIA's nvidia/cuda tag lists)
     #[command(
-        after_help = "Examples:\n  gpustack catalog import pypi vllm==0.6.3.post1 --out site-catalog/\n  gpustack catalog import pypi torch==2.5.1 --index https://download.pytorch.org/whl/cu124\n  gpustack catalog import redist redistrib_12.6.3.json --date 2026-11-25\n  gpustack lock --catalog site-catalog/\n\nEvery entry records its source URL and the date it was read (--date, else the\nresponse's Date header). Facts upstream metadata does not carry (arch lists, driver\nminimums, rules) are kept from the catalog or left out, and listed; never guessed."
+        after_help = "Examples:\n  gpustack catalog import pypi vllm==0.6.3.post1 --out site-catalog/\n  gpustack catalog import pypi torch==2.5.1 --index https://download.pytorch.org/whl/cu124\n  gpustack catalog import redist redistrib_12.6.3.json --date 2026-11-25\n  gpustack catalog import images --from supported-tags.md --from unsupported-tags.md\n  gpustack lock --catalog site-catalog/\n\nEvery entry records its source URL and the date it was read (--date, else the\nresponse's Date header). Facts upstream metadata does not carry (arch lists, driver\nminimums, rules) are kept from the catalog or left out, and listed; never guessed."
     )]
     Import {
         #[command(subcommand)]
         from: super::import::Command,
+    },
+    /// Load the catalog (and overlays) and check it; `--sources` reports what each fact cites
+    #[command(
+        after_help = "Examples:\n  gpustack catalog validate\n  gpustack catalog validate --catalog site-catalog/ --sources\n\n--sources counts facts (each `source` line) by the kind of source they cite and lists\nthe facts that cite only pages the public tools cannot open (docs.nvidia.com, …)."
+    )]
+    Validate {
+        /// A catalog overlay directory (repeatable)
+        #[arg(long = "catalog", value_name = "DIR")]
+        catalogs: Vec<PathBuf>,
+        /// Report the facts' sources by kind
+        #[arg(long)]
+        sources: bool,
     },
     /// What upstream has that the catalog lacks, per family
     #[command(
@@ -82,6 +95,25 @@ pub(crate) fn run(what: Command) -> Result<u8, Error> {
             format,
         } => show_family(&family, &catalogs, format),
         Command::Import { from } => super::import::run(from),
+        Command::Validate { catalogs, sources } => {
+            let catalog = load_catalog(&catalogs)?;
+            let mut text = format!(
+                "catalog valid: {} CUDA releases, {} torch builds, {} images\n",
+                catalog.cuda.len(),
+                catalog.torch.len(),
+                catalog.images.len()
+            );
+            if sources {
+                let mut files = gpustack::Catalog::stock_files();
+                for dir in &catalogs {
+                    files.extend(overlay_files(dir)?);
+                }
+                text.push('\n');
+                text.push_str(&gpustack::catalog::sources::report(&files).to_string());
+            }
+            let _ = out_text(&text);
+            Ok(0)
+        }
         Command::Outdated {
             catalogs,
             index,
@@ -141,4 +173,30 @@ fn show_family(family: &str, catalogs: &[PathBuf], format: TextOrJson) -> Result
     Err(d
         .hint(format!("families are: {}", show::FAMILIES.join(", ")))
         .into())
+}
+
+/// An overlay directory's `*.toml` files as (path, text), in file-name order.
+fn overlay_files(dir: &std::path::Path) -> Result<Vec<(String, String)>, Error> {
+    let io = |e: std::io::Error| -> Error {
+        Diagnostic::new(Stage::Io, format!("cannot read `{}`: {e}", dir.display())).into()
+    };
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(io)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|p| {
+            let text = super::read_text(
+                &p,
+                Stage::Catalog,
+                "catalog file",
+                "pass a catalog overlay directory",
+            )?;
+            Ok((p.display().to_string(), text))
+        })
+        .collect()
 }

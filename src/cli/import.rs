@@ -1,5 +1,5 @@
 //! `gpustack catalog import`: overlay TOML from upstream metadata (PyPI, NVIDIA redistrib
-//! manifests).
+//! manifests, NVIDIA's `nvidia/cuda` tag lists).
 
 use std::path::{Path, PathBuf};
 
@@ -61,6 +61,33 @@ pub(crate) enum Command {
         #[arg(long)]
         offline: bool,
     },
+    /// `nvidia/cuda` image tags from NVIDIA's doc/supported-tags.md and
+    /// doc/unsupported-tags.md (gitlab.com/nvidia/container-images/cuda)
+    Images {
+        /// The lists' URLs (at most one of each; the entries cite the URL)
+        #[arg(value_name = "URL")]
+        urls: Vec<String>,
+        /// A list saved as a local file (repeatable)
+        #[arg(long = "from", value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// Where the --from files were published: the directory URL that holds
+        /// supported-tags.md (a commit's, for a citable source)
+        #[arg(long, default_value = gpustack::import::images::UPSTREAM_DOC, value_name = "URL")]
+        origin: String,
+        /// Overlay directory to write into (images.toml is replaced whole)
+        #[arg(long, default_value = "catalog-import", value_name = "DIR")]
+        out: PathBuf,
+        /// The catalog the overlay sits on (repeatable): cuDNN and digests are kept from it
+        #[arg(long = "catalog", value_name = "DIR")]
+        catalogs: Vec<PathBuf>,
+        /// The date entries record as read (YYYY-MM-DD); default: the Date header of a
+        /// URL, today for a file
+        #[arg(long, value_name = "YYYY-MM-DD")]
+        date: Option<String>,
+        /// Fail instead of using the network (files still work)
+        #[arg(long)]
+        offline: bool,
+    },
 }
 
 pub(crate) fn run(from: Command) -> Result<u8, Error> {
@@ -96,18 +123,81 @@ pub(crate) fn run(from: Command) -> Result<u8, Error> {
             let base = load_catalog(&catalogs)?;
             let http = Http::new(offline);
             let (parsed, header_date) = read_manifests(&http, &manifests)?;
-            let date = match date.or(header_date) {
-                Some(d) => d,
-                None => {
-                    let d = gpustack::import::today();
-                    note!("note: no --date given; entries record today ({d}) as the day read");
-                    d
-                }
-            };
+            let date = dated(date.or(header_date));
             let imp = gpustack::import::redist::import(&base, &parsed, &date)?;
             write_import(&imp, &out, &catalogs)
         }
+        Command::Images {
+            urls,
+            files,
+            origin,
+            out,
+            catalogs,
+            date,
+            offline,
+        } => {
+            if urls.is_empty() && files.is_empty() {
+                return Err(ImportError::Usage(
+                    "no tag list given: pass the lists' URLs or `--from FILE`".into(),
+                )
+                .into());
+            }
+            let base = load_catalog(&catalogs)?;
+            let http = Http::new(offline);
+            let mut lists = Vec::new();
+            let mut header_date = None;
+            for u in &urls {
+                let (text, d) = fetch_text(&http, u)?;
+                header_date = header_date.or(d);
+                let dir = u.rsplit_once('/').map_or(u.as_str(), |(d, _)| d);
+                lists.push(gpustack::import::images::parse(u, dir, &text)?);
+            }
+            for f in &files {
+                let text = read_text(
+                    f,
+                    Stage::Usage,
+                    "tag list",
+                    "pass NVIDIA's doc/supported-tags.md or doc/unsupported-tags.md",
+                )?;
+                lists.push(gpustack::import::images::parse(
+                    &f.display().to_string(),
+                    &origin,
+                    &text,
+                )?);
+            }
+            let date = dated(date.or(header_date));
+            let imp = gpustack::import::images::import(&base, &lists, &date)?;
+            write_import(&imp, &out, &catalogs)
+        }
     }
+}
+
+/// The date given, else today (said on standard error).
+fn dated(date: Option<String>) -> String {
+    match date {
+        Some(d) => d,
+        None => {
+            let d = gpustack::import::today();
+            note!("note: no --date given; entries record today ({d}) as the day read");
+            d
+        }
+    }
+}
+
+/// A URL's body as text, with the day its `Date` header gives.
+fn fetch_text(http: &Http, url: &str) -> Result<(String, Option<String>), Error> {
+    let r = http
+        .fetch(&Request::get(url.to_string()))
+        .map_err(ImportError::Fetch)?;
+    if r.status != 200 {
+        return Err(ImportError::Status {
+            url: url.to_string(),
+            status: r.status,
+        }
+        .into());
+    }
+    let date = r.date.as_deref().and_then(gpustack::import::http_date);
+    Ok((String::from_utf8_lossy(&r.body).into_owned(), date))
 }
 
 /// Reads manifests from files or URLs, with the date the first URL's response gives.
@@ -119,20 +209,9 @@ pub(crate) fn read_manifests(
     let mut date = None;
     for s in sources {
         let text = if s.starts_with("https://") || s.starts_with("http://") {
-            let r = http
-                .fetch(&Request::get(s.clone()))
-                .map_err(ImportError::Fetch)?;
-            if r.status != 200 {
-                return Err(ImportError::Status {
-                    url: s.clone(),
-                    status: r.status,
-                }
-                .into());
-            }
-            if date.is_none() {
-                date = r.date.as_deref().and_then(gpustack::import::http_date);
-            }
-            String::from_utf8_lossy(&r.body).into_owned()
+            let (text, d) = fetch_text(http, s)?;
+            date = date.or(d);
+            text
         } else {
             read_text(
                 Path::new(s),

@@ -3,14 +3,16 @@
 //! ```text
 //! PyPI simple API (PEP 691/503) ─┐                        ┌─▶ Vec<OverlayFile> (catalog TOML, --catalog DIR)
 //! PEP 658 metadata / range reads ┼─▶ Vec<Entry> (typed) ──┤
-//! NVIDIA redistrib_X.Y.Z.json ───┘        ▲               └─▶ summary: written, kept, not derived
+//! NVIDIA redistrib_X.Y.Z.json ───┤        ▲               └─▶ summary: written, kept, not derived
+//! nvidia/cuda tag lists (.md) ───┘        │
 //!                                  base Catalog (facts an importer cannot derive are kept
 //!                                  from it, or left out and listed; never guessed)
 //! ```
 //!
 //! * `pypi` reads project pages and core metadata; `archive` reads a wheel's
 //!   `METADATA` through HTTP range requests and an sdist's `PKG-INFO`; [`redist`] reads
-//!   NVIDIA's redistrib manifests; [`outdated`] compares upstream with the catalog.
+//!   NVIDIA's redistrib manifests; [`images`] reads NVIDIA's `nvidia/cuda` tag lists;
+//!   [`outdated`] compares upstream with the catalog.
 //! * Only [`http`] touches the network, behind the [`Fetch`] trait, so every parser is
 //!   tested on recorded responses.
 //! * Output is deterministic given the same responses: entries sorted by family and
@@ -22,6 +24,7 @@
 
 mod archive;
 pub mod http;
+pub mod images;
 pub mod outdated;
 mod pypi;
 pub mod redist;
@@ -172,6 +175,8 @@ pub enum Family {
     Deepspeed,
     /// `extras.toml` (`[[extra]]`).
     Extra,
+    /// `images.toml` (`[[image]]`).
+    Image,
 }
 
 impl Family {
@@ -185,6 +190,7 @@ impl Family {
             Family::Vllm => "vllm",
             Family::Deepspeed => "deepspeed",
             Family::Extra => "extra",
+            Family::Image => "image",
         }
     }
 }
@@ -247,6 +253,9 @@ pub struct Entry {
     pub not_derived: Vec<NotDerived>,
     /// Required facts neither derived nor kept: the entry is written commented out.
     pub missing: Vec<String>,
+    /// Sub-tables written after the entry (`[[image.digest]]`), each a table name and its
+    /// fields in order.
+    pub(crate) children: Vec<(&'static str, Vec<(&'static str, Value)>)>,
 }
 
 impl Entry {
@@ -261,6 +270,7 @@ impl Entry {
             notes: Vec::new(),
             not_derived: Vec::new(),
             missing: Vec::new(),
+            children: Vec::new(),
         }
     }
 
@@ -343,6 +353,11 @@ pub struct Import {
     pub origin: String,
     /// The overlay file names per family (`torch-cu124.toml` for a PyTorch index).
     pub(crate) file_suffix: String,
+    /// What upstream lists that the overlay leaves out, and why (a CUDA release or an OS
+    /// the catalog does not model).
+    pub not_written: Vec<String>,
+    /// How the entries differ from the catalog's own (a status that moved, tags added).
+    pub changed: Vec<String>,
 }
 
 impl Import {
@@ -350,6 +365,7 @@ impl Import {
     fn file_of(&self, e: &Entry) -> String {
         let base = match e.family {
             Family::Extra => "extras",
+            Family::Image => "images",
             f => f.name(),
         };
         format!("{base}{}.toml", self.file_suffix)
@@ -403,6 +419,17 @@ impl Import {
         if !nd.is_empty() {
             out.push_str("\nnot derived from upstream metadata:\n");
             out.extend(nd);
+        }
+        for (title, lines) in [
+            ("differs from the catalog", &self.changed),
+            ("not written", &self.not_written),
+        ] {
+            if !lines.is_empty() {
+                out.push_str(&format!("\n{title}:\n"));
+                for l in lines {
+                    out.push_str(&format!("  {l}\n"));
+                }
+            }
         }
         let inc: Vec<String> = self
             .entries
@@ -491,6 +518,12 @@ fn write_entry(e: &Entry) -> String {
     }
     if !note.is_empty() {
         s.push_str(&format!("note = {}\n", quote(&note.join("; "))));
+    }
+    for (table, fields) in &e.children {
+        s.push_str(&format!("\n[[{table}]]\n"));
+        for (k, v) in fields {
+            s.push_str(&format!("{k} = {}\n", write_value(v)));
+        }
     }
     if e.missing.is_empty() {
         s
@@ -717,6 +750,7 @@ pub fn import_pypi(
         command: "catalog import pypi".into(),
         origin: opts.index.trim_end_matches('/').to_string(),
         file_suffix: suffix_of(opts.recorded()),
+        ..Import::default()
     })
 }
 
@@ -1563,6 +1597,7 @@ mod tests {
             command: "catalog import pypi".into(),
             origin: PYPI.into(),
             file_suffix: String::new(),
+            ..Import::default()
         };
         assert_eq!(
             imp.summary(),

@@ -204,6 +204,7 @@ pub fn import(base: &Catalog, manifests: &[Manifest], date: &str) -> Result<Impo
         command: "catalog import redist".into(),
         origin: "NVIDIA redistrib manifests".into(),
         file_suffix: "-redist".into(),
+        ..Import::default()
     })
 }
 
