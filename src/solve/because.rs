@@ -338,13 +338,6 @@ fn lost(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)], out:
     if c == Component::Cuda {
         sort_cuda(ctx, &mut ranked, assign);
     }
-    if let Some(v) = ctx.locked.get(&c) {
-        // As the search ranks them: the existing lock's pick first (a stable sort).
-        ranked.sort_by_key(|&x| match x {
-            Cand::Idx(_) => ctx.version(c, x) != v,
-            Cand::Host => true,
-        });
-    }
     let pick_rank = ranked.iter().position(|x| *x == k).unwrap_or(usize::MAX);
     // Every newer candidate is explained: a better-ranked one by the rule it broke, a
     // worse-ranked one (the pick won on preference) by the preference, nearest first.
@@ -390,6 +383,13 @@ fn lost(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)], out:
         let text = match reason {
             Some(r) => format!("{} [{}]", r.message, r.rule.id()),
             None if rank > pick_rank => ranked_after(ctx, c, k, other, assign),
+            // Better ranked and breaking no rule: the existing lock's pick was kept over
+            // it (a fresh lock takes it), or it fails further down the search.
+            None if ctx.fresh.get(&c) == Some(ctx.version(c, other)) => format!(
+                "a fresh lock takes it; the existing lock's {} still fits every rule and is kept (`gpustack lock --upgrade-package {}`)",
+                ctx.label(c, k),
+                c.name()
+            ),
             None => "no complete stack with it satisfies the rest of the request".to_string(),
         };
         let v = ctx.label(c, other);

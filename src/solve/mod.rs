@@ -335,12 +335,20 @@ pub fn solve_locked(
     };
     let mut ctx = Ctx::new(catalog, spec);
     ctx.locked.clone_from(locked);
+    // What a fresh lock takes, so that a kept pick's explanation can say so.
+    let fresh = if locked.is_empty() || found.is_none() {
+        None
+    } else {
+        solve_quiet(catalog, spec)
+    };
+    if let Some(f) = &fresh {
+        ctx.fresh.clone_from(&f.versions);
+    }
     match found {
         Some(assign) => {
             let mut r = resolution(&ctx, &members, &assign);
             if !locked.is_empty() {
                 // Say where a kept pick is not what a fresh lock takes.
-                let fresh = solve_quiet(catalog, spec);
                 for p in &mut r.picks {
                     let newer = fresh.as_ref().and_then(|f| f.versions.get(&p.component));
                     if let Some(v) = newer.filter(|v| {
@@ -875,11 +883,6 @@ fn ranked_after(
     assign: &[(Component, Cand)],
 ) -> String {
     let pick = ctx.label(c, k);
-    if ctx.locked.get(&c) == Some(ctx.version(c, k)) {
-        return format!(
-            "the existing lock's {pick} still fits every rule, and a re-lock keeps it first (as Cargo and uv do)"
-        );
-    }
     match (c, k, other) {
         (Component::Cuda, Cand::Idx(a), Cand::Idx(b)) => {
             let (pa, pb) = (&ctx.cat.cuda[a], &ctx.cat.cuda[b]);

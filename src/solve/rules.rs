@@ -63,6 +63,8 @@ pub(crate) struct Ctx<'c> {
     pub(crate) verbose: bool,
     /// The existing lock's picks, tried first (stable re-locks, [`super::solve_locked`]).
     pub(crate) locked: BTreeMap<Component, Version>,
+    /// With `locked`: what a fresh lock (no picks kept) takes, for the explanations.
+    pub(crate) fresh: BTreeMap<Component, Version>,
     /// Per CUDA major.minor: the lowest full-feature driver minimum of its releases, and
     /// the origin of the first (newest) of them. Every driver × wheel check asks for both;
     /// computed once here instead of scanning the CUDA releases on each check.
@@ -191,6 +193,7 @@ impl<'c> Ctx<'c> {
             host_driver: spec.driver.clone(),
             verbose: true,
             locked: BTreeMap::new(),
+            fresh: BTreeMap::new(),
             runtimes,
             imaged,
             supported_images,
