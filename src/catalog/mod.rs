@@ -21,6 +21,7 @@ mod codec;
 mod deploy;
 mod env_names;
 mod extras;
+mod gpu_names;
 // Computed by the build script; compiled here only to check its constants.
 #[cfg(test)]
 mod identity;
@@ -43,6 +44,7 @@ pub use model::{
     Os, OsImage, OsRelease, Package, PythonRelease, StockIdentity, TargetSet, Tested, TorchBuild,
     TorchRelease, TorchSource, VllmRelease, WheelPlatform, FABRICS,
 };
+pub use gpu_names::{gpu_key, GpuName, GpuNameKind};
 pub(crate) use validate::valid_id;
 
 /// Where an environment variable the generators may write is documented (the table in
