@@ -123,9 +123,10 @@ pub(crate) fn run(args: Args) -> Result<u8, Error> {
     let out_shown = gpustack::emit::shown(&args.out);
     match gpustack::generate::run(&lock, &opts)? {
         Outcome::Written { targets, recovered } => {
-            // Written, but not runnable on a cluster: said even with `-q`.
+            // Written, but not runnable on a cluster (`gpustack check` reports it as
+            // well); `-q` prints nothing on success but errors.
             if let Some(w) = gpustack::plan::unpullable_images(&lock.lock, &opts.targets) {
-                note!("warning: {w}");
+                info!("warning: {w}");
             }
             if let Some(r) = recovered {
                 info!(

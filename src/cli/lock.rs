@@ -47,7 +47,10 @@ pub(crate) struct Args {
 /// A resolved lock and what to say about it after it is written.
 struct Resolved {
     lock: Lock,
+    /// Every note, one per image or finding (`-v`, and the JSON summary).
     notes: Vec<String>,
+    /// What the default output says: at most one line per kind of note.
+    brief: Vec<String>,
 }
 
 /// What a run printed to standard error, kept for the re-lock fast path.
@@ -61,10 +64,17 @@ impl Say {
         self.0.push(Said { info: true, text });
     }
 
-    /// A note, warning or error line.
+    /// A note, warning or error line; with `-q`, only an error is printed.
     fn note(&mut self, text: String) {
-        note!("{text}");
+        shown_note(&text);
         self.0.push(Said { info: false, text });
+    }
+}
+
+/// `-q` prints nothing on success but errors: notes and warnings are left out too.
+fn shown_note(text: &str) {
+    if !crate::quiet() || text.starts_with("error:") {
+        note!("{text}");
     }
 }
 
@@ -78,7 +88,7 @@ pub(crate) fn run(args: Args, verbose: bool) -> Result<u8, Error> {
             if s.info {
                 crate::info!("{}", s.text);
             } else {
-                note!("{}", s.text);
+                shown_note(&s.text);
             }
         }
         return Ok(0);
@@ -171,7 +181,7 @@ fn full(args: &Args, offline: bool, verbose: bool, say: &mut Say) -> Result<(u8,
             .into());
         }
         let _ = stdout(&output.text);
-        for n in resolved.notes {
+        for n in resolved.brief {
             say.note(n);
         }
         return Ok((0, false));
@@ -202,7 +212,7 @@ fn full(args: &Args, offline: bool, verbose: bool, say: &mut Say) -> Result<(u8,
         resolved.lock.request.name,
         summary.join(", ")
     ));
-    for n in resolved.notes {
+    for n in resolved.brief {
         say.note(n);
     }
     Ok((0, !changed))
@@ -260,7 +270,56 @@ fn resolve(
     // catalog are what was asked for: those notes are printed with `-v` only.
     let quiet_fallback = offline && !verbose;
     let notes = notes(catalog, &lock, &report, &outcome, quiet_fallback);
-    Ok(Some(Resolved { lock, notes }))
+    let brief = if verbose {
+        notes.clone()
+    } else {
+        brief(catalog, &lock, &report, &outcome, quiet_fallback)
+    };
+    Ok(Some(Resolved { lock, notes, brief }))
+}
+
+/// The default output's notes: those of [`notes`], with the per-image digest notes (a
+/// few hundred characters each: the catalog observation they come from) folded into one
+/// line per source.
+fn brief(
+    catalog: &Catalog,
+    lock: &Lock,
+    report: &gpustack::resolve::Report,
+    outcome: &PythonOutcome,
+    quiet_fallback: bool,
+) -> Vec<String> {
+    let mut folded = report.clone();
+    folded.fallback.clear();
+    let mut out = notes(catalog, lock, &folded, outcome, quiet_fallback);
+    if quiet_fallback {
+        return out;
+    }
+    let from_previous = report
+        .fallback
+        .iter()
+        .filter(|(_, why)| why.starts_with("previous lock ("))
+        .count();
+    let from_catalog = report.fallback.len() - from_previous;
+    let images = |n: usize| if n == 1 { "1 image".to_string() } else { format!("{n} images") };
+    // After an unknown-branch warning, in the order `notes` gives the per-image lines.
+    let at = usize::from(catalog.unknown_branch(&lock.hardware.driver).is_some());
+    let mut lines = Vec::new();
+    if from_previous > 0 {
+        lines.push(format!(
+            "note: {} pinned by the previous lock's digests: registries unreachable (-v for each)",
+            images(from_previous)
+        ));
+    }
+    if from_catalog > 0 {
+        lines.push(format!(
+            "note: {} pinned from catalog observations: registries unreachable (-v for each)",
+            images(from_catalog)
+        ));
+    }
+    for (i, l) in lines.into_iter().enumerate() {
+        out.insert(at + i, l);
+    }
+    out
 }
 
 /// Said after the lock is written: an unknown driver branch, where each digest came from
