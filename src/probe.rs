@@ -491,12 +491,12 @@ fn unknown(file: &str, text: &str, row: &Row, catalog: &Catalog) -> Diagnostic {
     let mut d = Diagnostic::new(
         Stage::Usage,
         format!(
-            "unknown GPU `{}`: no catalog GPU lists this name in `smi_names`",
+            "unknown GPU `{}`: no catalog GPU goes by this name",
             row.name.escape_debug()
         ),
     )
     .at_offset(file, text, row.name_at);
-    let close = close_gpus(catalog, &row.name);
+    let close = close_gpus(catalog, &row.name, row.cc.map(|(cc, _)| cc));
     if !close.is_empty() {
         let list: Vec<String> = close
             .iter()
@@ -535,13 +535,27 @@ fn ambiguous(file: &str, text: &str, row: &Row, found: &[&Gpu]) -> Diagnostic {
 }
 
 /// Up to three catalog GPUs whose names are within a third of the name's length in edit
-/// distance (after [`normalize`]), closest first.
-fn close_gpus<'c>(catalog: &'c Catalog, name: &str) -> Vec<&'c Gpu> {
+/// distance (after [`normalize`]), closest first; with a reported compute capability, only
+/// those of its architecture family (a GPU of compute capability 12.0 is no RTX 3090).
+fn close_gpus<'c>(catalog: &'c Catalog, name: &str, cc: Option<Cc>) -> Vec<&'c Gpu> {
     let key = normalize(name);
     let limit = 2.max(key.chars().count() / 3);
+    let family: Option<Vec<&str>> = cc.map(|cc| {
+        catalog
+            .gpus
+            .iter()
+            .filter(|g| g.cc.major == cc.major)
+            .map(|g| g.arch.as_str())
+            .collect()
+    });
     let mut scored: Vec<(usize, &Gpu)> = catalog
         .gpus
         .iter()
+        .filter(|g| {
+            family
+                .as_ref()
+                .is_none_or(|f| f.is_empty() || f.contains(&g.arch.as_str()))
+        })
         .filter_map(|g| {
             g.smi_names
                 .iter()
