@@ -358,7 +358,7 @@ hint: close catalog GPUs: `rtx-5090` (NVIDIA GeForce RTX 5090)
 
 hint: nvidia-smi reports compute capability 12.0: the stack can build for it without a catalog entry, with this line under `[hardware]` in place of `gpus`:
 
-    archs = ["sm_120"]
+    archs = [\"sm_120\"]
 
 hint: or, to name the GPU itself: {overlay}",
     ),
@@ -372,7 +372,7 @@ hint: or, to name the GPU itself: {overlay}",
 
 hint: nvidia-smi reports compute capability 7.0: the stack can build for it without a catalog entry, with this line under `[hardware]` in place of `gpus`:
 
-    archs = ["sm_70"]
+    archs = [\"sm_70\"]
 
 hint: or, to name the GPU itself: {overlay}
 
@@ -386,7 +386,7 @@ hint: close catalog GPUs: `rtx-6000-ada` (NVIDIA RTX 6000 Ada Generation)
 
 hint: nvidia-smi reports compute capability 8.9: the stack can build for it without a catalog entry, with this line under `[hardware]` in place of `gpus`:
 
-    archs = ["sm_89"]
+    archs = [\"sm_89\"]
 
 hint: or, to name the GPU itself: {overlay}",
     ),

@@ -57,7 +57,8 @@ pub(super) fn stale_outputs(
         })
         .collect();
     let names: Vec<&str> = targets.iter().map(|(t, _, _)| t.name()).collect();
-    let command = if names.len() == plan::Target::ALL.len() {
+    let all = plan::configured(lock).render;
+    let command = if all.iter().all(|t| targets.iter().any(|(s, _, _)| s == t)) {
         "all".to_string()
     } else {
         names.join(" ")

@@ -18,7 +18,8 @@ use toml::Spanned;
 use crate::core::names::did_you_mean;
 use crate::error::{Diagnostic, Stage};
 
-/// A key removed by the shape check: `(table, key)`, the table as `[cluster]`.
+/// A key removed by the shape check, or one an unknown key was probably meant to be:
+/// `(table, key)`, the table as `` `[cluster]` ``.
 pub(crate) type Removed = Vec<(String, String)>;
 
 /// Checks `doc` against `schema` (the spec's JSON Schema), pushes one diagnostic per
@@ -175,6 +176,8 @@ impl Cx<'_> {
         };
         let mut d = Diagnostic::new(Stage::Spec, message).at_offset(self.file, self.text, offset);
         if let Some(s) = did_you_mean(key, keys.iter().copied()) {
+            // The key meant is then missing: the hint says so, not a second error.
+            self.removed.push((at.name(), s.to_string()));
             d = d.hint(format!("did you mean `{s}`?"));
         } else if matches!(at, Where::Root) {
             d = d.hint("the spec's tables are [stack], [hardware], [components], and for the generators [cluster], [image], [train], [serve], [packer], [k8s], [slurm], [storage], [network] for the site's fabric, [python] and [resolve] for the Python closure, and [check] for acknowledged warnings; see the spec reference in the book");
