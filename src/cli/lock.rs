@@ -398,3 +398,44 @@ fn check(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use gpustack::{Catalog, Lock, PythonOutcome};
+
+    /// The default output folds the per-image digest notes into one line per source;
+    /// `-v` (the full list) keeps one line per image with its observation.
+    #[test]
+    fn digest_notes_fold_into_one_line_per_kind() {
+        let catalog = Catalog::stock().unwrap();
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("lockfiles/h100-ib-train-serve.lock"),
+        )
+        .unwrap();
+        let lock = Lock::parse("gpustack.lock", &text).unwrap();
+        let observation = "catalog observation of 2026-11-20 (a few hundred characters of source)";
+        let report = gpustack::resolve::Report {
+            fallback: vec![
+                ("nvcr.io/a:1".into(), format!("{observation} (connection refused)")),
+                ("nvcr.io/b:1".into(), format!("{observation} (connection refused)")),
+                ("docker.io/c:1".into(), "previous lock (dns failure)".into()),
+            ],
+            ..Default::default()
+        };
+        let outcome = PythonOutcome::None;
+        let full = super::notes(&catalog, &lock, &report, &outcome, false);
+        assert_eq!(full.len(), 3, "{full:#?}");
+        assert!(full[0].starts_with("note: `nvcr.io/a:1`: digest from the catalog observation"));
+        let brief = super::brief(&catalog, &lock, &report, &outcome, false);
+        assert_eq!(
+            brief,
+            [
+                "note: 1 image pinned by the previous lock's digests: registries unreachable (-v for each)",
+                "note: 2 images pinned from catalog observations: registries unreachable (-v for each)",
+            ]
+        );
+        // Offline by request, neither is said without `-v`.
+        assert!(super::brief(&catalog, &lock, &report, &outcome, true).is_empty());
+    }
+}
