@@ -101,8 +101,8 @@ impl Cx<'_> {
                 drop.push(key);
                 continue;
             };
-            if matches!(at, Where::Root) && key == "components" {
-                continue;
+            if matches!(at, Where::Root) && key == "components" && v.get_ref().is_table() {
+                continue; // its entries are the parser's (see the module documentation)
             }
             if !self.value(&key, v, sub, at) {
                 drop.push(key);
