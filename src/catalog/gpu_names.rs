@@ -207,24 +207,36 @@ impl Catalog {
     /// The GPU id or alias closest to an unknown `name`, for a "did you mean" hint: only
     /// among the GPUs of the architecture family the name points at (`h1000` may be an
     /// `h100`, never an `a100`). The family is read from the model number (`H100`, `A40`,
-    /// `4090`: its letters and first digit); a name with none gets no family restriction.
+    /// `4090`: its letters and first digit, or its letters alone when no catalog GPU has
+    /// both); a name without a model number gets no family restriction.
     ///
     /// ```
     /// let catalog = gpustack::Catalog::stock().unwrap();
     /// assert_eq!(catalog.gpu_suggestion("h1000"), Some("h100"));
     /// assert_eq!(catalog.gpu_suggestion("h100-sxm4"), Some("h100-sxm"));
-    /// assert_eq!(catalog.gpu_suggestion("3080"), None); // not a 4090, nor a 3090's family
+    /// assert_eq!(catalog.gpu_suggestion("3080"), Some("3090")); // Ampere, as the 3090
+    /// assert_eq!(catalog.gpu_suggestion("2090"), None); // Turing: not a 3090 or a 4090
+    /// assert_eq!(catalog.gpu_suggestion("b100"), Some("b200")); // Blackwell
     /// ```
     pub fn gpu_suggestion(&self, name: &str) -> Option<&str> {
         let key = gpu_key(name);
-        let family = model_number(name).map(|m| {
-            self.gpus
-                .iter()
-                .filter(|g| {
-                    spellings(g).any(|s| model_number(s).as_ref() == Some(&m))
-                })
-                .map(|g| g.arch.as_str())
-                .collect::<Vec<_>>()
+        // The family: the architectures of the GPUs with the same model letters and first
+        // digit (`h1…`: Hopper), or failing that the same letters (`b1…`: Blackwell, as
+        // `b2…` and `b3…` are); a bare number no GPU starts with gets no suggestion.
+        let family = model_number(name).map(|(letters, digit)| {
+            let archs = |same: &dyn Fn(&(String, char)) -> bool| {
+                self.gpus
+                    .iter()
+                    .filter(|g| spellings(g).any(|s| model_number(s).is_some_and(|m| same(&m))))
+                    .map(|g| g.arch.as_str())
+                    .collect::<Vec<_>>()
+            };
+            let exact = archs(&|m| m.0 == letters && m.1 == digit);
+            if exact.is_empty() && !letters.is_empty() {
+                archs(&|m| m.0 == letters)
+            } else {
+                exact
+            }
         });
         // Every name of the table counts (`h100-sxm4-80gb` is close to the marketing name
         // `H100 SXM5 80GB`); the hint names the id, or the alias that was close.
