@@ -629,8 +629,14 @@ fn names_map_exactly_then_normalized() {
         id(probe::match_name(&catalog, "NVIDIA A100-SXM4-40GB")),
         "normalized a100-40gb"
     );
-    assert_eq!(id(probe::match_name(&catalog, "NVIDIA A100-SXM4")), "unknown");
-    assert_eq!(id(probe::match_name(&catalog, "NVIDIA H100 NVL")), "unknown");
+    assert_eq!(
+        id(probe::match_name(&catalog, "NVIDIA A100-SXM4")),
+        "unknown"
+    );
+    assert_eq!(
+        id(probe::match_name(&catalog, "NVIDIA H100 NVL")),
+        "unknown"
+    );
 
     let p = probe::parse(
         "old.csv",

@@ -619,7 +619,12 @@ fn cases(schema: &Value) -> Vec<Case> {
         let mut spec = minimal.clone();
         let list: Vec<&str> = respelled.iter().map(String::as_str).collect();
         set(&mut spec, "hardware", "gpus", strs(&list));
-        out.push(case(&format!("gpu-name-{i}-{}", n.gpu.id), &spec, true, true));
+        out.push(case(
+            &format!("gpu-name-{i}-{}", n.gpu.id),
+            &spec,
+            true,
+            true,
+        ));
     }
     // A name two GPUs share once shortened names neither, for both.
     let mut spec = minimal.clone();

@@ -79,10 +79,7 @@ fn shortened(name: &str) -> String {
     };
     let mut out = String::new();
     for (i, word) in rest.split(' ').enumerate() {
-        let parts: Vec<&str> = word
-            .split('-')
-            .filter(|p| !is_memory_token(p))
-            .collect();
+        let parts: Vec<&str> = word.split('-').filter(|p| !is_memory_token(p)).collect();
         if parts.is_empty() {
             continue;
         }
@@ -96,7 +93,9 @@ fn shortened(name: &str) -> String {
 
 /// `80GB`, `(480GB)`, `HBM3`, `HBM3e`, `GDDR7`.
 fn is_memory_token(t: &str) -> bool {
-    let t = t.trim_matches(|c| c == '(' || c == ')').to_ascii_lowercase();
+    let t = t
+        .trim_matches(|c| c == '(' || c == ')')
+        .to_ascii_lowercase();
     let gb = t
         .strip_suffix("gb")
         .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
@@ -243,7 +242,10 @@ impl Catalog {
         let mut best: Option<(usize, &str)> = None;
         for n in self.gpu_names() {
             let g = n.gpu;
-            if family.as_ref().is_some_and(|f| !f.contains(&g.arch.as_str())) {
+            if family
+                .as_ref()
+                .is_some_and(|f| !f.contains(&g.arch.as_str()))
+            {
                 continue;
             }
             let d = levenshtein(&key, &gpu_key(&n.spelling));
@@ -301,11 +303,20 @@ mod tests {
     fn every_spelling_names_its_gpu_and_suggestions_stay_in_the_family() {
         let cat = crate::Catalog::stock().unwrap();
         for n in cat.gpu_names() {
-            assert_eq!(cat.gpu(&n.spelling).map(|g| &g.id), Some(&n.gpu.id), "{}", n.spelling);
+            assert_eq!(
+                cat.gpu(&n.spelling).map(|g| &g.id),
+                Some(&n.gpu.id),
+                "{}",
+                n.spelling
+            );
             let upper = n.spelling.to_ascii_uppercase().replace('-', " ");
             assert_eq!(cat.gpu(&upper).map(|g| &g.id), Some(&n.gpu.id), "{upper}");
         }
-        for (typo, family) in [("h100-sxm4-80gb-x", "hopper"), ("a100-sxm5", "ampere"), ("l40x", "ada-lovelace")] {
+        for (typo, family) in [
+            ("h100-sxm4-80gb-x", "hopper"),
+            ("a100-sxm5", "ampere"),
+            ("l40x", "ada-lovelace"),
+        ] {
             let s = cat.gpu_suggestion(typo).unwrap_or_else(|| panic!("{typo}"));
             assert_eq!(cat.gpu(s).unwrap().arch, family, "{typo} → {s}");
         }

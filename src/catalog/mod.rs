@@ -35,6 +35,7 @@ pub mod torch_build_env;
 mod validate;
 mod wire;
 
+pub use gpu_names::{gpu_key, GpuName, GpuNameKind};
 pub(crate) use model::{digest_of, hex, pep503};
 pub use model::{
     short_source, Bandwidth, BaseImage, BranchKind, Catalog, CloudSettings, CmakeArchs,
@@ -44,7 +45,6 @@ pub use model::{
     Os, OsImage, OsRelease, Package, PythonRelease, StockIdentity, TargetSet, Tested, TorchBuild,
     TorchRelease, TorchSource, VllmRelease, WheelPlatform, FABRICS,
 };
-pub use gpu_names::{gpu_key, GpuName, GpuNameKind};
 pub(crate) use validate::valid_id;
 
 /// Where an environment variable the generators may write is documented (the table in

@@ -300,7 +300,13 @@ fn brief(
         .filter(|(_, why)| why.starts_with("previous lock ("))
         .count();
     let from_catalog = report.fallback.len() - from_previous;
-    let images = |n: usize| if n == 1 { "1 image".to_string() } else { format!("{n} images") };
+    let images = |n: usize| {
+        if n == 1 {
+            "1 image".to_string()
+        } else {
+            format!("{n} images")
+        }
+    };
     // After an unknown-branch warning, in the order `notes` gives the per-image lines.
     let at = usize::from(catalog.unknown_branch(&lock.hardware.driver).is_some());
     let mut lines = Vec::new();
@@ -417,8 +423,14 @@ mod tests {
         let observation = "catalog observation of 2026-11-20 (a few hundred characters of source)";
         let report = gpustack::resolve::Report {
             fallback: vec![
-                ("nvcr.io/a:1".into(), format!("{observation} (connection refused)")),
-                ("nvcr.io/b:1".into(), format!("{observation} (connection refused)")),
+                (
+                    "nvcr.io/a:1".into(),
+                    format!("{observation} (connection refused)"),
+                ),
+                (
+                    "nvcr.io/b:1".into(),
+                    format!("{observation} (connection refused)"),
+                ),
                 ("docker.io/c:1".into(), "previous lock (dns failure)".into()),
             ],
             ..Default::default()

@@ -535,7 +535,10 @@ fn read_wire(
         // range): serde's words, with a hint where one is known.
         Err(e) => {
             diags.push(serde_diagnostic(file, text, &e));
-            Err(Error::Invalid(in_file_order(std::mem::take(diags), &removed)))
+            Err(Error::Invalid(in_file_order(
+                std::mem::take(diags),
+                &removed,
+            )))
         }
     }
 }
@@ -550,12 +553,26 @@ fn serde_diagnostic(file: &str, text: &str, e: &toml::de::Error) -> Diagnostic {
             .split("expected one of ")
             .nth(1)
             .or_else(|| d.message.split("expected ").nth(1))
-            .map(|l| l.split(", ").map(|k| k.trim_matches('`').to_string()).collect())
+            .map(|l| {
+                l.split(", ")
+                    .map(|k| k.trim_matches('`').to_string())
+                    .collect()
+            })
             .unwrap_or_default();
-        if let Some(s) = did_you_mean(&name, TOP_TABLES.iter().chain(["name", "os", "gpus", "archs", "driver"].iter()).copied().chain(expected.iter().map(String::as_str))) {
+        if let Some(s) = did_you_mean(
+            &name,
+            TOP_TABLES
+                .iter()
+                .chain(["name", "os", "gpus", "archs", "driver"].iter())
+                .copied()
+                .chain(expected.iter().map(String::as_str)),
+        ) {
             d = d.hint(format!("did you mean `{s}`?"));
         } else if !expected.is_empty() && !expected.iter().any(|k| k == "stack") {
-            d = d.hint(format!("this table takes: {}; see the spec reference in the book", expected.join(", ")));
+            d = d.hint(format!(
+                "this table takes: {}; see the spec reference in the book",
+                expected.join(", ")
+            ));
         } else {
             d = d.hint("the spec's tables are [stack], [hardware], [components], and for the generators [cluster], [image], [train], [serve], [packer], [k8s], [slurm], [storage], [network] for the site's fabric, [python] and [resolve] for the Python closure, and [check] for acknowledged warnings; see the spec reference in the book");
         }
@@ -575,7 +592,9 @@ fn in_file_order(mut diags: Vec<Diagnostic>, removed: &shape::Removed) -> Vec<Di
                 || (table == "`[hardware]`"
                     && (key == "gpus" || key == "archs")
                     && d.message == "`[hardware]` names no GPU")
-                || (table == "the spec" && key == "components" && d.message == "`[components]` is empty")
+                || (table == "the spec"
+                    && key == "components"
+                    && d.message == "`[components]` is empty")
         })
     });
     // Problems at a place of the file (those with a snippet) by place, then what is

@@ -113,7 +113,8 @@ impl Cx<'_> {
                 table.remove(d.as_str());
             }
             let name = at.name();
-            self.removed.extend(drop.into_iter().map(|k| (name.clone(), k)));
+            self.removed
+                .extend(drop.into_iter().map(|k| (name.clone(), k)));
         }
     }
 
@@ -318,7 +319,9 @@ fn fix(key: &str, v: &DeValue<'_>, want: &[&str]) -> String {
         DeValue::String(s) if want.contains(&"a number") && s.trim().parse::<i64>().is_ok() => {
             format!("remove the quotes: `{key} = {}`", s.trim())
         }
-        DeValue::String(s) if want.contains(&"`true` or `false`") && matches!(s.trim(), "true" | "false") => {
+        DeValue::String(s)
+            if want.contains(&"`true` or `false`") && matches!(s.trim(), "true" | "false") =>
+        {
             format!("remove the quotes: `{key} = {}`", s.trim())
         }
         DeValue::String(s) if want == ["a list"] => {
