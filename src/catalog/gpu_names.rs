@@ -11,8 +11,8 @@
 //!
 //! each of the last two also without the leading `NVIDIA ` and without its memory tokens
 //! (`80GB`, `HBM3`, `GDDR7`): `H100 80GB HBM3`, `L40S`, `A100-SXM4`. Names compare by
-//! [`gpu_key`]: ASCII letters and digits only, lowercase, a leading `nvidia` dropped, so
-//! case, spaces, hyphens, underscores and parentheses do not count.
+//! [`gpu_key`]: lowercase, a leading `nvidia` dropped, and case, white space, hyphens,
+//! underscores, parentheses and commas do not count.
 //!
 //! A derived name (marketing, nvidia-smi, shortened) that two GPUs share names neither:
 //! `A100 SXM4` is both the 80 GB and the 40 GB A100, so the spec must say which. Ids and
@@ -48,25 +48,35 @@ pub struct GpuName<'c> {
     pub gpu: &'c Gpu,
 }
 
-/// How GPU names compare: ASCII letters and digits only, lowercase, without a leading
-/// `nvidia`.
+/// How GPU names compare: lowercase, without separators (white space, `-`, `_`,
+/// parentheses and commas, as in `NVIDIA B300 (HGX B300, SXM6)`) and without a leading
+/// `nvidia`. Any other character is kept, so `h100\` or `h100"` names no GPU.
 ///
 /// ```
 /// use gpustack::catalog::gpu_key;
 /// assert_eq!(gpu_key("NVIDIA H100 80GB HBM3"), gpu_key("h100-80gb-hbm3"));
 /// assert_eq!(gpu_key(" RTX_4090 "), "rtx4090");
+/// assert_eq!(gpu_key("h100\\"), "h100\\");
 /// ```
 #[must_use]
 pub fn gpu_key(s: &str) -> String {
     let k: String = s
         .chars()
-        .filter(char::is_ascii_alphanumeric)
+        .filter(|c| !is_separator(*c))
         .map(|c| c.to_ascii_lowercase())
         .collect();
     match k.strip_prefix("nvidia") {
         Some(rest) if !rest.is_empty() => rest.to_string(),
         _ => k,
     }
+}
+
+/// What [`gpu_key`] ignores between the letters and digits of a GPU name; the schema's
+/// pattern allows the same (`crate::spec::schema`).
+pub(crate) const SEPARATORS: &str = "-_(),";
+
+fn is_separator(c: char) -> bool {
+    c.is_whitespace() || SEPARATORS.contains(c)
 }
 
 /// `name` without a leading `NVIDIA ` and without memory tokens (`80GB`, `HBM3`,

@@ -986,8 +986,8 @@ fn names_of(names: &[&str], docs: &[String], trim: bool, description: &str) -> V
 
 /// A GPU name: editors offer the ids and aliases (`enum`, with hover texts), and the
 /// pattern accepts every name of the catalog's GPU name table ([`Catalog::gpu_names`]) as
-/// the parser compares them ([`crate::catalog::gpu_key`]: letters and digits in any case,
-/// anything else between them, an optional leading `NVIDIA`).
+/// the parser compares them ([`crate::catalog::gpu_key`]: any case, separators anywhere,
+/// an optional leading `NVIDIA`).
 fn gpu_name(catalog: &Catalog, ids: &[&str], docs: &[String]) -> Value {
     let description = "A GPU from the catalog: its id or alias, its marketing name, or the name nvidia-smi prints, in any case.";
     if ids.is_empty() {
@@ -1000,9 +1000,9 @@ fn gpu_name(catalog: &Catalog, ids: &[&str], docs: &[String]) -> Value {
         .collect();
     keys.sort();
     keys.dedup();
-    // Between two letters or digits, anything that is neither (`[\W_]`: spaces, `-`, `_`,
-    // parentheses).
-    let sep = "[\\W_]*";
+    // Between two characters, the separators `gpu_key` ignores: white space, `-`, `_`,
+    // parentheses and commas.
+    let sep = r"[\s_(),-]*";
     let spelled = |k: &str| {
         k.chars()
             .map(|c| any_case(&c.to_string()))
