@@ -379,6 +379,16 @@ fn image_digests_come_from_a_real_registry_through_a_mirror_and_a_token_gate() {
     assert_eq!(code, 0, "{err}");
     let on_disk = std::fs::read_to_string(project.join("gpustack.lock")).unwrap();
     assert_eq!(on_disk, written);
+    // One line per kind of note by default, each image with `-v`.
+    assert!(
+        err.contains(
+            "images pinned from catalog observations: registries unreachable (-v for each)"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("digest from the catalog"), "{err}");
+    let (code, _, err) = cli(&["lock", "-v"], false);
+    assert_eq!(code, 0, "{err}");
     assert!(err.contains("digest from the catalog"), "{err}");
     let (code, _, err) = cli(&["lock", "--check"], false);
     assert_eq!(code, 0, "{err}");
