@@ -353,6 +353,26 @@ mod tests {
         }
     }
 
+    /// Shape problems do not hide the others: an unknown key, a wrong type and an unknown
+    /// GPU in one run, in file order, and the missing `nodes` is not reported twice.
+    #[test]
+    fn shape_and_value_problems_come_together() {
+        let text = errors(
+            "[stack]\nname = \"Demo\"\n[hardware]\ngpus = [\"h1000\"]\n[components]\ntorch = \"*\"\n[cluster]\nfabric = \"infiniband\"\nnodes = \"2\"\ngpus_per_node = 8\n[slurm]\npartition = \"gpu\"\ntimee = \"1:00:00\"\n",
+        );
+        let firsts: Vec<&str> = text.lines().filter(|l| l.starts_with("error:")).collect();
+        assert_eq!(
+            firsts,
+            [
+                "error: invalid stack name `Demo`: expected [a-z0-9][a-z0-9-]*, at most 63 characters",
+                "error: unknown GPU `h1000`",
+                "error: `nodes` must be a number, like `nodes = 8`",
+                "error: unknown key `timee` in `[slurm]`",
+            ],
+            "{text}"
+        );
+    }
+
     #[test]
     fn every_problem_in_file_order_in_plain_words() {
         let text = errors(
