@@ -62,7 +62,12 @@ pub(super) fn stale_outputs(
     let all = plan::configured(lock).render;
     let command = if all.iter().all(|t| targets.iter().any(|(s, _, _)| s == t)) {
         std::iter::once("all")
-            .chain(names.iter().copied().filter(|n| all.iter().all(|t| t.name() != *n)))
+            .chain(
+                names
+                    .iter()
+                    .copied()
+                    .filter(|n| all.iter().all(|t| t.name() != *n)),
+            )
             .collect::<Vec<_>>()
             .join(" ")
     } else {
