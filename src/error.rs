@@ -172,7 +172,17 @@ impl fmt::Display for Diagnostic {
 }
 
 /// Every error the library returns.
-#[derive(Debug)]
+///
+/// `Debug` prints the same text as `Display` (the text the CLI shows), so that
+/// `fn main() -> Result<(), gpustack::Error>` and `.unwrap()` print the message and its
+/// hints rather than a dump of the diagnostics; match on the variants for the data.
+///
+/// ```
+/// let catalog = gpustack::Catalog::stock()?;
+/// let err = gpustack::Spec::parse("gpustack.toml", "[stack]\n", &catalog).unwrap_err();
+/// assert_eq!(format!("{err:?}"), err.to_string());
+/// # Ok::<(), gpustack::Error>(())
+/// ```
 #[non_exhaustive]
 pub enum Error {
     /// Invalid input: one or more diagnostics (exit code 2).
@@ -227,6 +237,13 @@ impl fmt::Display for Error {
             Error::NoSolution(e) if f.alternate() => write!(f, "{e:#}"),
             Error::NoSolution(e) => write!(f, "{e}"),
         }
+    }
+}
+
+/// The same text as `Display` (see [`Error`]); `{:#?}` is `{:#}`.
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 

@@ -193,16 +193,7 @@ pub fn lock_spec_keeping(
     let mut lock = Lock::from_resolution(catalog, &resolution)?;
     // Offline resolution never fails: it records where each digest and pin came from.
     let _ = resolve::resolve(&mut lock, &resolve::http::Offline, None);
-    let (packer, k8s, slurm) = spec.deploy.configures();
-    let targets: Vec<plan::Target> = plan::Target::ALL
-        .into_iter()
-        .filter(|t| match t {
-            plan::Target::Packer => packer,
-            plan::Target::K8s => k8s,
-            plan::Target::Slurm => slurm,
-            plan::Target::Docker | plan::Target::Apptainer => true,
-        })
-        .collect();
+    let targets = plan::configured(&lock).render;
     if let Err(Error::Invalid(diags)) = plan::generate_many(&lock, &targets) {
         return Err(Error::Invalid(
             diags

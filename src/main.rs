@@ -22,7 +22,7 @@ macro_rules! note {
 }
 pub(crate) use note;
 
-/// A progress line on standard error; left out with `-q`.
+/// A progress line, note or warning on standard error; left out with `-q`.
 macro_rules! info {
     ($($t:tt)*) => {{
         if !$crate::quiet() {
@@ -35,7 +35,7 @@ pub(crate) use info;
 mod cli;
 mod show;
 
-/// `-q`: progress lines (`wrote …`, `locked …`) are left out.
+/// `-q`: progress lines (`wrote …`, `locked …`), notes and warnings are left out.
 static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Whether `-q` was given.
@@ -54,10 +54,12 @@ Exit codes: 0 ok, 1 no compatible stack, 2 invalid input or usage, 3 a network f
     after_help = "Examples:\n  gpustack init --gpu h100 --driver 550.54.15\n  gpustack lock\n  gpustack why torch\n  gpustack catalog show torch"
 )]
 struct Cli {
-    /// Print only errors, warnings and the requested output (no progress lines)
+    /// Print nothing on success but the requested output: errors only (no progress
+    /// lines, notes or warnings)
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     quiet: bool,
-    /// Print sources in full in messages (`why`, conflicts)
+    /// Print every note (one per image, not one per kind) and sources in full (`why`,
+    /// conflicts)
     #[arg(short, long, global = true)]
     verbose: bool,
     #[command(subcommand)]

@@ -18,8 +18,11 @@
 //!
 //! Each GPU name is then mapped to a catalog GPU by [`match_name`]: an exact entry of a
 //! catalog GPU's `smi_names` first, then the same comparison after [`normalize`] (case,
-//! runs of white space, a leading `NVIDIA `). A name no catalog GPU lists is an error that
-//! names the string and the closest catalog GPUs, and says how to add it in an overlay.
+//! runs of white space, a leading `NVIDIA `), then the catalog's GPU name table (the names
+//! the spec accepts). A name no catalog GPU goes by is an error that names the string and
+//! the closest catalog GPUs; when nvidia-smi reported the compute capability, it gives the
+//! `archs = ["sm_XY"]` line that builds for the GPU without a catalog entry, and the
+//! overlay recipe as the alternative.
 //! When nvidia-smi reports a compute capability that differs from the catalog GPU's, the
 //! mapping is wrong and that is an error too. GPUs of different models on one node are
 //! fine and are all listed; different drivers are not (one node runs one kernel driver,
@@ -219,7 +222,8 @@ fn toml_string(s: &str) -> String {
 pub enum Match<'c> {
     /// Listed verbatim in the GPU's `smi_names`.
     Exact(&'c Gpu),
-    /// Equal to one of its `smi_names` after [`normalize`].
+    /// Equal to one of its `smi_names` after [`normalize`], or to another of its names
+    /// in the catalog's GPU name table ([`Catalog::gpu`]).
     Normalized(&'c Gpu),
     /// Several catalog GPUs list it (an overlay mistake).
     Ambiguous(Vec<&'c Gpu>),
@@ -248,8 +252,9 @@ pub fn normalize(name: &str) -> String {
 }
 
 /// Maps a name printed by nvidia-smi to a catalog GPU: an exact `smi_names` entry first,
-/// then equality after [`normalize`]. Catalog ids and marketing names are never guessed
-/// from: a GPU the catalog does not list by its nvidia-smi name is [`Match::Unknown`].
+/// then equality after [`normalize`], then the catalog's GPU name table
+/// ([`Catalog::gpu`]: marketing names, names without `NVIDIA ` or memory tokens), the
+/// same names the spec and `init` accept. A name none of these give is [`Match::Unknown`].
 ///
 /// ```
 /// use gpustack::{probe, Catalog};
@@ -279,7 +284,14 @@ pub fn match_name<'c>(catalog: &'c Catalog, smi_name: &str) -> Match<'c> {
         .iter()
         .filter(|g| g.smi_names.iter().any(|s| normalize(s) == key))
         .collect();
-    one(normalized, Match::Normalized).unwrap_or(Match::Unknown)
+    if let Some(m) = one(normalized, Match::Normalized) {
+        return m;
+    }
+    // The catalog's GPU name table: marketing names, and names without memory tokens
+    // (`NVIDIA A100-SXM4-40GB` is the marketing name `NVIDIA A100 SXM4 40GB`).
+    catalog
+        .gpu(smi_name)
+        .map_or(Match::Unknown, Match::Normalized)
 }
 
 /// Guesses which output `text` is: [`Format::Xml`] when it starts with `<`,
@@ -479,12 +491,12 @@ fn unknown(file: &str, text: &str, row: &Row, catalog: &Catalog) -> Diagnostic {
     let mut d = Diagnostic::new(
         Stage::Usage,
         format!(
-            "unknown GPU `{}`: no catalog GPU lists this name in `smi_names`",
+            "unknown GPU `{}`: no catalog GPU goes by this name",
             row.name.escape_debug()
         ),
     )
     .at_offset(file, text, row.name_at);
-    let close = close_gpus(catalog, &row.name);
+    let close = close_gpus(catalog, &row.name, row.cc.map(|(cc, _)| cc));
     if !close.is_empty() {
         let list: Vec<String> = close
             .iter()
@@ -494,6 +506,13 @@ fn unknown(file: &str, text: &str, row: &Row, catalog: &Catalog) -> Diagnostic {
             })
             .collect();
         d = d.hint(format!("close catalog GPUs: {}", list.join(", ")));
+    }
+    if let Some((cc, _)) = row.cc {
+        d = d.hint(format!(
+            "nvidia-smi reports compute capability {cc}: the stack can build for it without a catalog entry, with this line under `[hardware]` in place of `gpus`:\n\n    archs = [\"{}\"]",
+            crate::core::arch::Target::sass(cc)
+        ));
+        return d.hint("or, to name the GPU itself: if it is a catalog GPU under another name, copy that `[[gpu]]` entry into a catalog overlay and add this name to its `smi_names`; otherwise add a `[[gpu]]` entry for it there (see the catalog chapter's overlays); `gpustack catalog show gpu` lists the GPUs");
     }
     d.hint("if it is a catalog GPU under another name, copy that `[[gpu]]` entry into a catalog overlay and add this name to its `smi_names`; otherwise add a `[[gpu]]` entry for it there (see the catalog chapter's overlays); `gpustack catalog show gpu` lists the GPUs")
 }
@@ -516,13 +535,27 @@ fn ambiguous(file: &str, text: &str, row: &Row, found: &[&Gpu]) -> Diagnostic {
 }
 
 /// Up to three catalog GPUs whose names are within a third of the name's length in edit
-/// distance (after [`normalize`]), closest first.
-fn close_gpus<'c>(catalog: &'c Catalog, name: &str) -> Vec<&'c Gpu> {
+/// distance (after [`normalize`]), closest first; with a reported compute capability, only
+/// those of its architecture family (a GPU of compute capability 12.0 is no RTX 3090).
+fn close_gpus<'c>(catalog: &'c Catalog, name: &str, cc: Option<Cc>) -> Vec<&'c Gpu> {
     let key = normalize(name);
     let limit = 2.max(key.chars().count() / 3);
+    let family: Option<Vec<&str>> = cc.map(|cc| {
+        catalog
+            .gpus
+            .iter()
+            .filter(|g| g.cc.major == cc.major)
+            .map(|g| g.arch.as_str())
+            .collect()
+    });
     let mut scored: Vec<(usize, &Gpu)> = catalog
         .gpus
         .iter()
+        .filter(|g| {
+            family
+                .as_ref()
+                .is_none_or(|f| f.is_empty() || f.contains(&g.arch.as_str()))
+        })
         .filter_map(|g| {
             g.smi_names
                 .iter()

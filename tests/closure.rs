@@ -305,7 +305,12 @@ fn network_closure_of_a_vllm_and_deepspeed_stack_from_pypi() {
     assert!(!err.contains("resolved the Python closure"), "{err}");
     assert_eq!(files_of(&dir), before);
 
-    let (code, err) = gs(&dir, &["gen", "all"], true, None);
+    let (code, err) = gs(
+        &dir,
+        &["gen", "docker", "apptainer", "packer", "k8s", "slurm"],
+        true,
+        None,
+    );
     assert_eq!(code, 0, "{err}");
     assert_no_build_step_resolves(&dir.join("out"));
 
@@ -542,7 +547,12 @@ fn a_closed_lock_renders_installs_from_its_pylocks() {
     let Some(dir) = closed_project("closure-gen") else {
         return;
     };
-    let (code, err) = gs(&dir, &["gen", "all"], true, None);
+    let (code, err) = gs(
+        &dir,
+        &["gen", "docker", "apptainer", "packer", "k8s", "slurm"],
+        true,
+        None,
+    );
     assert_eq!(code, 0, "{err}");
     let out = dir.join("out");
     assert_no_build_step_resolves(&out);
@@ -628,7 +638,12 @@ fn every_part_of_the_closure_is_under_the_lock() {
     copy_dir(&root().join("fixtures/closed").join(STACK), &dir);
     // `check` reads the same files: clean as written, a tampered-lock finding at the
     // digest's line when one is edited or missing.
-    let (code, err) = gs(&dir, &["gen", "all"], true, None);
+    let (code, err) = gs(
+        &dir,
+        &["gen", "docker", "apptainer", "packer", "k8s", "slurm"],
+        true,
+        None,
+    );
     assert_eq!(code, 0, "{err}");
     let check = |dir: &Path| {
         let out = Command::new(env!("CARGO_BIN_EXE_gpustack"))
@@ -700,7 +715,12 @@ fn every_part_of_the_closure_is_under_the_lock() {
     };
     for (line, edited) in edits {
         std::fs::write(dir.join("gpustack.lock"), lock.replacen(&line, &edited, 1)).unwrap();
-        let (code, err) = gs(&dir, &["gen", "all"], true, None);
+        let (code, err) = gs(
+            &dir,
+            &["gen", "docker", "apptainer", "packer", "k8s", "slurm"],
+            true,
+            None,
+        );
         assert_eq!(code, 2, "{line} → {edited}: {err}");
         assert!(
             err.contains("was edited by hand")

@@ -35,7 +35,18 @@ fn generate_all(fabric: &str) -> PathBuf {
     assert_eq!(out.code, 0, "lock {fabric}: {}", out.stderr);
     let out = run_in(
         &dir,
-        &["gen", "all", "--lock", "gpustack.lock", "--out", "out"],
+        &[
+            "gen",
+            "docker",
+            "apptainer",
+            "packer",
+            "k8s",
+            "slurm",
+            "--lock",
+            "gpustack.lock",
+            "--out",
+            "out",
+        ],
     );
     assert_eq!(out.code, 0, "gen all {fabric}: {}", out.stderr);
     dir

@@ -177,8 +177,8 @@ fn acknowledged_warnings_are_checked_like_any_input() {
         ),
         (
             r#"    { code = "eol-driver", reason = "r", until = "2027" },"#,
-            "error: unknown field `until`",
-            "hint: this table takes: code, name, reason",
+            "error: unknown key `until` in an entry of `[check].allow`",
+            "hint: an entry of `[check].allow` takes: `code`, `name`, `reason`",
         ),
     ] {
         write(entry);

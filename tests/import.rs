@@ -1031,6 +1031,7 @@ fn a_failed_import_leaves_the_overlay_as_it_was() {
         out.stderr
     );
     assert!(!nv.join("cudnn-redist.toml").exists());
+}
 
 /// The mirror commit `catalog/images.toml` cites for its tag lists.
 const IMAGES_AT: &str = "https://github.com/pranavmishra90/nvidia-container-images-cuda/blob/181367a60650bee1a0d32f52b0e96d83d982de0d/doc";

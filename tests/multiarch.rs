@@ -24,11 +24,14 @@ use common::*;
 
 const STACK: &str = "h100-gh200-mixed";
 
-/// The committed mixed lock, rendered offline (`gen all`) in a temporary project.
+/// The committed mixed lock, rendered offline (every target, by name) in a temporary project.
 fn rendered(tag: &str) -> (PathBuf, gpustack::Lock) {
     let dir = tempdir(tag);
     copy_dir(&root().join("fixtures/closed").join(STACK), &dir);
-    let out = run_in(&dir, &["gen", "all"]);
+    let out = run_in(
+        &dir,
+        &["gen", "docker", "apptainer", "packer", "k8s", "slurm"],
+    );
     assert_eq!(out.code, 0, "{}", out.stderr);
     let lock = gpustack::Lock::parse(
         "gpustack.lock",
@@ -572,8 +575,8 @@ fn every_target_builds_for_the_locks_cpus() {
         seen_mixed |= c.lock.len() > 1;
     };
     for name in example_names() {
-        let out = generate(&name, "all");
-        check(&name, &lock_of(&name), out.parent().unwrap());
+        let out = generate_every(&name);
+        check(&name, &lock_of(&name), &out);
     }
     let (dir, lock) = rendered("cpus-closed");
     check(STACK, &lock, &dir.join("out"));

@@ -338,7 +338,7 @@ hint: the file is cut or edited: save the whole output of `nvidia-smi -q -x` on 
     ),
     (
         "fixtures/probe/bad/unknown-p100.xml",
-        "error: unknown GPU `Tesla P100-PCIE-16GB`: no catalog GPU lists this name in `smi_names`
+        "error: unknown GPU `Tesla P100-PCIE-16GB`: no catalog GPU goes by this name
   --> fixtures/probe/bad/unknown-p100.xml:9:3
    |
  9 | \t\t<product_name>Tesla P100-PCIE-16GB</product_name>
@@ -348,27 +348,35 @@ hint: {overlay}",
     ),
     (
         "fixtures/probe/bad/unknown-rtx-5070-ti.csv",
-        "error: unknown GPU `NVIDIA GeForce RTX 5070 Ti`: no catalog GPU lists this name in `smi_names`
+        "error: unknown GPU `NVIDIA GeForce RTX 5070 Ti`: no catalog GPU goes by this name
   --> fixtures/probe/bad/unknown-rtx-5070-ti.csv:2:1
    |
  2 | NVIDIA GeForce RTX 5070 Ti, 595.84, 12.0, 16303 MiB
    | ^
 
-hint: close catalog GPUs: `rtx-5090` (NVIDIA GeForce RTX 5090), `rtx-3090` (NVIDIA GeForce RTX 3090), `rtx-4090` (NVIDIA GeForce RTX 4090)
+hint: close catalog GPUs: `rtx-5090` (NVIDIA GeForce RTX 5090)
 
-hint: {overlay}",
+hint: nvidia-smi reports compute capability 12.0: the stack can build for it without a catalog entry, with this line under `[hardware]` in place of `gpus`:
+
+    archs = [\"sm_120\"]
+
+hint: or, to name the GPU itself: {overlay}",
     ),
     (
         "fixtures/probe/bad/unknown-titan-v-rtx-5880.csv",
-        "error: unknown GPU `NVIDIA TITAN V`: no catalog GPU lists this name in `smi_names`
+        "error: unknown GPU `NVIDIA TITAN V`: no catalog GPU goes by this name
   --> fixtures/probe/bad/unknown-titan-v-rtx-5880.csv:2:26
    |
  2 | 7.0, Default, 570.86.15, NVIDIA TITAN V, 0
    |                          ^
 
-hint: {overlay}
+hint: nvidia-smi reports compute capability 7.0: the stack can build for it without a catalog entry, with this line under `[hardware]` in place of `gpus`:
 
-error: unknown GPU `NVIDIA RTX 5880 Ada Generation`: no catalog GPU lists this name in `smi_names`
+    archs = [\"sm_70\"]
+
+hint: or, to name the GPU itself: {overlay}
+
+error: unknown GPU `NVIDIA RTX 5880 Ada Generation`: no catalog GPU goes by this name
   --> fixtures/probe/bad/unknown-titan-v-rtx-5880.csv:3:26
    |
  3 | 8.9, Default, 570.86.15, NVIDIA RTX 5880 Ada Generation, 1
@@ -376,7 +384,11 @@ error: unknown GPU `NVIDIA RTX 5880 Ada Generation`: no catalog GPU lists this n
 
 hint: close catalog GPUs: `rtx-6000-ada` (NVIDIA RTX 6000 Ada Generation)
 
-hint: {overlay}",
+hint: nvidia-smi reports compute capability 8.9: the stack can build for it without a catalog entry, with this line under `[hardware]` in place of `gpus`:
+
+    archs = [\"sm_89\"]
+
+hint: or, to name the GPU itself: {overlay}",
     ),
     (
         "fixtures/probe/bad/wrong-columns.csv",
@@ -606,15 +618,23 @@ fn names_map_exactly_then_normalized() {
         id(probe::match_name(&catalog, "nvidia  geforce rtx 3090 ")),
         "normalized rtx-3090"
     );
-    // Ids, aliases and marketing names are not nvidia-smi names.
-    assert_eq!(id(probe::match_name(&catalog, "h100")), "unknown");
+    // Then the catalog's GPU name table, the names the spec accepts: the marketing name,
+    // and names without memory tokens; a near miss stays apart (the 40 GB A100 is not the
+    // 80 GB one, and `A100-SXM4` alone names neither).
     assert_eq!(
         id(probe::match_name(&catalog, "NVIDIA H100 SXM5 80GB")),
-        "unknown"
+        "normalized h100"
     );
-    // Nor is a near miss: the 40 GB A100 is not the 80 GB one.
     assert_eq!(
         id(probe::match_name(&catalog, "NVIDIA A100-SXM4-40GB")),
+        "normalized a100-40gb"
+    );
+    assert_eq!(
+        id(probe::match_name(&catalog, "NVIDIA A100-SXM4")),
+        "unknown"
+    );
+    assert_eq!(
+        id(probe::match_name(&catalog, "NVIDIA H100 NVL")),
         "unknown"
     );
 

@@ -390,6 +390,10 @@ fn image_digests_come_from_a_real_registry_through_a_mirror_and_a_token_gate() {
         err.contains("from the previous lock or the catalog"),
         "{err}"
     );
+    assert!(!err.contains("digest from the catalog"), "{err}");
+    let (code, _, err) = cli(&["lock", "-v"], false);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("digest from the catalog"), "{err}");
     let (code, _, err) = cli(&["lock", "--check"], false);
     assert_eq!(code, 0, "{err}");
     for (args, env) in [

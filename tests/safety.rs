@@ -858,9 +858,29 @@ fn lock_checks_the_targets_the_spec_configures() {
     // Kubernetes alone: a claim is fine, Slurm (not configured) is not asked.
     assert_eq!(run_in(&dir, &["lock"]).code, 0);
     assert_eq!(run_in(&dir, &["gen", "k8s"]).code, 0);
-    // No target table: `gen all` renders every target, so Slurm must be able to.
+    // No target table: every target is configured by default, and Slurm, which cannot
+    // mount the claim, is the one `gen all` skips (with why) rather than a refused lock;
+    // `gen slurm` still says why it cannot.
     let all = k8s_only.split("[k8s]").next().unwrap();
     std::fs::write(dir.join("gpustack.toml"), all).unwrap();
+    let out = run_in(&dir, &["lock"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let gen = run_in(&dir, &["gen", "all"]);
+    assert_eq!(gen.code, 0, "{}", gen.stderr);
+    assert!(gen.stderr.contains("skipped slurm: "), "{}", gen.stderr);
+    let out = run_in(&dir, &["gen", "slurm"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("Slurm jobs cannot mount it"),
+        "{}",
+        out.stderr
+    );
+    // With a `[slurm]` table, Slurm is asked for: the lock is refused at once.
+    std::fs::write(
+        dir.join("gpustack.toml"),
+        format!("{all}[slurm]\npartition = \"gpu\"\n"),
+    )
+    .unwrap();
     let out = run_in(&dir, &["lock", "--out", "-"]);
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(

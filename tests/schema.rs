@@ -601,6 +601,36 @@ fn cases(schema: &Value) -> Vec<Case> {
     minimal.retain(|k, _| ["stack", "hardware", "components"].contains(&k));
     out.push(case("minimal", &minimal, true, true));
 
+    // Every name of the catalog's GPU name table (ids, aliases, marketing and nvidia-smi
+    // names, with and without `NVIDIA ` and memory tokens), as listed and respelled the
+    // ways people type them: the parser and the schema accept each, one case per GPU name
+    // so that a rejection names the spelling.
+    let cat = catalog();
+    for (i, n) in cat.gpu_names().iter().enumerate() {
+        let respelled = [
+            n.spelling.clone(),
+            n.spelling.to_ascii_uppercase(),
+            n.spelling.to_ascii_lowercase().replace([' ', '-'], "_"),
+            match n.spelling.get(..7) {
+                Some(p) if p.eq_ignore_ascii_case("nvidia ") => n.spelling[7..].to_string(),
+                _ => format!("NVIDIA {}", n.spelling.replace('-', " ")),
+            },
+        ];
+        let mut spec = minimal.clone();
+        let list: Vec<&str> = respelled.iter().map(String::as_str).collect();
+        set(&mut spec, "hardware", "gpus", strs(&list));
+        out.push(case(
+            &format!("gpu-name-{i}-{}", n.gpu.id),
+            &spec,
+            true,
+            true,
+        ));
+    }
+    // A name two GPUs share once shortened names neither, for both.
+    let mut spec = minimal.clone();
+    set(&mut spec, "hardware", "gpus", strs(&["A100 SXM4"]));
+    out.push(case("gpu-name-ambiguous", &spec, false, false));
+
     // (name, table, key, value, parser_ok, schema_ok)
     let s = |v: &str| toml::Value::from(v);
     let i = toml::Value::Integer;

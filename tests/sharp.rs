@@ -43,7 +43,19 @@ fn generate(tag: &str, sharp: bool, edit: impl Fn(String) -> String) -> PathBuf 
     std::fs::write(dir.join("gpustack.toml"), spec).unwrap();
     let out = run_in(&dir, &["lock"]);
     assert_eq!(out.code, 0, "lock: {}", out.stderr);
-    let out = run_in(&dir, &["gen", "all", "--out", "out"]);
+    let out = run_in(
+        &dir,
+        &[
+            "gen",
+            "docker",
+            "apptainer",
+            "packer",
+            "k8s",
+            "slurm",
+            "--out",
+            "out",
+        ],
+    );
     assert_eq!(out.code, 0, "gen all: {}", out.stderr);
     dir
 }

@@ -21,6 +21,7 @@ mod codec;
 mod deploy;
 mod env_names;
 mod extras;
+mod gpu_names;
 // Computed by the build script; compiled here only to check its constants.
 #[cfg(test)]
 mod identity;
@@ -35,6 +36,7 @@ pub mod torch_build_env;
 mod validate;
 mod wire;
 
+pub use gpu_names::{gpu_key, GpuName, GpuNameKind};
 pub(crate) use model::{digest_of, hex, pep503};
 pub use model::{
     short_source, Bandwidth, BaseImage, BranchKind, Catalog, CloudSettings, CmakeArchs,

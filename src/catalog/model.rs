@@ -1020,43 +1020,6 @@ impl Catalog {
         self.torch_sources.iter().find(|s| &s.version == release)
     }
 
-    /// A GPU by id or alias, compared as [`crate::core::names::name_key`]s: case, spaces,
-    /// hyphens and underscores do not count (`RTX4090`, `"H100 PCIe"`, `a100_80gb`).
-    ///
-    /// ```
-    /// let catalog = gpustack::Catalog::stock().unwrap();
-    /// assert_eq!(catalog.gpu("RTX4090").unwrap().id, "rtx-4090");
-    /// assert_eq!(catalog.gpu("H100 PCIe").unwrap().id, "h100-pcie");
-    /// assert_eq!(catalog.gpu("a100 80gb").unwrap().id, "a100");
-    /// ```
-    pub fn gpu(&self, name: &str) -> Option<&Gpu> {
-        let n = name.trim().to_ascii_lowercase();
-        if let Some(g) = self
-            .gpus
-            .iter()
-            .find(|g| g.id == n || g.aliases.contains(&n))
-        {
-            return Some(g);
-        }
-        let k = crate::core::names::name_key(name);
-        self.gpus.iter().find(|g| {
-            crate::core::names::name_key(&g.id) == k
-                || g.aliases
-                    .iter()
-                    .any(|a| crate::core::names::name_key(a) == k)
-        })
-    }
-
-    /// The GPU id or alias closest to an unknown `name`, for a "did you mean" hint.
-    pub fn gpu_suggestion(&self, name: &str) -> Option<&str> {
-        crate::core::names::did_you_mean(
-            name,
-            self.gpus.iter().flat_map(|g| {
-                std::iter::once(g.id.as_str()).chain(g.aliases.iter().map(String::as_str))
-            }),
-        )
-    }
-
     /// The branch a driver version belongs to, when the catalog knows it.
     pub fn branch_of(&self, driver: &Version) -> Option<&DriverBranch> {
         self.branches.iter().find(|b| b.number == driver.major())

@@ -655,8 +655,8 @@ fn images(
             }
         }
     }
-    let k8s = crate::plan::configured(lock, crate::plan::Target::K8s);
-    let slurm = crate::plan::configured(lock, crate::plan::Target::Slurm);
+    let k8s = crate::plan::declared(lock, crate::plan::Target::K8s);
+    let slurm = crate::plan::declared(lock, crate::plan::Target::Slurm);
     for (file, image) in refs.keys() {
         let judged = if file.starts_with("slurm/") {
             slurm

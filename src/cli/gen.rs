@@ -14,7 +14,7 @@ use super::plural;
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
-    /// What to render (`all`: every target)
+    /// What to render (`all`: Docker, Apptainer and each target the spec has a table for)
     #[arg(required = true, value_name = "TARGET", value_parser = TargetParser)]
     targets: Vec<GenTarget>,
     /// The lock to render from
@@ -47,7 +47,8 @@ impl GenTarget {
             GenTarget::Packer => &[Target::Packer],
             GenTarget::K8s => &[Target::K8s],
             GenTarget::Slurm => &[Target::Slurm],
-            GenTarget::All => &Target::ALL,
+            // Resolved against the lock in `run` (`gpustack::plan::configured`).
+            GenTarget::All => &[],
         }
     }
 
@@ -93,35 +94,49 @@ impl TypedValueParser for TargetParser {
 }
 
 pub(crate) fn run(args: Args) -> Result<u8, Error> {
-    let opts = Options {
-        targets: args
-            .targets
-            .iter()
-            .flat_map(|t| t.targets().iter().copied())
-            .collect(),
-        out: args.out.clone(),
-        mode: if args.check { Mode::Check } else { Mode::Write },
-    };
     let lock = LockFile::read(
         &args.lock,
         "create it with `gpustack lock`, or pass `--lock PATH`",
     )?;
+    // `all`: the targets the lock's request configures; those it configures by default
+    // but cannot render (storage) are left out, one line each.
+    let configured = gpustack::plan::configured(&lock.lock);
+    let mut targets: Vec<Target> = Vec::new();
+    for t in &args.targets {
+        match t {
+            GenTarget::All => targets.extend(&configured.render),
+            t => targets.extend(t.targets()),
+        }
+    }
+    if args.targets.contains(&GenTarget::All) {
+        for (t, why) in &configured.skipped {
+            if !targets.contains(t) {
+                info!("skipped {}: {why}", t.name());
+            }
+        }
+    }
+    let opts = Options {
+        targets,
+        out: args.out.clone(),
+        mode: if args.check { Mode::Check } else { Mode::Write },
+    };
     let out_shown = gpustack::emit::shown(&args.out);
     match gpustack::generate::run(&lock, &opts)? {
         Outcome::Written { targets, recovered } => {
-            // Written, but not runnable on a cluster: said even with `-q`.
-            // Named on the command line, or configured by the spec when `all` named it.
+            // Written, but not runnable on a cluster (`gpustack check` reports it as
+            // well); `-q` prints nothing on success but errors. Said for the targets
+            // named on the command line, and of `all` those the spec declares a table for.
             let mut named: Vec<Target> = Vec::new();
             for t in &args.targets {
                 let all = matches!(t, GenTarget::All);
                 named.extend(
                     t.targets()
                         .iter()
-                        .filter(|x| !all || gpustack::plan::configured(&lock.lock, **x)),
+                        .filter(|x| !all || gpustack::plan::declared(&lock.lock, **x)),
                 );
             }
             if let Some(w) = gpustack::plan::unpullable_images(&lock.lock, &named) {
-                note!("warning: {w}");
+                info!("warning: {w}");
             }
             if let Some(r) = recovered {
                 info!(

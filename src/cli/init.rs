@@ -9,8 +9,9 @@ use crate::show;
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
-    /// GPU id or alias from the catalog
-    #[arg(long, default_value = "h100", value_name = "ID")]
+    /// The GPU: a catalog id or alias, or the name nvidia-smi prints
+    /// (`"NVIDIA H100 80GB HBM3"`)
+    #[arg(long, default_value = "h100", value_name = "ID|NAME")]
     gpu: String,
     /// The installed driver version (omit to let gpustack pick one)
     #[arg(long, value_name = "VERSION")]

@@ -56,7 +56,10 @@ pub(crate) struct Args {
 /// A resolved lock and what to say about it after it is written.
 struct Resolved {
     lock: Lock,
+    /// Every note, one per image or finding (`-v`, and the JSON summary).
     notes: Vec<String>,
+    /// What the default output says: at most one line per kind of note.
+    brief: Vec<String>,
 }
 
 /// What a run printed to standard error, kept for the re-lock fast path.
@@ -70,10 +73,17 @@ impl Say {
         self.0.push(Said { info: true, text });
     }
 
-    /// A note, warning or error line.
+    /// A note, warning or error line; with `-q`, only an error is printed.
     fn note(&mut self, text: String) {
-        note!("{text}");
+        shown_note(&text);
         self.0.push(Said { info: false, text });
+    }
+}
+
+/// `-q` prints nothing on success but errors: notes and warnings are left out too.
+fn shown_note(text: &str) {
+    if !crate::quiet() || text.starts_with("error:") {
+        note!("{text}");
     }
 }
 
@@ -87,7 +97,7 @@ pub(crate) fn run(args: Args, verbose: bool) -> Result<u8, Error> {
             if s.info {
                 crate::info!("{}", s.text);
             } else {
-                note!("{}", s.text);
+                shown_note(&s.text);
             }
         }
         return Ok(0);
@@ -180,7 +190,7 @@ fn full(args: &Args, offline: bool, verbose: bool, say: &mut Say) -> Result<(u8,
             .into());
         }
         let _ = stdout(&output.text);
-        for n in resolved.notes {
+        for n in resolved.brief {
             say.note(n);
         }
         return Ok((0, false));
@@ -211,7 +221,7 @@ fn full(args: &Args, offline: bool, verbose: bool, say: &mut Say) -> Result<(u8,
         resolved.lock.request.name,
         summary.join(", ")
     ));
-    for n in resolved.notes {
+    for n in resolved.brief {
         say.note(n);
     }
     Ok((0, !changed))
@@ -293,8 +303,10 @@ fn resolve(
     // Offline by request (`--offline`, `GPUSTACK_OFFLINE`), digests from the lock or the
     // catalog are what was asked for: those notes are printed with `-v` only.
     let quiet_fallback = offline && !verbose;
-    let notes = notes(catalog, &lock, &report, &outcome, quiet_fallback, verbose);
-    Ok(Some(Resolved { lock, notes }))
+    // Every note for `-v` and the JSON summary; by default the fallbacks as one line.
+    let brief = notes(catalog, &lock, &report, &outcome, quiet_fallback, verbose);
+    let notes = notes(catalog, &lock, &report, &outcome, quiet_fallback, true);
+    Ok(Some(Resolved { lock, notes, brief }))
 }
 
 /// Said after the lock is written: an unknown driver branch, where each digest came from
@@ -412,5 +424,51 @@ fn check(
             say.note(format!("error: {out_shown} is stale: `gpustack lock` would change it\n\nhint: run `{again}` and commit the result"));
             Ok((1, false))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use gpustack::{Catalog, Lock, PythonOutcome};
+
+    /// The default output folds the per-image digest notes into one line per source;
+    /// `-v` (the full list) keeps one line per image with its observation.
+    #[test]
+    fn digest_notes_fold_into_one_line_per_kind() {
+        let catalog = Catalog::stock().unwrap();
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("lockfiles/h100-ib-train-serve.lock"),
+        )
+        .unwrap();
+        let lock = Lock::parse("gpustack.lock", &text).unwrap();
+        let observation = "catalog observation of 2026-11-20 (a few hundred characters of source)";
+        let report = gpustack::resolve::Report {
+            fallback: vec![
+                (
+                    "nvcr.io/a:1".into(),
+                    format!("{observation} (connection refused)"),
+                ),
+                (
+                    "nvcr.io/b:1".into(),
+                    format!("{observation} (connection refused)"),
+                ),
+                ("docker.io/c:1".into(), "previous lock (dns failure)".into()),
+            ],
+            ..Default::default()
+        };
+        let outcome = PythonOutcome::None;
+        let full = super::notes(&catalog, &lock, &report, &outcome, false, true);
+        assert_eq!(full.len(), 3, "{full:#?}");
+        assert!(full[0].starts_with("note: `nvcr.io/a:1`: digest from the catalog observation"));
+        // By default, one line for all three, pointing at `-v`.
+        let brief = super::notes(&catalog, &lock, &report, &outcome, false, false);
+        assert_eq!(brief.len(), 1, "{brief:#?}");
+        assert!(
+            brief[0].starts_with("note: ") && brief[0].contains("-v"),
+            "{brief:#?}"
+        );
+        // Offline by request, none is said without `-v`.
+        assert!(super::notes(&catalog, &lock, &report, &outcome, true, false).is_empty());
     }
 }

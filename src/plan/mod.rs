@@ -47,11 +47,12 @@ pub(crate) fn sharp_prefix(fabric_prefix: &str) -> String {
 /// Registry used when the spec has no `[image]` table.
 pub const DEFAULT_REGISTRY: &str = "localhost/gpustack";
 
-/// Whether the spec the lock was made from configures `target`'s deployment: Docker and
+/// Whether the spec the lock was made from declares `target`'s deployment: Docker and
 /// Apptainer always, Packer, Kubernetes and Slurm when their table (`[packer]`, `[k8s]`,
-/// `[slurm]`) is present. The images a cluster must pull are judged for these.
+/// `[slurm]`) is present (not merely rendered by default, as [`configured`] renders all
+/// three for a spec with none). The images a cluster must pull are judged for these.
 #[must_use]
-pub fn configured(lock: &Lock, target: Target) -> bool {
+pub fn declared(lock: &Lock, target: Target) -> bool {
     let d = &lock.request.deploy;
     match target {
         Target::Docker | Target::Apptainer => true,
@@ -125,6 +126,64 @@ impl Target {
     /// Parses a target name.
     pub fn from_name(s: &str) -> Option<Target> {
         Target::ALL.into_iter().find(|t| t.name() == s)
+    }
+}
+
+/// What `gpustack gen all` renders from a lock: the configured targets.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Configured {
+    /// Rendered: Docker and Apptainer always, and the deployment targets the request
+    /// configures ([`crate::spec::deploy::Deploy::configures`]: each whose table is
+    /// present, or all three when the spec has none of their tables).
+    pub render: Vec<Target>,
+    /// Configured by default (its table absent) but unable to express the request's
+    /// storage: left out, with why, in one line.
+    pub skipped: Vec<(Target, String)>,
+}
+
+/// The targets of `gpustack gen all` (and of the check `gpustack lock` makes that `gen`
+/// will render them), in [`Target::ALL`] order.
+///
+/// ```
+/// use gpustack::plan::{configured, Target};
+/// let text = std::fs::read_to_string("lockfiles/h100-ib-train-serve.lock").unwrap();
+/// let lock = gpustack::Lock::parse("gpustack.lock", &text)?;
+/// assert!(configured(&lock).render.contains(&Target::Docker));
+/// # Ok::<(), gpustack::Error>(())
+/// ```
+pub fn configured(lock: &Lock) -> Configured {
+    let deploy = &lock.request.deploy;
+    let (packer, k8s, slurm) = deploy.configures();
+    let mut out = Configured::default();
+    for t in Target::ALL {
+        let (wanted, table) = match t {
+            Target::Docker | Target::Apptainer => (true, true),
+            Target::Packer => (packer, deploy.packer.is_some()),
+            Target::K8s => (k8s, deploy.k8s.is_some()),
+            Target::Slurm => (slurm, deploy.slurm.is_some()),
+        };
+        if !wanted {
+            continue;
+        }
+        match (table, unexpressible_storage(lock, t)) {
+            (false, Some(why)) => out.skipped.push((t, why)),
+            _ => out.render.push(t),
+        }
+    }
+    out
+}
+
+/// Why `target` cannot express the request's storage, if it cannot: Slurm jobs mount
+/// what the nodes mount, so a Kubernetes claim for the vLLM server's models has no Slurm
+/// form (`slurm::SlurmPlan` refuses it).
+fn unexpressible_storage(lock: &Lock, target: Target) -> Option<String> {
+    let deploy = &lock.request.deploy;
+    let models = deploy.storage.as_ref()?.models.as_ref()?;
+    match (target, models, &deploy.serve) {
+        (Target::Slurm, StorageRef::Pvc { .. }, Some(_)) => Some(format!(
+            "`[storage].models = \"{models}\"` is a Kubernetes claim, which Slurm jobs cannot mount (add a `[slurm]` table and storage the nodes mount to generate it)"
+        )),
+        _ => None,
     }
 }
 

@@ -429,7 +429,15 @@ pub(crate) fn sort_cuda(ctx: &Ctx<'_>, d: &mut [Cand], assign: &[(Component, Can
     let host = ctx.host_driver.clone();
     d.sort_by_cached_key(|k| {
         let Cand::Idx(i) = k else {
-            return (true, true, true, true, std::cmp::Reverse((0, 0)), true, 0usize);
+            return (
+                true,
+                true,
+                true,
+                true,
+                std::cmp::Reverse((0, 0)),
+                true,
+                0usize,
+            );
         };
         let r = &ctx.cat.cuda[*i];
         let full = host

@@ -141,7 +141,12 @@ impl<'c> Ctx<'c> {
             Some(os) => im.os == os,
             None => im.os.starts_with("ubuntu"),
         };
-        let imaged = cat.images.iter().filter(for_os).map(|im| &im.cuda).collect();
+        let imaged = cat
+            .images
+            .iter()
+            .filter(for_os)
+            .map(|im| &im.cuda)
+            .collect();
         let supported_images = cat
             .images
             .iter()

@@ -5,7 +5,7 @@
 //! name = "llm-train"            # required; [a-z0-9][a-z0-9-]*
 //! os = "ubuntu22.04"            # optional
 //! [hardware]
-//! gpus = ["h100"]               # catalog ids or aliases, case-insensitive
+//! gpus = ["h100"]               # catalog ids, aliases or nvidia-smi names, any case
 //! archs = ["sm_90"]             # also "9.0", "90", "sm90", "sm_90a"
 //! driver = "550.54.15"          # installed on the nodes; omit it and gpustack picks one
 //! [components]                  # listed = part of the stack; omitted = absent
@@ -26,6 +26,7 @@ pub mod pep508;
 pub mod python;
 pub mod resolve;
 pub mod schema;
+mod shape;
 
 use std::collections::BTreeMap;
 
@@ -358,9 +359,16 @@ impl Spec {
     /// # Ok::<(), gpustack::Error>(())
     /// ```
     pub fn parse(file: &str, text: &str, catalog: &Catalog) -> Result<Spec, Error> {
-        let wire = read_wire(file, text)?;
         let mut diags = Vec::new();
-        let (name, os) = parse_stack(file, text, catalog, wire.stack, &mut diags)?;
+        let (wire, removed) = read_wire(file, text, catalog, &mut diags)?;
+        let (name, os) = match parse_stack(file, text, catalog, wire.stack, &mut diags) {
+            Ok(stack) => stack,
+            Err(Error::Invalid(mut missing)) => {
+                diags.append(&mut missing);
+                return Err(Error::Invalid(in_file_order(diags, &removed)));
+            }
+            Err(e) => return Err(e),
+        };
         let (gpus, archs, driver) = parse_hardware(file, text, catalog, wire.hardware, &mut diags);
         let (components, torch_source, torch_at) =
             parse_components(file, text, wire.components, &mut diags);
@@ -411,7 +419,7 @@ impl Spec {
             .map(|c| check::allowances(c, file, text, &mut diags))
             .unwrap_or_default();
         if !diags.is_empty() {
-            return Err(Error::Invalid(diags));
+            return Err(Error::Invalid(in_file_order(diags, &removed)));
         }
         Ok(Spec {
             name,
@@ -487,8 +495,16 @@ fn req_offset(text: &str, value_start: usize, value: &str, at: usize) -> usize {
     }
 }
 
-/// The spec's text as its wire type, or the TOML error with a hint about what was meant.
-fn read_wire(file: &str, text: &str) -> Result<SpecWire, Error> {
+/// The spec's text as its wire type. A syntax error stops here, with a hint about TOML
+/// syntax. Otherwise every unknown key and every value of the wrong type is reported into
+/// `diags` ([`shape`]) and removed, so that the rest of the spec is still read: the keys
+/// removed are returned, so that their absence is not reported again.
+fn read_wire(
+    file: &str,
+    text: &str,
+    catalog: &Catalog,
+    diags: &mut Vec<Diagnostic>,
+) -> Result<(SpecWire, shape::Removed), Error> {
     if text.len() > 1 << 20 {
         return Err(
             Diagnostic::new(Stage::Spec, "the spec is larger than 1 MiB")
@@ -497,31 +513,98 @@ fn read_wire(file: &str, text: &str) -> Result<SpecWire, Error> {
                 .into(),
         );
     }
-    toml::from_str(text).map_err(|e| {
-        let mut d = toml_diagnostic(Stage::Spec, file, text, &e);
-        if let Some(name) = unknown_name(&d.message) {
-            // serde lists the table's own keys: `expected one of `namespace`, `version``.
-            let expected: Vec<String> = d
-                .message
-                .split("expected one of ")
-                .nth(1)
-                .or_else(|| d.message.split("expected ").nth(1))
-                .map(|l| l.split(", ").map(|k| k.trim_matches('`').to_string()).collect())
-                .unwrap_or_default();
-            if let Some(s) = did_you_mean(&name, TOP_TABLES.iter().chain(["name", "os", "gpus", "archs", "driver"].iter()).copied().chain(expected.iter().map(String::as_str))) {
-                d = d.hint(format!("did you mean `{s}`?"));
-            } else if !expected.is_empty() && !expected.iter().any(|k| k == "stack") {
-                d = d.hint(format!("this table takes: {}; see the spec reference in the book", expected.join(", ")));
-            } else {
-                d = d.hint("the spec's tables are [stack], [hardware], [components], and for the generators [cluster], [image], [train], [serve], [packer], [k8s], [slurm], [storage], [network] for the site's fabric, [python] and [resolve] for the Python closure, and [check] for acknowledged warnings; see the spec reference in the book");
-            }
-        } else if d.message.starts_with("duplicate key") {
-            d = d.hint("a key, and a table, may appear once: keep one of them");
+    let doc = toml::de::DeTable::parse(text).map_err(|e| {
+        let d = toml_diagnostic(Stage::Spec, file, text, &e);
+        if d.message.starts_with("duplicate key") {
+            d.hint("a key, and a table, may appear once: keep one of them")
         } else if d.hints.is_empty() {
-            d = d.hint("gpustack.toml is TOML (https://toml.io/en/v1.0.0): check the brackets, quotes and `=` near this point");
+            d.hint("gpustack.toml is TOML (https://toml.io/en/v1.0.0): check the brackets, quotes and `=` near this point")
+        } else {
+            d
         }
-        d
-    }).map_err(Into::into)
+    })?;
+    // A well-formed spec is read at once; the schema is built only for one that is not.
+    if let Ok(wire) = SpecWire::deserialize(toml::de::Deserializer::from(doc.clone())) {
+        return Ok((wire, Vec::new()));
+    }
+    let mut doc = doc;
+    let schema = crate::spec::schema::spec_schema(catalog);
+    let removed = shape::check(file, text, doc.get_mut(), &schema, diags);
+    match SpecWire::deserialize(toml::de::Deserializer::from(doc)) {
+        Ok(wire) => Ok((wire, removed)),
+        // A value the shape check lets through but serde refuses (an integer out of
+        // range): serde's words, with a hint where one is known.
+        Err(e) => {
+            diags.push(serde_diagnostic(file, text, &e));
+            Err(Error::Invalid(in_file_order(
+                std::mem::take(diags),
+                &removed,
+            )))
+        }
+    }
+}
+
+/// A serde error of the wire types as a diagnostic, with a hint about what was meant.
+fn serde_diagnostic(file: &str, text: &str, e: &toml::de::Error) -> Diagnostic {
+    let mut d = toml_diagnostic(Stage::Spec, file, text, e);
+    if let Some(name) = unknown_name(&d.message) {
+        // serde lists the table's own keys: `expected one of `namespace`, `version``.
+        let expected: Vec<String> = d
+            .message
+            .split("expected one of ")
+            .nth(1)
+            .or_else(|| d.message.split("expected ").nth(1))
+            .map(|l| {
+                l.split(", ")
+                    .map(|k| k.trim_matches('`').to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(s) = did_you_mean(
+            &name,
+            TOP_TABLES
+                .iter()
+                .chain(["name", "os", "gpus", "archs", "driver"].iter())
+                .copied()
+                .chain(expected.iter().map(String::as_str)),
+        ) {
+            d = d.hint(format!("did you mean `{s}`?"));
+        } else if !expected.is_empty() && !expected.iter().any(|k| k == "stack") {
+            d = d.hint(format!(
+                "this table takes: {}; see the spec reference in the book",
+                expected.join(", ")
+            ));
+        } else {
+            d = d.hint("the spec's tables are [stack], [hardware], [components], and for the generators [cluster], [image], [train], [serve], [packer], [k8s], [slurm], [storage], [network] for the site's fabric, [python] and [resolve] for the Python closure, and [check] for acknowledged warnings; see the spec reference in the book");
+        }
+    }
+    d
+}
+
+/// The diagnostics in file order (what is missing last), without those that only repeat
+/// a key the shape check removed ("`[cluster]` needs `nodes`" after "`nodes` must be a
+/// number").
+fn in_file_order(mut diags: Vec<Diagnostic>, removed: &shape::Removed) -> Vec<Diagnostic> {
+    diags.retain(|d| {
+        !removed.iter().any(|(table, key)| {
+            d.message.starts_with(&format!("{table} needs `{key}`"))
+                || d.message.starts_with(&format!("{table} needs a `{key}`"))
+                || (table == "the spec" && d.message == format!("missing the `[{key}]` table"))
+                || (table == "`[hardware]`"
+                    && (key == "gpus" || key == "archs")
+                    && d.message == "`[hardware]` names no GPU")
+                || (table == "the spec"
+                    && key == "components"
+                    && d.message == "`[components]` is empty")
+        })
+    });
+    // Problems at a place of the file (those with a snippet) by place, then what is
+    // missing from it.
+    diags.sort_by_key(|d| match (&d.snippet, &d.location) {
+        (Some(_), Some(l)) => (0, l.line, l.col),
+        _ => (1, 0, 0),
+    });
+    diags
 }
 
 /// `[stack]`: the name and the OS. A missing table is an error of its own (nothing else
@@ -617,13 +700,10 @@ fn parse_hardware(
                         format!("unknown GPU `{}`", g.get_ref().escape_debug()),
                     )
                     .at_offset(f, t, o);
-                    let names = catalog.gpus.iter().flat_map(|x| {
-                        std::iter::once(x.id.as_str()).chain(x.aliases.iter().map(String::as_str))
-                    });
-                    if let Some(s) = did_you_mean(&g.get_ref().to_ascii_lowercase(), names) {
+                    if let Some(s) = catalog.gpu_suggestion(g.get_ref()) {
                         d = d.hint(format!("did you mean `{s}`?"));
                     }
-                    d = d.hint("`gpustack catalog show gpu` lists the GPU ids; or give the compute capability with `archs = [\"sm_90\"]`");
+                    d = d.hint("`gpustack catalog show gpu` lists the GPUs (ids, aliases, and the names nvidia-smi prints are all accepted); or give the compute capability with `archs = [\"sm_90\"]`");
                     diags.push(d);
                 }
             }

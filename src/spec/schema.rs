@@ -187,8 +187,8 @@ fn hardware(catalog: &Catalog) -> Value {
                 "gpus",
                 json!({
                     "type": "array",
-                    "description": "GPU ids or aliases from the catalog, case-insensitive; duplicates are dropped and the lock records canonical ids. `gpustack catalog show gpu` lists them. A GPU the catalog lacks can be given by its compute capability in `archs`.",
-                    "items": names_of(&gpus, &gpu_docs, true, "A GPU id or alias from the catalog, case-insensitive."),
+                    "description": "GPUs from the catalog: an id or alias, the marketing name, or the name nvidia-smi prints (with or without `NVIDIA ` and the memory size), in any case and with any separators; duplicates are dropped and the lock records canonical ids. `gpustack catalog show gpu` lists them. A GPU the catalog lacks can be given by its compute capability in `archs`.",
+                    "items": gpu_name(catalog, &gpus, &gpu_docs),
                     "examples": [example.into_iter().collect::<Vec<_>>()],
                 }),
             ),
@@ -993,6 +993,46 @@ fn names_of(names: &[&str], docs: &[String], trim: bool, description: &str) -> V
         "anyOf": [
             listed,
             { "pattern": format!("^{space}({}){space}$", alternatives.join("|")) },
+        ],
+    })
+}
+
+/// A GPU name: editors offer the ids and aliases (`enum`, with hover texts), and the
+/// pattern accepts every name of the catalog's GPU name table ([`Catalog::gpu_names`]) as
+/// the parser compares them ([`crate::catalog::gpu_key`]: any case, separators anywhere,
+/// an optional leading `NVIDIA`).
+fn gpu_name(catalog: &Catalog, ids: &[&str], docs: &[String]) -> Value {
+    let description = "A GPU from the catalog: its id or alias, its marketing name, or the name nvidia-smi prints, in any case.";
+    if ids.is_empty() {
+        return json!({ "type": "string", "description": description, "enum": [] });
+    }
+    let mut keys: Vec<String> = catalog
+        .gpu_names()
+        .iter()
+        .map(|n| crate::catalog::gpu_key(&n.spelling))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    // Between two characters, the separators `gpu_key` ignores: white space, `-`, `_`,
+    // parentheses and commas.
+    let sep = r"[\s_(),-]*";
+    let spelled = |k: &str| {
+        k.chars()
+            .map(|c| any_case(&c.to_string()))
+            .collect::<Vec<_>>()
+            .join(sep)
+    };
+    let alternatives: Vec<String> = keys.iter().map(|k| spelled(k)).collect();
+    let mut listed = json!({ "enum": ids });
+    if !docs.is_empty() {
+        listed["x-taplo"] = json!({ "docs": { "enumValues": docs } });
+    }
+    json!({
+        "type": "string",
+        "description": description,
+        "anyOf": [
+            listed,
+            { "pattern": format!("^{sep}({}{sep})?({}){sep}$", spelled("nvidia"), alternatives.join("|")) },
         ],
     })
 }

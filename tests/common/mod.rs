@@ -186,6 +186,19 @@ pub(crate) fn generate(name: &str, target: &str) -> PathBuf {
     dir.join("out").join(target)
 }
 
+/// Runs `gpustack gen` with every target named (`gen all` renders only the configured
+/// ones) on `lockfiles/<name>.lock` into a fresh temporary directory; returns its `out/`.
+pub(crate) fn generate_every(name: &str) -> PathBuf {
+    let dir = tempdir(&format!("gen-{name}-every"));
+    let lock = root().join("lockfiles").join(format!("{name}.lock"));
+    let mut args = vec!["gen"];
+    args.extend(gpustack::plan::Target::ALL.map(gpustack::plan::Target::name));
+    args.extend(["--lock", lock.to_str().unwrap(), "--out", "out"]);
+    let out = run_in(&dir, &args);
+    assert_eq!(out.code, 0, "gen (every target) for {name}: {}", out.stderr);
+    dir.join("out")
+}
+
 /// Whether `host:port` answers a TCP connection within 5 s, for tests that need the
 /// network (named `network_*`). Unreachable: with `CI=true` the test fails (CI must reach
 /// PyPI); otherwise it prints a loud skip notice and the caller returns.
