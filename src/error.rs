@@ -155,7 +155,8 @@ impl fmt::Display for Diagnostic {
         if let Some(loc) = &self.location {
             write!(f, "\n  --> {}", escape_control(&loc.to_string()))?;
             if let Some(snippet) = &self.snippet {
-                let snippet = escape_control(snippet);
+                // One line of the user's file: its tabs stay (an editor shows them).
+                let snippet = terminal_safe(snippet);
                 let n = loc.line.to_string();
                 let pad = " ".repeat(n.len());
                 write!(f, "\n {pad} |\n {n} | {snippet}")?;

@@ -48,7 +48,7 @@ pub struct GpuName<'c> {
     pub gpu: &'c Gpu,
 }
 
-/// How GPU names compare: lowercase, without separators (white space, `-`, `_`,
+/// How GPU names compare: lowercase, without separators (spaces, `-`, `_`,
 /// parentheses and commas, as in `NVIDIA B300 (HGX B300, SXM6)`) and without a leading
 /// `nvidia`. Any other character is kept, so `h100\` or `h100"` names no GPU.
 ///
@@ -75,8 +75,9 @@ pub fn gpu_key(s: &str) -> String {
 /// pattern allows the same (`crate::spec::schema`).
 pub(crate) const SEPARATORS: &str = "-_(),";
 
+/// Spaces only: a tab, a newline or another control character is never part of a name.
 fn is_separator(c: char) -> bool {
-    c.is_whitespace() || SEPARATORS.contains(c)
+    c == ' ' || SEPARATORS.contains(c)
 }
 
 /// `name` without a leading `NVIDIA ` and without memory tokens (`80GB`, `HBM3`,

@@ -128,12 +128,15 @@ pub(crate) fn run(args: Args) -> Result<u8, Error> {
             // named on the command line, and of `all` those the spec declares a table for.
             let mut named: Vec<Target> = Vec::new();
             for t in &args.targets {
-                let all = matches!(t, GenTarget::All);
-                named.extend(
-                    t.targets()
-                        .iter()
-                        .filter(|x| !all || gpustack::plan::declared(&lock.lock, **x)),
-                );
+                match t {
+                    GenTarget::All => named.extend(
+                        configured
+                            .render
+                            .iter()
+                            .filter(|x| gpustack::plan::declared(&lock.lock, **x)),
+                    ),
+                    t => named.extend(t.targets()),
+                }
             }
             if let Some(w) = gpustack::plan::unpullable_images(&lock.lock, &named) {
                 info!("warning: {w}");

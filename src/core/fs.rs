@@ -119,3 +119,20 @@ pub fn human_size(n: u64) -> String {
         format!("{n} bytes")
     }
 }
+
+/// The cache directory from the environment's values: `GPUSTACK_CACHE_DIR` (empty: no
+/// cache), else `XDG_CACHE_HOME/gpustack`, else `HOME/.cache/gpustack`.
+pub fn cache_dir(
+    gpustack_cache_dir: Option<std::path::PathBuf>,
+    xdg_cache_home: Option<std::path::PathBuf>,
+    home: Option<std::path::PathBuf>,
+) -> Option<std::path::PathBuf> {
+    if let Some(d) = gpustack_cache_dir {
+        return (!d.as_os_str().is_empty()).then_some(d);
+    }
+    let nonempty = |p: std::path::PathBuf| (!p.as_os_str().is_empty()).then_some(p);
+    xdg_cache_home
+        .and_then(nonempty)
+        .map(|x| x.join("gpustack"))
+        .or_else(|| home.and_then(nonempty).map(|h| h.join(".cache/gpustack")))
+}

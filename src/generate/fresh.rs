@@ -157,22 +157,7 @@ fn binary_identity() -> Option<String> {
     Some(s)
 }
 
-/// The cache directory from the environment's values: `GPUSTACK_CACHE_DIR` (empty: no
-/// cache), else `XDG_CACHE_HOME/gpustack`, else `HOME/.cache/gpustack`.
-pub fn cache_dir(
-    gpustack_cache_dir: Option<PathBuf>,
-    xdg_cache_home: Option<PathBuf>,
-    home: Option<PathBuf>,
-) -> Option<PathBuf> {
-    if let Some(d) = gpustack_cache_dir {
-        return (!d.as_os_str().is_empty()).then_some(d);
-    }
-    let nonempty = |p: PathBuf| (!p.as_os_str().is_empty()).then_some(p);
-    xdg_cache_home
-        .and_then(nonempty)
-        .map(|x| x.join("gpustack"))
-        .or_else(|| home.and_then(nonempty).map(|h| h.join(".cache/gpustack")))
-}
+pub use crate::core::fs::cache_dir;
 
 fn entry_path(cache: &Path, key: &Key) -> PathBuf {
     cache.join("relock").join(&key.0)

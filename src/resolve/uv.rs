@@ -72,7 +72,7 @@ impl Wheel {
 /// gpustack's cache directory: `GPUSTACK_CACHE_DIR`, else `$XDG_CACHE_HOME/gpustack`, else
 /// `~/.cache/gpustack`.
 pub fn cache_dir() -> Option<PathBuf> {
-    crate::generate::fresh::cache_dir(
+    crate::core::fs::cache_dir(
         std::env::var_os("GPUSTACK_CACHE_DIR").map(PathBuf::from),
         std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from),
         std::env::var_os("HOME").map(PathBuf::from),

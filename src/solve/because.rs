@@ -50,8 +50,42 @@ fn fits(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)], out:
         }
         (Component::Cudnn | Component::Nccl, Some(_)) => lib_fits(ctx, c, assign, out),
         (crate::core::extra_pattern!(), Some(i)) => extra_fits(ctx, c, i, assign, out),
+        (Component::Deepspeed, Some(i)) => deepspeed_fits(ctx, i, assign, out),
         (Component::Driver, _) => driver_fits(ctx, c, k, out),
         _ => {}
+    }
+}
+
+/// DeepSpeed: its ops are built with the toolkit's nvcc against torch, and its op builder
+/// refuses a toolkit whose CUDA differs from torch's unless both are in its allow-list
+/// (`cuda_minor_mismatch_ok` in `op_builder/builder.py`, the catalog's
+/// `cuda_mismatch_ok`): say which case the pick is in, and the list.
+fn deepspeed_fits(ctx: &Ctx<'_>, i: usize, assign: &[(Component, Cand)], out: &mut Vec<String>) {
+    let r = &ctx.cat.deepspeed[i];
+    let (Some(cu), Some(t)) = (
+        idx(get(assign, Component::Cuda)),
+        idx(get(assign, Component::Torch)),
+    ) else {
+        return;
+    };
+    let (cu, t) = (&ctx.cat.cuda[cu].version, &ctx.cat.torch[t]);
+    let rule = Rule::DeepspeedNvcc.id();
+    if (cu.major(), cu.minor()) == (t.cuda.major(), t.cuda.minor()) {
+        out.push(format!(
+            "its ops build with nvcc from CUDA {cu}, the CUDA {}.{} of torch {} [{rule}]",
+            t.cuda.major(),
+            t.cuda.minor(),
+            t.full
+        ));
+    } else {
+        let list: Vec<String> = r.cuda_mismatch_ok.iter().map(ToString::to_string).collect();
+        out.push(format!(
+            "its ops build with nvcc from CUDA {cu} against torch {}'s CUDA {}: DeepSpeed's op builder accepts that mismatch because both are in its allow-list, {} (`cuda_minor_mismatch_ok`, op_builder/builder.py; {}) [{rule}]",
+            t.full,
+            t.cuda,
+            list.join(", "),
+            r.origin.lock_name
+        ));
     }
 }
 

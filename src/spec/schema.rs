@@ -1015,7 +1015,7 @@ fn gpu_name(catalog: &Catalog, ids: &[&str], docs: &[String]) -> Value {
     keys.dedup();
     // Between two characters, the separators `gpu_key` ignores: white space, `-`, `_`,
     // parentheses and commas.
-    let sep = r"[\s_(),-]*";
+    let sep = r"[ _(),-]*";
     let spelled = |k: &str| {
         k.chars()
             .map(|c| any_case(&c.to_string()))
