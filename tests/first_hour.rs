@@ -154,10 +154,7 @@ fn acknowledged_warnings_are_checked_like_any_input() {
         r#"    { code = "eol-driver", reason = "r" },
     { code = "gpu-not-locked", name = "l4", reason = "the L4 nodes run it by PTX" },"#,
     );
-    ok(
-        &run_in(&dir, STRICT),
-        "hardware allowance, no --hardware",
-    );
+    ok(&run_in(&dir, STRICT), "hardware allowance, no --hardware");
 
     // Refused at their line, exit 2, by `check` and by `lock` alike.
     for (entry, message, hint) in [
@@ -219,7 +216,15 @@ fn a_fresh_init_is_green_and_pedantic_shows_catalog_gaps() {
         ok(&pipeline(&dir, &[]), &format!("fresh stack on {gpu}"));
         let p = run_in(
             &dir,
-            &["check", "--strict", "--allow", "open-closure", "--pedantic", "--format", "json"],
+            &[
+                "check",
+                "--strict",
+                "--allow",
+                "open-closure",
+                "--pedantic",
+                "--format",
+                "json",
+            ],
         );
         let v: serde_json::Value = serde_json::from_str(&p.stdout).unwrap();
         let codes: Vec<&str> = v["findings"]

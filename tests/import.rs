@@ -494,8 +494,9 @@ fn offline_and_unreachable_are_clear_errors() {
     );
     assert_eq!(out.code, 2);
     assert!(
-        out.stderr
-            .starts_with("error: cannot fetch `127.0.0.1:9` (http://127.0.0.1:9/simple/torch/): connect"),
+        out.stderr.starts_with(
+            "error: cannot fetch `127.0.0.1:9` (http://127.0.0.1:9/simple/torch/): connect"
+        ),
         "{}",
         out.stderr
     );

@@ -370,7 +370,8 @@ fn a_pypi_mirror_serving_another_uv_wheel_is_refused() {
         if path == "/simple/uv/" {
             let links: String = names
                 .iter()
-                .map(|n| format!("<a href=\"../../files/{n}#sha256=00\">{n}</a>\n"))
+                // A relative link, as PyPI's pages have.
+                .map(|n| format!("<a href=\"../../files/{n}#sha256=00\">{n}</a>\n")) // not-a-repo-path
                 .collect();
             (200, vec![], links.into_bytes())
         } else if path.starts_with("/files/") {

@@ -25,6 +25,7 @@
 //! calls it; `gen` and `check` read the lock alone.
 
 pub mod apt;
+mod closure_error;
 pub mod dnf;
 pub mod http;
 pub mod oci;

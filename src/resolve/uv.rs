@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use crate::catalog::Catalog;
 use crate::resolve::http::{sha256_digest, FetchError, Request, Transport};
 
-use super::python::ClosureError;
+use super::closure_error::ClosureError;
 
 /// The wheel of uv `version` for a CPU (`x86_64`, `aarch64`), as the catalog pins it.
 #[derive(Clone, Debug, PartialEq, Eq)]
