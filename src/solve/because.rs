@@ -366,6 +366,62 @@ fn driver_fits(ctx: &Ctx<'_>, c: Component, k: Cand, out: &mut Vec<String>) {
     }
 }
 
+/// Why a better-ranked candidate that breaks no rule with the earlier picks still lost,
+/// when arc consistency says so: with `c` held to it, the component whose every candidate
+/// is then ruled out, and the rule that rules out its best one.
+fn deeper_reason(ctx: &Ctx<'_>, c: Component, other: Cand) -> Option<String> {
+    let members = super::members(ctx.spec);
+    let mut p = super::Problem::new(ctx, &members);
+    if p.wiped.is_some() {
+        return None;
+    }
+    let before = p.removed.get(&c).map_or(0, Vec::len);
+    let earlier: std::collections::BTreeMap<Component, usize> =
+        p.removed.iter().map(|(x, rs)| (*x, rs.len())).collect();
+    p.domains.insert(c, vec![other]);
+    p.arc_consistency();
+    let w = p.wiped?;
+    // Held to `other`, `c` itself goes when every candidate of a neighbour rejects it;
+    // otherwise a later component runs out. Either way, the removal arc consistency made.
+    let r = if w == c {
+        p.removed.get(&c)?.get(before..)?.iter().find(|r| r.cand == other)?
+    } else {
+        p.removed.get(&w)?.last()?
+    };
+    let y = if w == c { r.against? } else { w };
+    // The candidates of `y` that would go with `other` were ruled out before: say by what.
+    let fits = |k: Cand| {
+        if c < y {
+            ctx.check_pair(c, other, y, k).is_ok()
+        } else {
+            ctx.check_pair(y, k, c, other).is_ok()
+        }
+    };
+    let gone: Vec<&super::Removal> = p.removed.get(&y).map_or_else(Vec::new, |rs| {
+        rs[..earlier.get(&y).copied().unwrap_or(0)]
+            .iter()
+            .filter(|q| fits(q.cand))
+            .take(3)
+            .collect()
+    });
+    let mut text = format!(
+        "with it no {} fits: {} [{}]",
+        y.display(),
+        r.violation.message,
+        r.violation.rule.id()
+    );
+    for q in gone {
+        text.push_str(&format!(
+            "; {} {}, which would, is ruled out: {} [{}]",
+            y.display(),
+            ctx.label(y, q.cand),
+            q.violation.message,
+            q.violation.rule.id()
+        ));
+    }
+    Some(text)
+}
+
 /// Better-ranked candidates that lost, grouped by reason.
 fn lost(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)], out: &mut Vec<String>) {
     let mut ranked = ctx.candidates(c);
@@ -424,7 +480,9 @@ fn lost(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)], out:
                 ctx.label(c, k),
                 c.name()
             ),
-            None => "no complete stack with it satisfies the rest of the request".to_string(),
+            None => deeper_reason(ctx, c, other).unwrap_or_else(|| {
+                "no complete stack with it satisfies the rest of the request".to_string()
+            }),
         };
         let v = ctx.label(c, other);
         match groups
