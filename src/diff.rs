@@ -819,7 +819,16 @@ fn fact_text(f: &LockedFact, keys: &[String]) -> String {
         }
     }
     keys.iter()
-        .filter_map(|k| f.fields.get(k).map(|v| format!("{k}={}", field_text(v))))
+        .filter_map(|k| {
+            f.fields
+                .get(k)
+                .map(|v| match (k.as_str(), field_text(v).as_str()) {
+                    // An NCCL build's `known`: whether NVIDIA publishes that build, in words.
+                    ("known", "true") => "a build NVIDIA publishes".to_string(),
+                    ("known", "false") => "no build NVIDIA publishes".to_string(),
+                    (_, t) => format!("{k}={t}"),
+                })
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }

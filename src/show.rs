@@ -651,16 +651,30 @@ pub(crate) fn why(lock: &Lock, c: &LockedComponent, verbose: bool) -> String {
     o
 }
 
-pub(crate) fn starter(g: &Gpu, driver: Option<&str>) -> String {
+pub(crate) fn starter(gpus: &[&Gpu], driver: Option<&str>) -> String {
+    // Comments start in one column (33), whatever the value's length.
+    let line = |value: String, comment: &str| format!("{value:<31} # {comment}");
     let driver_line = match driver {
-        Some(d) => format!(
-            "driver = \"{d}\"          # installed on the nodes (`nvidia-smi`); a host fact"
+        Some(d) => line(
+            format!("driver = \"{d}\""),
+            "installed on the nodes (`nvidia-smi`); a host fact",
         ),
-        None => {
-            "# driver = \"550.54.15\"     # the installed driver; omit it and gpustack picks one"
-                .to_string()
-        }
+        None => line(
+            "# driver = \"550.54.15\"".into(),
+            "the installed driver; omit it and gpustack picks one",
+        ),
     };
+    let ids: Vec<String> = gpus.iter().map(|g| format!("\"{}\"", g.id)).collect();
+    let mut gpu_lines = vec![line(
+        format!("gpus = [{}]", ids.join(", ")),
+        &format!("{}, compute capability {}", gpus[0].name, gpus[0].cc),
+    )];
+    for g in &gpus[1..] {
+        gpu_lines.push(line(
+            String::new(),
+            &format!("{}, compute capability {}", g.name, g.cc),
+        ));
+    }
     format!(
         r#"# gpustack.toml — the one place your GPU stack is written down.
 # `gpustack lock` resolves it into gpustack.lock; every generator renders from the lock.
@@ -668,15 +682,15 @@ pub(crate) fn starter(g: &Gpu, driver: Option<&str>) -> String {
 # or ==, !=, >=, >, <=, < joined by commas (">=2.4, <2.6"). A torch local label pins a wheel variant: "==2.5.1+cu124".
 
 [stack]
-name = "my-stack"               # [a-z0-9][a-z0-9-]*
-# os = "ubuntu22.04"            # ubuntu20.04, ubuntu22.04, ubuntu24.04, rockylinux8, rockylinux9
+{name}
+{os}
 
 [hardware]
-gpus = ["{id}"]                 # {name}, compute capability {cc}
-# archs = ["sm_90"]             # extra targets to build for
+{gpus}
+{archs}
 {driver_line}
 
-[components]                    # listed = part of the stack; omitted = absent
+{components}
 cuda = "*"
 cudnn = "*"
 nccl = "*"
@@ -684,10 +698,55 @@ torch = "*"
 # python = "3.11"
 # vllm = "*"
 # deepspeed = "*"
-# flash-attn = "*"             # an extra; also xformers, transformers, accelerate, …
+{extra}
+
+# Where it runs: uncomment the tables you deploy with. `gpustack gen all` renders Docker and
+# Apptainer, plus the target of each of [packer], [k8s] and [slurm] present (all three when
+# none is); the spec reference in the book has every key.
+{image}
+# registry = "registry.example.com/ml"
+# [cluster]
+{fabric}
+# nodes = 2
+# gpus_per_node = 8
+# [k8s]
+{namespace}
+# [slurm]
+{partition}
+# [packer]
+{clouds}
 "#,
-        id = g.id,
-        name = g.name,
-        cc = g.cc,
+        name = line("name = \"my-stack\"".into(), "[a-z0-9][a-z0-9-]*"),
+        os = line(
+            "# os = \"ubuntu22.04\"".into(),
+            "ubuntu20.04, ubuntu22.04, ubuntu24.04, rockylinux8, rockylinux9"
+        ),
+        gpus = gpu_lines.join("\n"),
+        archs = line("# archs = [\"sm_90\"]".into(), "extra targets to build for"),
+        components = line(
+            "[components]".into(),
+            "listed = part of the stack; omitted = absent"
+        ),
+        extra = line(
+            "# flash-attn = \"*\"".into(),
+            "an extra; also xformers, transformers, accelerate, …"
+        ),
+        image = line(
+            "# [image]".into(),
+            "registry: where the images are pushed; nodes pull them"
+        ),
+        fabric = line(
+            "# fabric = \"infiniband\"".into(),
+            "infiniband, roce, efa, slingshot or ethernet"
+        ),
+        namespace = line("# namespace = \"ml\"".into(), "default gpustack"),
+        partition = line(
+            "# partition = \"gpu\"".into(),
+            "the Slurm partition the jobs run in"
+        ),
+        clouds = line(
+            "# clouds = [\"aws\"]".into(),
+            "aws, gcp, azure, qemu: the VM images to build"
+        ),
     )
 }

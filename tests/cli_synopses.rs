@@ -99,7 +99,9 @@ fn synopses(book: &str) -> BTreeMap<Vec<String>, BTreeSet<String>> {
         if let Some(rest) = line.strip_prefix("gpustack ") {
             let path: Vec<String> = rest
                 .split_whitespace()
-                .take_while(|w| w.chars().all(|c| c.is_ascii_lowercase() || c == '-') && !w.starts_with('-'))
+                .take_while(|w| {
+                    w.chars().all(|c| c.is_ascii_lowercase() || c == '-') && !w.starts_with('-')
+                })
                 .map(str::to_string)
                 .collect();
             if path.is_empty() {
@@ -136,7 +138,10 @@ fn every_synopsis_names_exactly_the_flags_clap_has() {
         let refs: Vec<&str> = path.iter().map(String::as_str).collect();
         let have = flags(&help(&refs));
         let Some(said) = documented.get(&path) else {
-            failures.push(format!("`gpustack {}` has no synopsis in cli.md", path.join(" ")));
+            failures.push(format!(
+                "`gpustack {}` has no synopsis in cli.md",
+                path.join(" ")
+            ));
             continue;
         };
         let said: BTreeSet<String> = said
@@ -145,13 +150,23 @@ fn every_synopsis_names_exactly_the_flags_clap_has() {
             .cloned()
             .collect();
         for f in have.difference(&said) {
-            failures.push(format!("`gpustack {}`: {f} is missing from its synopsis", path.join(" ")));
+            failures.push(format!(
+                "`gpustack {}`: {f} is missing from its synopsis",
+                path.join(" ")
+            ));
         }
         for f in said.difference(&have) {
-            failures.push(format!("`gpustack {}`: the synopsis names {f}, which clap does not have", path.join(" ")));
+            failures.push(format!(
+                "`gpustack {}`: the synopsis names {f}, which clap does not have",
+                path.join(" ")
+            ));
         }
     }
-    assert!(failures.is_empty(), "book/src/cli.md:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "book/src/cli.md:\n{}",
+        failures.join("\n")
+    );
 }
 
 #[test]

@@ -776,3 +776,36 @@ fn lock_check_and_gen_check_hints_repeat_the_paths_given() {
     assert!(o.stderr.contains("hint: run `gpustack gen docker --lock stacks/a.lock --out build` and commit the result"), "{}", o.stderr);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `init --gpu A --gpu B` writes both into `gpus` (nvidia-smi's names accepted), every
+/// trailing comment starts in one column, the deployment tables are there to uncomment,
+/// and the spec locks.
+#[test]
+fn init_takes_several_gpus_and_lines_its_comments_up() {
+    let dir = tempdir("first-init-gpus");
+    let o = run_in(&dir, &["init", "--gpu", "h100", "--gpu", "NVIDIA L40S"]);
+    ok(&o, "init");
+    let text = std::fs::read_to_string(dir.join("gpustack.toml")).unwrap();
+    assert!(text.contains("gpus = [\"h100\", \"l40s\"]"), "{text}");
+    for l in text
+        .lines()
+        .filter(|l| !l.starts_with("# ") || l.contains(" # "))
+    {
+        if let Some(at) = l.find(" # ") {
+            if !l[..at].trim().is_empty() || l.trim_start().starts_with('#') {
+                assert_eq!(at, 31, "comment column of {l:?}");
+            }
+        }
+    }
+    for table in [
+        "# [image]",
+        "# [cluster]",
+        "# [k8s]",
+        "# [slurm]",
+        "# [packer]",
+    ] {
+        assert!(text.contains(table), "{table}");
+    }
+    ok(&run_in(&dir, &["lock"]), "lock");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -342,7 +342,7 @@ fn notes(
     }
     match outcome {
         PythonOutcome::Open(why) => notes.push(format!(
-            "warning: the Python closure is not locked: {why}\n  the generated builds resolve Python packages at build time until it is"
+            "warning: the Python closure is not locked: {why}\n  the generated builds resolve Python packages at build time until it is locked"
         )),
         PythonOutcome::Closed { resolved } if !resolved.is_empty() => {
             notes.push(format!("note: resolved the Python closure: {}", resolved.join(", ")));

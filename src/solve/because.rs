@@ -384,7 +384,11 @@ fn deeper_reason(ctx: &Ctx<'_>, c: Component, other: Cand) -> Option<String> {
     // Held to `other`, `c` itself goes when every candidate of a neighbour rejects it;
     // otherwise a later component runs out. Either way, the removal arc consistency made.
     let r = if w == c {
-        p.removed.get(&c)?.get(before..)?.iter().find(|r| r.cand == other)?
+        p.removed
+            .get(&c)?
+            .get(before..)?
+            .iter()
+            .find(|r| r.cand == other)?
     } else {
         p.removed.get(&w)?.last()?
     };
