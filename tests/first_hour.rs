@@ -809,3 +809,31 @@ fn init_takes_several_gpus_and_lines_its_comments_up() {
     ok(&run_in(&dir, &["lock"]), "lock");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `why` names the concrete reason a newer release lost (issue 34): on driver 570, the
+/// vLLM releases built with CUDA 13 would need forward compatibility.
+#[test]
+fn why_says_which_rule_kept_a_newer_release_out() {
+    let dir = tempdir("first-why-vllm");
+    ok(
+        &run_in(&dir, &["init", "--gpu", "l40s", "--driver", "570.86.10"]),
+        "init",
+    );
+    let spec = std::fs::read_to_string(dir.join("gpustack.toml")).unwrap();
+    std::fs::write(
+        dir.join("gpustack.toml"),
+        spec.replace("# vllm = \"*\"", "vllm = \"*\""),
+    )
+    .unwrap();
+    ok(&run_in(&dir, &["lock"]), "lock");
+    let why = run_in(&dir, &["why", "vllm"]);
+    ok(&why, "why vllm");
+    assert!(
+        why.stdout
+            .contains("runs only through forward compatibility"),
+        "{}",
+        why.stdout
+    );
+    assert!(!why.stdout.contains("preference order"), "{}", why.stdout);
+    let _ = std::fs::remove_dir_all(&dir);
+}

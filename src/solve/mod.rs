@@ -950,6 +950,24 @@ fn ranked_after(
                 format!("ranked after {pick} in the solver's preference order (the solver chapter of the book)")
             }
         }
+        (Component::Vllm, Cand::Idx(_), Cand::Idx(b)) => {
+            let r = &ctx.cat.vllm[b];
+            let forward = ctx.host_driver.as_ref().is_some_and(|h| {
+                matches!(
+                    ctx.compat_for(h, &r.cuda, ctx.full_min_for_runtime(&r.cuda), false),
+                    Compat::Forward { .. }
+                )
+            });
+            if forward {
+                format!(
+                    "its wheel is built with CUDA {}, which the installed driver {} runs only through forward compatibility (the `cuda-compat` package); releases whose wheel it runs without it, like {pick}, rank first",
+                    r.cuda,
+                    ctx.host_driver.as_ref().map(ToString::to_string).unwrap_or_default()
+                )
+            } else {
+                format!("ranked after {pick} in the solver's preference order (the solver chapter of the book)")
+            }
+        }
         (Component::Driver, _, Cand::Idx(b)) => {
             let br = &ctx.cat.branches[ctx.cat.drivers[b].branch];
             format!(
