@@ -24,7 +24,7 @@ fn book_spec_examples_behave_as_labelled() {
                 "toml spec-invalid" => 2,
                 _ => continue,
             };
-            std::fs::write(work.join("gpustack.toml"), &body).unwrap();
+            std::fs::write(work.join("gpustack.toml"), body).unwrap();
             let out = run_in(&work, &["lock", "--out", "-"]);
             if out.code != want {
                 failures.push(format!(

@@ -43,14 +43,14 @@ fn generated_files_match_the_goldens() {
             }
             for (path, bytes) in &actual {
                 if expected.get(path) != Some(bytes) {
-                    failures.push(format!(
-                        "{}",
+                    failures.push(
                         unified_diff(
                             &String::from_utf8_lossy(&expected[path]),
                             &String::from_utf8_lossy(bytes),
                             &format!("fixtures/gen/{name}/{target}/{}", path.display()),
                         )
-                    ));
+                        .to_string(),
+                    );
                 }
             }
             // Regenerating over the same directory is a no-op for --check.

@@ -19,12 +19,12 @@ fn fixture(rel: &str) -> (String, String) {
 
 fn probe_fixture(rel: &str) -> Probe {
     let (file, text) = fixture(rel);
-    probe::parse(&file, &text, &catalog()).unwrap_or_else(|e| panic!("{rel}:\n{e}"))
+    probe::parse(&file, &text, catalog()).unwrap_or_else(|e| panic!("{rel}:\n{e}"))
 }
 
 fn error_of(rel: &str) -> String {
     let (file, text) = fixture(rel);
-    match probe::parse(&file, &text, &catalog()) {
+    match probe::parse(&file, &text, catalog()) {
         Ok(p) => panic!("{rel} parsed: {p:?}"),
         Err(e) => e.to_string(),
     }
@@ -153,7 +153,7 @@ fn hardware_toml_is_a_spec_table_for_every_sample() {
         assert_eq!(hw, p.hardware_toml(), "deterministic");
         assert!(hw.ends_with('\n') && !hw.ends_with("\n\n"), "{rel}: {hw}");
         let text = format!("[stack]\nname = \"probed\"\n\n{hw}\n[components]\ncuda = \"*\"\n");
-        let spec = Spec::parse("gpustack.toml", &text, &catalog)
+        let spec = Spec::parse("gpustack.toml", &text, catalog)
             .unwrap_or_else(|e| panic!("{rel}: the probe's table does not parse:\n{e}\n{text}"));
         assert_eq!(spec.gpus, p.ids(), "{rel}");
         assert_eq!(spec.driver, p.driver, "{rel}");
@@ -210,7 +210,7 @@ fn a_probed_table_locks() {
         "[stack]\nname = \"probed\"\n{}[components]\ncuda = \"*\"\ntorch = \"*\"\n",
         p.hardware_toml()
     );
-    let lock = gpustack::lock_spec(&catalog(), "gpustack.toml", &text).unwrap();
+    let lock = gpustack::lock_spec(catalog(), "gpustack.toml", &text).unwrap();
     let driver = lock.component(gpustack::Component::Driver).unwrap();
     assert_eq!(driver.version.as_str(), "595.80");
 }
@@ -224,7 +224,7 @@ fn byte_order_mark_line_ends_and_blank_lines_do_not_matter() {
         "fixtures/probe/a100-mig.xml",
     ] {
         let (file, text) = fixture(rel);
-        let want = probe::parse(&file, &text, &catalog).unwrap();
+        let want = probe::parse(&file, &text, catalog).unwrap();
         let variants = [
             format!("\u{feff}{text}"),
             text.replace('\n', "\r\n"),
@@ -233,7 +233,7 @@ fn byte_order_mark_line_ends_and_blank_lines_do_not_matter() {
         ];
         for v in &variants {
             assert_eq!(
-                probe::parse(&file, v, &catalog).unwrap(),
+                probe::parse(&file, v, catalog).unwrap(),
                 want,
                 "{rel}: {v:?}"
             );
@@ -245,7 +245,7 @@ fn byte_order_mark_line_ends_and_blank_lines_do_not_matter() {
 fn locations_count_the_byte_order_mark_and_crlf_correctly() {
     let (file, text) = fixture("fixtures/probe/bad/bad-memory.csv");
     let text = format!("\u{feff}{}", text.replace('\n', "\r\n"));
-    let err = probe::parse(&file, &text, &catalog())
+    let err = probe::parse(&file, &text, catalog())
         .unwrap_err()
         .to_string();
     assert!(
@@ -424,7 +424,7 @@ fn every_bad_sample_is_rejected_with_its_message_location_and_hints() {
 #[test]
 fn errors_are_input_errors() {
     let (file, text) = fixture("fixtures/probe/bad/unknown-titan-v-rtx-5880.csv");
-    let err = probe::parse(&file, &text, &catalog()).unwrap_err();
+    let err = probe::parse(&file, &text, catalog()).unwrap_err();
     assert_eq!(err.exit_code(), 2);
     let Error::Invalid(ds) = err else { panic!() };
     // Both unknown names, each once, in order.
@@ -434,7 +434,7 @@ fn errors_are_input_errors() {
 }
 
 fn parse_err(text: &str) -> String {
-    probe::parse("in.txt", text, &catalog())
+    probe::parse("in.txt", text, catalog())
         .map(|p| panic!("parsed: {p:?}"))
         .unwrap_err()
         .to_string()
@@ -476,7 +476,7 @@ fn every_malformed_row_is_reported() {
 #[test]
 fn csv_shapes() {
     let catalog = catalog();
-    let ok = |text: &str| probe::parse("in.csv", text, &catalog).unwrap();
+    let ok = |text: &str| probe::parse("in.csv", text, catalog).unwrap();
     // `nounits` with a header: `memory.total [MiB]` with bare numbers.
     let p = ok(
         "name, driver_version, compute_cap, memory.total [MiB]\nNVIDIA L4, 550.54.15, 8.9, 23034\n",
@@ -558,7 +558,7 @@ fn xml_shapes_and_errors() {
     let p = probe::parse(
         "q.xml",
         "<nvidia_smi_log><kmd_version>610.43.02</kmd_version><gpu><product_name>NVIDIA H200</product_name></gpu><gpu><product_name>NVIDIA H200</product_name></gpu></nvidia_smi_log>",
-        &catalog,
+        catalog,
     )
     .unwrap();
     assert_eq!(p.driver.as_ref().unwrap().as_str(), "610.43.02");
@@ -608,40 +608,37 @@ fn names_map_exactly_then_normalized() {
         Match::Ambiguous(gs) => format!("ambiguous {}", gs.len()),
         Match::Unknown => "unknown".to_string(),
     };
-    assert_eq!(id(probe::match_name(&catalog, "Tesla T4")), "exact t4");
+    assert_eq!(id(probe::match_name(catalog, "Tesla T4")), "exact t4");
     // Older drivers print GeForce names without the `NVIDIA ` prefix.
     assert_eq!(
-        id(probe::match_name(&catalog, "GeForce RTX 3090")),
+        id(probe::match_name(catalog, "GeForce RTX 3090")),
         "normalized rtx-3090"
     );
     assert_eq!(
-        id(probe::match_name(&catalog, "nvidia  geforce rtx 3090 ")),
+        id(probe::match_name(catalog, "nvidia  geforce rtx 3090 ")),
         "normalized rtx-3090"
     );
     // Then the catalog's GPU name table, the names the spec accepts: the marketing name,
     // and names without memory tokens; a near miss stays apart (the 40 GB A100 is not the
     // 80 GB one, and `A100-SXM4` alone names neither).
     assert_eq!(
-        id(probe::match_name(&catalog, "NVIDIA H100 SXM5 80GB")),
+        id(probe::match_name(catalog, "NVIDIA H100 SXM5 80GB")),
         "normalized h100"
     );
     assert_eq!(
-        id(probe::match_name(&catalog, "NVIDIA A100-SXM4-40GB")),
+        id(probe::match_name(catalog, "NVIDIA A100-SXM4-40GB")),
         "normalized a100-40gb"
     );
     assert_eq!(
-        id(probe::match_name(&catalog, "NVIDIA A100-SXM4")),
+        id(probe::match_name(catalog, "NVIDIA A100-SXM4")),
         "unknown"
     );
-    assert_eq!(
-        id(probe::match_name(&catalog, "NVIDIA H100 NVL")),
-        "unknown"
-    );
+    assert_eq!(id(probe::match_name(catalog, "NVIDIA H100 NVL")), "unknown");
 
     let p = probe::parse(
         "old.csv",
         "GeForce RTX 3090, 470.256.02, 24268 MiB\n",
-        &catalog,
+        catalog,
     )
     .unwrap();
     assert_eq!(p.ids(), ["rtx-3090"]);
@@ -776,7 +773,7 @@ fn the_book_chapter_shows_real_output() {
         "$ cat node.csv\n{l40s}$ gpustack probe --from node.csv\n"
     )));
     let (_, text) = fixture("fixtures/probe/bad/unknown-rtx-5070-ti.csv");
-    let err = probe::parse("node.csv", &text, &catalog())
+    let err = probe::parse("node.csv", &text, catalog())
         .unwrap_err()
         .to_string();
     assert!(

@@ -528,7 +528,7 @@ fn image_digests_come_from_a_real_registry_through_a_mirror_and_a_token_gate() {
         .map(|f| f.contents.clone())
         .unwrap();
     assert!(
-        values.contains(&format!("driver:\n"))
+        values.contains(&"driver:\n".to_string())
             && values.contains(&format!(
                 "  repository: \"nvcr.io/nvidia\"\n  image: \"driver\"\n  version: \"{digest}\"\n"
             )),

@@ -22,7 +22,7 @@ use gpustack::{Catalog, Spec};
 use serde_json::Value;
 
 fn schema() -> Value {
-    gpustack::schema::spec_schema(&catalog())
+    gpustack::schema::spec_schema(catalog())
 }
 
 fn parse(table: &toml::Table, cat: &Catalog) -> Result<Spec, String> {
@@ -117,7 +117,7 @@ fn strs(v: &[&str]) -> toml::Value {
 
 #[test]
 fn committed_schema_is_current() {
-    let text = gpustack::schema::spec_schema_json(&catalog());
+    let text = gpustack::schema::spec_schema_json(catalog());
     let path = root().join(gpustack::schema::SCHEMA_PATH);
     if bless() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -231,7 +231,7 @@ fn every_schema_key_is_accepted_by_the_parser() {
     let schema = schema();
     let spec = full_spec(&schema);
     let parsed =
-        parse(&spec, &cat).unwrap_or_else(|e| panic!("the schema's examples do not parse:\n{e}"));
+        parse(&spec, cat).unwrap_or_else(|e| panic!("the schema's examples do not parse:\n{e}"));
     // The spec really has every table, and the deployment tables came through.
     assert_eq!(spec.len(), 15);
     assert_eq!(parsed.check.len(), 1);
@@ -346,7 +346,7 @@ fn every_enum_value_is_accepted_and_a_non_member_is_not() {
                 spec.insert("network".into(), toml::Value::Table(network));
             }
             set(&mut spec, table, key, value(*item, v));
-            if let Err(e) = parse(&spec, &cat) {
+            if let Err(e) = parse(&spec, cat) {
                 failures.push(format!(
                     "[{table}].{key} = {v:?} is in the schema but rejected:\n{e}"
                 ));
@@ -354,7 +354,7 @@ fn every_enum_value_is_accepted_and_a_non_member_is_not() {
         }
         let mut spec = base.clone();
         set(&mut spec, table, key, value(*item, "no-such-value"));
-        if parse(&spec, &cat).is_ok() {
+        if parse(&spec, cat).is_ok() {
             failures.push(format!("[{table}].{key} = \"no-such-value\" is accepted"));
         }
     }
@@ -396,7 +396,7 @@ fn required_keys_are_the_parsers() {
             spec.remove("network");
         }
         let want_err = required(&schema, &name);
-        if parse(&spec, &cat).is_err() != want_err {
+        if parse(&spec, cat).is_err() != want_err {
             failures.push(format!(
                 "without [{name}]: schema says required = {want_err}"
             ));
@@ -406,7 +406,7 @@ fn required_keys_are_the_parsers() {
             unset(&mut spec, &name, &key);
             // Across tables: [serve] needs vllm (tests/safety.rs).
             let want_err = required(&table, &key) || (name == "components" && key == "vllm");
-            if parse(&spec, &cat).is_err() != want_err {
+            if parse(&spec, cat).is_err() != want_err {
                 failures.push(format!(
                     "without [{name}].{key}: schema says required = {want_err}"
                 ));
@@ -417,14 +417,14 @@ fn required_keys_are_the_parsers() {
     let mut spec = base.clone();
     unset(&mut spec, "hardware", "gpus");
     unset(&mut spec, "hardware", "archs");
-    assert!(parse(&spec, &cat).is_err());
+    assert!(parse(&spec, cat).is_err());
     set(&mut spec, "hardware", "gpus", strs(&[]));
-    assert!(parse(&spec, &cat).is_err());
+    assert!(parse(&spec, cat).is_err());
     // [components] must list one (minProperties).
     assert_eq!(schema["properties"]["components"]["minProperties"], 1);
     let mut spec = base.clone();
     spec.insert("components".into(), toml::Value::Table(toml::Table::new()));
-    assert!(parse(&spec, &cat).is_err());
+    assert!(parse(&spec, cat).is_err());
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
@@ -438,7 +438,7 @@ fn unknown_keys_are_rejected_in_every_table() {
         assert_eq!(table["additionalProperties"], false, "[{name}]");
         let mut spec = base.clone();
         set(&mut spec, &name, "no_such_key", toml::Value::from("x"));
-        match parse(&spec, &cat) {
+        match parse(&spec, cat) {
             Ok(_) => failures.push(format!("[{name}].no_such_key is accepted")),
             Err(e) if !e.contains("no_such_key") => failures.push(format!(
                 "[{name}].no_such_key: the error does not name it:\n{e}"
@@ -451,7 +451,7 @@ fn unknown_keys_are_rejected_in_every_table() {
         "no_such_table".into(),
         toml::Value::Table(toml::Table::new()),
     );
-    assert!(parse(&spec, &cat).is_err());
+    assert!(parse(&spec, cat).is_err());
     assert_eq!(schema["additionalProperties"], false);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -514,7 +514,7 @@ fn integer_bounds_and_defaults_are_the_parsers() {
                         as_efa(&mut spec);
                     }
                     set(&mut spec, &name, &key, toml::Value::Integer(n));
-                    if parse(&spec, &cat).is_ok() != ok {
+                    if parse(&spec, cat).is_ok() != ok {
                         failures.push(format!(
                             "[{name}].{key} = {n}: the parser does not agree with {min}..={max}"
                         ));
@@ -527,7 +527,7 @@ fn integer_bounds_and_defaults_are_the_parsers() {
                 unset(&mut without, &name, &key);
                 let mut with = base.clone();
                 set(&mut with, &name, &key, to_toml(default));
-                let (a, b) = (parse(&without, &cat).unwrap(), parse(&with, &cat).unwrap());
+                let (a, b) = (parse(&without, cat).unwrap(), parse(&with, cat).unwrap());
                 if a != b {
                     failures.push(format!("[{name}].{key}: omitting it is not the same as writing the schema's default {default}"));
                 }
@@ -1012,7 +1012,7 @@ fn validator_agrees_with_the_parser() {
     let mut failures = Vec::new();
     for c in &cases {
         assert!(names.insert(c.name.clone()), "duplicate case {}", c.name);
-        let got = Spec::parse("gpustack.toml", &c.text, &cat);
+        let got = Spec::parse("gpustack.toml", &c.text, cat);
         if got.is_ok() != c.parser_ok {
             failures.push(format!(
                 "{}: the parser says ok = {} (expected {}): {:?}\n{}",
@@ -1031,7 +1031,7 @@ fn validator_agrees_with_the_parser() {
     let Some(tool) = validator("check-jsonschema") else {
         return;
     };
-    let rejected = rejected_by_validator(&tool, &gpustack::schema::spec_schema_json(&cat), &cases);
+    let rejected = rejected_by_validator(&tool, &gpustack::schema::spec_schema_json(cat), &cases);
     for c in &cases {
         let schema_ok = !rejected.contains_key(&c.name);
         if schema_ok != c.schema_ok {
@@ -1082,7 +1082,7 @@ fn taplo_agrees_with_the_parser() {
     let dir = tempdir("taplo-cases");
     std::fs::write(
         dir.join("gpustack.schema.json"),
-        gpustack::schema::spec_schema_json(&cat),
+        gpustack::schema::spec_schema_json(cat),
     )
     .unwrap();
     let mut failures = Vec::new();
@@ -1159,7 +1159,7 @@ fn check_allow_codes_are_the_parsers() {
             .collect(),
         )]);
         set(&mut base, "check", "allow", allow);
-        let accepted = parse(&base, &cat).is_ok();
+        let accepted = parse(&base, cat).is_ok();
         assert_eq!(
             accepted,
             offered.contains(&code.name()),
