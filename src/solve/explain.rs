@@ -328,6 +328,28 @@ fn relaxed_requirements(ctx: &Ctx<'_>, out: &mut Vec<String>) {
         .collect();
     let mut single_found = false;
     for (c, req) in &listed {
+        // The catalog's nearest versions to the request first (a near-miss pin, like a
+        // torch variant the release was not built for), then any version.
+        let near = nearest(ctx, *c).into_iter().find_map(|v| {
+            let mut s = spec.clone();
+            s.components
+                .insert(*c, VersionReq::parse(&format!("=={v}")).ok()?);
+            solve_assignment(cat, &s)
+        });
+        if let Some(a) = near {
+            single_found = true;
+            let v = a.get(c).map(ToString::to_string).unwrap_or_default();
+            push(
+                out,
+                format!(
+                    "relax `{} = \"{req}\"`: the nearest {} the catalog has, {v}, works with the rest of your request ({})",
+                    c.name(),
+                    c.display(),
+                    summary(&a, &[*c])
+                ),
+            );
+            continue;
+        }
         let mut s = spec.clone();
         s.components.insert(*c, VersionReq::any());
         if let Some(a) = solve_assignment(cat, &s) {
