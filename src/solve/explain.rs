@@ -287,7 +287,7 @@ fn driver_upgrades(ctx: &Ctx<'_>, host: &Version, out: &mut Vec<String>) {
             push(
                 out,
                 format!(
-                    "upgrade the driver to ≥ {up} ({}); with it the stack resolves{how} to {}",
+                    "upgrade the driver to ≥ {up} ({}; the oldest released driver the catalog has that resolves the stack, so it can lie above a rule's minimum); with it the stack resolves{how} to {}",
                     branch_note(up),
                     summary(&picks, &[])
                 ),
