@@ -212,7 +212,7 @@ pub enum Event<'r> {
 
 /// Rows found per pass of [`for_each_row`]: its memory is bounded by this, not by the
 /// number of rows.
-const CHUNK: usize = 16_384;
+const CHUNK: usize = 65_536;
 
 /// [`matrix_over`], streamed: `visit` gets the [`Shape`], then each row, best first,
 /// one at a time. Memory does not grow with the number of rows: the search runs
@@ -252,6 +252,18 @@ pub fn for_each_row<E>(
     spec: &Spec,
     axes: &[Component],
     limit: Option<usize>,
+    visit: impl FnMut(Event<'_>) -> Result<(), E>,
+) -> Result<Result<Shape, E>, Error> {
+    stream(catalog, spec, axes, limit, CHUNK, visit)
+}
+
+/// [`for_each_row`] with `chunk` rows per pass (the tests make it small).
+fn stream<E>(
+    catalog: &Catalog,
+    spec: &Spec,
+    axes: &[Component],
+    limit: Option<usize>,
+    chunk: usize,
     mut visit: impl FnMut(Event<'_>) -> Result<(), E>,
 ) -> Result<Result<Shape, E>, Error> {
     let m = members(spec);
@@ -292,9 +304,12 @@ pub fn for_each_row<E>(
         });
     let mut e = Enum::new(&p, &axes);
     e.shared = shared;
-    // Count the rows: all of them, or up to one past the limit.
+    // Count the rows: all of them, or up to one past the limit; keep the best `chunk` of
+    // them meanwhile, which are all the rows of most matrices.
     let cap = limit.unwrap_or(usize::MAX);
+    let chunk = chunk.max(1);
     if p.wiped.is_none() {
+        e.pass(chunk.min(cap), None);
         e.counting = Some(cap);
         e.axes_dfs(&mut Vec::with_capacity(p.order.len()));
         e.counting = None;
@@ -317,10 +332,21 @@ pub fn for_each_row<E>(
     if let Err(x) = visit(Event::Start(&shape)) {
         return Ok(Err(x));
     }
+    let first = std::mem::take(&mut e.best).into_sorted_vec();
+    // The count's search was complete (no limit left rows out) and kept them all.
+    if !more && first.len() == shape.rows {
+        for f in &first {
+            if let Err(x) = visit(Event::Row(&row(&ctx, &f.assign))) {
+                return Ok(Err(x));
+            }
+        }
+        return Ok(Ok(shape));
+    }
+    drop(first);
     let mut written = 0;
     let mut after: Option<Vec<u32>> = None;
     while written < shape.rows {
-        e.pass(CHUNK.min(shape.rows - written), after.take());
+        e.pass(chunk.min(shape.rows - written), after.take());
         e.axes_dfs(&mut Vec::with_capacity(p.order.len()));
         let best = std::mem::take(&mut e.best).into_sorted_vec();
         if best.is_empty() {
@@ -797,7 +823,6 @@ impl<'p, 'a, 'c> Enum<'p, 'a, 'c> {
     fn keep(&mut self, f: Found) {
         if self.counting.is_some() {
             self.count += 1;
-            return;
         }
         if self.after.as_ref().is_some_and(|a| f.ranks <= *a) {
             return;
@@ -1099,6 +1124,13 @@ mod tests {
                 }
                 match matrix_over(&cat, &spec, &axes, None) {
                     Ok(m) => {
+                        // Any number of rows per pass gives the same rows.
+                        let chunk = 1 + usize::try_from(seed % 4).unwrap();
+                        assert_eq!(
+                            chunked(&cat, &spec, &axes, None, chunk),
+                            m.rows,
+                            "seed {seed}: chunk {chunk}"
+                        );
                         assert_eq!(m.total, Some(m.rows.len()));
                         assert_eq!(
                             m.rows, want,
@@ -1127,6 +1159,47 @@ mod tests {
             "multi-row {multi}, empty {empty}"
         );
         assert!(custom > n / 3, "custom axes {custom}");
+    }
+
+    /// The rows of [`stream`] with `chunk` rows per pass.
+    fn chunked(
+        cat: &Catalog,
+        spec: &Spec,
+        axes: &[Component],
+        limit: Option<usize>,
+        chunk: usize,
+    ) -> Vec<Row> {
+        let mut rows = Vec::new();
+        let _ = stream(cat, spec, axes, limit, chunk, |e| {
+            if let Event::Row(r) = e {
+                rows.push(r.clone());
+            }
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        rows
+    }
+
+    #[test]
+    fn passes_of_any_size_give_the_same_rows() {
+        let s = spec(
+            "[hardware]\ngpus = [\"a100\"]\n[components]\ntorch = \">=2.4\"\npython = \"*\"\ncupy = \"*\"\n",
+        );
+        let axes = [Component::Python, Component::Torch, Component::Cupy];
+        let all = matrix_over(stock(), &s, &axes, None).unwrap();
+        assert!(all.rows.len() > 20, "{} rows", all.rows.len());
+        for chunk in [1, 2, 7, 64] {
+            assert_eq!(
+                chunked(stock(), &s, &axes, None, chunk),
+                all.rows,
+                "chunk {chunk}"
+            );
+            assert_eq!(
+                chunked(stock(), &s, &axes, Some(11), chunk),
+                all.rows[..11],
+                "chunk {chunk}, limit 11"
+            );
+        }
     }
 
     fn stock() -> &'static Catalog {
