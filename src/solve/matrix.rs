@@ -780,43 +780,57 @@ impl<'p, 'a, 'c> Enum<'p, 'a, 'c> {
         self.counting.is_some_and(|cap| self.count > cap)
     }
 
+    /// The rank of each assigned candidate, `None` where it is not known yet: CUDA's
+    /// rank follows torch's pick, so it is known once torch is assigned (or is no member).
+    fn assigned_ranks(&mut self, assign: &[Slot]) -> Vec<Option<u32>> {
+        let mut ranks = vec![None; self.comps.len()];
+        let torch_known = self
+            .torch
+            .is_none_or(|t| assign.iter().any(|(x, _)| *x == t));
+        for &(x, k) in assign {
+            let r = if Some(x) != self.cuda {
+                Some(k)
+            } else if torch_known {
+                self.cuda_order(assign).iter().position(|y| *y == k)
+            } else {
+                None
+            };
+            ranks[x] = r.map(|r| u32::try_from(r).unwrap_or(u32::MAX));
+        }
+        ranks
+    }
+
     /// In a pass, whether `assign` can lead to no row worth keeping:
     ///
     /// * every completion ranks at or before `after` (given by an earlier pass): a row's
-    ///   ranks are at most the assigned candidates' positions and the largest elsewhere
-    ///   (CUDA's rank depends on the row, so it counts as the largest), component by
-    ///   component, hence lexicographically too;
+    ///   ranks are at most the assigned candidates' ranks and the largest elsewhere,
+    ///   component by component, hence lexicographically too;
     /// * or, once `limit` rows are kept and one was left out, every completion ranks
-    ///   after the worst kept row: its ranks are at least the assigned positions and 0
-    ///   elsewhere (CUDA's as 0).
-    fn beaten(&self, assign: &[Slot]) -> bool {
+    ///   after the worst kept row: its ranks are at least the assigned ones and 0
+    ///   elsewhere.
+    fn beaten(&mut self, assign: &[Slot]) -> bool {
         if self.counting.is_some() {
             return false;
         }
+        let full = self.more && self.best.len() >= self.limit;
+        if self.after.is_none() && !full {
+            return false;
+        }
+        let ranks = self.assigned_ranks(assign);
         if let Some(after) = &self.after {
-            let mut bound = vec![u32::MAX; self.comps.len()];
-            for &(x, k) in assign {
-                if Some(x) != self.cuda {
-                    bound[x] = u32::try_from(k).unwrap_or(u32::MAX);
-                }
-            }
-            if bound <= *after {
+            let hi: Vec<u32> = ranks.iter().map(|r| r.unwrap_or(u32::MAX)).collect();
+            if hi <= *after {
                 return true;
             }
         }
-        let Some(worst) = self.best.peek() else {
-            return self.limit == 0 && self.more;
-        };
-        if !self.more || self.best.len() < self.limit {
+        if !full {
             return false;
         }
-        let mut bound = vec![0u32; self.comps.len()];
-        for &(x, k) in assign {
-            if Some(x) != self.cuda {
-                bound[x] = u32::try_from(k).unwrap_or(u32::MAX);
-            }
-        }
-        bound >= worst.ranks
+        let Some(worst) = self.best.peek() else {
+            return true;
+        };
+        let lo: Vec<u32> = ranks.iter().map(|r| r.unwrap_or(0)).collect();
+        lo >= worst.ranks
     }
 
     /// Keeps a row: counts it, or keeps it among the pass's best `limit`.
