@@ -37,7 +37,8 @@ enum Format {
 
 /// The versions of the lock's stack: `--lock`, else `gpustack.lock` beside the spec when
 /// there is one.
-fn locked(args: &Args) -> Result<Option<BTreeMap<Component, Version>>, Error> {
+#[allow(clippy::type_complexity)]
+fn locked(args: &Args) -> Result<Option<(PathBuf, BTreeMap<Component, Version>)>, Error> {
     let path = match &args.lock {
         Some(p) => p.clone(),
         None => {
@@ -59,12 +60,12 @@ fn locked(args: &Args) -> Result<Option<BTreeMap<Component, Version>>, Error> {
         "create it with `gpustack lock`, or pass `--lock PATH`",
     )?;
     let lock = gpustack::Lock::parse(&gpustack::emit::shown(&path), &text)?;
-    Ok(Some(
-        lock.components
-            .iter()
-            .map(|c| (c.name, c.version.clone()))
-            .collect(),
-    ))
+    let versions = lock
+        .components
+        .iter()
+        .map(|c| (c.name, c.version.clone()))
+        .collect();
+    Ok(Some((path, versions)))
 }
 
 pub(crate) fn run(args: Args) -> Result<u8, Error> {
@@ -72,7 +73,7 @@ pub(crate) fn run(args: Args) -> Result<u8, Error> {
     let shown = gpustack::emit::shown(&args.spec);
     let text = read_spec(&args.spec)?;
     let spec = gpustack::Spec::parse(&shown, &text, &catalog)?;
-    let locked = locked(&args)?;
+    let (lock_path, locked) = locked(&args)?.unzip();
     let format = match args.format {
         Format::Json => matrix::Format::Json,
         Format::Github => matrix::Format::Github,
@@ -131,8 +132,11 @@ pub(crate) fn run(args: Args) -> Result<u8, Error> {
             shape.rows
         ),
     }
-    if locked.is_some() && !marked && !shape.truncated() && format == matrix::Format::Json {
-        note!("no row is the lock's stack: the lock is stale (`gpustack lock --check` says why)");
+    if let (Some(path), false, false) = (&lock_path, marked, shape.truncated()) {
+        note!(
+            "no row is the stack of `{}`: it was locked from another spec or catalog, or is stale (`gpustack lock --check` says which)",
+            gpustack::emit::shown(path)
+        );
     }
     std::mem::forget(catalog);
     Ok(0)
