@@ -216,9 +216,11 @@ const CHUNK: usize = 65_536;
 
 /// [`matrix_over`], streamed: `visit` gets the [`Shape`], then each row, best first,
 /// one at a time. Memory does not grow with the number of rows: the search runs
-/// once to count the rows (up to one past `limit`), then once per [`CHUNK`] rows, each
-/// pass keeping the best rows after those already given (a bounded heap) and skipping
-/// every branch that cannot hold one. The rows and their order are [`matrix_over`]'s.
+/// once to count the rows (up to one past `limit`), keeping the best [`CHUNK`] of them
+/// (a bounded heap), which are the first rows when no limit left rows out; then once per
+/// further [`CHUNK`] rows, each pass keeping the best rows after those already given and
+/// skipping every branch that cannot hold one. The rows and their order are
+/// [`matrix_over`]'s.
 ///
 /// The outer error is the matrix's ([`Error::NoSolution`] for an empty one, a usage
 /// error for a bad axis); the inner one is the first that `visit` returned, which stops
@@ -332,19 +334,20 @@ fn stream<E>(
     if let Err(x) = visit(Event::Start(&shape)) {
         return Ok(Err(x));
     }
+    // When the count's search was complete (no limit left rows out), the best rows it
+    // kept are the first pass; for most matrices, all of it.
+    let mut written = 0;
+    let mut after: Option<Vec<u32>> = None;
     let first = std::mem::take(&mut e.best).into_sorted_vec();
-    // The count's search was complete (no limit left rows out) and kept them all.
-    if !more && first.len() == shape.rows {
+    if !more {
         for f in &first {
             if let Err(x) = visit(Event::Row(&row(&ctx, &f.assign))) {
                 return Ok(Err(x));
             }
         }
-        return Ok(Ok(shape));
+        written = first.len();
+        after = first.into_iter().last().map(|f| f.ranks);
     }
-    drop(first);
-    let mut written = 0;
-    let mut after: Option<Vec<u32>> = None;
     while written < shape.rows {
         e.pass(chunk.min(shape.rows - written), after.take());
         e.axes_dfs(&mut Vec::with_capacity(p.order.len()));
