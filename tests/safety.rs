@@ -600,7 +600,7 @@ fn matrix_peak(dir: &Path, args: &[&str]) -> Option<(u64, Vec<u8>)> {
 
 /// Without `--limit`, every row of the 1,000-release overlay (171,810 of them) is written
 /// while the peak resident memory stays under 256 MiB, and within 64 MiB of a 1,000-row
-/// matrix's: rows are streamed, never all held. (Before, 239 MiB against 32 MiB for this
+/// matrix's: rows are streamed, never all held. (Before, 232 MiB against 31 MiB for this
 /// matrix in a debug build, and 7.3 GB for a wider one.) Without `/usr/bin/time` the test
 /// says so and checks nothing.
 #[test]
