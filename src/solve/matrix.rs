@@ -60,7 +60,9 @@ use crate::core::Component;
 use crate::error::{Diagnostic, Error, Stage};
 use crate::spec::Spec;
 
-/// Every stack a spec allows, best first.
+/// Every stack a spec allows, best first, every row in memory; [`for_each_row`] gives
+/// them one at a time instead, in memory that does not grow with their number (what
+/// `gpustack matrix` uses).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Matrix {
     /// The components that vary between rows, in [`Component`] order.
@@ -216,9 +218,9 @@ const CHUNK: usize = 65_536;
 
 /// [`matrix_over`], streamed: `visit` gets the [`Shape`], then each row, best first,
 /// one at a time. Memory does not grow with the number of rows: the search runs
-/// once to count the rows (up to one past `limit`), keeping the best [`CHUNK`] of them
+/// once to count the rows (up to one past `limit`), keeping the best 65,536 of them
 /// (a bounded heap), which are the first rows when no limit left rows out; then once per
-/// further [`CHUNK`] rows, each pass keeping the best rows after those already given and
+/// further 65,536 rows, each pass keeping the best rows after those already given and
 /// skipping every branch that cannot hold one. The rows and their order are
 /// [`matrix_over`]'s.
 ///
