@@ -90,7 +90,7 @@ enum Command {
     Diff(cli::diff::Args),
     /// List every stack the spec allows, for CI test matrices
     #[command(
-        after_help = "Examples:\n  gpustack matrix\n  gpustack matrix --format github --limit 20   # a strategy.matrix.include list\n  gpustack matrix --spec fixtures/specs/a100-pytorch.toml\n\nThe axes are the components the spec lists (except the driver and extras); their\nrequirements stay ranges. Rows come best first: row 0 is what `gpustack lock` picks.\n\nExit codes: 0 at least one stack, 1 no compatible stack, 2 invalid input."
+        after_help = "Examples:\n  gpustack matrix\n  gpustack matrix --format github --limit 20   # a strategy.matrix.include list\n  gpustack matrix --spec fixtures/specs/a100-pytorch.toml\n\nThe axes are the components the spec lists (except the driver and extras); their\nrequirements stay ranges. Rows come best first: row 0 is what a fresh `gpustack lock`\npicks. With a lock (`--lock`, or gpustack.lock beside the spec), the JSON marks the row\nequal to it `\"locked\": true`: a kept pick can make it a later row.\n\nExit codes: 0 at least one stack, 1 no compatible stack, 2 invalid input."
     )]
     Matrix(cli::matrix::Args),
     /// Read a node's GPUs and driver from nvidia-smi and print a `[hardware]` table

@@ -666,6 +666,76 @@ fn matrix_lists_stacks_best_first() {
     );
 }
 
+/// `gpustack matrix` marks the lock's stack `"locked": true` in JSON: `--lock PATH`, or
+/// `gpustack.lock` beside the spec. A kept pick makes it a later row; a lock of another
+/// stack marks none and says so. The GitHub list never carries the mark.
+#[test]
+fn matrix_marks_the_lock_s_row() {
+    let root = root();
+    let spec = "fixtures/specs/a100-pytorch.toml";
+    let locked_rows = |stdout: &str| -> Vec<usize> {
+        let v: serde_json::Value = serde_json::from_str(stdout).unwrap();
+        let rows = v["rows"].as_array().unwrap();
+        for r in rows {
+            assert!(r.get("locked").is_none_or(|l| l == true), "{r}");
+        }
+        (0..rows.len())
+            .filter(|&i| rows[i].get("locked").is_some())
+            .collect()
+    };
+    // No lock beside the spec: nothing marked.
+    let out = run_in(&root, &["matrix", "--spec", spec, "--limit", "3"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(locked_rows(&out.stdout).is_empty());
+    // `--lock`: a fresh lock is row 0.
+    let lock = "lockfiles/a100-pytorch.lock";
+    let out = run_in(
+        &root,
+        &["matrix", "--spec", spec, "--lock", lock, "--limit", "3"],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(locked_rows(&out.stdout), [0]);
+    assert!(
+        out.stdout
+            .contains(r#""torch": "2.5.1+cu121", "locked": true}"#),
+        "{}",
+        out.stdout
+    );
+    // The same lock beside the spec, found without `--lock`; a lock that kept an older
+    // NCCL (the second-best stack) marks row 1.
+    let dir = tempdir("matrix-locked");
+    std::fs::copy(root.join(spec), dir.join("gpustack.toml")).unwrap();
+    let text = std::fs::read_to_string(root.join(lock)).unwrap();
+    std::fs::write(dir.join("gpustack.lock"), &text).unwrap();
+    let out = run_in(&dir, &["matrix", "--limit", "3"]);
+    assert_eq!(locked_rows(&out.stdout), [0], "{}", out.stderr);
+    let kept = text.replace("version = \"2.32.3\"", "version = \"2.31.2\"");
+    assert_ne!(kept, text);
+    std::fs::write(dir.join("gpustack.lock"), &kept).unwrap();
+    let out = run_in(&dir, &["matrix", "--limit", "3"]);
+    assert_eq!(locked_rows(&out.stdout), [1], "{}", out.stderr);
+    // Without a limit too, and never in the GitHub list.
+    let all = run_in(&dir, &["matrix"]);
+    assert_eq!(locked_rows(&all.stdout), [1], "{}", all.stderr);
+    let gh = run_in(&dir, &["matrix", "--format", "github"]);
+    assert_eq!(gh.code, 0, "{}", gh.stderr);
+    assert!(!gh.stdout.contains("locked"), "{}", gh.stdout);
+    // Another stack's lock marks nothing, and says so.
+    let other = root.join("lockfiles/h100-ib-train-serve.lock");
+    let out = run_in(&dir, &["matrix", "--lock", other.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(locked_rows(&out.stdout).is_empty());
+    assert!(
+        out.stderr.contains("no row is the stack of"),
+        "{}",
+        out.stderr
+    );
+    // A lock that cannot be read is an error, as in `why`.
+    let out = run_in(&dir, &["matrix", "--lock", "missing.lock"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A lock whose stack name would make a file escape `--out` (`apptainer/../../evil.def`),
 /// even with its digest recomputed so that it passes the tamper check, is refused at parse;
 /// nothing is written anywhere.

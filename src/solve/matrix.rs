@@ -60,7 +60,9 @@ use crate::core::Component;
 use crate::error::{Diagnostic, Error, Stage};
 use crate::spec::Spec;
 
-/// Every stack a spec allows, best first.
+/// Every stack a spec allows, best first, every row in memory; [`for_each_row`] gives
+/// them one at a time instead, in memory that does not grow with their number (what
+/// `gpustack matrix` uses).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Matrix {
     /// The components that vary between rows, in [`Component`] order.
@@ -165,6 +167,109 @@ pub fn matrix_over(
     axes: &[Component],
     limit: Option<usize>,
 ) -> Result<Matrix, Error> {
+    let mut rows = Vec::new();
+    let shape = for_each_row(catalog, spec, axes, limit, |e| {
+        if let Event::Row(r) = e {
+            rows.push(r.clone());
+        }
+        Ok::<(), std::convert::Infallible>(())
+    })?;
+    let Ok(shape) = shape;
+    Ok(Matrix {
+        axes: shape.axes,
+        members: shape.members,
+        rows,
+        total: shape.total,
+    })
+}
+
+/// What a matrix is before its rows: known, and written, first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// The components that vary between rows, in [`Component`] order.
+    pub axes: Vec<Component>,
+    /// Every member of the stack, in [`Component`] order: the keys of each row.
+    pub members: Vec<Component>,
+    /// How many rows exist, as [`Matrix::total`]: `None` when `limit` left rows out.
+    pub total: Option<usize>,
+    /// How many rows follow: all of them, or `limit`.
+    pub rows: usize,
+}
+
+impl Shape {
+    /// `true` when `limit` left rows out.
+    pub fn truncated(&self) -> bool {
+        self.total.is_none_or(|t| self.rows < t)
+    }
+}
+
+/// What [`for_each_row`] gives, in order: the shape, then each row.
+#[derive(Clone, Copy, Debug)]
+pub enum Event<'r> {
+    /// Before the rows.
+    Start(&'r Shape),
+    /// A row, best first.
+    Row(&'r Row),
+}
+
+/// Rows found per pass of [`for_each_row`]: its memory is bounded by this, not by the
+/// number of rows.
+const CHUNK: usize = 65_536;
+
+/// [`matrix_over`], streamed: `visit` gets the [`Shape`], then each row, best first,
+/// one at a time. Memory does not grow with the number of rows: the search runs
+/// once to count the rows (up to one past `limit`), keeping the best 65,536 of them
+/// (a bounded heap), which are the first rows when no limit left rows out; then once per
+/// further 65,536 rows, each pass keeping the best rows after those already given and
+/// skipping every branch that cannot hold one. The rows and their order are
+/// [`matrix_over`]'s.
+///
+/// The outer error is the matrix's ([`Error::NoSolution`] for an empty one, a usage
+/// error for a bad axis); the inner one is the first that `visit` returned, which stops
+/// the search.
+///
+/// ```
+/// use gpustack::{Catalog, Spec};
+/// let catalog = Catalog::stock().unwrap();
+/// let spec = Spec::parse("gpustack.toml", r#"
+/// [stack]
+/// name = "ci"
+/// [hardware]
+/// gpus = ["h100"]
+/// driver = "550.54.15"
+/// [components]
+/// torch = ">=2.4"
+/// "#, &catalog).unwrap();
+/// let axes = gpustack::solve::matrix::default_axes(&spec);
+/// let mut n = 0;
+/// let shape = gpustack::solve::matrix::for_each_row(&catalog, &spec, &axes, Some(2), |e| {
+///     if let gpustack::solve::matrix::Event::Row(_) = e {
+///         n += 1;
+///     }
+///     Ok::<(), std::io::Error>(())
+/// })?.unwrap();
+/// assert_eq!((n, shape.rows, shape.total), (2, 2, None));
+/// # Ok::<(), gpustack::Error>(())
+/// ```
+pub fn for_each_row<E>(
+    catalog: &Catalog,
+    spec: &Spec,
+    axes: &[Component],
+    limit: Option<usize>,
+    visit: impl FnMut(Event<'_>) -> Result<(), E>,
+) -> Result<Result<Shape, E>, Error> {
+    stream(catalog, spec, axes, limit, CHUNK, visit)
+}
+
+/// [`for_each_row`] with `chunk` rows per pass (the tests make it small).
+fn stream<E>(
+    catalog: &Catalog,
+    spec: &Spec,
+    axes: &[Component],
+    limit: Option<usize>,
+    chunk: usize,
+    mut visit: impl FnMut(Event<'_>) -> Result<(), E>,
+) -> Result<Result<Shape, E>, Error> {
     let m = members(spec);
     let mut errors = Vec::new();
     for &c in axes {
@@ -201,19 +306,19 @@ pub fn matrix_over(
             let distinct: BTreeSet<&Version> = d.iter().map(|&k| ctx.version(*c, k)).collect();
             distinct.len() < d.len()
         });
-    let (mut found, more) = if p.wiped.is_some() {
-        (Vec::new(), false)
-    } else {
-        let mut e = Enum::new(&p, &axes);
-        e.shared = shared;
-        e.limit = limit;
+    let mut e = Enum::new(&p, &axes);
+    e.shared = shared;
+    // Count the rows: all of them, or up to one past the limit; keep the best `chunk` of
+    // them meanwhile, which are all the rows of most matrices.
+    let cap = limit.unwrap_or(usize::MAX);
+    let chunk = chunk.max(1);
+    if p.wiped.is_none() {
+        e.pass(chunk.min(cap), None);
+        e.counting = Some(cap);
         e.axes_dfs(&mut Vec::with_capacity(p.order.len()));
-        let more = e.more;
-        let mut found = e.found;
-        found.extend(e.best.into_vec());
-        (found, more)
-    };
-    if found.is_empty() && !more {
+        e.counting = None;
+    }
+    if e.count == 0 {
         // The search is exhaustive: with no row, the spec has no stack, and `solve`
         // explains why.
         return match solve(catalog, spec) {
@@ -221,32 +326,46 @@ pub fn matrix_over(
             Ok(_) => unreachable!("the matrix is empty but the spec resolves"),
         };
     }
-    found.sort_by(|a, b| a.ranks.cmp(&b.ranks));
-    let mut seen: BTreeSet<Vec<&Version>> = BTreeSet::new();
-    found.retain(|f| {
-        if !shared {
-            return true;
-        }
-        let key = f
-            .assign
-            .iter()
-            .filter(|(c, _)| axes.contains(c))
-            .map(|&(c, k)| ctx.version(c, k))
-            .collect();
-        seen.insert(key)
-    });
-    let total = (!more).then_some(found.len());
-    let rows = found
-        .iter()
-        .take(limit.unwrap_or(usize::MAX))
-        .map(|f| row(&ctx, &f.assign))
-        .collect();
-    Ok(Matrix {
+    let more = e.count > cap;
+    let shape = Shape {
         axes: axes.into_iter().collect(),
         members: m.keys().copied().collect(),
-        rows,
-        total,
-    })
+        total: (!more).then_some(e.count),
+        rows: e.count.min(cap),
+    };
+    if let Err(x) = visit(Event::Start(&shape)) {
+        return Ok(Err(x));
+    }
+    // When the count's search was complete (no limit left rows out), the best rows it
+    // kept are the first pass; for most matrices, all of it.
+    let mut written = 0;
+    let mut after: Option<Vec<u32>> = None;
+    let first = std::mem::take(&mut e.best).into_sorted_vec();
+    if !more {
+        for f in &first {
+            if let Err(x) = visit(Event::Row(&row(&ctx, &f.assign))) {
+                return Ok(Err(x));
+            }
+        }
+        written = first.len();
+        after = first.into_iter().last().map(|f| f.ranks);
+    }
+    while written < shape.rows {
+        e.pass(chunk.min(shape.rows - written), after.take());
+        e.axes_dfs(&mut Vec::with_capacity(p.order.len()));
+        let best = std::mem::take(&mut e.best).into_sorted_vec();
+        if best.is_empty() {
+            break;
+        }
+        for f in &best {
+            if let Err(x) = visit(Event::Row(&row(&ctx, &f.assign))) {
+                return Ok(Err(x));
+            }
+        }
+        written += best.len();
+        after = best.into_iter().last().map(|f| f.ranks);
+    }
+    Ok(Ok(shape))
 }
 
 fn row(ctx: &Ctx<'_>, assign: &[(Component, Cand)]) -> Row {
@@ -280,39 +399,7 @@ impl Matrix {
 
     /// [`Matrix::to_json`], written row by row to `w` (a closed pipe stops it).
     pub fn write_json(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
-        let names = |cs: &[Component]| {
-            let mut out = String::new();
-            for (i, c) in cs.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                json_str(&mut out, c.name());
-            }
-            out
-        };
-        let mut out = String::from("{\n");
-        let _ = writeln!(out, "  \"axes\": [{}],", names(&self.axes));
-        let _ = writeln!(out, "  \"members\": [{}],", names(&self.members));
-        match self.total {
-            Some(t) => {
-                let _ = writeln!(out, "  \"total\": {t},");
-            }
-            None => out.push_str("  \"total\": null,\n"),
-        }
-        let _ = writeln!(out, "  \"truncated\": {},", self.truncated());
-        out.push_str("  \"rows\": [");
-        w.write_all(out.as_bytes())?;
-        for (i, r) in self.rows.iter().enumerate() {
-            out.clear();
-            out.push_str(if i == 0 { "\n    " } else { ",\n    " });
-            self.object(&mut out, r, " ");
-            w.write_all(out.as_bytes())?;
-        }
-        w.write_all(if self.rows.is_empty() {
-            b"]\n}\n"
-        } else {
-            b"\n  ]\n}\n"
-        })
+        self.write(Format::Json, w)
     }
 
     /// The rows as one line of JSON for a GitHub Actions `strategy.matrix.include`: an
@@ -351,44 +438,158 @@ impl Matrix {
 
     /// [`Matrix::to_github`], written row by row to `w` (a closed pipe stops it).
     pub fn write_github(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
-        w.write_all(b"[")?;
-        let mut line = String::new();
-        for (i, r) in self.rows.iter().enumerate() {
-            line.clear();
-            if i > 0 {
-                line.push(',');
-            }
-            self.object(&mut line, r, "");
-            w.write_all(line.as_bytes())?;
-        }
-        w.write_all(b"]\n")
+        self.write(Format::Github, w)
     }
 
-    /// One row as a JSON object on one line, keys in [`Component`] order; `sp` after
-    /// each `:` and `,`.
-    fn object(&self, out: &mut String, r: &Row, sp: &str) {
-        out.push('{');
-        let mut first = true;
-        let mut field = |key: &str, value: &str| {
-            if !std::mem::take(&mut first) {
-                out.push(',');
-                out.push_str(sp);
-            }
-            json_str(out, key);
-            out.push(':');
-            out.push_str(sp);
-            json_str(out, value);
+    fn write(&self, format: Format, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        let shape = Shape {
+            axes: self.axes.clone(),
+            members: self.members.clone(),
+            total: self.total,
+            rows: self.rows.len(),
         };
-        for c in &self.members {
-            if let Some(v) = r.versions.get(c) {
-                field(c.name(), v.as_str());
+        let mut out = Writer::new(format, shape, None);
+        out.start(w)?;
+        for r in &self.rows {
+            out.row(w, r)?;
+        }
+        out.end(w)
+    }
+}
+
+/// An output format of a matrix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// [`Matrix::to_json`]: the shape, then one row per line.
+    Json,
+    /// [`Matrix::to_github`]: one line, a `strategy.matrix.include` list.
+    Github,
+}
+
+/// Writes a matrix row by row ([`for_each_row`]'s rows, or a [`Matrix`]'s), in a
+/// [`Format`]. In JSON, the row whose versions equal the lock's (`locked`) also gets
+/// `"locked": true`; the GitHub list never carries it (its keys stay the members' ids, as
+/// the job names show them).
+#[derive(Debug)]
+pub struct Writer<'a> {
+    format: Format,
+    shape: Shape,
+    locked: Option<&'a BTreeMap<Component, Version>>,
+    written: usize,
+    line: String,
+}
+
+impl<'a> Writer<'a> {
+    /// A writer for the rows of `shape`; `locked`, the versions of the lock's stack.
+    pub fn new(
+        format: Format,
+        shape: Shape,
+        locked: Option<&'a BTreeMap<Component, Version>>,
+    ) -> Self {
+        Writer {
+            format,
+            shape,
+            locked,
+            written: 0,
+            line: String::new(),
+        }
+    }
+
+    /// What comes before the rows.
+    pub fn start(&mut self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        if self.format == Format::Github {
+            return w.write_all(b"[");
+        }
+        let names = |cs: &[Component]| {
+            let mut out = String::new();
+            for (i, c) in cs.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                json_str(&mut out, c.name());
             }
-            if let Some(d) = r.distributions.get(c) {
-                field(&format!("{}-pypi-name", c.name()), d);
+            out
+        };
+        let s = &self.shape;
+        let mut out = String::from("{\n");
+        let _ = writeln!(out, "  \"axes\": [{}],", names(&s.axes));
+        let _ = writeln!(out, "  \"members\": [{}],", names(&s.members));
+        match s.total {
+            Some(t) => {
+                let _ = writeln!(out, "  \"total\": {t},");
+            }
+            None => out.push_str("  \"total\": null,\n"),
+        }
+        let _ = writeln!(out, "  \"truncated\": {},", s.truncated());
+        out.push_str("  \"rows\": [");
+        w.write_all(out.as_bytes())
+    }
+
+    /// One row. Returns whether it is the lock's.
+    pub fn row(&mut self, w: &mut dyn std::io::Write, r: &Row) -> std::io::Result<bool> {
+        let first = self.written == 0;
+        self.written += 1;
+        let locked = self.locked.is_some_and(|l| *l == r.versions);
+        let mut line = std::mem::take(&mut self.line);
+        line.clear();
+        match self.format {
+            Format::Github => {
+                if !first {
+                    line.push(',');
+                }
+                object(&mut line, &self.shape.members, r, "", false);
+            }
+            Format::Json => {
+                line.push_str(if first { "\n    " } else { ",\n    " });
+                object(&mut line, &self.shape.members, r, " ", locked);
             }
         }
-        out.push('}');
+        let done = w.write_all(line.as_bytes());
+        self.line = line;
+        done.map(|()| locked)
     }
+
+    /// What comes after the rows.
+    pub fn end(&mut self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        w.write_all(match (self.format, self.written) {
+            (Format::Github, _) => b"]\n",
+            (Format::Json, 0) => b"]\n}\n",
+            (Format::Json, _) => b"\n  ]\n}\n",
+        })
+    }
+}
+
+/// One row as a JSON object on one line, keys in [`Component`] order; `sp` after each
+/// `:` and `,`; `"locked": true` last when `locked`.
+fn object(out: &mut String, members: &[Component], r: &Row, sp: &str, locked: bool) {
+    out.push('{');
+    let mut first = true;
+    let mut field = |out: &mut String, key: &str, value: &str| {
+        if !std::mem::take(&mut first) {
+            out.push(',');
+            out.push_str(sp);
+        }
+        json_str(out, key);
+        out.push(':');
+        out.push_str(sp);
+        json_str(out, value);
+    };
+    for c in members {
+        if let Some(v) = r.versions.get(c) {
+            field(out, c.name(), v.as_str());
+        }
+        if let Some(d) = r.distributions.get(c) {
+            field(out, &format!("{}-pypi-name", c.name()), d);
+        }
+    }
+    if locked {
+        out.push(',');
+        out.push_str(sp);
+        out.push_str("\"locked\":");
+        out.push_str(sp);
+        out.push_str("true");
+    }
+    out.push('}');
 }
 
 /// Appends `s` as a JSON string.
@@ -438,11 +639,14 @@ struct Enum<'p, 'a, 'c> {
     /// CUDA's positions in the solver's order, per major.minor of torch's CUDA (the only
     /// thing of the assignment that `sort_cuda` looks at).
     cuda_ranked: BTreeMap<Option<(u64, u64)>, Vec<usize>>,
-    /// Every row, without a limit.
-    found: Vec<Found>,
-    /// With a limit: the best `limit` rows so far (a max-heap: the worst on top), and
-    /// whether a row was left out.
-    limit: Option<usize>,
+    /// Counting: rows are counted, not kept, and the search stops once the count passes
+    /// this cap.
+    counting: Option<usize>,
+    count: usize,
+    /// A pass: the best `limit` rows ranked after `after` (a max-heap: the worst on top),
+    /// and whether such a row was left out.
+    limit: usize,
+    after: Option<Vec<u32>>,
     best: std::collections::BinaryHeap<Found>,
     more: bool,
     /// Whether two candidates of an axis share a version (rows are then deduplicated by
@@ -479,8 +683,10 @@ impl<'p, 'a, 'c> Enum<'p, 'a, 'c> {
             followers,
             pair,
             cuda_ranked: BTreeMap::new(),
-            found: Vec::new(),
-            limit: None,
+            counting: None,
+            count: 0,
+            limit: 0,
+            after: None,
             best: std::collections::BinaryHeap::new(),
             more: false,
             shared: false,
@@ -566,56 +772,81 @@ impl<'p, 'a, 'c> Enum<'p, 'a, 'c> {
         })
     }
 
-    /// With a limit, once `limit` rows are kept and one was left out: whether every
-    /// completion of `assign` ranks after the worst kept row. A row's ranks are at least
-    /// the assigned candidates' positions and 0 elsewhere (CUDA's rank depends on the
-    /// row, so it counts as 0), component by component, hence lexicographically too.
-    fn beaten(&self, assign: &[Slot]) -> bool {
-        let Some(limit) = self.limit else {
-            return false;
-        };
-        let Some(worst) = self.best.peek() else {
-            return limit == 0 && self.more;
-        };
-        if !self.more || self.best.len() < limit {
-            return false;
-        }
-        let mut bound = vec![0u32; self.comps.len()];
-        for &(x, k) in assign {
-            if Some(x) != self.cuda {
-                bound[x] = u32::try_from(k).unwrap_or(u32::MAX);
-            }
-        }
-        bound >= worst.ranks
+    /// Starts a pass: the best `limit` rows ranked after `after`.
+    fn pass(&mut self, limit: usize, after: Option<Vec<u32>>) {
+        self.limit = limit;
+        self.after = after;
+        self.best.clear();
+        self.more = false;
     }
 
-    /// Keeps a row: every row without a limit; the best `limit` with one.
-    fn keep(&mut self, f: Found) {
-        let Some(limit) = self.limit else {
-            self.found.push(f);
-            return;
-        };
-        if self.shared {
-            // One row per version of the axes: the better-ranked.
-            let key = |g: &Found| -> Vec<Version> {
-                g.assign
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| self.axes.contains(i))
-                    .map(|(_, &(c, k))| self.p.ctx.version(c, k).clone())
-                    .collect()
+    /// Whether the search is done: counting, past the cap.
+    fn stopped(&self) -> bool {
+        self.counting.is_some_and(|cap| self.count > cap)
+    }
+
+    /// The rank of each assigned candidate, `None` where it is not known yet: CUDA's
+    /// rank follows torch's pick, so it is known once torch is assigned (or is no member).
+    fn assigned_ranks(&mut self, assign: &[Slot]) -> Vec<Option<u32>> {
+        let mut ranks = vec![None; self.comps.len()];
+        let torch_known = self
+            .torch
+            .is_none_or(|t| assign.iter().any(|(x, _)| *x == t));
+        for &(x, k) in assign {
+            let r = if Some(x) != self.cuda {
+                Some(k)
+            } else if torch_known {
+                self.cuda_order(assign).iter().position(|y| *y == k)
+            } else {
+                None
             };
-            let mine = key(&f);
-            if let Some(other) = self.best.iter().find(|g| key(g) == mine) {
-                if other.ranks <= f.ranks {
-                    return;
-                }
-                let mut v = std::mem::take(&mut self.best).into_vec();
-                v.retain(|g| key(g) != mine);
-                self.best = v.into();
+            ranks[x] = r.map(|r| u32::try_from(r).unwrap_or(u32::MAX));
+        }
+        ranks
+    }
+
+    /// In a pass, whether `assign` can lead to no row worth keeping:
+    ///
+    /// * every completion ranks at or before `after` (given by an earlier pass): a row's
+    ///   ranks are at most the assigned candidates' ranks and the largest elsewhere,
+    ///   component by component, hence lexicographically too;
+    /// * or, once `limit` rows are kept and one was left out, every completion ranks
+    ///   after the worst kept row: its ranks are at least the assigned ones and 0
+    ///   elsewhere.
+    fn beaten(&mut self, assign: &[Slot]) -> bool {
+        if self.counting.is_some() {
+            return false;
+        }
+        let full = self.more && self.best.len() >= self.limit;
+        if self.after.is_none() && !full {
+            return false;
+        }
+        let ranks = self.assigned_ranks(assign);
+        if let Some(after) = &self.after {
+            let hi: Vec<u32> = ranks.iter().map(|r| r.unwrap_or(u32::MAX)).collect();
+            if hi <= *after {
+                return true;
             }
         }
-        if self.best.len() < limit {
+        if !full {
+            return false;
+        }
+        let Some(worst) = self.best.peek() else {
+            return true;
+        };
+        let lo: Vec<u32> = ranks.iter().map(|r| r.unwrap_or(0)).collect();
+        lo >= worst.ranks
+    }
+
+    /// Keeps a row: counts it, or keeps it among the pass's best `limit`.
+    fn keep(&mut self, f: Found) {
+        if self.counting.is_some() {
+            self.count += 1;
+        }
+        if self.after.as_ref().is_some_and(|a| f.ranks <= *a) {
+            return;
+        }
+        if self.best.len() < self.limit {
             self.best.push(f);
         } else {
             self.more = true;
@@ -630,7 +861,9 @@ impl<'p, 'a, 'c> Enum<'p, 'a, 'c> {
     fn axes_dfs(&mut self, assign: &mut Vec<Slot>) {
         let depth = assign.len();
         if depth == self.axes.len() {
-            self.complete(assign);
+            if let Some(full) = self.complete(assign) {
+                self.record(&full);
+            }
             return;
         }
         let c = self.axes[depth];
@@ -640,6 +873,9 @@ impl<'p, 'a, 'c> Enum<'p, 'a, 'c> {
             .copied()
             .collect();
         for k in 0..self.doms[c].len() {
+            if self.stopped() {
+                return;
+            }
             if !self.consistent(assign, (c, k)) {
                 continue;
             }
@@ -653,11 +889,10 @@ impl<'p, 'a, 'c> Enum<'p, 'a, 'c> {
 
     /// Completes the followers as the solver's search would: candidates best first, the
     /// first complete stack wins.
-    fn complete(&mut self, assign: &mut Vec<Slot>) -> bool {
+    fn complete(&mut self, assign: &mut Vec<Slot>) -> Option<Vec<Slot>> {
         let i = assign.len() - self.axes.len();
         if i == self.followers.len() {
-            self.record(assign);
-            return true;
+            return Some(assign.clone());
         }
         let c = self.followers[i];
         let order: Vec<usize> = if Some(c) == self.cuda {
@@ -670,16 +905,80 @@ impl<'p, 'a, 'c> Enum<'p, 'a, 'c> {
                 continue;
             }
             assign.push((c, k));
-            let done = self.alive(assign, &self.followers[i + 1..]) && self.complete(assign);
+            let done = if self.alive(assign, &self.followers[i + 1..]) {
+                self.complete(assign)
+            } else {
+                None
+            };
             assign.pop();
-            if done {
-                return true;
+            if done.is_some() {
+                return done;
             }
         }
-        false
+        None
     }
 
     fn record(&mut self, assign: &[Slot]) {
+        let f = self.found(assign);
+        if self.shared && !self.best_of_its_versions(assign, &f.ranks) {
+            return;
+        }
+        self.keep(f);
+    }
+
+    /// Whether no other assignment of the axes to the same versions (two distributions
+    /// of an extra's release) has a row that ranks before this one: rows are one per
+    /// version of the axes, the better-ranked. Decided from the row alone, so that no
+    /// pass needs the rows of another.
+    fn best_of_its_versions(&mut self, assign: &[Slot], ranks: &[u32]) -> bool {
+        let (p, doms) = (self.p, &self.doms);
+        let same: Vec<Vec<usize>> = self
+            .axes
+            .iter()
+            .map(|&x| {
+                let k = assign.iter().find(|(y, _)| *y == x).map_or(0, |s| s.1);
+                let v = p.ctx.version(self.comps[x], doms[x][k]);
+                (0..doms[x].len())
+                    .filter(|&j| p.ctx.version(self.comps[x], doms[x][j]) == v)
+                    .collect()
+            })
+            .collect();
+        if same.iter().all(|s| s.len() == 1) {
+            return true;
+        }
+        let mut combo = vec![0usize; same.len()];
+        'product: loop {
+            let mut alt: Vec<Slot> = Vec::with_capacity(self.comps.len());
+            let mut ok = true;
+            for (i, &x) in self.axes.iter().enumerate() {
+                let s = (x, same[i][combo[i]]);
+                if !self.consistent(&alt, s) {
+                    ok = false;
+                    break;
+                }
+                alt.push(s);
+            }
+            let mine = alt.len() == self.axes.len() && alt.iter().all(|s| assign.contains(s));
+            if ok && !mine {
+                if let Some(full) = self.complete(&mut alt) {
+                    if self.found(&full).ranks.as_slice() < ranks {
+                        return false;
+                    }
+                }
+            }
+            for (i, n) in combo.iter_mut().enumerate() {
+                *n += 1;
+                if *n < same[i].len() {
+                    continue 'product;
+                }
+                *n = 0;
+            }
+            return true;
+        }
+    }
+
+    /// A complete assignment as a row found: its ranks and candidates in decision order.
+    fn found(&mut self, assign: &[Slot]) -> Found {
         let mut full: Vec<Slot> = assign.to_vec();
         full.sort_unstable();
         let mut ranks = Vec::with_capacity(full.len());
@@ -696,7 +995,7 @@ impl<'p, 'a, 'c> Enum<'p, 'a, 'c> {
             .iter()
             .map(|&(c, k)| (self.comps[c], self.doms[c][k]))
             .collect();
-        self.keep(Found { ranks, assign });
+        Found { ranks, assign }
     }
 }
 
@@ -844,6 +1143,13 @@ mod tests {
                 }
                 match matrix_over(&cat, &spec, &axes, None) {
                     Ok(m) => {
+                        // Any number of rows per pass gives the same rows.
+                        let chunk = 1 + usize::try_from(seed % 4).unwrap();
+                        assert_eq!(
+                            chunked(&cat, &spec, &axes, None, chunk),
+                            m.rows,
+                            "seed {seed}: chunk {chunk}"
+                        );
                         assert_eq!(m.total, Some(m.rows.len()));
                         assert_eq!(
                             m.rows, want,
@@ -872,6 +1178,47 @@ mod tests {
             "multi-row {multi}, empty {empty}"
         );
         assert!(custom > n / 3, "custom axes {custom}");
+    }
+
+    /// The rows of [`stream`] with `chunk` rows per pass.
+    fn chunked(
+        cat: &Catalog,
+        spec: &Spec,
+        axes: &[Component],
+        limit: Option<usize>,
+        chunk: usize,
+    ) -> Vec<Row> {
+        let mut rows = Vec::new();
+        let _ = stream(cat, spec, axes, limit, chunk, |e| {
+            if let Event::Row(r) = e {
+                rows.push(r.clone());
+            }
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        rows
+    }
+
+    #[test]
+    fn passes_of_any_size_give_the_same_rows() {
+        let s = spec(
+            "[hardware]\ngpus = [\"a100\"]\n[components]\ntorch = \">=2.4\"\npython = \"*\"\ncupy = \"*\"\n",
+        );
+        let axes = [Component::Python, Component::Torch, Component::Cupy];
+        let all = matrix_over(stock(), &s, &axes, None).unwrap();
+        assert!(all.rows.len() > 20, "{} rows", all.rows.len());
+        for chunk in [1, 2, 7, 64] {
+            assert_eq!(
+                chunked(stock(), &s, &axes, None, chunk),
+                all.rows,
+                "chunk {chunk}"
+            );
+            assert_eq!(
+                chunked(stock(), &s, &axes, Some(11), chunk),
+                all.rows[..11],
+                "chunk {chunk}, limit 11"
+            );
+        }
     }
 
     fn stock() -> &'static Catalog {
