@@ -455,6 +455,7 @@ fn lost(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)], out:
             .then(a.0.cmp(&b.0))
     });
     let mut groups: Vec<(Vec<String>, String)> = Vec::new();
+    let mut deeper_left = 1usize;
     for (rank, other) in newer {
         let reason = ctx.check_unary(c, other).err().or_else(|| {
             // Only picks decided before this one, and the installed driver, can explain
@@ -484,9 +485,19 @@ fn lost(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)], out:
                 ctx.label(c, k),
                 c.name()
             ),
-            None => deeper_reason(ctx, c, other).unwrap_or_else(|| {
-                "no complete stack with it satisfies the rest of the request".to_string()
-            }),
+            // Arc consistency over the whole problem for each is too slow on a large
+            // catalog: only the nearest such candidate gets its concrete reason.
+            None => {
+                let deeper = if deeper_left > 0 {
+                    deeper_left -= 1;
+                    deeper_reason(ctx, c, other)
+                } else {
+                    None
+                };
+                deeper.unwrap_or_else(|| {
+                    "no complete stack with it satisfies the rest of the request".to_string()
+                })
+            }
         };
         let v = ctx.label(c, other);
         match groups
