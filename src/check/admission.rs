@@ -534,15 +534,7 @@ fn monitors(
     files: &BTreeMap<String, Vec<u8>>,
     f: &mut Vec<Finding>,
 ) {
-    let want: Vec<(String, String)> = lock.request.deploy.k8s.as_ref().map_or_else(
-        || {
-            crate::spec::deploy::DEFAULT_MONITOR_LABELS
-                .iter()
-                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
-                .collect()
-        },
-        |k| k.monitor_labels.clone(),
-    );
+    let want = crate::spec::deploy::monitor_labels_of(lock.request.deploy.k8s.as_ref());
     for (file, objs) in docs {
         for o in objs {
             let kind = o["kind"].as_str().unwrap_or_default();

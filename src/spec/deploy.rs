@@ -1829,16 +1829,28 @@ fn validate_k8s(k: S<K8sWire>, at: &mut At<'_>) -> K8s {
     }
 }
 
+/// [`DEFAULT_MONITOR_LABELS`] as the owned pairs [`K8s::monitor_labels`] holds.
+fn default_monitor_labels() -> Vec<(String, String)> {
+    DEFAULT_MONITOR_LABELS
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+        .collect()
+}
+
+/// The monitor labels of a lock's `[k8s]`, or the default without the table: what the
+/// generated monitors carry and what `check` expects them to carry.
+#[must_use]
+pub fn monitor_labels_of(k8s: Option<&K8s>) -> Vec<(String, String)> {
+    k8s.map_or_else(default_monitor_labels, |k| k.monitor_labels.clone())
+}
+
 /// `[k8s].monitor_labels`, validated; the kube-prometheus-stack default when absent.
 fn monitor_labels(
     labels: Option<&S<std::collections::BTreeMap<String, String>>>,
     at: &mut At<'_>,
 ) -> Vec<(String, String)> {
     match labels {
-        None => DEFAULT_MONITOR_LABELS
-            .iter()
-            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
-            .collect(),
+        None => default_monitor_labels(),
         Some(m) => {
             if m.get_ref().is_empty() {
                 at.fail(

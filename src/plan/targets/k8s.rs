@@ -1687,15 +1687,7 @@ impl K8sPlan {
             topology,
             kueue_files,
             dashboards: dashboards(),
-            monitoring: MonitoringPlan::new(k8s.map_or_else(
-                || {
-                    crate::spec::deploy::DEFAULT_MONITOR_LABELS
-                        .iter()
-                        .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
-                        .collect()
-                },
-                |k| k.monitor_labels.clone(),
-            )),
+            monitoring: MonitoringPlan::new(crate::spec::deploy::monitor_labels_of(k8s)),
         })
     }
 }
