@@ -574,3 +574,38 @@ fn an_unreachable_registry_is_one_summary_line_and_v_lists_each() {
     let run = gpustack(&dir, &["check", "--no-drift"], &[], Duration::from_secs(60));
     assert!(!run.stdout.contains("open-closure"), "{}", run.stdout);
 }
+
+#[test]
+fn registry_and_repository_queries_are_in_flight_at_once() {
+    // Each request waits (up to 5 s) until another is in flight beside it: one after the
+    // other, no request would ever see a second one, and the most seen stays 1.
+    let in_flight = Arc::new(Mutex::new((0usize, 0usize))); // (now, most)
+    let state = in_flight.clone();
+    let port = serve_raw(move |s| {
+        if read_head(&s).is_none() {
+            return;
+        }
+        {
+            let mut g = state.lock().unwrap();
+            g.0 += 1;
+            g.1 = g.1.max(g.0);
+        }
+        let start = Instant::now();
+        while state.lock().unwrap().1 < 2 && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        respond(&s, 404, &[], b"");
+        state.lock().unwrap().0 -= 1;
+    });
+    let base = format!("http://127.0.0.1:{port}");
+    let dir = project("in-flight", &mirrors(&base, &base));
+    let run = gpustack(
+        &dir,
+        &["lock", "--allow-open"],
+        &[("GPUSTACK_UV", "/nonexistent/uv")],
+        Duration::from_secs(60),
+    );
+    let most = in_flight.lock().unwrap().1;
+    assert!(most >= 2, "at most {most} request(s) in flight\n{}", run.stderr);
+    assert!(run.took < Duration::from_secs(30), "{:?}", run.took);
+}

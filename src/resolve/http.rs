@@ -240,8 +240,10 @@ impl std::fmt::Display for FetchError {
     }
 }
 
-/// Sends requests. [`Http`] goes to the network; tests may serve recordings.
-pub trait Transport {
+/// Sends requests. [`Http`] goes to the network; tests may serve recordings. `Sync`:
+/// resolution sends a lock's registry and repository queries from several threads at once
+/// ([`crate::resolve::resolve`]).
+pub trait Transport: Sync {
     /// Sends one request. HTTP error statuses are a [`Response`], not an error.
     fn send(&self, req: &Request) -> Result<Response, FetchError>;
 

@@ -277,22 +277,6 @@ pub fn resolve(
     let mut report = Report::default();
     let mut errors = Vec::new();
     let registry = Registry::new(transport, &settings.registries);
-    let mut cache: BTreeMap<String, Result<oci::Resolved, OciError>> = BTreeMap::new();
-    for p in &mut lock.packages {
-        let images = package_images(p);
-        if images.is_empty() {
-            continue;
-        }
-        resolve_package_images(
-            p,
-            &images,
-            &registry,
-            &mut cache,
-            previous,
-            &mut report,
-            &mut errors,
-        );
-    }
     let os = lock.os().unwrap_or("ubuntu22.04").to_string();
     let arch = if crate::select::grace_host(lock.hardware.gpus.iter().map(|g| g.id.as_str())) {
         "sbsa"
@@ -304,14 +288,7 @@ pub fn resolve(
     } else {
         "apt"
     };
-    let mut apt_indexes: BTreeMap<String, Result<apt::AptIndex, RepoError>> = BTreeMap::new();
-    let mut dnf_indexes: BTreeMap<String, Result<dnf::DnfIndex, RepoError>> = BTreeMap::new();
-    let assumed = AssumedNcclBuild::of(lock);
-    for p in &mut lock.packages {
-        let pins = p.list(manager).to_vec();
-        if pins.is_empty() {
-            continue;
-        }
+    let mirror_of = |p: &LockedPackage| {
         let repo = package_repository(&p.name, manager, &os, arch);
         let mirror = Resolve::mirror(
             if manager == "apt" {
@@ -321,6 +298,35 @@ pub fn resolve(
             },
             &repo,
         );
+        (repo, mirror)
+    };
+    let Fetched {
+        mut images,
+        mut apt_indexes,
+        mut dnf_indexes,
+    } = fetch_all(lock, &registry, transport, manager, mirror_of);
+    for p in &mut lock.packages {
+        let refs = package_images(p);
+        if refs.is_empty() {
+            continue;
+        }
+        resolve_package_images(
+            p,
+            &refs,
+            &registry,
+            &mut images,
+            previous,
+            &mut report,
+            &mut errors,
+        );
+    }
+    let assumed = AssumedNcclBuild::of(lock);
+    for p in &mut lock.packages {
+        let pins = p.list(manager).to_vec();
+        if pins.is_empty() {
+            continue;
+        }
+        let (repo, mirror) = mirror_of(p);
         let outcome: Result<(Vec<String>, String), RepoError> = if manager == "apt" {
             let idx = apt_indexes
                 .entry(mirror.clone())
@@ -382,6 +388,122 @@ pub fn resolve(
     } else {
         Err(errors)
     }
+}
+
+/// The answers of every registry and repository a lock needs, keyed as the resolution
+/// loops look them up.
+struct Fetched {
+    /// Image reference (as [`ImageRef`] prints it) → what its registry said.
+    images: BTreeMap<String, Result<oci::Resolved, OciError>>,
+    /// apt mirror → its index.
+    apt_indexes: BTreeMap<String, Result<apt::AptIndex, RepoError>>,
+    /// dnf mirror → its index.
+    dnf_indexes: BTreeMap<String, Result<dnf::DnfIndex, RepoError>>,
+}
+
+/// One query of a lock: an image's manifest, or a repository's index.
+enum Query {
+    Image(ImageRef),
+    Apt(String),
+    Dnf(String),
+}
+
+/// The answer to a [`Query`].
+enum Answer {
+    Image(Result<oci::Resolved, OciError>),
+    Apt(Result<apt::AptIndex, RepoError>),
+    Dnf(Result<dnf::DnfIndex, RepoError>),
+}
+
+/// At most this many queries are in flight at once.
+const IN_FLIGHT: usize = 8;
+
+/// Sends every query the lock needs at once, at most [`IN_FLIGHT`] in flight, each distinct
+/// image and mirror once: a run waits for its slowest host, not for the sum of its hosts
+/// (issue 32, "one budget per run"). The transport's run deadline, byte cap and
+/// no-network detection are shared by every thread. What the lock records does not depend
+/// on the order the answers arrive in: they are keyed, and read in the lock's order.
+fn fetch_all(
+    lock: &Lock,
+    registry: &Registry<'_>,
+    transport: &dyn Transport,
+    manager: &str,
+    mirror_of: impl Fn(&LockedPackage) -> (String, String),
+) -> Fetched {
+    let mut queries: BTreeMap<String, Query> = BTreeMap::new();
+    for p in &lock.packages {
+        for (_, reference) in package_images(p) {
+            if let Ok(r) = ImageRef::parse(&reference) {
+                queries.insert(format!("image {r}"), Query::Image(r));
+            }
+        }
+        if !p.list(manager).is_empty() {
+            let (_, mirror) = mirror_of(p);
+            let q = if manager == "apt" {
+                Query::Apt(mirror.clone())
+            } else {
+                Query::Dnf(mirror.clone())
+            };
+            queries.insert(format!("{manager} {mirror}"), q);
+        }
+    }
+    let queries: Vec<Query> = queries.into_values().collect();
+    let answers = concurrently(&queries, IN_FLIGHT, |q| match q {
+        Query::Image(r) => Answer::Image(registry.resolve(r)),
+        Query::Apt(m) => Answer::Apt(apt::fetch_index(transport, m)),
+        Query::Dnf(m) => Answer::Dnf(dnf::fetch_index(transport, m)),
+    });
+    let mut out = Fetched {
+        images: BTreeMap::new(),
+        apt_indexes: BTreeMap::new(),
+        dnf_indexes: BTreeMap::new(),
+    };
+    for (q, a) in queries.into_iter().zip(answers) {
+        match (q, a) {
+            (Query::Image(r), Answer::Image(a)) => {
+                out.images.insert(r.to_string(), a);
+            }
+            (Query::Apt(m), Answer::Apt(a)) => {
+                out.apt_indexes.insert(m, a);
+            }
+            (Query::Dnf(m), Answer::Dnf(a)) => {
+                out.dnf_indexes.insert(m, a);
+            }
+            _ => unreachable!("each query gets the answer of its own kind"),
+        }
+    }
+    out
+}
+
+/// `f` over `jobs` on at most `threads` scoped threads; the results in the order of `jobs`.
+/// One job runs on the calling thread.
+pub fn concurrently<T: Sync, R: Send>(
+    jobs: &[T],
+    threads: usize,
+    f: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    if jobs.len() <= 1 || threads <= 1 {
+        return jobs.iter().map(f).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let done: Mutex<Vec<Option<R>>> = Mutex::new(jobs.iter().map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..threads.min(jobs.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(job) = jobs.get(i) else { break };
+                let r = f(job);
+                done.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[i] = Some(r);
+            });
+        }
+    });
+    done.into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .into_iter()
+        .map(|r| r.expect("every job ran"))
+        .collect()
 }
 
 /// NCCL's packages exist once per CUDA build (`libnccl2=2.29.7-1+cuda12.9`). Where the

@@ -439,7 +439,6 @@ pub fn is_digest(s: &str) -> bool {
 mod tests {
     use super::*;
     use crate::resolve::http::Response;
-    use std::cell::RefCell;
 
     #[test]
     fn references_parse_as_docker_reads_them() {
@@ -478,12 +477,12 @@ mod tests {
     /// Serves canned responses by URL and records the requests.
     struct Canned {
         answers: Vec<(String, Response)>,
-        seen: RefCell<Vec<Request>>,
+        seen: std::sync::Mutex<Vec<Request>>,
     }
 
     impl Transport for Canned {
         fn send(&self, req: &Request) -> Result<Response, FetchError> {
-            self.seen.borrow_mut().push(req.clone());
+            self.seen.lock().unwrap().push(req.clone());
             let authed = req.headers.iter().any(|(k, _)| *k == "Authorization");
             for (u, r) in &self.answers {
                 let (u, need_auth) = match u.strip_prefix("auth:") {
@@ -533,7 +532,7 @@ mod tests {
                     },
                 ),
             ],
-            seen: RefCell::default(),
+            seen: std::sync::Mutex::default(),
         };
         let mirrors = BTreeMap::new();
         let reg = Registry::new(&canned, &mirrors);
@@ -548,7 +547,7 @@ mod tests {
                 .collect::<Vec<_>>(),
             ["linux/amd64", "linux/arm64/v8"]
         );
-        let seen = canned.seen.borrow();
+        let seen = canned.seen.lock().unwrap();
         assert_eq!(seen.len(), 3);
         assert!(seen[2]
             .headers
@@ -573,7 +572,7 @@ mod tests {
                     body: body.to_vec(),
                 },
             )],
-            seen: RefCell::default(),
+            seen: std::sync::Mutex::default(),
         };
         let mirrors =
             BTreeMap::from([("docker.io".to_string(), "http://127.0.0.1:1/".to_string())]);

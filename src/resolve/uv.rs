@@ -328,11 +328,11 @@ mod tests {
     }
 
     /// Serves one body per URL and counts the requests.
-    struct Canned(Vec<(String, Vec<u8>)>, std::cell::Cell<usize>);
+    struct Canned(Vec<(String, Vec<u8>)>, std::sync::atomic::AtomicUsize);
 
     impl Transport for Canned {
         fn send(&self, req: &Request) -> Result<crate::resolve::http::Response, FetchError> {
-            self.1.set(self.1.get() + 1);
+            self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let body = self
                 .0
                 .iter()
@@ -376,7 +376,7 @@ mod tests {
                     b"PK not it".to_vec(),
                 ),
             ],
-            std::cell::Cell::new(0),
+            std::sync::atomic::AtomicUsize::new(0),
         );
         let e = obtain(&bad, &wheel, &cache, Some(mirror)).unwrap_err();
         assert!(
@@ -384,13 +384,13 @@ mod tests {
             "{e}"
         );
         assert!(!wheel.cached(&cache).exists());
-        let good = Canned(vec![(url.into(), whl)], std::cell::Cell::new(0));
+        let good = Canned(vec![(url.into(), whl)], std::sync::atomic::AtomicUsize::new(0));
         let exe = obtain(&good, &wheel, &cache, None).unwrap();
         assert_eq!(std::fs::read(&exe).unwrap(), script);
-        assert_eq!(good.1.get(), 1);
+        assert_eq!(good.1.load(std::sync::atomic::Ordering::SeqCst), 1);
         // Cached: no request the second time.
         assert_eq!(obtain(&good, &wheel, &cache, None).unwrap(), exe);
-        assert_eq!(good.1.get(), 1);
+        assert_eq!(good.1.load(std::sync::atomic::Ordering::SeqCst), 1);
         let _ = std::fs::remove_dir_all(&cache);
     }
 
