@@ -609,3 +609,61 @@ fn registry_and_repository_queries_are_in_flight_at_once() {
     assert!(most >= 2, "at most {most} request(s) in flight\n{}", run.stderr);
     assert!(run.took < Duration::from_secs(30), "{:?}", run.took);
 }
+
+#[test]
+fn a_token_realm_on_another_host_is_not_asked() {
+    // The registry asks for a token at another port (another service on the machine, as
+    // a cloud metadata endpoint would be): gpustack does not go there, and says why.
+    let asked = Arc::new(Mutex::new(Vec::<String>::new()));
+    let a = asked.clone();
+    let other = serve(move |path| {
+        a.lock().unwrap().push(path.to_string());
+        (200, vec![], br#"{"token":"t"}"#.to_vec())
+    });
+    let port = serve(move |path| {
+        if path.starts_with("/v2/") {
+            let challenge = format!(
+                "Bearer realm=\"http://127.0.0.1:{other}/latest/meta-data\",service=\"x\""
+            );
+            (401, vec![("WWW-Authenticate", challenge)], Vec::new())
+        } else {
+            (404, vec![], Vec::new())
+        }
+    });
+    let base = format!("http://127.0.0.1:{port}");
+    let dir = project("realm", &mirrors(&base, &base));
+    let run = gpustack(
+        &dir,
+        &["lock", "--allow-open"],
+        &[("GPUSTACK_UV", "/nonexistent/uv")],
+        Duration::from_secs(60),
+    );
+    assert!(asked.lock().unwrap().is_empty(), "{:?}", asked.lock().unwrap());
+    assert_ne!(run.code, Some(0), "{}", run.stderr);
+    assert!(run.stderr.contains("outside its own site"), "{}", run.stderr);
+    assert!(run.stderr.contains("/latest/meta-data"), "{}", run.stderr);
+}
+
+#[test]
+fn no_network_is_concluded_once_and_spares_hosts_on_this_machine() {
+    use gpustack::resolve::http::{Cause, FetchError};
+    let port = serve(|_| (200, vec![], b"ok".to_vec()));
+    let http = Http::for_lock(Some(30));
+    let cause = |r: Result<_, FetchError>| match r {
+        Err(FetchError::Unreachable { cause, .. }) => cause,
+        other => panic!("{other:?}"),
+    };
+    // `.invalid` never resolves (RFC 2606): the run's first request finds no network ...
+    let first = cause(http.send(&Request::get("http://gpustack-test.invalid/a")));
+    assert_eq!(first, Cause::Dns);
+    // ... so another host is not asked at all ...
+    let start = Instant::now();
+    let second = cause(http.send(&Request::get("http://other-gpustack-test.invalid/b")));
+    assert!(matches!(second, Cause::NoNetwork { .. }), "{second:?}");
+    assert!(start.elapsed() < Duration::from_secs(1));
+    // ... but a mirror on this machine still is.
+    let local = http
+        .send(&Request::get(format!("http://127.0.0.1:{port}/c")))
+        .unwrap();
+    assert_eq!(local.body, b"ok");
+}

@@ -289,6 +289,9 @@ struct Budget {
     fixed: bool,
     read: AtomicU64,
     answered: AtomicBool,
+    /// The hosts that answered in this run: reachable, whatever another host's failure
+    /// suggests (queries run concurrently, so a failure can arrive before their answers).
+    answered_hosts: Mutex<std::collections::BTreeSet<String>>,
     no_network: Mutex<Option<(String, Cause)>>,
     down: Mutex<BTreeMap<String, Cause>>,
 }
@@ -349,6 +352,7 @@ impl Http {
                 fixed,
                 read: AtomicU64::new(0),
                 answered: AtomicBool::new(false),
+                answered_hosts: Mutex::new(std::collections::BTreeSet::new()),
                 no_network: Mutex::new(None),
                 down: Mutex::new(BTreeMap::new()),
             },
@@ -373,13 +377,16 @@ impl Http {
         }
     }
 
-    /// Why `host` is not asked, when the run already knows.
+    /// Why `host` is not asked, when the run already knows. "No network" does not stop a
+    /// host that answered in this run, nor one on this machine (a loopback mirror).
     fn known_down(&self, host: &str) -> Option<Cause> {
         if let Some((first, cause)) = lock(&self.budget.no_network).clone() {
-            return Some(Cause::NoNetwork {
-                host: first,
-                first: Box::new(cause),
-            });
+            if !is_loopback(host) && !lock(&self.budget.answered_hosts).contains(host) {
+                return Some(Cause::NoNetwork {
+                    host: first,
+                    first: Box::new(cause),
+                });
+            }
         }
         lock(&self.budget.down)
             .get(host)
@@ -438,6 +445,7 @@ impl Http {
         };
         let mut resp = result.map_err(name)?;
         self.budget.answered.store(true, Ordering::SeqCst);
+        lock(&self.budget.answered_hosts).insert(host_of(url).to_string());
         let status = resp.status().as_u16();
         let headers = resp
             .headers()
@@ -503,6 +511,19 @@ impl Budget {
     fn secs_set(&self) -> bool {
         lock(&self.secs).is_some()
     }
+}
+
+/// `localhost`, `127.0.0.0/8` or `[::1]`, with or without a port.
+fn is_loopback(host: &str) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split_once(']').map_or(rest, |(a, _)| a)
+    } else {
+        host.rsplit_once(':').map_or(host, |(a, _)| a)
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

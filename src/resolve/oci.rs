@@ -15,7 +15,7 @@ use std::fmt;
 
 use serde::Deserialize;
 
-use super::http::{sha256_digest, FetchError, Request, Transport};
+use super::http::{host_of, sha256_digest, FetchError, Request, Transport};
 
 /// Manifest media types asked for, index types first.
 pub const ACCEPT: &str = "application/vnd.oci.image.index.v1+json, application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json";
@@ -248,6 +248,12 @@ impl<'a> Registry<'a> {
         let realm = params
             .get("realm")
             .ok_or_else(|| auth("the Bearer challenge names no realm".into()))?;
+        if !realm_allowed(url, realm) {
+            return Err(auth(format!(
+                "the registry sends its token request to `{}`, outside its own site; gpustack asks for tokens only over `https://` at the registry's site (its host, or a host under the same domain, as `auth.docker.io` for `registry-1.docker.io`), or at the registry's own `http://` host",
+                crate::error::shown_value(realm)
+            )));
+        }
         let mut token_url = realm.clone();
         let mut sep = if realm.contains('?') { '&' } else { '?' };
         if let Some(service) = params.get("service") {
@@ -275,6 +281,40 @@ impl<'a> Registry<'a> {
             .filter(|t| !t.is_empty())
             .ok_or_else(|| auth("the token response holds no `token`".into()))
     }
+}
+
+/// Whether the token request may go to `realm` for the registry URL `url`: over
+/// `https://` to the registry's host or a host sharing its domain (the last two labels:
+/// `auth.docker.io` serves `registry-1.docker.io`, `nvcr.io/proxy_auth` serves `nvcr.io`),
+/// or to the very `scheme://host:port` of the registry (a mirror over plain HTTP). The
+/// challenge comes from the registry's answer, so a hostile or compromised registry could
+/// otherwise send gpustack to any host, a file, or a service inside the network.
+pub fn realm_allowed(url: &str, realm: &str) -> bool {
+    let scheme = |u: &str| u.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    let name = |u: &str| {
+        let h = host_of(u);
+        let h = if h.starts_with('[') {
+            h.split_once(']').map_or(h, |(a, _)| a)
+        } else {
+            h.rsplit_once(':').map_or(h, |(a, _)| a)
+        };
+        h.to_ascii_lowercase()
+    };
+    if scheme(realm) == scheme(url) && host_of(realm).eq_ignore_ascii_case(host_of(url)) {
+        return true;
+    }
+    if scheme(realm).as_deref() != Some("https") {
+        return false;
+    }
+    let site = |h: &str| -> String {
+        if h.parse::<std::net::IpAddr>().is_ok() || h.starts_with('[') {
+            return h.to_string();
+        }
+        let labels: Vec<&str> = h.split('.').collect();
+        labels[labels.len().saturating_sub(2)..].join(".")
+    };
+    let (r, u) = (name(realm), name(url));
+    !r.is_empty() && site(&r) == site(&u)
 }
 
 /// `Bearer realm="…",service="…",scope="…"` → its parameters; `None` unless Bearer.
@@ -472,6 +512,35 @@ mod tests {
             query_escape("repository:a/b:pull,push"),
             "repository:a/b:pull%2Cpush"
         );
+    }
+
+    #[test]
+    fn token_realms_stay_on_the_registrys_site() {
+        let hub = "https://registry-1.docker.io/v2/nvidia/cuda/manifests/x";
+        assert!(realm_allowed(hub, "https://auth.docker.io/token"));
+        assert!(realm_allowed("https://nvcr.io/v2/a/manifests/x", "https://nvcr.io/proxy_auth"));
+        assert!(realm_allowed("https://ghcr.io/v2/a/manifests/x", "https://ghcr.io/token"));
+        assert!(realm_allowed(
+            "http://127.0.0.1:5000/v2/a/manifests/x",
+            "http://127.0.0.1:5000/token"
+        ));
+        // Another site, a downgrade, another port over HTTP, a file, no host.
+        assert!(!realm_allowed(hub, "https://auth.example.com/token"));
+        assert!(!realm_allowed(hub, "http://auth.docker.io/token"));
+        assert!(!realm_allowed(
+            "http://127.0.0.1:5000/v2/a/manifests/x",
+            "http://127.0.0.1:6000/token"
+        ));
+        assert!(!realm_allowed(
+            "http://127.0.0.1:5000/v2/a/manifests/x",
+            "http://169.254.169.254/latest/meta-data"
+        ));
+        assert!(!realm_allowed(hub, "file:///etc/passwd"));
+        assert!(!realm_allowed(hub, "https:///token"));
+        assert!(!realm_allowed(
+            "https://10.0.0.1/v2/a/manifests/x",
+            "https://10.0.0.2/token"
+        ));
     }
 
     /// Serves canned responses by URL and records the requests.
