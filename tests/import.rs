@@ -492,7 +492,8 @@ fn offline_and_unreachable_are_clear_errors() {
             "http://127.0.0.1:9/simple",
         ],
     );
-    assert_eq!(out.code, 2);
+    // A host that does not answer is a network failure: exit 3, as for `lock`.
+    assert_eq!(out.code, 3);
     assert!(
         out.stderr.starts_with(
             "error: cannot fetch `127.0.0.1:9` (http://127.0.0.1:9/simple/torch/): connect"

@@ -232,10 +232,9 @@ fn a_gzip_bomb_packages_index_is_refused_with_a_clear_error() {
     assert!(!dir.join("gpustack.lock").exists());
 }
 
-#[test]
-fn a_slow_loris_registry_is_cut_off_by_the_runs_deadline() {
-    // Headers at once, then one byte a second of a 1 MB body, for as long as anyone reads.
-    let slow = serve_raw(|s| {
+/// Headers at once, then one byte a second of a 1 MB body, for as long as anyone reads.
+fn slow_loris() -> u16 {
+    serve_raw(|s| {
         if read_head(&s).is_some() {
             let mut s2 = &s;
             let _ = s2.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n");
@@ -246,7 +245,29 @@ fn a_slow_loris_registry_is_cut_off_by_the_runs_deadline() {
                 std::thread::sleep(Duration::from_secs(1));
             }
         }
-    });
+    })
+}
+
+#[test]
+fn a_slow_loris_index_is_cut_off_by_the_importers_deadline() {
+    let url = format!("http://127.0.0.1:{}/simple", slow_loris());
+    let dir = tmp("slow-import");
+    for args in [
+        &["catalog", "import", "pypi", "torch==2.4.0", "--index", &url, "--timeout", "2"][..],
+        &["catalog", "outdated", "--index", &url, "--timeout", "2"][..],
+    ] {
+        let run = gpustack(&dir, args, &[], Duration::from_secs(60));
+        assert_eq!(run.code, Some(3), "{args:?}: {}", run.stderr);
+        assert!(run.took < Duration::from_secs(20), "{:?}", run.took);
+        assert!(run.stderr.contains("the run's 2 s budget"), "{}", run.stderr);
+        assert!(run.stderr.contains("--timeout SECS"), "{}", run.stderr);
+        assert!(!dir.join("catalog-import").exists());
+    }
+}
+
+#[test]
+fn a_slow_loris_registry_is_cut_off_by_the_runs_deadline() {
+    let slow = slow_loris();
     let url = format!("http://127.0.0.1:{slow}");
     let dir = project("slow", &mirrors(&url, &url));
     let run = gpustack(

@@ -38,6 +38,9 @@ pub(crate) enum Command {
         /// Do not also import the cuDNN/NCCL/torch releases a pin names
         #[arg(long)]
         no_follow: bool,
+        /// The run's time budget in seconds, every request together (default 600)
+        #[arg(long, value_name = "SECS")]
+        timeout: Option<u64>,
         /// Fail instead of using the network
         #[arg(long)]
         offline: bool,
@@ -57,6 +60,9 @@ pub(crate) enum Command {
         /// URL, today for a file
         #[arg(long, value_name = "YYYY-MM-DD")]
         date: Option<String>,
+        /// The run's time budget in seconds, every request together (default 600)
+        #[arg(long, value_name = "SECS")]
+        timeout: Option<u64>,
         /// Fail instead of using the network (files still work)
         #[arg(long)]
         offline: bool,
@@ -84,6 +90,9 @@ pub(crate) enum Command {
         /// URL, today for a file
         #[arg(long, value_name = "YYYY-MM-DD")]
         date: Option<String>,
+        /// The run's time budget in seconds, every request together (default 600)
+        #[arg(long, value_name = "SECS")]
+        timeout: Option<u64>,
         /// Fail instead of using the network (files still work)
         #[arg(long)]
         offline: bool,
@@ -101,9 +110,10 @@ pub(crate) fn run(from: Command) -> Result<u8, Error> {
             date,
             no_follow,
             offline,
+            timeout,
         } => {
             let base = load_catalog(&catalogs)?;
-            let http = Http::new(offline);
+            let http = Http::with_timeout(offline, timeout);
             let opts = gpustack::import::PypiOptions {
                 index,
                 record_index,
@@ -119,9 +129,10 @@ pub(crate) fn run(from: Command) -> Result<u8, Error> {
             catalogs,
             date,
             offline,
+            timeout,
         } => {
             let base = load_catalog(&catalogs)?;
-            let http = Http::new(offline);
+            let http = Http::with_timeout(offline, timeout);
             let (parsed, header_date) = read_manifests(&http, &manifests)?;
             let date = dated(date.or(header_date));
             let imp = gpustack::import::redist::import(&base, &parsed, &date)?;
@@ -135,6 +146,7 @@ pub(crate) fn run(from: Command) -> Result<u8, Error> {
             catalogs,
             date,
             offline,
+            timeout,
         } => {
             if urls.is_empty() && files.is_empty() {
                 return Err(ImportError::Usage(
@@ -143,7 +155,7 @@ pub(crate) fn run(from: Command) -> Result<u8, Error> {
                 .into());
             }
             let base = load_catalog(&catalogs)?;
-            let http = Http::new(offline);
+            let http = Http::with_timeout(offline, timeout);
             let mut lists = Vec::new();
             let mut header_date = None;
             for u in &urls {

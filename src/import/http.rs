@@ -10,6 +10,10 @@ use crate::resolve::http::{self as net, Transport as _};
 
 pub use crate::resolve::http::FetchError;
 
+/// The default time budget of one `catalog import` or `catalog outdated` run, in seconds:
+/// an import that follows pins reads a few hundred index pages and metadata files.
+pub const IMPORT_TIMEOUT_SECS: u64 = 600;
+
 /// One GET request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Request {
@@ -81,6 +85,15 @@ impl Http {
     pub fn new(offline: bool) -> Http {
         Http {
             inner: net::Http::new(offline),
+        }
+    }
+
+    /// A client for one importer run: every request shares one deadline, `secs` from now
+    /// (default [`IMPORT_TIMEOUT_SECS`]), with the per-run byte cap and the no-network
+    /// shortcut of [`net::Http::for_lock`].
+    pub fn with_timeout(offline: bool, secs: Option<u64>) -> Http {
+        Http {
+            inner: net::Http::for_run(offline, secs.unwrap_or(IMPORT_TIMEOUT_SECS)),
         }
     }
 }

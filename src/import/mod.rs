@@ -133,6 +133,12 @@ impl From<ImportError> for Diagnostic {
             ImportError::Fetch(FetchError::Offline { .. }) => Some(
                 "drop `--offline`, or import NVIDIA manifests from a local FILE with `catalog import redist FILE`".to_string(),
             ),
+            ImportError::Fetch(FetchError::Unreachable {
+                cause: crate::resolve::http::Cause::Deadline { secs },
+                ..
+            }) => Some(format!(
+                "the run's network budget is {secs} s; give it more with `--timeout SECS`, or import fewer releases per run"
+            )),
             ImportError::Fetch(FetchError::Unreachable { .. }) => Some(
                 "check the network (and `HTTPS_PROXY`); pypi.org must be reachable, or pass `--index URL` for a mirror".to_string(),
             ),
@@ -153,8 +159,16 @@ impl From<ImportError> for Diagnostic {
 }
 
 impl From<ImportError> for crate::Error {
+    /// A host that did not answer as it must is a network failure (exit 3), as in `lock`;
+    /// everything else is a problem with the input (exit 2).
     fn from(e: ImportError) -> crate::Error {
-        Diagnostic::from(e).into()
+        let network = matches!(e, ImportError::Fetch(FetchError::Unreachable { .. }));
+        let d = Diagnostic::from(e);
+        if network {
+            crate::Error::Network(vec![d])
+        } else {
+            d.into()
+        }
     }
 }
 

@@ -328,6 +328,12 @@ impl Http {
         )
     }
 
+    /// A client for one run of another command (an importer): one deadline, `secs` from
+    /// now, that the spec cannot change; with `offline`, nothing is sent.
+    pub fn for_run(offline: bool, secs: u64) -> Http {
+        Http::build(offline, Some(secs), true)
+    }
+
     fn build(offline: bool, secs: Option<u64>, fixed: bool) -> Http {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .tls_config(
