@@ -169,13 +169,20 @@ fn project(name: &str, resolve: &str) -> PathBuf {
     d
 }
 
-/// Raw deflate of `mib` MiB of zeros, from 1 MiB sync-flushed blocks repeated.
-fn deflate_bomb(mib: usize) -> Vec<u8> {
+/// Raw deflate of `mib` MiB of zeros, or of 1 KiB lines (`lines`), from 1 MiB
+/// sync-flushed blocks repeated.
+fn deflate_bomb(mib: usize, lines: bool) -> Vec<u8> {
     use miniz_oxide::deflate::core::{
         compress, create_comp_flags_from_zip_params, CompressorOxide, TDEFLFlush,
     };
     let mut c = CompressorOxide::new(create_comp_flags_from_zip_params(9, -15, 0));
-    let zeros = vec![0u8; 1 << 20];
+    let zeros: Vec<u8> = (0..1 << 20)
+        .map(|i| match (lines, i % 1024) {
+            (false, _) => 0,
+            (true, 1023) => b'\n',
+            (true, _) => b'a',
+        })
+        .collect();
     let mut out = vec![0u8; 1 << 20];
     let (_, used, n) = compress(&mut c, &zeros, &mut out, TDEFLFlush::Sync);
     assert_eq!(used, zeros.len());
@@ -190,46 +197,50 @@ fn deflate_bomb(mib: usize) -> Vec<u8> {
 
 #[test]
 fn a_gzip_bomb_packages_index_is_refused_with_a_clear_error() {
-    // 1 GiB of zeros in about 1 MB: inflating stops at gpustack's 256 MiB cap.
-    let mut gz = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3];
-    gz.extend(deflate_bomb(1024));
-    gz.extend([0u8; 8]);
-    assert!(gz.len() < 4 << 20, "{}", gz.len());
-    let digest = gpustack::resolve::http::sha256_digest(&gz);
-    let release = format!(
-        "Origin: hostile\nSHA256:\n {} {} Packages.gz\n",
-        &digest["sha256:".len()..],
-        gz.len()
-    );
-    let gz = Arc::new(gz);
-    let repo = serve(move |path| {
-        if path.ends_with("/Release") {
-            (200, vec![], release.clone().into_bytes())
-        } else if path.ends_with("/Packages.gz") {
-            (200, vec![], gz.to_vec())
-        } else {
-            (404, vec![], vec![])
-        }
-    });
-    let dead = format!("http://127.0.0.1:{}", dead_port());
-    let dir = project("bomb", &mirrors(&dead, &format!("http://127.0.0.1:{repo}")));
-    let run = gpustack(
-        &dir,
-        &["lock", "--allow-open"],
-        &[],
-        Duration::from_secs(120),
-    );
-    assert_eq!(run.code, Some(3), "{}", run.stderr);
-    assert!(
-        run.stderr.contains(
-            "gzip data inflates to more than 256 MiB (refused: a gzip bomb, or not an index)"
+    // 1 GiB of 1 KiB lines in about 1 MB: inflating stops at gpustack's 256 MiB cap; 1 GiB
+    // of zeros is one line, refused at 1 MiB. Either way the index is read as a stream, so
+    // memory holds a line, never the inflated file.
+    for (lines, says) in [
+        (
+            true,
+            "gzip data inflates to more than 256 MiB (refused: a gzip bomb, or not an index)",
         ),
-        "{}",
-        run.stderr
-    );
-    assert!(run.stderr.contains("[resolve].apt"), "{}", run.stderr);
-    assert!(run.stderr.len() < 4000, "{}", run.stderr.len());
-    assert!(!dir.join("gpustack.lock").exists());
+        (false, "a line is longer than 1048576 bytes (not an index)"),
+    ] {
+        let mut gz = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3];
+        gz.extend(deflate_bomb(1024, lines));
+        gz.extend([0u8; 8]);
+        assert!(gz.len() < 4 << 20, "{}", gz.len());
+        let digest = gpustack::resolve::http::sha256_digest(&gz);
+        let release = format!(
+            "Origin: hostile\nSHA256:\n {} {} Packages.gz\n",
+            &digest["sha256:".len()..],
+            gz.len()
+        );
+        let gz = Arc::new(gz);
+        let repo = serve(move |path| {
+            if path.ends_with("/Release") {
+                (200, vec![], release.clone().into_bytes())
+            } else if path.ends_with("/Packages.gz") {
+                (200, vec![], gz.to_vec())
+            } else {
+                (404, vec![], vec![])
+            }
+        });
+        let dead = format!("http://127.0.0.1:{}", dead_port());
+        let dir = project("bomb", &mirrors(&dead, &format!("http://127.0.0.1:{repo}")));
+        let run = gpustack(
+            &dir,
+            &["lock", "--allow-open"],
+            &[],
+            Duration::from_secs(120),
+        );
+        assert_eq!(run.code, Some(3), "{}", run.stderr);
+        assert!(run.stderr.contains(says), "{}", run.stderr);
+        assert!(run.stderr.contains("[resolve].apt"), "{}", run.stderr);
+        assert!(run.stderr.len() < 4000, "{}", run.stderr.len());
+        assert!(!dir.join("gpustack.lock").exists());
+    }
 }
 
 /// Headers at once, then one byte a second of a 1 MB body, for as long as anyone reads.

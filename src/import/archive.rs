@@ -214,53 +214,23 @@ pub(crate) fn sdist_metadata(fetch: &dyn Fetch, url: &str) -> Result<String, Imp
     Err(bad("no top-level PKG-INFO in the sdist"))
 }
 
-/// Inflates as much of a gzip stream as the bytes allow (a prefix inflates to a prefix).
+/// Inflates as much of a gzip stream as the bytes allow (a prefix inflates to a prefix),
+/// at most 64 MiB, through the one streaming inflater ([`crate::resolve::http::Gunzip`]).
 fn gunzip_prefix(gz: &[u8]) -> Vec<u8> {
-    use miniz_oxide::inflate::core::{decompress, inflate_flags, DecompressorOxide};
-    if gz.len() < 18 || gz[0] != 0x1f || gz[1] != 0x8b || gz[2] != 8 {
-        return Vec::new();
-    }
-    let flags = gz[3];
-    let mut p = 10usize;
-    if flags & 4 != 0 {
-        p += 2 + usize::try_from(u16_at(gz, p)).unwrap_or(0);
-    }
-    for bit in [8u8, 16] {
-        if flags & bit != 0 {
-            while p < gz.len() && gz[p] != 0 {
-                p += 1;
-            }
-            p += 1;
-        }
-    }
-    if flags & 2 != 0 {
-        p += 2;
-    }
-    let Some(mut input) = gz.get(p..) else {
+    use std::io::Read as _;
+    let Ok(z) = crate::resolve::http::Gunzip::new(gz) else {
         return Vec::new();
     };
-    let mut out = vec![0u8; 1 << 20];
-    let mut pos = 0usize;
-    let mut st = DecompressorOxide::new();
-    loop {
-        let (status, used, wrote) = decompress(
-            &mut st,
-            input,
-            &mut out,
-            pos,
-            inflate_flags::TINFL_FLAG_HAS_MORE_INPUT
-                | inflate_flags::TINFL_FLAG_USING_NON_WRAPPING_OUTPUT_BUF,
-        );
-        input = &input[used..];
-        pos += wrote;
-        use miniz_oxide::inflate::TINFLStatus as S;
-        match status {
-            S::HasMoreOutput if out.len() < (64 << 20) => out.resize(out.len() * 2, 0),
-            S::NeedsMoreInput if !input.is_empty() => {}
-            _ => break,
+    let mut z = z.take(64 << 20);
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    // A truncated stream ends in an error after its last whole bytes: keep those.
+    while let Ok(n) = z.read(&mut buf) {
+        if n == 0 {
+            break;
         }
+        out.extend_from_slice(&buf[..n]);
     }
-    out.truncate(pos);
     out
 }
 

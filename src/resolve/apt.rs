@@ -10,7 +10,7 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use super::http::{gunzip, sha256_digest, Request, Transport};
+use super::http::{sha256_digest, Gunzip, Request, Transport};
 use super::RepoError;
 
 /// The versions a repository publishes, by package name.
@@ -72,19 +72,21 @@ pub fn fetch_index(t: &dyn Transport, base: &str) -> Result<AptIndex, RepoError>
             got: format!("{got} ({} bytes)", pr.body.len()),
         });
     }
-    let text = if pick.2.ends_with(".gz") {
-        gunzip(&pr.body).map_err(|detail| RepoError::Bad {
-            url: purl.clone(),
-            detail,
-        })?
-    } else {
-        pr.body
+    let bad = |detail: String| RepoError::Bad {
+        url: purl.clone(),
+        detail,
     };
+    // Read as a stream: memory holds the compressed body and one line, not the index.
+    let packages = if pick.2.ends_with(".gz") {
+        read_packages(std::io::BufReader::new(Gunzip::new(&pr.body).map_err(bad)?))
+    } else {
+        read_packages(&pr.body[..])
+    }
+    .map_err(bad)?;
     Ok(AptIndex {
         url: base.to_string(),
         release_digest: sha256_digest(release.as_bytes()),
-        packages: parse_packages(&String::from_utf8_lossy(&text))
-            .map_err(|detail| RepoError::Bad { url: purl, detail })?,
+        packages,
     })
 }
 
@@ -182,26 +184,50 @@ pub fn debian_version(v: &str) -> Result<(), &'static str> {
 /// version outside the Debian grammar ([`debian_version`]) is refused: `Err` names the
 /// package, the version (escaped and cut for printing) and what is wrong.
 pub fn parse_packages(text: &str) -> Result<BTreeMap<String, Vec<String>>, String> {
+    read_packages(text.as_bytes())
+}
+
+/// The longest line a `Packages` index may have: its longest fields (`Description`,
+/// `Depends`) are a few KiB.
+const LINE_LIMIT: u64 = 1024 * 1024;
+
+/// [`parse_packages`] over a stream, one line in memory at a time.
+pub fn read_packages(mut r: impl std::io::BufRead) -> Result<BTreeMap<String, Vec<String>>, String> {
+    use std::io::{BufRead as _, Read as _};
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for stanza in text.split("\n\n") {
-        let mut name = None;
-        let mut version = None;
-        for line in stanza.lines() {
-            if let Some(v) = line.strip_prefix("Package:") {
-                name = Some(v.trim());
-            } else if let Some(v) = line.strip_prefix("Version:") {
-                version = Some(v.trim());
-            }
+    let (mut name, mut version): (Option<String>, Option<String>) = (None, None);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = (&mut r)
+            .take(LINE_LIMIT + 1)
+            .read_until(b'\n', &mut line)
+            .map_err(|e| e.to_string())?;
+        if n as u64 > LINE_LIMIT {
+            return Err(format!("a line is longer than {LINE_LIMIT} bytes (not an index)"));
         }
-        if let (Some(n), Some(v)) = (name, version) {
-            if let Err(why) = debian_version(v) {
-                return Err(format!(
-                    "package `{}` has version `{}`, which is not a Debian version: {why}",
-                    crate::error::shown_value(n),
-                    crate::error::shown_value(v)
-                ));
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end_matches(['\n', '\r']);
+        if n == 0 || text.is_empty() {
+            if let (Some(n), Some(v)) = (name.take(), version.take()) {
+                if let Err(why) = debian_version(&v) {
+                    return Err(format!(
+                        "package `{}` has version `{}`, which is not a Debian version: {why}",
+                        crate::error::shown_value(&n),
+                        crate::error::shown_value(&v)
+                    ));
+                }
+                out.entry(n).or_default().push(v);
             }
-            out.entry(n.to_string()).or_default().push(v.to_string());
+            name = None;
+            version = None;
+            if n == 0 {
+                break;
+            }
+        } else if let Some(v) = text.strip_prefix("Package:") {
+            name = Some(v.trim().to_string());
+        } else if let Some(v) = text.strip_prefix("Version:") {
+            version = Some(v.trim().to_string());
         }
     }
     for vs in out.values_mut() {

@@ -6,7 +6,7 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use super::http::{gunzip, sha256_digest, Request, Transport};
+use super::http::{sha256_digest, Gunzip, Request, Transport};
 use super::RepoError;
 
 /// An RPM's epoch, version and release.
@@ -82,21 +82,21 @@ pub fn fetch_index(t: &dyn Transport, base: &str) -> Result<DnfIndex, RepoError>
             got,
         });
     }
-    let xml = if href.ends_with(".gz") {
-        gunzip(&pr.body).map_err(|detail| RepoError::Bad {
-            url: purl.clone(),
-            detail,
-        })?
-    } else if href.ends_with(".xml") {
-        pr.body
-    } else {
-        return Err(RepoError::Bad {
-            url: purl,
-            detail: "only gzip-compressed or plain primary.xml is read (createrepo_c --general-compress-type=gz)".into(),
-        });
+    let bad = |detail: String| RepoError::Bad {
+        url: purl.clone(),
+        detail,
     };
-    let packages = parse_primary(&String::from_utf8_lossy(&xml))
-        .map_err(|detail| RepoError::Bad { url: purl, detail })?;
+    // Read as a stream: memory holds the compressed body and one package, not the file.
+    let packages = if href.ends_with(".gz") {
+        read_primary(Gunzip::new(&pr.body).map_err(bad)?)
+    } else if href.ends_with(".xml") {
+        read_primary(&pr.body[..])
+    } else {
+        return Err(bad(
+            "only gzip-compressed or plain primary.xml is read (createrepo_c --general-compress-type=gz)".into(),
+        ));
+    }
+    .map_err(bad)?;
     Ok(DnfIndex {
         url: base.to_string(),
         repomd_digest: sha256_digest(repomd.as_bytes()),
@@ -189,13 +189,93 @@ impl RpmPart {
 /// Name → versions (newest first) of every package in `primary.xml`. An epoch, version
 /// or release outside the RPM grammar ([`rpm_part`]) is refused, naming the package.
 pub fn parse_primary(xml: &str) -> Result<BTreeMap<String, Vec<Evr>>, String> {
+    read_primary(xml.as_bytes())
+}
+
+/// The largest `<package>` element (or prologue before `<metadata>`) read: an element
+/// of `primary.xml` lists a package's provides, requires and a few files, some KiB.
+const ELEMENT_LIMIT: usize = 16 * 1024 * 1024;
+
+/// [`parse_primary`] over a stream, one `<package>` element in memory at a time: each
+/// element is parsed as XML inside the document's own `<metadata …>` start tag (its
+/// namespaces), so memory does not grow with the repository.
+pub fn read_primary(mut r: impl std::io::Read) -> Result<BTreeMap<String, Vec<Evr>>, String> {
+    let mut buf: Vec<u8> = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut eof = false;
+    let mut fill = |buf: &mut Vec<u8>, eof: &mut bool| -> Result<(), String> {
+        let n = r.read(&mut chunk).map_err(|e| e.to_string())?;
+        *eof = n == 0;
+        buf.extend_from_slice(&chunk[..n]);
+        Ok(())
+    };
+    // The root start tag, after the prologue (`<?xml …?>`, comments).
+    let root = loop {
+        if let Some(at) = find(&buf, b"<metadata") {
+            if let Some(gt) = find(&buf[at..], b">") {
+                let tag = String::from_utf8_lossy(&buf[at..at + gt + 1]).into_owned();
+                buf.drain(..at + gt + 1);
+                break tag;
+            }
+        }
+        if eof || buf.len() > ELEMENT_LIMIT {
+            return Err("not XML: no `<metadata>` element".into());
+        }
+        fill(&mut buf, &mut eof)?;
+    };
+    if root.ends_with("/>") {
+        return Ok(BTreeMap::new());
+    }
+    let mut out: BTreeMap<String, Vec<Evr>> = BTreeMap::new();
+    loop {
+        if let Some(end) = find(&buf, b"</package>") {
+            let element = &buf[..end + b"</package>".len()];
+            let start = find(element, b"<package").unwrap_or(0);
+            let doc = format!(
+                "{root}{}</metadata>",
+                String::from_utf8_lossy(&element[start..])
+            );
+            read_packages_of(&doc, &mut out)?;
+            buf.drain(..end + b"</package>".len());
+            continue;
+        }
+        if eof {
+            break;
+        }
+        if buf.len() > ELEMENT_LIMIT {
+            return Err(format!(
+                "not XML: a `<package>` element is longer than {ELEMENT_LIMIT} bytes"
+            ));
+        }
+        fill(&mut buf, &mut eof)?;
+    }
+    let rest = String::from_utf8_lossy(&buf);
+    if rest.trim() != "</metadata>" {
+        return Err(format!(
+            "not XML: the document ends in `{}` after its last package, not `</metadata>`",
+            crate::error::shown_value(rest.trim())
+        ));
+    }
+    for vs in out.values_mut() {
+        vs.sort_by(|a, b| b.cmp_evr(a));
+        vs.dedup();
+    }
+    Ok(out)
+}
+
+/// Where `needle` first occurs in `hay`.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// The packages of one small document (the root and one `<package>`), into `out`.
+fn read_packages_of(xml: &str, out: &mut BTreeMap<String, Vec<Evr>>) -> Result<(), String> {
     let opts = roxmltree::ParsingOptions {
         allow_dtd: false,
         ..roxmltree::ParsingOptions::default()
     };
     let doc =
         roxmltree::Document::parse_with_options(xml, opts).map_err(|e| format!("not XML: {e}"))?;
-    let mut out: BTreeMap<String, Vec<Evr>> = BTreeMap::new();
     for p in doc.descendants().filter(|n| n.has_tag_name("package")) {
         let name = p
             .children()
@@ -226,11 +306,7 @@ pub fn parse_primary(xml: &str) -> Result<BTreeMap<String, Vec<Evr>>, String> {
             out.entry(name.to_string()).or_default().push(evr);
         }
     }
-    for vs in out.values_mut() {
-        vs.sort_by(|a, b| b.cmp_evr(a));
-        vs.dedup();
-    }
-    Ok(out)
+    Ok(())
 }
 
 /// What the repository says about a dnf pin `name-ver[-rel]`.
@@ -367,6 +443,42 @@ mod tests {
             assert_eq!(rpmvercmp(b, a), Ordering::Greater, "{b} > {a}");
         }
         assert_eq!(rpmvercmp("1.01", "1.1"), Ordering::Equal);
+    }
+
+    /// Hands out one byte per read: every element crosses a read boundary.
+    struct Trickle<'a>(&'a [u8]);
+
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            match (self.0.split_first(), buf.first_mut()) {
+                (Some((b, rest)), Some(slot)) => {
+                    *slot = *b;
+                    self.0 = rest;
+                    Ok(1)
+                }
+                _ => Ok(0),
+            }
+        }
+    }
+
+    #[test]
+    fn primary_reads_as_a_stream_one_package_at_a_time() {
+        let primary = r#"<?xml version="1.0" encoding="UTF-8"?>
+<metadata xmlns="http://linux.duke.edu/metadata/common" xmlns:rpm="http://linux.duke.edu/metadata/rpm" packages="2">
+<package type="rpm"><name>a</name><version epoch="0" ver="1.0" rel="1"/><format><rpm:license>MIT</rpm:license></format></package>
+<package type="rpm"><name>a</name><version epoch="0" ver="2.0" rel="1"/></package>
+</metadata>
+"#;
+        let idx = read_primary(Trickle(primary.as_bytes())).unwrap();
+        assert_eq!(idx["a"].iter().map(Evr::text).collect::<Vec<_>>(), ["2.0-1", "1.0-1"]);
+        assert_eq!(parse_primary(primary).unwrap(), idx);
+        // Cut short, or something other than XML after the packages.
+        let cut = &primary[..primary.len() - "</metadata>\n".len() - 20];
+        assert!(read_primary(cut.as_bytes()).unwrap_err().starts_with("not XML"));
+        assert!(read_primary(&b"Package: a\n"[..]).unwrap_err().starts_with("not XML"));
+        // An entity the document would have to declare is refused, not expanded.
+        let entity = primary.replace("<name>a</name>", "<name>&x;</name>");
+        assert!(read_primary(entity.as_bytes()).is_err());
     }
 
     #[test]

@@ -673,48 +673,115 @@ pub fn sha256_digest(bytes: &[u8]) -> String {
     format!("sha256:{}", crate::catalog::hex(&Sha256::digest(bytes)))
 }
 
-/// Inflates a gzip member (RFC 1952): `Packages.gz`, `primary.xml.gz`; at most
-/// [`INFLATE_LIMIT`] bytes of output are ever held (a bomb is refused with an error).
+/// Inflates a gzip member (RFC 1952) whole; at most [`INFLATE_LIMIT`] bytes of output
+/// (a bomb is refused with an error). The repository clients read through [`Gunzip`]
+/// instead, which holds no more than its window.
 pub fn gunzip(data: &[u8]) -> Result<Vec<u8>, String> {
-    const FEXTRA: u8 = 4;
-    const FNAME: u8 = 8;
-    const FCOMMENT: u8 = 16;
-    const FHCRC: u8 = 2;
-    if data.len() < 18 || data[0] != 0x1f || data[1] != 0x8b || data[2] != 8 {
-        return Err("not a gzip file".into());
-    }
-    let flags = data[3];
-    let mut i = 10;
-    if flags & FEXTRA != 0 {
-        let n = usize::from(u16::from_le_bytes([data[i], data[i + 1]]));
-        i += 2 + n;
-    }
-    for flag in [FNAME, FCOMMENT] {
-        if flags & flag != 0 {
-            while i < data.len() && data[i] != 0 {
+    use std::io::Read as _;
+    let mut out = Vec::new();
+    Gunzip::new(data)?
+        .read_to_end(&mut out)
+        .map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+/// A gzip member (RFC 1952) read as a stream: `Packages.gz`, `primary.xml.gz`, the head
+/// of an sdist. Memory stays at the inflater's 32 KiB window and the caller's buffer,
+/// whatever the member inflates to; more than [`INFLATE_LIMIT`] bytes of output is an
+/// error (a gzip bomb costs at most that much inflating, never that much memory).
+pub struct Gunzip<'a> {
+    input: &'a [u8],
+    state: Box<miniz_oxide::inflate::stream::InflateState>,
+    written: u64,
+    done: bool,
+}
+
+impl<'a> Gunzip<'a> {
+    /// Reads the member header; `Err` when `data` is not gzip.
+    pub fn new(data: &'a [u8]) -> Result<Gunzip<'a>, String> {
+        const FHCRC: u8 = 2;
+        const FEXTRA: u8 = 4;
+        const FNAME: u8 = 8;
+        const FCOMMENT: u8 = 16;
+        if data.len() < 18 || data[0] != 0x1f || data[1] != 0x8b || data[2] != 8 {
+            return Err("not a gzip file".into());
+        }
+        let flags = data[3];
+        let mut i = 10;
+        if flags & FEXTRA != 0 {
+            let n = usize::from(u16::from_le_bytes([data[i], data[i + 1]]));
+            i += 2 + n;
+        }
+        for flag in [FNAME, FCOMMENT] {
+            if flags & flag != 0 {
+                while i < data.len() && data[i] != 0 {
+                    i += 1;
+                }
                 i += 1;
             }
-            i += 1;
+        }
+        if flags & FHCRC != 0 {
+            i += 2;
+        }
+        if i >= data.len() {
+            return Err("truncated gzip header".into());
+        }
+        Ok(Gunzip {
+            input: &data[i..],
+            state: miniz_oxide::inflate::stream::InflateState::new_boxed(
+                miniz_oxide::DataFormat::Raw,
+            ),
+            written: 0,
+            done: false,
+        })
+    }
+}
+
+impl std::io::Read for Gunzip<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use miniz_oxide::{MZError, MZFlush, MZStatus};
+        if self.done || buf.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            let r = miniz_oxide::inflate::stream::inflate(
+                &mut self.state,
+                self.input,
+                buf,
+                MZFlush::None,
+            );
+            self.input = &self.input[r.bytes_consumed..];
+            self.written += r.bytes_written as u64;
+            if self.written > INFLATE_LIMIT {
+                self.done = true;
+                return Err(std::io::Error::other(format!(
+                    "gzip data inflates to more than {} (refused: a gzip bomb, or not an index)",
+                    mib(INFLATE_LIMIT)
+                )));
+            }
+            match r.status {
+                Ok(MZStatus::StreamEnd) => {
+                    self.done = true;
+                    return Ok(r.bytes_written);
+                }
+                _ if r.bytes_written > 0 => return Ok(r.bytes_written),
+                // Input read (a block header), nothing written yet: go on.
+                Ok(_) if r.bytes_consumed > 0 => {}
+                Ok(_) | Err(MZError::Buf) => {
+                    self.done = true;
+                    return Err(std::io::Error::other(
+                        "gzip data ends before its last block",
+                    ));
+                }
+                Err(e) => {
+                    self.done = true;
+                    return Err(std::io::Error::other(format!(
+                        "gzip data does not inflate ({e:?})"
+                    )));
+                }
+            }
         }
     }
-    if flags & FHCRC != 0 {
-        i += 2;
-    }
-    if i >= data.len() {
-        return Err("truncated gzip header".into());
-    }
-    // The partial output inside the error is never formatted: it can be the whole limit.
-    miniz_oxide::inflate::decompress_to_vec_with_limit(
-        &data[i..],
-        usize::try_from(INFLATE_LIMIT).unwrap_or(usize::MAX),
-    )
-    .map_err(|e| match e.status {
-        miniz_oxide::inflate::TINFLStatus::HasMoreOutput => format!(
-            "gzip data inflates to more than {} (refused: a gzip bomb, or not an index)",
-            mib(INFLATE_LIMIT)
-        ),
-        status => format!("gzip data does not inflate ({status:?})"),
-    })
 }
 
 #[cfg(test)]
