@@ -2,7 +2,10 @@
 //! a gzip bomb as `Packages.gz`, a slow-loris registry (the run's deadline), redirects to
 //! another host and to `file://` (refused, named), a PyPI mirror serving a uv wheel that
 //! is not the pinned file (refused), a proxy from `HTTPS_PROXY` (used; `NO_PROXY` bypasses
-//! it), and a registry that cannot be reached (one summary line, `-v` for each).
+//! it), a registry that cannot be reached (one summary line, `-v` for each), a token realm
+//! on another host (not asked), a registry whose digests are not its bytes and malformed
+//! manifests and repository indexes (exit 3, printed safely), a slow-loris index for the
+//! importers' deadline, and a server that proves the queries of a run are in flight at once.
 //!
 //! Every server here is written in the test; nothing leaves the machine. The CLI runs with
 //! `[resolve]` pointing every registry and repository at them, so a CI machine with network
@@ -698,4 +701,108 @@ fn no_network_is_concluded_once_and_spares_hosts_on_this_machine() {
         .send(&Request::get(format!("http://127.0.0.1:{port}/c")))
         .unwrap();
     assert_eq!(local.body, b"ok");
+}
+
+#[test]
+fn changing_digests_and_malformed_metadata_are_errors_that_print_safely() {
+    // Each registry answers every manifest request the same hostile way; the apt
+    // repositories are down, so the registry's answer decides the run.
+    let forged = "\u{1b}[31m\nerror: forged by the registry".to_string();
+    let cases: Vec<(&str, Vec<(&'static str, String)>, Vec<u8>, &str)> = vec![
+        (
+            // The digest it names is not the bytes it sends (a tag that moved mid-answer,
+            // or a mirror that lies).
+            "changing",
+            vec![(
+                "Docker-Content-Digest",
+                format!("sha256:{}", "1".repeat(64)),
+            )],
+            br#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{}}"#.to_vec(),
+            "says its manifest is `sha256:1111",
+        ),
+        (
+            "not-json",
+            vec![],
+            format!("{forged}{}", "x".repeat(900_000)).into_bytes(),
+            "not JSON",
+        ),
+        (
+            "schema-1",
+            vec![],
+            br#"{"schemaVersion":1,"name":"nvidia/cuda"}"#.to_vec(),
+            "only schema 2",
+        ),
+        (
+            "bad-entry",
+            vec![],
+            serde_json::to_vec(&serde_json::json!({
+                "schemaVersion": 2,
+                "mediaType": "application/vnd.oci.image.index.v1+json",
+                "manifests": [{ "digest": format!("sha256:{forged}") }],
+            }))
+            .unwrap(),
+            "is not sha256",
+        ),
+    ];
+    for (name, headers, body, says) in cases {
+        let body = Arc::new(body);
+        let headers = Arc::new(headers);
+        let port = serve(move |path| {
+            if path.contains("/manifests/") {
+                (200, headers.to_vec(), body.to_vec())
+            } else {
+                (404, vec![], vec![])
+            }
+        });
+        let dead = format!("http://127.0.0.1:{}", dead_port());
+        let dir = project(name, &mirrors(&format!("http://127.0.0.1:{port}"), &dead));
+        let run = gpustack(
+            &dir,
+            &["lock", "--allow-open"],
+            &[("GPUSTACK_UV", "/nonexistent/uv")],
+            Duration::from_secs(60),
+        );
+        assert_eq!(run.code, Some(3), "{name}: {}", run.stderr);
+        assert!(run.stderr.contains(says), "{name}: {}", run.stderr);
+        assert!(!run.stderr.contains('\u{1b}'), "{name}: {}", run.stderr);
+        assert!(
+            !run.stderr.contains("\nerror: forged"),
+            "{name}: a forged line: {}",
+            run.stderr
+        );
+        assert!(run.stderr.len() < 20_000, "{name}: {}", run.stderr.len());
+        assert!(!dir.join("gpustack.lock").exists(), "{name}");
+    }
+}
+
+#[test]
+fn malformed_repository_metadata_is_an_error_naming_the_file() {
+    let cases: Vec<(&str, &str, Vec<u8>, &str)> = vec![
+        ("inrelease", "/InRelease", b"\x1b[2Jnot signed".to_vec(), "not a clear-signed Release file"),
+        ("release", "/Release", b"Origin: x\nSHA256:\n".to_vec(), "names no `Packages` or `Packages.gz`"),
+    ];
+    for (name, file, body, says) in cases {
+        let body = Arc::new(body);
+        let port = serve(move |path| {
+            if path.ends_with(file) {
+                (200, vec![], body.to_vec())
+            } else {
+                (404, vec![], vec![])
+            }
+        });
+        let dead = format!("http://127.0.0.1:{}", dead_port());
+        let dir = project(name, &mirrors(&dead, &format!("http://127.0.0.1:{port}")));
+        let run = gpustack(
+            &dir,
+            &["lock", "--allow-open"],
+            &[("GPUSTACK_UV", "/nonexistent/uv")],
+            Duration::from_secs(60),
+        );
+        assert_eq!(run.code, Some(3), "{name}: {}", run.stderr);
+        assert!(run.stderr.contains(says), "{name}: {}", run.stderr);
+        assert!(run.stderr.contains(&format!("127.0.0.1:{port}")), "{name}: {}", run.stderr);
+        assert!(run.stderr.contains("[resolve].apt"), "{name}: {}", run.stderr);
+        assert!(!run.stderr.contains('\u{1b}'), "{name}: {}", run.stderr);
+        assert!(!dir.join("gpustack.lock").exists(), "{name}");
+    }
 }

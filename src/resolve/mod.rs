@@ -170,13 +170,15 @@ impl fmt::Display for ResolveError {
 }
 
 impl ResolveError {
-    /// Whether a server did not answer as it must (exit 3), rather than answered that it
-    /// lacks what the catalog names (a tag, a pin: exit 2).
+    /// Whether a server did not answer as it must (exit 3: an error status, a body that
+    /// is not what the protocol says, a digest that is not the bytes'), rather than
+    /// answered that it lacks what the catalog names, or the catalog named it wrongly (a
+    /// tag, a pin, a reference: exit 2).
     pub fn is_network(&self) -> bool {
         match self {
             ResolveError::Image { error, .. } => !matches!(
                 error,
-                OciError::Status { status: 404, .. } | OciError::BadManifest { .. }
+                OciError::Status { status: 404, .. } | OciError::BadReference { .. }
             ),
             ResolveError::Pin { .. } => false,
             ResolveError::Repo { .. } => true,
@@ -737,8 +739,8 @@ fn resolve_package_images(
                 errors.push(ResolveError::Image {
                     package: p.name.clone(),
                     reference: reference.clone(),
-                    error: OciError::BadManifest {
-                        url: reference.clone(),
+                    error: OciError::BadReference {
+                        reference: reference.clone(),
                         detail: e,
                     },
                 });

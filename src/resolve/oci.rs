@@ -120,6 +120,13 @@ pub enum OciError {
         /// What went wrong.
         detail: String,
     },
+    /// The image reference the catalog names does not parse (nothing was sent).
+    BadReference {
+        /// The reference.
+        reference: String,
+        /// What went wrong.
+        detail: String,
+    },
     /// `Docker-Content-Digest` is not the digest of the bytes received.
     DigestMismatch {
         /// The URL.
@@ -141,6 +148,9 @@ impl fmt::Display for OciError {
             }
             OciError::BadManifest { url, detail } => {
                 write!(f, "manifest at `{url}` not readable: {detail}")
+            }
+            OciError::BadReference { reference, detail } => {
+                write!(f, "reference `{reference}` does not parse: {detail}")
             }
             OciError::DigestMismatch {
                 url,
