@@ -1439,7 +1439,7 @@ pub(crate) fn nearest_cuda_build(builds: &[&Version], locked: &Version) -> Optio
         .copied()
         .filter(|b| b.major() == locked.major())
         .collect();
-    if same.iter().any(|b| *b == locked) {
+    if same.contains(&locked) {
         return Some(locked.clone());
     }
     same.iter()

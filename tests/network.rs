@@ -267,13 +267,26 @@ fn a_slow_loris_index_is_cut_off_by_the_importers_deadline() {
     let url = format!("http://127.0.0.1:{}/simple", slow_loris());
     let dir = tmp("slow-import");
     for args in [
-        &["catalog", "import", "pypi", "torch==2.4.0", "--index", &url, "--timeout", "2"][..],
+        &[
+            "catalog",
+            "import",
+            "pypi",
+            "torch==2.4.0",
+            "--index",
+            &url,
+            "--timeout",
+            "2",
+        ][..],
         &["catalog", "outdated", "--index", &url, "--timeout", "2"][..],
     ] {
         let run = gpustack(&dir, args, &[], Duration::from_secs(60));
         assert_eq!(run.code, Some(3), "{args:?}: {}", run.stderr);
         assert!(run.took < Duration::from_secs(20), "{:?}", run.took);
-        assert!(run.stderr.contains("the run's 2 s budget"), "{}", run.stderr);
+        assert!(
+            run.stderr.contains("the run's 2 s budget"),
+            "{}",
+            run.stderr
+        );
         assert!(run.stderr.contains("--timeout SECS"), "{}", run.stderr);
         assert!(!dir.join("catalog-import").exists());
     }
@@ -641,7 +654,11 @@ fn registry_and_repository_queries_are_in_flight_at_once() {
         Duration::from_secs(60),
     );
     let most = in_flight.lock().unwrap().1;
-    assert!(most >= 2, "at most {most} request(s) in flight\n{}", run.stderr);
+    assert!(
+        most >= 2,
+        "at most {most} request(s) in flight\n{}",
+        run.stderr
+    );
     assert!(run.took < Duration::from_secs(30), "{:?}", run.took);
 }
 
@@ -657,9 +674,8 @@ fn a_token_realm_on_another_host_is_not_asked() {
     });
     let port = serve(move |path| {
         if path.starts_with("/v2/") {
-            let challenge = format!(
-                "Bearer realm=\"http://127.0.0.1:{other}/latest/meta-data\",service=\"x\""
-            );
+            let challenge =
+                format!("Bearer realm=\"http://127.0.0.1:{other}/latest/meta-data\",service=\"x\"");
             (401, vec![("WWW-Authenticate", challenge)], Vec::new())
         } else {
             (404, vec![], Vec::new())
@@ -673,9 +689,17 @@ fn a_token_realm_on_another_host_is_not_asked() {
         &[("GPUSTACK_UV", "/nonexistent/uv")],
         Duration::from_secs(60),
     );
-    assert!(asked.lock().unwrap().is_empty(), "{:?}", asked.lock().unwrap());
+    assert!(
+        asked.lock().unwrap().is_empty(),
+        "{:?}",
+        asked.lock().unwrap()
+    );
     assert_ne!(run.code, Some(0), "{}", run.stderr);
-    assert!(run.stderr.contains("outside its own site"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("outside its own site"),
+        "{}",
+        run.stderr
+    );
     assert!(run.stderr.contains("/latest/meta-data"), "{}", run.stderr);
 }
 
@@ -708,7 +732,14 @@ fn changing_digests_and_malformed_metadata_are_errors_that_print_safely() {
     // Each registry answers every manifest request the same hostile way; the apt
     // repositories are down, so the registry's answer decides the run.
     let forged = "\u{1b}[31m\nerror: forged by the registry".to_string();
-    let cases: Vec<(&str, Vec<(&'static str, String)>, Vec<u8>, &str)> = vec![
+    // (name, response headers, response body, what the error says)
+    type Case = (
+        &'static str,
+        Vec<(&'static str, String)>,
+        Vec<u8>,
+        &'static str,
+    );
+    let cases: Vec<Case> = vec![
         (
             // The digest it names is not the bytes it sends (a tag that moved mid-answer,
             // or a mirror that lies).
@@ -778,8 +809,18 @@ fn changing_digests_and_malformed_metadata_are_errors_that_print_safely() {
 #[test]
 fn malformed_repository_metadata_is_an_error_naming_the_file() {
     let cases: Vec<(&str, &str, Vec<u8>, &str)> = vec![
-        ("inrelease", "/InRelease", b"\x1b[2Jnot signed".to_vec(), "not a clear-signed Release file"),
-        ("release", "/Release", b"Origin: x\nSHA256:\n".to_vec(), "names no `Packages` or `Packages.gz`"),
+        (
+            "inrelease",
+            "/InRelease",
+            b"\x1b[2Jnot signed".to_vec(),
+            "not a clear-signed Release file",
+        ),
+        (
+            "release",
+            "/Release",
+            b"Origin: x\nSHA256:\n".to_vec(),
+            "names no `Packages` or `Packages.gz`",
+        ),
     ];
     for (name, file, body, says) in cases {
         let body = Arc::new(body);
@@ -800,8 +841,16 @@ fn malformed_repository_metadata_is_an_error_naming_the_file() {
         );
         assert_eq!(run.code, Some(3), "{name}: {}", run.stderr);
         assert!(run.stderr.contains(says), "{name}: {}", run.stderr);
-        assert!(run.stderr.contains(&format!("127.0.0.1:{port}")), "{name}: {}", run.stderr);
-        assert!(run.stderr.contains("[resolve].apt"), "{name}: {}", run.stderr);
+        assert!(
+            run.stderr.contains(&format!("127.0.0.1:{port}")),
+            "{name}: {}",
+            run.stderr
+        );
+        assert!(
+            run.stderr.contains("[resolve].apt"),
+            "{name}: {}",
+            run.stderr
+        );
         assert!(!run.stderr.contains('\u{1b}'), "{name}: {}", run.stderr);
         assert!(!dir.join("gpustack.lock").exists(), "{name}");
     }

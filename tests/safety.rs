@@ -604,6 +604,7 @@ fn matrix_peak(dir: &Path, args: &[&str]) -> Option<(u64, Vec<u8>)> {
 /// matrix in a debug build, and 7.3 GB for a wider one.) Without `/usr/bin/time` the test
 /// says so and checks nothing.
 #[test]
+#[allow(clippy::print_stderr)] // the loud skip notice is the point
 fn matrix_without_a_limit_streams_in_bounded_memory() {
     let dir = big_matrix("matrix-streams");
     let Some((small, _)) = matrix_peak(&dir, &["--limit", "1000"]) else {

@@ -522,9 +522,7 @@ fn torch_release(
         );
         return None;
     };
-    let Some(python) = v.req(&o, "python", py) else {
-        return None;
-    };
+    let python = v.req(&o, "python", py)?;
     let mut pypi_cuda_cpus = if r.pypi_cuda_cpus.is_empty() {
         vec!["x86_64".to_string()]
     } else {

@@ -376,7 +376,7 @@ fn deploy_families_refuse_unsafe_values() {
         ),
     ];
     for (text, want) in cases {
-        let e = stock_with("overlay/x.toml", &text).unwrap_err().to_string();
+        let e = stock_with("overlay/x.toml", text).unwrap_err().to_string();
         assert!(e.contains(want), "{text}\n---\n{e}");
         assert!(e.contains("overlay/x.toml:"), "{e}");
     }

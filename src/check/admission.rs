@@ -107,15 +107,15 @@ pub(crate) fn quantity(v: &Value) -> Option<u64> {
 fn shown(name: &str, milli: u64) -> String {
     if name == "memory" || name == "ephemeral-storage" || name.starts_with("hugepages-") {
         let bytes = milli / 1000;
-        if bytes % (1 << 30) == 0 {
+        if bytes.is_multiple_of(1 << 30) {
             return format!("{}Gi", bytes >> 30);
         }
-        if bytes % (1 << 20) == 0 {
+        if bytes.is_multiple_of(1 << 20) {
             return format!("{}Mi", bytes >> 20);
         }
         return bytes.to_string();
     }
-    if milli % 1000 == 0 {
+    if milli.is_multiple_of(1000) {
         (milli / 1000).to_string()
     } else {
         format!("{milli}m")

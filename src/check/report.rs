@@ -114,7 +114,7 @@ pub struct Skipped {
     pub reason: String,
 }
 
-/// The result of [`check`].
+/// The result of `check`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Report {
     /// The lock checked, as named.

@@ -1338,7 +1338,7 @@ impl Pulled<'_> {
                 w.str("python", p);
             }
         }
-        let rows = rel.file_rows(opts.recorded(), &public, true);
+        let rows = rel.file_rows(opts.recorded(), public, true);
         w.set("files", Value::Files(rows));
         if !t.runtime_pinned {
             w.notes.push(format!(
@@ -1418,7 +1418,7 @@ impl Pulled<'_> {
         );
         e.set(
             "files",
-            Value::Files(rel.file_rows(opts.recorded(), &public, false)),
+            Value::Files(rel.file_rows(opts.recorded(), public, false)),
         );
         e.source = self.source.clone();
         e
@@ -1562,7 +1562,7 @@ impl Pulled<'_> {
         );
         e.set(
             "files",
-            Value::Files(rel.file_rows(opts.recorded(), &public, false)),
+            Value::Files(rel.file_rows(opts.recorded(), public, false)),
         );
         // A pure-Python wheel has no CUDA build: nothing to derive there.
         let wheels = rel.linux_wheels();

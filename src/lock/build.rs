@@ -17,7 +17,7 @@ use crate::solve::{Compat, Pick, Record, Resolution};
 
 impl Lock {
     /// Builds the lock from a resolution. `catalog` gives what the solver does not decide
-    /// (images, packages, instances: [`crate::select`]); every component's data comes from
+    /// (images, packages, instances: `select`); every component's data comes from
     /// the resolution's own records.
     ///
     /// # Errors
@@ -139,7 +139,7 @@ fn locked_component(r: &Resolution, p: &Pick) -> Result<LockedComponent, Error> 
 
 /// The record a catalog component's pick must carry, checked against the pick: the same
 /// kind and the same version.
-fn record_of<'r>(p: &'r Pick) -> Result<Option<&'r Record>, Error> {
+fn record_of(p: &Pick) -> Result<Option<&Record>, Error> {
     let Some(record) = &p.record else {
         return if matches!(p.component, Component::Driver | Component::Python) {
             Ok(None)
@@ -151,16 +151,16 @@ fn record_of<'r>(p: &'r Pick) -> Result<Option<&'r Record>, Error> {
         Record::Driver { .. } => Some(&p.version),
         other => other.version(),
     };
-    let kind_ok = match (&p.record, p.component) {
+    let kind_ok = matches!(
+        (&p.record, p.component),
         (Some(Record::Driver { .. }), Component::Driver)
-        | (Some(Record::Cuda { .. }), Component::Cuda)
-        | (Some(Record::Lib(_)), Component::Cudnn | Component::Nccl)
-        | (Some(Record::Torch { .. }), Component::Torch)
-        | (Some(Record::Vllm(_)), Component::Vllm)
-        | (Some(Record::Extra(_)), crate::core::extra_pattern!())
-        | (Some(Record::Deepspeed(_)), Component::Deepspeed) => true,
-        _ => false,
-    };
+            | (Some(Record::Cuda { .. }), Component::Cuda)
+            | (Some(Record::Lib(_)), Component::Cudnn | Component::Nccl)
+            | (Some(Record::Torch { .. }), Component::Torch)
+            | (Some(Record::Vllm(_)), Component::Vllm)
+            | (Some(Record::Extra(_)), crate::core::extra_pattern!())
+            | (Some(Record::Deepspeed(_)), Component::Deepspeed)
+    );
     if kind_ok && version == Some(&p.version) {
         return Ok(Some(record));
     }
@@ -217,11 +217,10 @@ fn component_fields(r: &Resolution, p: &Pick) -> Result<BTreeMap<String, Field>,
             }
         }
         Some(Record::Extra(e)) => extra_fields(&mut f, r, e),
-        Some(Record::Deepspeed(d)) => {
-            if !d.cuda_mismatch_ok.is_empty() {
-                f.list("cuda-mismatch-ok", &d.cuda_mismatch_ok);
-            }
+        Some(Record::Deepspeed(d)) if !d.cuda_mismatch_ok.is_empty() => {
+            f.list("cuda-mismatch-ok", &d.cuda_mismatch_ok);
         }
+        Some(Record::Deepspeed(_)) => {}
         None => {}
     }
     Ok(f.0)

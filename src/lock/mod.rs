@@ -40,7 +40,7 @@
 //! ```
 //!
 //! The code: [`Lock`] and its parts here; `build.rs` builds a lock from a resolution (the
-//! picks' own catalog records, and [`crate::select`]'s packages and facts); `write.rs` is
+//! picks' own catalog records, and `select`'s packages and facts); `write.rs` is
 //! the canonical writer; `seal.rs` the digests, layer hashes and `[integrity]` seals;
 //! `read.rs` the reader (a `version`/`revision` peek, wire types, `into_lock` with the
 //! invariants); `tolerant.rs` the tolerant mode for a newer revision's `[request]`.
@@ -175,7 +175,7 @@ pub struct LockedComponent {
 }
 
 /// A package the generators install (the `nvidia/cuda` base image, the fabric stack,
-/// nccl-tests, host packages), chosen by [`crate::select`].
+/// nccl-tests, host packages), chosen by `select`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LockedPackage {
     /// `ucx`, `cuda-image`, `nccl-tests`, ….

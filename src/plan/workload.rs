@@ -291,7 +291,7 @@ pub const OSU_BW: &str = "libexec/osu-micro-benchmarks/mpi/pt2pt/osu_bw";
 /// `osu_bw`'s options for device buffers on both ranks: `-d cuda D D` (the OSU
 /// micro-benchmarks README, "CUDA Extensions to OMB": `-d cuda` selects CUDA buffers, the
 /// two positional letters the buffer location of each rank, `D` device or `H` host;
-/// https://mvapich.cse.ohio-state.edu/benchmarks/).
+/// <https://mvapich.cse.ohio-state.edu/benchmarks/>).
 pub const OSU_BW_ARGS: [&str; 4] = ["-d", "cuda", "D", "D"];
 
 /// Where Open MPI is installed in the images (the `fabric` stage's prefix, copied into
@@ -316,7 +316,7 @@ pub struct MpiSsh {
     /// `runAsUser`/`fsGroup` on Kubernetes, `useradd -u` in the image: 1001, not the
     /// MPI Operator's 1000, which Ubuntu's container images from 23.04 on (24.04 among the
     /// catalog's OSes) give their own `ubuntu` user
-    /// (https://bugs.launchpad.net/cloud-images/+bug/2005129), so `useradd -u 1000` fails
+    /// (<https://bugs.launchpad.net/cloud-images/+bug/2005129>), so `useradd -u 1000` fails
     /// there.
     pub uid: u32,
     /// `/home/mpiuser/.ssh`: where the Trainer mounts the key pair and `authorized_keys`

@@ -192,7 +192,9 @@ pub fn parse_packages(text: &str) -> Result<BTreeMap<String, Vec<String>>, Strin
 const LINE_LIMIT: u64 = 1024 * 1024;
 
 /// [`parse_packages`] over a stream, one line in memory at a time.
-pub fn read_packages(mut r: impl std::io::BufRead) -> Result<BTreeMap<String, Vec<String>>, String> {
+pub fn read_packages(
+    mut r: impl std::io::BufRead,
+) -> Result<BTreeMap<String, Vec<String>>, String> {
     use std::io::{BufRead as _, Read as _};
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let (mut name, mut version): (Option<String>, Option<String>) = (None, None);
@@ -204,7 +206,9 @@ pub fn read_packages(mut r: impl std::io::BufRead) -> Result<BTreeMap<String, Ve
             .read_until(b'\n', &mut line)
             .map_err(|e| e.to_string())?;
         if n as u64 > LINE_LIMIT {
-            return Err(format!("a line is longer than {LINE_LIMIT} bytes (not an index)"));
+            return Err(format!(
+                "a line is longer than {LINE_LIMIT} bytes (not an index)"
+            ));
         }
         let text = String::from_utf8_lossy(&line);
         let text = text.trim_end_matches(['\n', '\r']);

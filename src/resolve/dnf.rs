@@ -470,12 +470,19 @@ mod tests {
 </metadata>
 "#;
         let idx = read_primary(Trickle(primary.as_bytes())).unwrap();
-        assert_eq!(idx["a"].iter().map(Evr::text).collect::<Vec<_>>(), ["2.0-1", "1.0-1"]);
+        assert_eq!(
+            idx["a"].iter().map(Evr::text).collect::<Vec<_>>(),
+            ["2.0-1", "1.0-1"]
+        );
         assert_eq!(parse_primary(primary).unwrap(), idx);
         // Cut short, or something other than XML after the packages.
         let cut = &primary[..primary.len() - "</metadata>\n".len() - 20];
-        assert!(read_primary(cut.as_bytes()).unwrap_err().starts_with("not XML"));
-        assert!(read_primary(&b"Package: a\n"[..]).unwrap_err().starts_with("not XML"));
+        assert!(read_primary(cut.as_bytes())
+            .unwrap_err()
+            .starts_with("not XML"));
+        assert!(read_primary(&b"Package: a\n"[..])
+            .unwrap_err()
+            .starts_with("not XML"));
         // An entity the document would have to declare is refused, not expanded.
         let entity = primary.replace("<name>a</name>", "<name>&x;</name>");
         assert!(read_primary(entity.as_bytes()).is_err());

@@ -497,7 +497,8 @@ pub fn concurrently<T: Sync, R: Send>(
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(job) = jobs.get(i) else { break };
                 let r = f(job);
-                done.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[i] = Some(r);
+                done.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)[i] = Some(r);
             });
         }
     });

@@ -528,8 +528,14 @@ mod tests {
     fn token_realms_stay_on_the_registrys_site() {
         let hub = "https://registry-1.docker.io/v2/nvidia/cuda/manifests/x";
         assert!(realm_allowed(hub, "https://auth.docker.io/token"));
-        assert!(realm_allowed("https://nvcr.io/v2/a/manifests/x", "https://nvcr.io/proxy_auth"));
-        assert!(realm_allowed("https://ghcr.io/v2/a/manifests/x", "https://ghcr.io/token"));
+        assert!(realm_allowed(
+            "https://nvcr.io/v2/a/manifests/x",
+            "https://nvcr.io/proxy_auth"
+        ));
+        assert!(realm_allowed(
+            "https://ghcr.io/v2/a/manifests/x",
+            "https://ghcr.io/token"
+        ));
         assert!(realm_allowed(
             "http://127.0.0.1:5000/v2/a/manifests/x",
             "http://127.0.0.1:5000/token"

@@ -646,9 +646,9 @@ fn run_uv(
         });
         let raw = compile(
             uv,
-            &union,
+            union,
             platform,
-            &python,
+            python,
             opts,
             None,
             widest.and_then(|f| f.contents.as_deref()),

@@ -384,7 +384,10 @@ mod tests {
             "{e}"
         );
         assert!(!wheel.cached(&cache).exists());
-        let good = Canned(vec![(url.into(), whl)], std::sync::atomic::AtomicUsize::new(0));
+        let good = Canned(
+            vec![(url.into(), whl)],
+            std::sync::atomic::AtomicUsize::new(0),
+        );
         let exe = obtain(&good, &wheel, &cache, None).unwrap();
         assert_eq!(std::fs::read(&exe).unwrap(), script);
         assert_eq!(good.1.load(std::sync::atomic::Ordering::SeqCst), 1);

@@ -119,6 +119,9 @@ impl Eq for Record {}
 /// positions, and another catalog cannot make it return another entry's data.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
+// A dozen records per lock, built once and read in place: boxing the large variants would
+// add an allocation each and buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Record {
     /// The driver's branch, when the catalog knows it.
     Driver {

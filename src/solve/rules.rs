@@ -1699,6 +1699,24 @@ pub(crate) fn has_rule(a: Component, b: Component) -> bool {
     )
 }
 
+/// The entry forms a release's CMake accepts, for messages: `` `N.N`, `N.Na` or `N.Nf` (each
+/// with or without `+PTX`)``.
+pub(crate) fn cmake_forms(forms: &crate::catalog::CmakeArchs) -> String {
+    let mut all = vec!["`N.N`".to_string()];
+    all.extend(forms.suffixes.iter().map(|s| match s {
+        crate::core::arch::Suffix::A => "`N.Na`".to_string(),
+        crate::core::arch::Suffix::F => "`N.Nf`".to_string(),
+        crate::core::arch::Suffix::None => "`N.N`".to_string(),
+    }));
+    let last = all.pop().unwrap_or_default();
+    let head = if all.is_empty() {
+        last
+    } else {
+        format!("{} or {last}", all.join(", "))
+    };
+    format!("{head} (each with or without `+PTX`)")
+}
+
 #[cfg(test)]
 mod key_tests {
     //! [`Ctx::pair_key`] and [`Ctx::join`] must agree with [`Ctx::check_pair`]: arc
@@ -1788,22 +1806,4 @@ mod key_tests {
         let cat = Catalog::from_layers(&[crate::synth::scaled_catalog(2)]).unwrap();
         check(&cat, "gpus = [\"h100\"]\ndriver = \"550.54.15\"");
     }
-}
-
-/// The entry forms a release's CMake accepts, for messages: `` `N.N`, `N.Na` or `N.Nf` (each
-/// with or without `+PTX`)``.
-pub(crate) fn cmake_forms(forms: &crate::catalog::CmakeArchs) -> String {
-    let mut all = vec!["`N.N`".to_string()];
-    all.extend(forms.suffixes.iter().map(|s| match s {
-        crate::core::arch::Suffix::A => "`N.Na`".to_string(),
-        crate::core::arch::Suffix::F => "`N.Nf`".to_string(),
-        crate::core::arch::Suffix::None => "`N.N`".to_string(),
-    }));
-    let last = all.pop().unwrap_or_default();
-    let head = if all.is_empty() {
-        last
-    } else {
-        format!("{} or {last}", all.join(", "))
-    };
-    format!("{head} (each with or without `+PTX`)")
 }

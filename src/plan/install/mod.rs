@@ -12,7 +12,7 @@
 //!   commands it needs before its packages are visible: a step never installs from a
 //!   repository it has not enabled, on any target;
 //! * the host packages of a VM (driver, CUDA, cuDNN, NCCL, DCGM, Fabric Manager, the
-//!   Container Toolkit) and what is held ([`host`]);
+//!   Container Toolkit) and what is held (`host`);
 //! * the source builds of the fabric stack and nccl-tests ([`SourceBuild`]);
 //! * the Python layers: uv, the interpreter, each layer's requirements or pylock, what is
 //!   compiled from checked sdists and its build environment, torch from source.
