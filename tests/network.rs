@@ -172,6 +172,32 @@ fn project(name: &str, resolve: &str) -> PathBuf {
     d
 }
 
+/// `gpustack lock --allow-open` in `dir` without uv (the Python closure stays open): what
+/// the registries and repositories answer decides the run.
+fn lock_open(dir: &Path) -> Run {
+    gpustack(
+        dir,
+        &["lock", "--allow-open"],
+        &[("GPUSTACK_UV", "/nonexistent/uv")],
+        Duration::from_secs(60),
+    )
+}
+
+/// A hostile server's answer refused as a network failure: exit 3, `says` in the
+/// message, nothing a terminal would act on, nothing forged, nothing written.
+fn assert_refused_safely(name: &str, run: &Run, dir: &Path, says: &str) {
+    assert_eq!(run.code, Some(3), "{name}: {}", run.stderr);
+    assert!(run.stderr.contains(says), "{name}: {}", run.stderr);
+    assert!(!run.stderr.contains('\u{1b}'), "{name}: {}", run.stderr);
+    assert!(
+        !run.stderr.contains("\nerror: forged"),
+        "{name}: a forged line: {}",
+        run.stderr
+    );
+    assert!(run.stderr.len() < 20_000, "{name}: {}", run.stderr.len());
+    assert!(!dir.join("gpustack.lock").exists(), "{name}");
+}
+
 /// Raw deflate of `mib` MiB of zeros, or of 1 KiB lines (`lines`), from 1 MiB
 /// sync-flushed blocks repeated.
 fn deflate_bomb(mib: usize, lines: bool) -> Vec<u8> {
@@ -379,12 +405,7 @@ fn redirects_to_file_urls_and_to_other_hosts_over_http_are_refused_and_named() {
         "redirect",
         &mirrors(&format!("http://127.0.0.1:{registry}"), &dead),
     );
-    let run = gpustack(
-        &dir,
-        &["lock", "--allow-open"],
-        &[("GPUSTACK_UV", "/nonexistent/uv")],
-        Duration::from_secs(60),
-    );
+    let run = lock_open(&dir);
     assert_eq!(run.code, Some(3), "{}", run.stderr);
     assert!(
         run.stderr
@@ -557,12 +578,7 @@ fn https_proxy_is_used_and_no_proxy_bypasses_it() {
 fn an_unreachable_registry_is_one_summary_line_and_v_lists_each() {
     let dead = format!("http://127.0.0.1:{}", dead_port());
     let dir = project("dead", &mirrors(&dead, &dead));
-    let run = gpustack(
-        &dir,
-        &["lock", "--allow-open"],
-        &[("GPUSTACK_UV", "/nonexistent/uv")],
-        Duration::from_secs(60),
-    );
+    let run = lock_open(&dir);
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     let notes: Vec<&str> = run
         .stderr
@@ -647,12 +663,7 @@ fn registry_and_repository_queries_are_in_flight_at_once() {
     });
     let base = format!("http://127.0.0.1:{port}");
     let dir = project("in-flight", &mirrors(&base, &base));
-    let run = gpustack(
-        &dir,
-        &["lock", "--allow-open"],
-        &[("GPUSTACK_UV", "/nonexistent/uv")],
-        Duration::from_secs(60),
-    );
+    let run = lock_open(&dir);
     let most = in_flight.lock().unwrap().1;
     assert!(
         most >= 2,
@@ -683,12 +694,7 @@ fn a_token_realm_on_another_host_is_not_asked() {
     });
     let base = format!("http://127.0.0.1:{port}");
     let dir = project("realm", &mirrors(&base, &base));
-    let run = gpustack(
-        &dir,
-        &["lock", "--allow-open"],
-        &[("GPUSTACK_UV", "/nonexistent/uv")],
-        Duration::from_secs(60),
-    );
+    let run = lock_open(&dir);
     assert!(
         asked.lock().unwrap().is_empty(),
         "{:?}",
@@ -787,22 +793,7 @@ fn changing_digests_and_malformed_metadata_are_errors_that_print_safely() {
         });
         let dead = format!("http://127.0.0.1:{}", dead_port());
         let dir = project(name, &mirrors(&format!("http://127.0.0.1:{port}"), &dead));
-        let run = gpustack(
-            &dir,
-            &["lock", "--allow-open"],
-            &[("GPUSTACK_UV", "/nonexistent/uv")],
-            Duration::from_secs(60),
-        );
-        assert_eq!(run.code, Some(3), "{name}: {}", run.stderr);
-        assert!(run.stderr.contains(says), "{name}: {}", run.stderr);
-        assert!(!run.stderr.contains('\u{1b}'), "{name}: {}", run.stderr);
-        assert!(
-            !run.stderr.contains("\nerror: forged"),
-            "{name}: a forged line: {}",
-            run.stderr
-        );
-        assert!(run.stderr.len() < 20_000, "{name}: {}", run.stderr.len());
-        assert!(!dir.join("gpustack.lock").exists(), "{name}");
+        assert_refused_safely(name, &lock_open(&dir), &dir, says);
     }
 }
 
@@ -833,14 +824,8 @@ fn malformed_repository_metadata_is_an_error_naming_the_file() {
         });
         let dead = format!("http://127.0.0.1:{}", dead_port());
         let dir = project(name, &mirrors(&dead, &format!("http://127.0.0.1:{port}")));
-        let run = gpustack(
-            &dir,
-            &["lock", "--allow-open"],
-            &[("GPUSTACK_UV", "/nonexistent/uv")],
-            Duration::from_secs(60),
-        );
-        assert_eq!(run.code, Some(3), "{name}: {}", run.stderr);
-        assert!(run.stderr.contains(says), "{name}: {}", run.stderr);
+        let run = lock_open(&dir);
+        assert_refused_safely(name, &run, &dir, says);
         assert!(
             run.stderr.contains(&format!("127.0.0.1:{port}")),
             "{name}: {}",
@@ -851,7 +836,5 @@ fn malformed_repository_metadata_is_an_error_naming_the_file() {
             "{name}: {}",
             run.stderr
         );
-        assert!(!run.stderr.contains('\u{1b}'), "{name}: {}", run.stderr);
-        assert!(!dir.join("gpustack.lock").exists(), "{name}");
     }
 }
