@@ -42,9 +42,9 @@ pub use model::{
     short_source, Bandwidth, BaseImage, BranchKind, Catalog, CloudSettings, CmakeArchs,
     CudaRelease, DeepspeedRelease, DeepspeedTorchMinimum, DigestKind, DigestObservation,
     DriverBranch, DriverRelease, EnvVar, ExtraRelease, FileRef, ForwardCompat, Generation, Gpu,
-    GpuSupport, Instance, KernelModules, LibRelease, MinorCompat, OpenModules, Origin, OriginInner,
+    GlibcFloor, GpuSupport, Installability, Instance, KernelModules, LibRelease, MinorCompat, OpenModules, Origin, OriginInner,
     Os, OsImage, OsRelease, Package, PythonRelease, StockIdentity, TargetSet, Tested, TorchBuild,
-    TorchRelease, TorchSource, VllmRelease, WheelPlatform, FABRICS,
+    TorchRelease, TorchSource, VllmRelease, WheelPlatform, Yank, FABRICS,
 };
 pub(crate) use validate::valid_id;
 
