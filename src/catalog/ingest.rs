@@ -517,7 +517,13 @@ fn check_release_fields(
         "cuda" => &["driver_min", "redist_only"],
         "python" => &["eol"],
         "cudnn" => &["cuda_majors", "min_cc", "platforms", "yanked"],
-        "nccl" => &["cuda_majors", "min_cc", "cuda_builds", "platforms", "yanked"],
+        "nccl" => &[
+            "cuda_majors",
+            "min_cc",
+            "cuda_builds",
+            "platforms",
+            "yanked",
+        ],
         "torch" => &[
             "python",
             "pypi_variant",

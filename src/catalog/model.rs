@@ -336,7 +336,11 @@ impl WheelPlatform {
         if tag.starts_with("win") || tag.starts_with("macosx_") {
             // Not a Linux tag: recorded for a release with no Linux wheel at all, which no
             // Linux host installs (`cpu` is the OS, never a host's CPU).
-            let os = if tag.starts_with("win") { "windows" } else { "macos" };
+            let os = if tag.starts_with("win") {
+                "windows"
+            } else {
+                "macos"
+            };
             return Some(WheelPlatform {
                 tag: tag.to_string(),
                 cpu: os.to_string(),

@@ -99,7 +99,10 @@ impl V<'_> {
             if crate::core::url::parse_date(&y.observed).is_none() {
                 self.fail(
                     o,
-                    format!("`yanked.observed` `{}` is not a date YYYY-MM-DD", y.observed),
+                    format!(
+                        "`yanked.observed` `{}` is not a date YYYY-MM-DD",
+                        y.observed
+                    ),
                 );
                 return None;
             }
@@ -118,7 +121,10 @@ impl V<'_> {
             if !matches!(f.cpu.as_str(), "x86_64" | "aarch64") {
                 self.fail(
                     o,
-                    format!("`glibc_floor` cpu takes `x86_64` or `aarch64`, not `{}`", f.cpu),
+                    format!(
+                        "`glibc_floor` cpu takes `x86_64` or `aarch64`, not `{}`",
+                        f.cpu
+                    ),
                 );
                 continue;
             }

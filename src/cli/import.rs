@@ -167,7 +167,12 @@ pub(crate) fn run(from: Command) -> Result<u8, Error> {
                 }
                 let p = dir.join(name);
                 if p.is_file() {
-                    let text = read_text(&p, Stage::Usage, "catalog file", "pass --dir DIR, a catalog directory")?;
+                    let text = read_text(
+                        &p,
+                        Stage::Usage,
+                        "catalog file",
+                        "pass --dir DIR, a catalog directory",
+                    )?;
                     files.push((name.to_string(), text));
                 }
             }

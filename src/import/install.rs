@@ -65,17 +65,17 @@ impl Wheels {
 /// no regular CPython loads (free-threaded, PyPy, Python 2 only).
 fn serves(n: &pypi::WheelTags, window: (u64, u64)) -> bool {
     let (lo, hi) = window;
-    if n.abi.split('.').any(|a| a.ends_with('t') && a.starts_with("cp")) {
+    if n.abi
+        .split('.')
+        .any(|a| a.ends_with('t') && a.starts_with("cp"))
+    {
         return false;
     }
     n.python.split('.').any(|p| {
         if p == "py3" || p == "py2.py3" || p == "py30" {
             return true;
         }
-        let Some(minor) = p
-            .strip_prefix("cp3")
-            .and_then(|m| m.parse::<u64>().ok())
-        else {
+        let Some(minor) = p.strip_prefix("cp3").and_then(|m| m.parse::<u64>().ok()) else {
             return false;
         };
         if n.abi == "abi3" {
@@ -108,10 +108,10 @@ pub(crate) fn wheels_of(files: &[(&DistFile, FileName)], window: (u64, u64)) -> 
                         w.best.insert(cpu, (glibc, tag.to_string()));
                     }
                 }
-                _ if tag.starts_with("win") || tag.starts_with("macosx_") => {
-                    if !w.other.iter().any(|o| o == tag) {
-                        w.other.push(tag.to_string());
-                    }
+                _ if (tag.starts_with("win") || tag.starts_with("macosx_"))
+                    && !w.other.iter().any(|o| o == tag) =>
+                {
+                    w.other.push(tag.to_string());
                 }
                 _ => {}
             }
@@ -139,7 +139,11 @@ pub(crate) fn python_window(requires_python: Option<&str>) -> (u64, u64) {
             }
         } else if let Some(v) = c.strip_prefix('<') {
             if let Some(m) = minor(v.trim_start_matches('=')) {
-                let top = if c.starts_with("<=") { m } else { m.saturating_sub(1) };
+                let top = if c.starts_with("<=") {
+                    m
+                } else {
+                    m.saturating_sub(1)
+                };
                 hi = hi.min(top);
             }
         }
@@ -160,7 +164,10 @@ pub(crate) struct Floor {
 
 /// The releases of a dependency its specifier allows, each with its files (non-yanked,
 /// final releases; pre-releases only when the specifier names one).
-fn allowed<'p>(page: &'p Page, project: &str, spec: &str) -> Option<Vec<(Version, Vec<(&'p DistFile, FileName)>)>> {
+/// A dependency's releases with their files, oldest first.
+type Releases<'p> = Vec<(Version, Vec<(&'p DistFile, FileName)>)>;
+
+fn allowed<'p>(page: &'p Page, project: &str, spec: &str) -> Option<Releases<'p>> {
     // `!=` clauses only exclude: dropping them can only lower the floor (optimistic).
     let kept: Vec<&str> = spec
         .split(',')
@@ -229,7 +236,7 @@ pub(crate) fn dependency_floor(
         cpu,
         glibc,
         by: format!(
-            "dependency `{}{spec}`: its {cpu} wheels ({range}) need `{tag}` at best",
+            "its dependency `{}{spec}` has {cpu} wheels for `{tag}` and newer only ({range})",
             req.name
         ),
         url: page.url.clone(),
@@ -280,7 +287,10 @@ fn tokenize(m: &str) -> Vec<Tok> {
             out.push(Tok::Close);
             i += 1;
         } else if c == '"' || c == '\'' {
-            let end = b[i + 1..].iter().position(|x| *x == c).map_or(b.len(), |p| i + 1 + p);
+            let end = b[i + 1..]
+                .iter()
+                .position(|x| *x == c)
+                .map_or(b.len(), |p| i + 1 + p);
             out.push(Tok::Str(b[i + 1..end].iter().collect()));
             i = end + 1;
         } else if "=!<>~".contains(c) {
@@ -378,7 +388,12 @@ impl Parser<'_> {
             .to_string(),
         )
     }
-    fn compare(&self, lhs: &Result<String, String>, op: &str, rhs: &Result<String, String>) -> bool {
+    fn compare(
+        &self,
+        lhs: &Result<String, String>,
+        op: &str,
+        rhs: &Result<String, String>,
+    ) -> bool {
         let resolve = |v: &Result<String, String>| match v {
             Ok(var) => self.env(var),
             Err(lit) => Some(lit.clone()),
@@ -405,7 +420,7 @@ pub(crate) fn own_floor(w: &Wheels, cpu: &'static str, url: &str) -> Option<Floo
     Some(Floor {
         cpu,
         glibc: g.clone(),
-        by: format!("its own {cpu} wheels need `{tag}` at best"),
+        by: format!("its own {cpu} wheels are for `{tag}` and newer only"),
         url: url.to_string(),
     })
 }
@@ -423,7 +438,10 @@ mod tests {
         assert!(!marker(r#"sys_platform == "win32""#, "x86_64"));
         assert!(!marker(r#"extra == "dev""#, "x86_64"));
         assert!(marker(r#"python_version > "3.11""#, "x86_64"));
-        assert!(!marker(r#"platform_machine != "s390x" and (sys_platform == "darwin")"#, "x86_64"));
+        assert!(!marker(
+            r#"platform_machine != "s390x" and (sys_platform == "darwin")"#,
+            "x86_64"
+        ));
         assert!(marker(r#"platform_machine in "x86_64 aarch64""#, "aarch64"));
     }
 

@@ -519,7 +519,10 @@ fn write_value(v: &Value) -> String {
 }
 
 fn inline_table(t: &[(&'static str, String)]) -> String {
-    let parts: Vec<String> = t.iter().map(|(k, v)| format!("{k} = {}", quote(v))).collect();
+    let parts: Vec<String> = t
+        .iter()
+        .map(|(k, v)| format!("{k} = {}", quote(v)))
+        .collect();
     format!("{{ {} }}", parts.join(", "))
 }
 
@@ -1003,11 +1006,15 @@ impl Ctx<'_> {
                     ("by", f.by),
                     (
                         "source",
-                        format!(
-                            "{} (wheel tags), read {date}; Requires-Dist of {} {version}",
-                            f.url,
-                            pypi::normalize(project)
-                        ),
+                        if f.url == page.url {
+                            format!("{} (wheel tags), read {date}", f.url)
+                        } else {
+                            format!(
+                                "{} (wheel tags), read {date}; the requirement is {}'s Requires-Dist",
+                                f.url,
+                                pypi::normalize(project)
+                            )
+                        },
                     ),
                 ]);
             }
@@ -1024,8 +1031,7 @@ impl Ctx<'_> {
         // A release named exactly may be yanked (PEP 592): it is imported with its
         // `yanked` status; "the newest" is never a yanked one.
         let mut by: BTreeMap<String, Vec<(&pypi::DistFile, pypi::FileName)>> = BTreeMap::new();
-        let mut yanked: BTreeMap<String, Vec<(&pypi::DistFile, pypi::FileName)>> =
-            BTreeMap::new();
+        let mut yanked: BTreeMap<String, Vec<(&pypi::DistFile, pypi::FileName)>> = BTreeMap::new();
         for f in &page.files {
             if let Some(n) = pypi::parse_filename(project, &f.filename) {
                 let installable = n.wheel.as_ref().is_none_or(pypi::WheelTags::linux_x86_64);
@@ -1446,8 +1452,10 @@ pub fn refresh_installability(
 /// The block with the owned keys' lines replaced by `f`'s, before `source`.
 fn patch_block(block: &[&str], keys: &[&str], f: &Entry) -> String {
     let owned = |l: &str| {
-        keys.iter()
-            .any(|k| l.strip_prefix(k).is_some_and(|r| r.trim_start().starts_with('=')))
+        keys.iter().any(|k| {
+            l.strip_prefix(k)
+                .is_some_and(|r| r.trim_start().starts_with('='))
+        })
     };
     let mut kept: Vec<String> = Vec::new();
     let mut skipping = false;
@@ -1484,7 +1492,12 @@ impl Ctx<'_> {
     /// `None` for an entry not on PyPI (an extra from another index).
     fn facts_of_entry(&mut self, file: &str, block: &[&str]) -> Result<Option<Entry>, ImportError> {
         let version = line_str(block, "version").unwrap_or_default().to_string();
-        let mut e = Entry::new(Family::Extra, "release", version.clone(), Version::parse("0").expect("0"));
+        let mut e = Entry::new(
+            Family::Extra,
+            "release",
+            version.clone(),
+            Version::parse("0").expect("0"),
+        );
         if let Some(stem) = match file {
             "cudnn.toml" => Some("nvidia-cudnn-cu"),
             "nccl.toml" => Some("nvidia-nccl-cu"),
@@ -1681,9 +1694,10 @@ impl Pulled<'_> {
         if let Some(t) = triton {
             match catalog_req(&t.specifier) {
                 Some(req) => r.str("triton", req),
-                None => r
-                    .notes
-                    .push(format!("Requires-Dist: triton{} (not representable)", t.specifier)),
+                None => r.notes.push(format!(
+                    "Requires-Dist: triton{} (not representable)",
+                    t.specifier
+                )),
             }
         }
         r.source.clone_from(&self.source);

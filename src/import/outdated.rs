@@ -143,11 +143,7 @@ pub fn outdated(
 }
 
 /// A project's upstream versions, the source to cite, and its yanked releases.
-type Read = (
-    BTreeSet<Version>,
-    String,
-    BTreeMap<Version, Option<String>>,
-);
+type Read = (BTreeSet<Version>, String, BTreeMap<Version, Option<String>>);
 
 /// Where the Python families' project pages are read.
 struct Pages<'a> {
@@ -160,11 +156,7 @@ struct Pages<'a> {
 impl Pages<'_> {
     /// A project's upstream versions and the source to cite; a project the index does not
     /// have is recorded in `report`.
-    fn read(
-        &self,
-        project: &str,
-        report: &mut Report,
-    ) -> Result<Option<Read>, ImportError> {
+    fn read(&self, project: &str, report: &mut Report) -> Result<Option<Read>, ImportError> {
         match pypi::project_page(self.fetch, self.index, project)? {
             Some(p) => {
                 let d = self.date.map(str::to_string).or_else(|| p.date.clone());
@@ -195,36 +187,63 @@ fn python_families(
     let offered = |it: &mut dyn Iterator<Item = (&Version, bool)>| -> BTreeSet<Version> {
         it.filter(|(_, y)| !y).map(|(v, _)| v.clone()).collect()
     };
-    let groups: Vec<(&str, Vec<String>, BTreeSet<Version>, BTreeSet<Version>)> = vec![
+    /// (family, projects, the catalog's releases, those it offers: not yanked)
+    type Group<'a> = (&'a str, Vec<String>, BTreeSet<Version>, BTreeSet<Version>);
+    let groups: Vec<Group<'_>> = vec![
         (
             "torch",
             vec!["torch".into()],
             set(base.torch_releases.iter().map(|r| &r.version)),
-            offered(&mut base.torch_releases.iter().map(|r| (&r.version, r.install.yanked.is_some()))),
+            offered(
+                &mut base
+                    .torch_releases
+                    .iter()
+                    .map(|r| (&r.version, r.install.yanked.is_some())),
+            ),
         ),
         (
             "vllm",
             vec!["vllm".into()],
             set(base.vllm.iter().map(|r| &r.version)),
-            offered(&mut base.vllm.iter().map(|r| (&r.version, r.install.yanked.is_some()))),
+            offered(
+                &mut base
+                    .vllm
+                    .iter()
+                    .map(|r| (&r.version, r.install.yanked.is_some())),
+            ),
         ),
         (
             "deepspeed",
             vec!["deepspeed".into()],
             set(base.deepspeed.iter().map(|r| &r.version)),
-            offered(&mut base.deepspeed.iter().map(|r| (&r.version, r.install.yanked.is_some()))),
+            offered(
+                &mut base
+                    .deepspeed
+                    .iter()
+                    .map(|r| (&r.version, r.install.yanked.is_some())),
+            ),
         ),
         (
             "cudnn",
             (11..=13).map(|m| format!("nvidia-cudnn-cu{m}")).collect(),
             set(base.cudnn.iter().map(|r| &r.version)),
-            offered(&mut base.cudnn.iter().map(|r| (&r.version, r.install.yanked.is_some()))),
+            offered(
+                &mut base
+                    .cudnn
+                    .iter()
+                    .map(|r| (&r.version, r.install.yanked.is_some())),
+            ),
         ),
         (
             "nccl",
             (11..=13).map(|m| format!("nvidia-nccl-cu{m}")).collect(),
             set(base.nccl.iter().map(|r| &r.version)),
-            offered(&mut base.nccl.iter().map(|r| (&r.version, r.install.yanked.is_some()))),
+            offered(
+                &mut base
+                    .nccl
+                    .iter()
+                    .map(|r| (&r.version, r.install.yanked.is_some())),
+            ),
         ),
     ];
     for (family, projects, have, offer) in groups {

@@ -96,9 +96,9 @@ pub(crate) struct Ctx<'c> {
 /// A catalog entry's origin as an explanation cites it.
 /// The first URL of a source (the whole source when it has none).
 fn first_url(source: &str) -> &str {
-    source
-        .find("https://")
-        .map_or(source, |i| source[i..].split_whitespace().next().unwrap_or(source))
+    source.find("https://").map_or(source, |i| {
+        source[i..].split_whitespace().next().unwrap_or(source)
+    })
 }
 
 fn fact_of(o: &Origin) -> Fact {
@@ -858,7 +858,7 @@ impl<'c> Ctx<'c> {
                 Rule::DependencyGlibc,
                 || {
                     format!(
-                        "{} needs glibc ≥ {} on {}: {} ({}); {os} ships glibc {glibc}",
+                        "{} needs glibc ≥ {} on {}, and {os} ships glibc {glibc}: {} ({})",
                         what(),
                         f.glibc,
                         f.cpu,
