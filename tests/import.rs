@@ -1415,12 +1415,11 @@ fn glibc_floor_counts_the_dependencies_wheels() {
         "{floor}"
     );
     // The overlay replaces the stock entry and loads.
-    let layer: Vec<(String, String)> = imp
-        .files()
-        .into_iter()
-        .map(|f| (format!("overlay/{}", f.name), f.contents))
-        .collect();
-    let cat = Catalog::from_layers(&[layer]).unwrap();
+    let dir = tempdir("glibc-floor-overlay");
+    for f in imp.files() {
+        std::fs::write(dir.join(&f.name), f.contents).unwrap();
+    }
+    let cat = Catalog::load(&[dir.as_path()]).unwrap();
     let v = cat
         .vllm
         .iter()
