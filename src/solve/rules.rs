@@ -853,6 +853,9 @@ impl<'c> Ctx<'c> {
         let Some((os, glibc)) = self.platform else {
             return Ok(());
         };
+        if !platforms.is_empty() && !platforms.iter().any(|p| p.installs_on(self.cpu, glibc)) {
+            return Err(self.platform_violation(platforms, &what, &fact, os, glibc));
+        }
         if let Some(f) = install.floor_above(self.cpu, glibc) {
             return Err(self.violation(
                 Rule::DependencyGlibc,
@@ -869,10 +872,19 @@ impl<'c> Ctx<'c> {
                 || vec![fact()],
             ));
         }
-        if platforms.is_empty() || platforms.iter().any(|p| p.installs_on(self.cpu, glibc)) {
-            return Ok(());
-        }
-        Err(self.violation(
+        Ok(())
+    }
+
+    /// [`Rule::WheelPlatform`]: no wheel of the release installs on the OS and CPU.
+    fn platform_violation(
+        &self,
+        platforms: &[crate::catalog::WheelPlatform],
+        what: &impl Fn() -> String,
+        fact: &impl Fn() -> Origin,
+        os: &str,
+        glibc: &Version,
+    ) -> Violation {
+        self.violation(
             Rule::WheelPlatform,
             || {
                 let tags: Vec<String> = platforms.iter().map(|p| format!("`{}`", p.tag)).collect();
@@ -889,7 +901,7 @@ impl<'c> Ctx<'c> {
                 )
             },
             || vec![fact()],
-        ))
+        )
     }
 
     /// How a driver runs code built against CUDA `cuda` (major.minor or full release).
