@@ -403,7 +403,11 @@ fn wheel_platform_tags_parse_and_compare_against_glibc() {
     assert!(WheelPlatform::parse("linux_x86_64")
         .unwrap()
         .installs_on("x86_64", &v("2.17")));
-    for bad in ["manylinux_2_x86_64", "manylinux_a_b_x86_64", "musllinux_1_2_x86_64"] {
+    for bad in [
+        "manylinux_2_x86_64",
+        "manylinux_a_b_x86_64",
+        "musllinux_1_2_x86_64",
+    ] {
         assert!(WheelPlatform::parse(bad).is_none(), "{bad}");
     }
     // Windows and macOS tags parse (a cuDNN release with no Linux wheel records them) but

@@ -2066,6 +2066,66 @@ mod tests {
     }
 
     #[test]
+    fn installability_lines_are_replaced_in_place() {
+        let block = [
+            "[[release]]",
+            "version = \"2.9.0\"",
+            "python = \">=3.10\"",
+            "glibc_floor = [",
+            "  { cpu = \"x86_64\", glibc = \"2.17\", by = \"old\", source = \"old\" },",
+            "]",
+            "triton = \"==3.4.0\"",
+            "source = \"https://pypi.org/project/torch/2.9.0/\"",
+            "note = \"kept\"",
+        ];
+        let mut e = Entry::new(
+            Family::Torch,
+            "release",
+            "2.9.0".into(),
+            Version::parse("2.9.0").unwrap(),
+        );
+        e.set(
+            "glibc_floor",
+            Value::Tables(vec![vec![
+                ("cpu", "x86_64".into()),
+                ("glibc", "2.28".into()),
+                ("by", "new".into()),
+                ("source", "https://pypi.org/simple/torch/".into()),
+            ]]),
+        );
+        e.str("triton", "==3.5.0");
+        e.str("python", "ignored: not an owned key");
+        let out = patch_block(&block, owned_keys("torch.toml"), &e);
+        assert_eq!(
+            out,
+            "[[release]]\n\
+             version = \"2.9.0\"\n\
+             python = \">=3.10\"\n\
+             glibc_floor = [\n  { cpu = \"x86_64\", glibc = \"2.28\", by = \"new\", source = \"https://pypi.org/simple/torch/\" },\n]\n\
+             triton = \"==3.5.0\"\n\
+             source = \"https://pypi.org/project/torch/2.9.0/\"\n\
+             note = \"kept\"\n"
+        );
+        // Facts that no longer hold are removed (a release no longer yanked).
+        let cudnn = [
+            "[[release]]",
+            "version = \"9.1.0.70\"",
+            "yanked = { observed = \"2026-01-01\", source = \"x\" }",
+            "source = \"y\"",
+        ];
+        let none = Entry::new(
+            Family::Cudnn,
+            "release",
+            "x".into(),
+            Version::parse("1").unwrap(),
+        );
+        assert_eq!(
+            patch_block(&cudnn, owned_keys("cudnn.toml"), &none),
+            "[[release]]\nversion = \"9.1.0.70\"\nsource = \"y\"\n"
+        );
+    }
+
+    #[test]
     fn small_helpers() {
         assert_eq!(cuda_of_label("cu124").as_deref(), Some("12.4"));
         assert_eq!(cuda_of_label("cu130").as_deref(), Some("13.0"));
