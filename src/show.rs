@@ -391,7 +391,7 @@ fn libraries(o: &mut String, c: &Catalog, fam: &str) {
     for r in if fam == "cudnn" { &c.cudnn } else { &c.nccl } {
         let _ = writeln!(
             o,
-            "{} {}: CUDA {}{}",
+            "{} {}: CUDA {}{}{}",
             fam,
             r.version,
             r.cuda_majors
@@ -399,9 +399,24 @@ fn libraries(o: &mut String, c: &Catalog, fam: &str) {
                 .map(ToString::to_string)
                 .collect::<Vec<_>>()
                 .join(", "),
-            r.min_cc.map(|m| format!(", cc ≥ {m}")).unwrap_or_default()
+            r.min_cc.map(|m| format!(", cc ≥ {m}")).unwrap_or_default(),
+            not_installable(&r.install, &r.platforms)
         );
         src(o, &r.origin);
+    }
+}
+
+/// ` (yanked on PyPI)` or ` (no Linux wheel)` for a release never locked.
+fn not_installable(
+    install: &gpustack::catalog::Installability,
+    platforms: &[gpustack::catalog::WheelPlatform],
+) -> &'static str {
+    if install.yanked.is_some() {
+        " (yanked on PyPI)"
+    } else if !platforms.is_empty() && !platforms.iter().any(|p| p.is_linux()) {
+        " (no Linux wheel)"
+    } else {
+        ""
     }
 }
 
@@ -410,7 +425,7 @@ fn torch_builds(o: &mut String, c: &Catalog) {
     for b in &c.torch {
         let _ = writeln!(
             o,
-            "torch {}{}: CUDA {}, Python `{}`, archs {}{}{}",
+            "torch {}{}: CUDA {}, Python `{}`, archs {}{}{}{}",
             b.full,
             if b.pypi_default {
                 " (PyPI default)"
@@ -427,6 +442,12 @@ fn torch_builds(o: &mut String, c: &Catalog) {
             b.nccl
                 .as_ref()
                 .map(|v| format!(", NCCL {v}"))
+                .unwrap_or_default(),
+            c.torch_releases
+                .iter()
+                .find(|r| b.pypi_default && r.version == b.version)
+                .and_then(|r| r.triton.as_ref())
+                .map(|t| format!(", triton `{t}`"))
                 .unwrap_or_default()
         );
         src(o, &b.origin);

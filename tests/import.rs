@@ -1272,3 +1272,193 @@ fn image_lists_from_urls_write_a_loadable_overlay() {
         bad.stderr
     );
 }
+
+/// PEP 592 and platforms, on the recorded pages: every wheel of nvidia-cudnn-cu12/-cu13
+/// 9.25.0.15 is yanked (no reason given), nvidia-cudnn-cu11 8.9.4.19 has only a yanked
+/// Windows wheel (with a reason), 8.9.5.29 only Windows wheels. The importer writes
+/// `yanked` and `platforms`, the overlay loads, and the solver never locks them.
+#[test]
+fn yanked_and_windows_only_releases_are_recorded_and_never_locked() {
+    let server = Server::start();
+    let base = Catalog::from_layers(&[bare()]).unwrap();
+    let opts = PypiOptions {
+        index: server.index(),
+        record_index: None,
+        date: Some(DATE.into()),
+        follow_pins: false,
+    };
+    let http = Http::new(false);
+    let imp = import::import_pypi(
+        &http,
+        &base,
+        &[
+            "nvidia-cudnn-cu12==9.25.0.15".into(),
+            "nvidia-cudnn-cu11==8.9.4.19".into(),
+            "nvidia-cudnn-cu11==8.9.5.29".into(),
+        ],
+        &opts,
+    )
+    .unwrap();
+    let get = |label: &str| imp.entries.iter().find(|e| e.label == label).unwrap();
+    let idx = server.index();
+    assert_eq!(
+        get("cudnn 9.25.0.15").field("yanked"),
+        Some(format!(
+            "{{ observed = \"{DATE}\", source = \"{idx}/nvidia-cudnn-cu12/, {idx}/nvidia-cudnn-cu13/\" }}"
+        ))
+    );
+    assert_eq!(get("cudnn 9.25.0.15").field("platforms"), None);
+    assert_eq!(
+        get("cudnn 9.25.0.15").field("cuda_majors").as_deref(),
+        Some("12, 13")
+    );
+    let old = get("cudnn 8.9.4.19");
+    assert_eq!(old.field("platforms").as_deref(), Some("win_amd64"));
+    assert!(
+        old.field("yanked")
+            .unwrap()
+            .contains("reason = \"at the request of Paul Luh\""),
+        "{:?}",
+        old.field("yanked")
+    );
+    let win = get("cudnn 8.9.5.29");
+    assert_eq!(win.field("platforms").as_deref(), Some("win_amd64"));
+    assert_eq!(win.field("yanked"), None);
+    assert_eq!(win.field("cuda_majors").as_deref(), Some("11, 12"));
+
+    // The overlay loads; with CUDA and a GPU added, no lock takes any of the three.
+    let mut layer: Vec<(String, String)> = imp
+        .files()
+        .into_iter()
+        .map(|f| (format!("overlay/{}", f.name), f.contents))
+        .collect();
+    layer.extend(bare());
+    let cat = Catalog::from_layers(&[layer]).unwrap();
+    let yanked = cat
+        .cudnn
+        .iter()
+        .find(|c| c.version.to_string() == "9.25.0.15")
+        .unwrap();
+    assert!(yanked.install.yanked.is_some());
+    let win = cat
+        .cudnn
+        .iter()
+        .find(|c| c.version.to_string() == "8.9.5.29")
+        .unwrap();
+    assert!(win.platforms.iter().all(|p| !p.is_linux()));
+    for (v, why) in [
+        ("9.25.0.15", "is yanked on PyPI"),
+        ("8.9.5.29", "has no Linux wheel on PyPI, only `win_amd64`"),
+        (
+            "8.9.4.19",
+            "is yanked on PyPI (seen 2026-11-25): at the request of Paul Luh",
+        ),
+    ] {
+        let dir = tempdir(&format!("yanked-{v}"));
+        std::fs::write(
+            dir.join("spec.toml"),
+            format!("[stack]\nname = \"y\"\n[hardware]\ngpus = [\"h100\"]\n[components]\ncuda = \"*\"\ncudnn = \"=={v}\"\n"),
+        )
+        .unwrap();
+        let overlay = dir.join("overlay");
+        std::fs::create_dir_all(&overlay).unwrap();
+        for f in imp.files() {
+            std::fs::write(overlay.join(&f.name), f.contents).unwrap();
+        }
+        let out = run_in(
+            &dir,
+            &[
+                "lock",
+                "--spec",
+                "spec.toml",
+                "--catalog",
+                "overlay",
+                "--out",
+                "-",
+            ],
+        );
+        assert_eq!(out.code, 1, "{v}: {}{}", out.stdout, out.stderr);
+        assert!(out.stderr.contains(why), "{v}: {}", out.stderr);
+    }
+}
+
+/// The glibc floor counts dependencies: vLLM 0.33.0's own wheels are manylinux_2_28, but
+/// every llguidance release its `llguidance<1.8.0,>=1.7.0` allows (1.7.0 to 1.7.6 on the
+/// recorded page; 1.6.1 is outside it) ships x86_64 wheels for manylinux_2_31 only, not
+/// counting the free-threaded `cp314t` ones.
+#[test]
+fn glibc_floor_counts_the_dependencies_wheels() {
+    let server = Server::start();
+    let base = Catalog::stock().unwrap();
+    let opts = PypiOptions {
+        index: server.index(),
+        record_index: Some(import::PYPI.into()),
+        date: Some(DATE.into()),
+        follow_pins: false,
+    };
+    let http = Http::new(false);
+    let imp = import::import_pypi(&http, &base, &["vllm==0.33.0".into()], &opts).unwrap();
+    let e = imp
+        .entries
+        .iter()
+        .find(|e| e.label == "vllm 0.33.0")
+        .unwrap();
+    assert_eq!(
+        e.field("platforms").as_deref(),
+        Some("manylinux_2_28_x86_64, manylinux_2_28_aarch64")
+    );
+    let floor = e.field("glibc_floor").unwrap();
+    assert!(
+        floor.contains(&format!(
+            "{{ cpu = \"x86_64\", glibc = \"2.31\", by = \"its dependency `llguidance<1.8.0,>=1.7.0` has x86_64 wheels for `manylinux_2_31_x86_64` and newer only (1.7.0 to 1.7.6)\", source = \"{}/llguidance/ (wheel tags), read {DATE}; the requirement is vllm's Requires-Dist\" }}",
+            server.index()
+        )),
+        "{floor}"
+    );
+    // The overlay replaces the stock entry and loads.
+    let dir = tempdir("glibc-floor-overlay");
+    for f in imp.files() {
+        std::fs::write(dir.join(&f.name), f.contents).unwrap();
+    }
+    let cat = Catalog::load(&[dir.as_path()]).unwrap();
+    let v = cat
+        .vllm
+        .iter()
+        .find(|v| v.version.to_string() == "0.33.0")
+        .unwrap();
+    assert_eq!(v.install.glibc_floor[0].glibc.to_string(), "2.31");
+}
+
+/// `catalog outdated` reports a release the catalog still offers that PyPI has yanked.
+#[test]
+fn outdated_reports_newly_yanked_releases() {
+    let server = Server::start();
+    let mut layer = bare();
+    layer.push((
+        "bare/cudnn.toml".into(),
+        "family = \"cudnn\"\n[[release]]\nversion = \"9.25.0.15\"\ncuda_majors = [12, 13]\nsource = \"https://pypi.org/project/nvidia-cudnn-cu12/9.25.0.15/\"\n".into(),
+    ));
+    let base = Catalog::from_layers(&[layer]).unwrap();
+    let report =
+        import::outdated::outdated(&Http::new(false), &base, &server.index(), &[], Some(DATE))
+            .unwrap();
+    let cudnn = report
+        .families
+        .iter()
+        .find(|f| f.family == "cudnn")
+        .unwrap();
+    assert_eq!(cudnn.yanked, ["9.25.0.15 (no reason given)"]);
+    assert!(report.text().contains(
+        "cudnn: 1 yanked upstream that the catalog still offers: 9.25.0.15 (no reason given)"
+    ));
+    // Once recorded, it is not reported again.
+    let stock = import::outdated::outdated(
+        &Http::new(false),
+        &Catalog::stock().unwrap(),
+        &server.index(),
+        &[],
+        Some(DATE),
+    )
+    .unwrap();
+    assert!(stock.families.iter().all(|f| f.yanked.is_empty()));
+}

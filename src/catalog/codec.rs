@@ -405,6 +405,20 @@ codec_struct!(ReleaseWire {
     cuda_mismatch_ok,
     files,
     platforms,
+    yanked,
+    glibc_floor,
+    triton,
+});
+codec_struct!(YankWire {
+    reason,
+    observed,
+    source,
+});
+codec_struct!(GlibcFloorWire {
+    cpu,
+    glibc,
+    by,
+    source,
 });
 codec_struct!(TorchWheelWire {
     torch,
@@ -450,6 +464,8 @@ codec_struct!(ExtraWire {
     prebuilt,
     files,
     platforms,
+    yanked,
+    glibc_floor,
     source,
     note,
 });

@@ -59,6 +59,7 @@ fn extra(v: &mut V<'_>, e: &ExtraWire, o: Origin) -> Option<ExtraRelease> {
         prebuilt: e.prebuilt.clone(),
         files,
         platforms: v.platforms(&o, &e.platforms),
+        install: v.installability(&o, e.yanked.as_ref(), &e.glibc_floor),
         origin: o,
     })
 }

@@ -496,7 +496,7 @@ fn check_release_fields(
     span: &std::ops::Range<usize>,
     diags: &mut Vec<Diagnostic>,
 ) {
-    let present: [(&str, bool); 12] = [
+    let present: [(&str, bool); 15] = [
         ("cuda_builds", !r.cuda_builds.is_empty()),
         ("driver_min", r.driver_min.is_some()),
         ("redist_only", r.redist_only),
@@ -509,15 +509,45 @@ fn check_release_fields(
         ("cuda", r.cuda.is_some()),
         ("cuda_mismatch_ok", !r.cuda_mismatch_ok.is_empty()),
         ("platforms", !r.platforms.is_empty()),
+        ("yanked", r.yanked.is_some()),
+        ("glibc_floor", !r.glibc_floor.is_empty()),
+        ("triton", r.triton.is_some()),
     ];
     let allowed: &[&str] = match fam {
         "cuda" => &["driver_min", "redist_only"],
         "python" => &["eol"],
-        "cudnn" => &["cuda_majors", "min_cc"],
-        "nccl" => &["cuda_majors", "min_cc", "cuda_builds"],
-        "torch" => &["python", "pypi_variant", "platforms"],
-        "vllm" => &["torch", "cuda", "python", "min_cc", "platforms"],
-        "deepspeed" => &["torch", "python", "cuda_mismatch_ok"],
+        "cudnn" => &["cuda_majors", "min_cc", "platforms", "yanked"],
+        "nccl" => &[
+            "cuda_majors",
+            "min_cc",
+            "cuda_builds",
+            "platforms",
+            "yanked",
+        ],
+        "torch" => &[
+            "python",
+            "pypi_variant",
+            "platforms",
+            "yanked",
+            "glibc_floor",
+            "triton",
+        ],
+        "vllm" => &[
+            "torch",
+            "cuda",
+            "python",
+            "min_cc",
+            "platforms",
+            "yanked",
+            "glibc_floor",
+        ],
+        "deepspeed" => &[
+            "torch",
+            "python",
+            "cuda_mismatch_ok",
+            "yanked",
+            "glibc_floor",
+        ],
         _ => &[],
     };
     for (name, is) in present {

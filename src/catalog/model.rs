@@ -333,6 +333,20 @@ pub struct WheelPlatform {
 impl WheelPlatform {
     /// Parses a PEP 600 / legacy manylinux tag or a `linux_*` tag.
     pub fn parse(tag: &str) -> Option<WheelPlatform> {
+        if tag.starts_with("win") || tag.starts_with("macosx_") {
+            // Not a Linux tag: recorded for a release with no Linux wheel at all, which no
+            // Linux host installs (`cpu` is the OS, never a host's CPU).
+            let os = if tag.starts_with("win") {
+                "windows"
+            } else {
+                "macos"
+            };
+            return Some(WheelPlatform {
+                tag: tag.to_string(),
+                cpu: os.to_string(),
+                glibc: None,
+            });
+        }
         let (rest, cpu) = ["x86_64", "aarch64"]
             .iter()
             .find_map(|c| tag.strip_suffix(&format!("_{c}")).map(|r| (r, *c)))?;
@@ -364,9 +378,59 @@ impl WheelPlatform {
         })
     }
 
+    /// A Linux tag (not a Windows or macOS one).
+    pub fn is_linux(&self) -> bool {
+        matches!(self.cpu.as_str(), "x86_64" | "aarch64")
+    }
+
     /// Whether pip installs a wheel with this tag on a host with this CPU and glibc.
     pub fn installs_on(&self, cpu: &str, glibc: &Version) -> bool {
         self.cpu == cpu && self.glibc.as_ref().is_none_or(|g| g <= glibc)
+    }
+}
+
+/// PEP 592: every file of the release is yanked on its index. Such a release is listed,
+/// never locked (rule `pypi.yanked`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Yank {
+    /// The index's reason, when it gives one.
+    pub reason: Option<String>,
+    /// The day an import saw it yanked (PyPI does not publish when a file was yanked).
+    pub observed: String,
+    /// The project page read.
+    pub source: String,
+}
+
+/// The least glibc an install of a release needs on one CPU, its dependencies' wheels
+/// included (rule `wheel.dependency-glibc`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GlibcFloor {
+    /// `x86_64` or `aarch64`.
+    pub cpu: String,
+    /// `2.31`.
+    pub glibc: Version,
+    /// What sets it: `llguidance>=1.7.0,<1.8.0 (manylinux_2_31_x86_64)`.
+    pub by: String,
+    /// The project pages read, and the day.
+    pub source: String,
+}
+
+/// The facts of a PyPI release that decide whether it installs at all: yanked status and
+/// the glibc floor of its install (dependencies included).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Installability {
+    /// Yanked on PyPI.
+    pub yanked: Option<Yank>,
+    /// Per CPU, when computed.
+    pub glibc_floor: Vec<GlibcFloor>,
+}
+
+impl Installability {
+    /// The floor for `cpu` above `glibc`, if any.
+    pub fn floor_above(&self, cpu: &str, glibc: &Version) -> Option<&GlibcFloor> {
+        self.glibc_floor
+            .iter()
+            .find(|f| f.cpu == cpu && &f.glibc > glibc)
     }
 }
 
@@ -458,6 +522,10 @@ pub struct LibRelease {
     pub cuda_builds: Vec<Version>,
     /// Lowest compute capability it supports, when sourced.
     pub min_cc: Option<Cc>,
+    /// Recorded only for a release with no Linux wheel on PyPI (`win_amd64`).
+    pub platforms: Vec<WheelPlatform>,
+    /// Yanked on PyPI.
+    pub install: Installability,
     /// Where this comes from.
     pub origin: Origin,
 }
@@ -491,6 +559,10 @@ pub struct TorchRelease {
     pub pypi_cuda_cpus: Vec<String>,
     /// Platform tags of the PyPI wheels (the `pypi_variant` build), when read.
     pub platforms: Vec<WheelPlatform>,
+    /// Yanked status and glibc floor of the PyPI release.
+    pub install: Installability,
+    /// The release's `Requires-Dist` on triton (`==3.5.0`), when read.
+    pub triton: Option<String>,
     /// Where this comes from.
     pub origin: Origin,
 }
@@ -527,6 +599,9 @@ pub struct TorchBuild {
     pub pypi_cpus: Vec<String>,
     /// Platform tags of its wheels, when read (the PyPI default build only).
     pub platforms: Vec<WheelPlatform>,
+    /// The release's yanked status and glibc floor (its `[[release]]` entry's, read from
+    /// PyPI; the variant builds install the same dependencies).
+    pub install: Installability,
     /// Files with hashes for this release.
     pub files: Vec<FileRef>,
     /// The `[[wheel]]` entry.
@@ -632,6 +707,8 @@ pub struct VllmRelease {
     pub files: Vec<FileRef>,
     /// Platform tags of its PyPI wheels, when read.
     pub platforms: Vec<WheelPlatform>,
+    /// Yanked status and glibc floor.
+    pub install: Installability,
     /// Where this comes from.
     pub origin: Origin,
 }
@@ -647,6 +724,8 @@ pub struct DeepspeedRelease {
     pub python: Option<VersionReq>,
     /// CUDA minors within which nvcc and torch may differ.
     pub cuda_mismatch_ok: Vec<Version>,
+    /// Yanked status and glibc floor.
+    pub install: Installability,
     /// Where this comes from.
     pub origin: Origin,
 }
@@ -682,6 +761,8 @@ pub struct ExtraRelease {
     pub files: Vec<FileRef>,
     /// Platform tags of its PyPI wheels, when read.
     pub platforms: Vec<WheelPlatform>,
+    /// Yanked status and glibc floor.
+    pub install: Installability,
     /// Where this comes from.
     pub origin: Origin,
 }

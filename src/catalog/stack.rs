@@ -463,11 +463,13 @@ fn releases(
                     .iter()
                     .filter_map(|s| v.version(&o, "cuda_mismatch_ok", s))
                     .collect();
+                let install = v.installability(&o, r.yanked.as_ref(), &r.glibc_floor);
                 c.deepspeed.push(DeepspeedRelease {
                     version,
                     torch,
                     python,
                     cuda_mismatch_ok,
+                    install,
                     origin: o,
                 });
             }
@@ -499,6 +501,8 @@ fn lib_release(
         cuda_majors: r.cuda_majors.iter().map(|m| u64::from(*m)).collect(),
         cuda_builds,
         min_cc: r.min_cc.as_deref().and_then(|s| v.cc(&o, "min_cc", s)),
+        platforms: v.platforms(&o, &r.platforms),
+        install: v.installability(&o, r.yanked.as_ref(), &r.glibc_floor),
         origin: o,
     };
     if fam == "cudnn" {
@@ -548,6 +552,11 @@ fn torch_release(
         pypi_variant: pv.to_string(),
         pypi_cuda_cpus,
         platforms: v.platforms(&o, &r.platforms),
+        install: v.installability(&o, r.yanked.as_ref(), &r.glibc_floor),
+        triton: r.triton.as_deref().and_then(|t| {
+            v.req(&o, "triton", t)?;
+            Some(t.to_string())
+        }),
         origin: o,
     })
 }
@@ -580,6 +589,7 @@ fn vllm_release(v: &mut V<'_>, c: &mut Catalog, version: Version, r: &ReleaseWir
         min_cc,
         files,
         platforms: v.platforms(&o, &r.platforms),
+        install: v.installability(&o, r.yanked.as_ref(), &r.glibc_floor),
         origin: o,
     });
 }
@@ -677,6 +687,7 @@ fn wheels(
             } else {
                 Vec::new()
             },
+            install: rel.install.clone(),
             files,
             origin: o.clone(),
             release_origin: rel.origin.clone(),

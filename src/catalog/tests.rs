@@ -404,12 +404,18 @@ fn wheel_platform_tags_parse_and_compare_against_glibc() {
         .unwrap()
         .installs_on("x86_64", &v("2.17")));
     for bad in [
-        "win_amd64",
-        "macosx_11_0_arm64",
         "manylinux_2_x86_64",
         "manylinux_a_b_x86_64",
+        "musllinux_1_2_x86_64",
     ] {
         assert!(WheelPlatform::parse(bad).is_none(), "{bad}");
+    }
+    // Windows and macOS tags parse (a cuDNN release with no Linux wheel records them) but
+    // install on no Linux host.
+    for other in ["win_amd64", "macosx_11_0_arm64"] {
+        let p = WheelPlatform::parse(other).unwrap();
+        assert!(!p.is_linux(), "{other}");
+        assert!(!p.installs_on("x86_64", &v("2.39")) && !p.installs_on("aarch64", &v("2.39")));
     }
 }
 

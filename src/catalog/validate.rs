@@ -80,11 +80,71 @@ impl V<'_> {
                 Some(p) => out.push(p),
                 None => self.fail(
                     o,
-                    format!("`{t}` is not a Linux wheel platform tag (`manylinux_2_28_x86_64`, `manylinux2014_aarch64`, `linux_x86_64`)"),
+                    format!("`{t}` is not a wheel platform tag the catalog reads (`manylinux_2_28_x86_64`, `manylinux2014_aarch64`, `linux_x86_64`, or `win_amd64` for a release without Linux wheels)"),
                 ),
             }
         }
         out
+    }
+
+    /// `yanked` and `glibc_floor`: each has a date or a glibc version, a CPU the catalog
+    /// models, and a source.
+    pub(super) fn installability(
+        &mut self,
+        o: &Origin,
+        yanked: Option<&super::wire::YankWire>,
+        floors: &[super::wire::GlibcFloorWire],
+    ) -> super::Installability {
+        let yanked = yanked.and_then(|y| {
+            if crate::core::url::parse_date(&y.observed).is_none() {
+                self.fail(
+                    o,
+                    format!(
+                        "`yanked.observed` `{}` is not a date YYYY-MM-DD",
+                        y.observed
+                    ),
+                );
+                return None;
+            }
+            if y.source.trim().is_empty() || y.source.chars().any(char::is_control) {
+                self.fail(o, "`yanked.source` must be one non-empty line".into());
+                return None;
+            }
+            Some(super::Yank {
+                reason: y.reason.clone(),
+                observed: y.observed.clone(),
+                source: y.source.clone(),
+            })
+        });
+        let mut glibc_floor = Vec::new();
+        for f in floors {
+            if !matches!(f.cpu.as_str(), "x86_64" | "aarch64") {
+                self.fail(
+                    o,
+                    format!(
+                        "`glibc_floor` cpu takes `x86_64` or `aarch64`, not `{}`",
+                        f.cpu
+                    ),
+                );
+                continue;
+            }
+            if f.source.trim().is_empty() || f.source.chars().any(char::is_control) {
+                self.fail(o, "`glibc_floor` rows need a `source` on one line".into());
+                continue;
+            }
+            if let Some(glibc) = self.version(o, "glibc_floor", &f.glibc) {
+                glibc_floor.push(super::GlibcFloor {
+                    cpu: f.cpu.clone(),
+                    glibc,
+                    by: f.by.clone(),
+                    source: f.source.clone(),
+                });
+            }
+        }
+        super::Installability {
+            yanked,
+            glibc_floor,
+        }
     }
 
     pub(super) fn source(&mut self, o: &Origin) {

@@ -408,9 +408,51 @@ pub(crate) struct ReleaseWire {
     pub(crate) files: Vec<FileRefWire>,
     /// torch, vllm: the Linux platform tags of the release's binary wheels on PyPI
     /// (`manylinux_2_28_x86_64`), read from PyPI's JSON API; absent when unknown or when a
-    /// pure-Python wheel exists.
+    /// pure-Python wheel exists. cudnn, nccl: written only for a release without any Linux
+    /// wheel on PyPI (`["win_amd64"]`), which is never locked.
     #[serde(default)]
     pub(crate) platforms: Vec<String>,
+    /// torch, vllm, deepspeed, cudnn, nccl: PEP 592, every file of the release is yanked on
+    /// PyPI; never locked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) yanked: Option<YankWire>,
+    /// torch, vllm, deepspeed: the least glibc an install of the release needs per CPU,
+    /// its dependencies' wheels included (`catalog import installability`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) glibc_floor: Vec<GlibcFloorWire>,
+    /// torch: the release's `Requires-Dist` on triton (`==3.5.0`, `~=3.9.0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) triton: Option<String>,
+}
+
+/// `yanked = { reason = "…", observed = "2026-12-07", source = "https://pypi.org/simple/…/" }`:
+/// PEP 592 yanked status as the simple index shows it. PyPI does not publish when a file
+/// was yanked, so `observed` is the day an import saw it yanked.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct YankWire {
+    /// The index's `yanked` reason, when it gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) reason: Option<String>,
+    /// `YYYY-MM-DD`: the day the yanked status was read.
+    pub(crate) observed: String,
+    /// The project page read.
+    pub(crate) source: String,
+}
+
+/// One row of `glibc_floor`: `{ cpu = "x86_64", glibc = "2.31", by = "llguidance>=1.7.0,<1.8.0
+/// (manylinux_2_31_x86_64)", source = "https://pypi.org/simple/llguidance/ …" }`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GlibcFloorWire {
+    /// `x86_64` or `aarch64`.
+    pub(crate) cpu: String,
+    /// The least glibc the install needs on that CPU: `2.31`.
+    pub(crate) glibc: String,
+    /// What sets it: the release's own wheels, or a dependency and its best wheel tag.
+    pub(crate) by: String,
+    /// The project pages read, and the day.
+    pub(crate) source: String,
 }
 
 /// `[[wheel]]` in `torch.toml`: one CUDA variant of one or more torch releases.
@@ -567,6 +609,12 @@ pub(crate) struct ExtraWire {
     /// Linux platform tags of the binary wheels on PyPI, as for `[[release]]`.
     #[serde(default)]
     pub(crate) platforms: Vec<String>,
+    /// PEP 592 yanked status, as for `[[release]]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) yanked: Option<YankWire>,
+    /// The least glibc per CPU, dependencies included, as for `[[release]]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) glibc_floor: Vec<GlibcFloorWire>,
     pub(crate) source: String,
     #[serde(default)]
     pub(crate) note: Option<String>,

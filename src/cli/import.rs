@@ -45,6 +45,33 @@ pub(crate) enum Command {
         #[arg(long)]
         offline: bool,
     },
+    /// Installability facts of every PyPI release in catalog files, rewritten in place:
+    /// `yanked` (PEP 592), `glibc_floor` (the release's and its dependencies' wheels),
+    /// torch's `triton`, and cuDNN/NCCL `platforms` where PyPI has no Linux wheel
+    Installability {
+        /// The catalog directory whose torch.toml, vllm.toml, deepspeed.toml, extras.toml,
+        /// cudnn.toml and nccl.toml are rewritten (other lines are left as they are)
+        #[arg(long, default_value = "catalog", value_name = "DIR")]
+        dir: PathBuf,
+        /// Only these files (repeatable): `vllm.toml`, …
+        #[arg(long = "only", value_name = "FILE")]
+        only: Vec<String>,
+        /// The simple index
+        #[arg(long, default_value = gpustack::import::PYPI, value_name = "URL")]
+        index: String,
+        /// The date the facts record as read (YYYY-MM-DD); default: the Date header
+        #[arg(long, value_name = "YYYY-MM-DD")]
+        date: Option<String>,
+        /// Report what would change; write nothing
+        #[arg(long)]
+        check: bool,
+        /// The run's time budget in seconds, every request together (default 600)
+        #[arg(long, value_name = "SECS")]
+        timeout: Option<u64>,
+        /// Fail instead of using the network
+        #[arg(long)]
+        offline: bool,
+    },
     /// CUDA and cuDNN releases from NVIDIA `redistrib_X.Y.Z.json` manifests
     Redist {
         /// Manifest files or URLs
@@ -122,6 +149,71 @@ pub(crate) fn run(from: Command) -> Result<u8, Error> {
             };
             let imp = gpustack::import::import_pypi(&http, &base, &requests, &opts)?;
             write_import(&imp, &out, &catalogs)
+        }
+        Command::Installability {
+            dir,
+            only,
+            index,
+            date,
+            check,
+            offline,
+            timeout,
+        } => {
+            let base = load_catalog(std::slice::from_ref(&dir))?;
+            let http = Http::with_timeout(offline, timeout);
+            let opts = gpustack::import::PypiOptions {
+                index,
+                record_index: None,
+                date,
+                follow_pins: false,
+            };
+            let mut files = Vec::new();
+            for name in [
+                "cudnn.toml",
+                "deepspeed.toml",
+                "extras.toml",
+                "nccl.toml",
+                "torch.toml",
+                "vllm.toml",
+            ] {
+                if !only.is_empty() && !only.iter().any(|o| o == name) {
+                    continue;
+                }
+                let p = dir.join(name);
+                if p.is_file() {
+                    let text = read_text(
+                        &p,
+                        Stage::Usage,
+                        "catalog file",
+                        "pass --dir DIR, a catalog directory",
+                    )?;
+                    files.push((name.to_string(), text));
+                }
+            }
+            let r = gpustack::import::refresh_installability(&http, &base, &files, &opts)?;
+            let mut text = String::new();
+            for f in &r.files {
+                let p = dir.join(&f.name);
+                if !check {
+                    gpustack::emit::write_atomic(&p, f.contents.as_bytes())?;
+                }
+                text.push_str(&format!(
+                    "{} {}\n",
+                    if check { "would rewrite" } else { "rewrote" },
+                    p.display()
+                ));
+            }
+            for c in &r.changed {
+                text.push_str(&format!("  changed: {c}\n"));
+            }
+            for f in &r.failed {
+                text.push_str(&format!("  not read: {f}\n"));
+            }
+            if !check && !r.files.is_empty() {
+                load_catalog(std::slice::from_ref(&dir))?;
+            }
+            let _ = stdout(&text);
+            Ok(u8::from(check && !r.files.is_empty()))
         }
         Command::Redist {
             manifests,

@@ -82,6 +82,10 @@ pub enum Rule {
     LibGpuSupport,
     /// Every locked wheel must have a file pip installs on the OS's glibc and CPU.
     WheelPlatform,
+    /// A release's install, its dependencies' wheels included, needs a minimum glibc.
+    DependencyGlibc,
+    /// A release yanked on PyPI (PEP 592) is never locked.
+    Yanked,
     /// vLLM pins torch exactly and its wheel's CUDA major.
     VllmTorchPin,
     /// vLLM needs a minimum compute capability.
@@ -139,6 +143,8 @@ impl Rule {
             Rule::LibMinCc => "lib.min-cc",
             Rule::LibGpuSupport => "lib.gpu-support",
             Rule::WheelPlatform => "wheel.platform",
+            Rule::DependencyGlibc => "wheel.dependency-glibc",
+            Rule::Yanked => "pypi.yanked",
             Rule::VllmTorchPin => "vllm.torch-pin",
             Rule::VllmMinCc => "vllm.min-cc",
             Rule::DeepspeedTorch => "deepspeed.torch",

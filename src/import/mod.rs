@@ -25,6 +25,7 @@
 mod archive;
 pub mod http;
 pub mod images;
+mod install;
 pub mod outdated;
 mod pypi;
 pub mod redist;
@@ -217,6 +218,10 @@ pub(crate) enum Value {
     Strs(Vec<String>),
     Ints(Vec<u64>),
     Files(Vec<FileOut>),
+    /// An inline table of strings: `{ reason = "…", observed = "…" }`.
+    Table(Vec<(&'static str, String)>),
+    /// An array of inline tables of strings, one per line.
+    Tables(Vec<Vec<(&'static str, String)>>),
 }
 
 /// One `files = [...]` row.
@@ -343,6 +348,7 @@ impl Entry {
                     .map(|f| format!("{} {}", f.filename, f.sha256))
                     .collect::<Vec<_>>()
                     .join("\n"),
+                Value::Table(_) | Value::Tables(_) => write_value(v),
             })
     }
 }
@@ -494,6 +500,15 @@ fn write_value(v: &Value) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
+        Value::Table(t) => inline_table(t),
+        Value::Tables(rows) => {
+            let mut s = String::from("[\n");
+            for r in rows {
+                s.push_str(&format!("  {},\n", inline_table(r)));
+            }
+            s.push(']');
+            s
+        }
         Value::Files(files) => {
             let mut s = String::from("[\n");
             for f in files {
@@ -515,6 +530,14 @@ fn write_value(v: &Value) -> String {
             s
         }
     }
+}
+
+fn inline_table(t: &[(&'static str, String)]) -> String {
+    let parts: Vec<String> = t
+        .iter()
+        .map(|(k, v)| format!("{k} = {}", quote(v)))
+        .collect();
+    format!("{{ {} }}", parts.join(", "))
 }
 
 fn write_entry(e: &Entry) -> String {
@@ -789,6 +812,30 @@ struct Ctx<'a> {
     queue: Vec<(String, Option<String>)>,
 }
 
+/// What [`Ctx::install_facts`] found: the catalog's `yanked`, `platforms` and
+/// `glibc_floor`, as written.
+#[derive(Clone, Debug, Default)]
+struct Facts {
+    yanked: Option<Vec<(&'static str, String)>>,
+    platforms: Vec<String>,
+    floors: Vec<Vec<(&'static str, String)>>,
+}
+
+impl Facts {
+    /// Adds the facts to an entry (`platforms` only when `with_platforms`).
+    fn write(&self, e: &mut Entry, with_platforms: bool) {
+        if with_platforms && !self.platforms.is_empty() {
+            e.set("platforms", Value::Strs(self.platforms.clone()));
+        }
+        if let Some(y) = &self.yanked {
+            e.set("yanked", Value::Table(y.clone()));
+        }
+        if !self.floors.is_empty() {
+            e.set("glibc_floor", Value::Tables(self.floors.clone()));
+        }
+    }
+}
+
 /// A release's files on a page.
 struct Release<'p> {
     page: &'p pypi::Page,
@@ -897,19 +944,120 @@ impl Ctx<'_> {
         Ok(self.pages.get(&key).and_then(Option::as_ref))
     }
 
+    /// Whether a release installs, from its project page and, with `md`, its
+    /// dependencies' pages (see [`install`]).
+    fn install_facts(
+        &mut self,
+        project: &str,
+        version: &str,
+        md: Option<&pypi::Metadata>,
+    ) -> Result<Facts, ImportError> {
+        let Some(page) = self.page(project)?.cloned() else {
+            return Ok(Facts::default());
+        };
+        let date = self
+            .opts
+            .date
+            .clone()
+            .or_else(|| page.date.clone())
+            .unwrap_or_else(today);
+        let files: Vec<(&pypi::DistFile, pypi::FileName)> = page
+            .files
+            .iter()
+            .filter_map(|f| pypi::parse_filename(project, &f.filename).map(|n| (f, n)))
+            .filter(|(_, n)| n.version == version)
+            .collect();
+        let refs: Vec<&pypi::DistFile> = files.iter().map(|(f, _)| *f).collect();
+        let window = install::python_window(md.and_then(|m| m.requires_python.as_deref()));
+        let wheels = install::wheels_of(&files, window);
+        let mut facts = Facts {
+            yanked: install::yank_of(&refs).map(|reason| {
+                let mut t = Vec::new();
+                if let Some(r) = reason {
+                    t.push(("reason", r));
+                }
+                t.push(("observed", date.clone()));
+                t.push(("source", format!("{} ({})", page.url, page.format)));
+                t
+            }),
+            platforms: wheels.catalog_platforms(),
+            floors: Vec::new(),
+        };
+        let Some(md) = md else {
+            return Ok(facts);
+        };
+        let cpus: Vec<&'static str> = if wheels.best.is_empty() {
+            install::CPUS.to_vec()
+        } else {
+            install::CPUS
+                .iter()
+                .copied()
+                .filter(|c| wheels.best.contains_key(c))
+                .collect()
+        };
+        let reqs: Vec<pypi::Requirement> = md
+            .requires_dist
+            .iter()
+            .filter_map(|r| pypi::parse_requirement(r))
+            .filter(|r| r.name != pypi::normalize(project))
+            .collect();
+        for cpu in cpus {
+            let mut best = install::own_floor(&wheels, cpu, &page.url);
+            for r in reqs.iter().filter(|r| install::applies(r, cpu)) {
+                let Some(dep) = self.page(&r.name)? else {
+                    continue;
+                };
+                if let Some(f) = install::dependency_floor(dep, r, cpu, window) {
+                    if best.as_ref().is_none_or(|b| f.glibc > b.glibc) {
+                        best = Some(f);
+                    }
+                }
+            }
+            if let Some(f) = best {
+                facts.floors.push(vec![
+                    ("cpu", f.cpu.to_string()),
+                    ("glibc", f.glibc.to_string()),
+                    ("by", f.by),
+                    (
+                        "source",
+                        if f.url == page.url {
+                            format!("{} (wheel tags), read {date}", f.url)
+                        } else {
+                            format!(
+                                "{} (wheel tags), read {date}; the requirement is {}'s Requires-Dist",
+                                f.url,
+                                pypi::normalize(project)
+                            )
+                        },
+                    ),
+                ]);
+            }
+        }
+        Ok(facts)
+    }
+
     /// The files of `version` (or the newest final release) of `project`.
     fn release<'p>(
         page: &'p pypi::Page,
         project: &str,
         version: Option<&str>,
     ) -> Result<Release<'p>, ImportError> {
+        // A release named exactly may be yanked (PEP 592): it is imported with its
+        // `yanked` status; "the newest" is never a yanked one.
         let mut by: BTreeMap<String, Vec<(&pypi::DistFile, pypi::FileName)>> = BTreeMap::new();
-        for f in page.files.iter().filter(|f| !f.yanked) {
+        let mut yanked: BTreeMap<String, Vec<(&pypi::DistFile, pypi::FileName)>> = BTreeMap::new();
+        for f in &page.files {
             if let Some(n) = pypi::parse_filename(project, &f.filename) {
                 let installable = n.wheel.as_ref().is_none_or(pypi::WheelTags::linux_x86_64);
                 if installable {
-                    by.entry(n.version.clone()).or_default().push((f, n));
+                    let into = if f.yanked { &mut yanked } else { &mut by };
+                    into.entry(n.version.clone()).or_default().push((f, n));
                 }
+            }
+        }
+        if let Some(want) = version.filter(|w| !by.contains_key(*w)) {
+            if let Some(files) = yanked.remove(want) {
+                by.insert(want.to_string(), files);
             }
         }
         let parsed = |v: &str| Version::parse(v).ok();
@@ -1042,6 +1190,13 @@ impl Ctx<'_> {
                 ));
             }
         }
+        let rel_version = rel.version.clone();
+        let facts = self.install_facts(project, &rel_version, Some(&md))?;
+        for e in &mut new {
+            if e.table == "release" || e.table == "extra" {
+                facts.write(e, e.family != Family::Deepspeed);
+            }
+        }
         self.entries.extend(new);
         self.queue.extend(follow);
         Ok(())
@@ -1064,27 +1219,70 @@ impl Ctx<'_> {
         let mut urls = Vec::new();
         let mut notes = Vec::new();
         let mut date = None;
+        // Majors with only non-Linux wheels (8.9.5.29: `win_amd64`), and whether every file
+        // of every major is yanked.
+        let mut other_majors = Vec::new();
+        let mut other_urls = Vec::new();
+        let mut other_tags: Vec<String> = Vec::new();
+        let mut all_files: Vec<pypi::DistFile> = Vec::new();
         for major in [11u64, 12, 13] {
             let project = format!("{stem}{major}");
             let opts = self.opts;
             let Some(page) = self.page(&project)? else {
                 continue;
             };
-            let Ok(rel) = Ctx::release(page, &project, Some(version)) else {
+            let files: Vec<(&pypi::DistFile, pypi::FileName)> = page
+                .files
+                .iter()
+                .filter_map(|f| pypi::parse_filename(&project, &f.filename).map(|n| (f, n)))
+                .filter(|(_, n)| n.version == version && n.wheel.is_some())
+                .collect();
+            if files.is_empty() {
                 continue;
-            };
-            if rel.version != version || rel.linux_wheels().is_empty() {
+            }
+            all_files.extend(files.iter().map(|(f, _)| (*f).clone()));
+            let linux: Vec<&(&pypi::DistFile, pypi::FileName)> = files
+                .iter()
+                .filter(|(_, n)| n.wheel.as_ref().is_some_and(pypi::WheelTags::linux_x86_64))
+                .collect();
+            let page_date = opts.date.clone().or_else(|| page.date.clone());
+            if linux.is_empty() {
+                other_majors.push(major);
+                other_urls.push(page.url.clone());
+                let w = install::wheels_of(&files, (9, 14));
+                for t in w.other {
+                    if !other_tags.contains(&t) {
+                        other_tags.push(t);
+                    }
+                }
+                if date.is_none() {
+                    date = page_date;
+                }
                 continue;
             }
             majors.push(major);
             urls.push(page.url.clone());
-            date.get_or_insert_with(|| rel.date(opts));
-            for (f, _) in rel.linux_wheels() {
+            if date.is_none() {
+                date = page_date;
+            }
+            for (f, _) in linux {
                 if let Some(h) = &f.sha256 {
                     notes.push(format!("{} sha256 {h}", f.filename));
                 }
             }
         }
+        let windows_only = majors.is_empty() && !other_majors.is_empty();
+        if windows_only {
+            majors = other_majors;
+            urls = other_urls;
+            other_tags.sort();
+            notes.push(format!(
+                "no Linux wheel on PyPI, only {}: never locked",
+                other_tags.join(", ")
+            ));
+        }
+        let refs: Vec<&pypi::DistFile> = all_files.iter().collect();
+        let yank = install::yank_of(&refs);
         if majors.is_empty() {
             return Err(ImportError::NoRelease {
                 project: format!("{stem}XX"),
@@ -1101,6 +1299,18 @@ impl Ctx<'_> {
         );
         e.str("version", version);
         e.set("cuda_majors", Value::Ints(majors));
+        if windows_only {
+            e.set("platforms", Value::Strs(other_tags));
+        }
+        if let Some(reason) = yank {
+            let mut t = Vec::new();
+            if let Some(r) = reason {
+                t.push(("reason", r));
+            }
+            t.push(("observed", date.clone().unwrap_or_else(today)));
+            t.push(("source", urls.join(", ")));
+            e.set("yanked", Value::Table(t));
+        }
         let list = if cudnn {
             &self.base.cudnn
         } else {
@@ -1124,6 +1334,236 @@ impl Ctx<'_> {
         e.notes = notes;
         self.entries.push(e);
         Ok(())
+    }
+}
+
+// --------------------------------------------------------- installability, in place
+
+/// What `catalog import installability` changed.
+#[derive(Clone, Debug, Default)]
+pub struct Refresh {
+    /// The files rewritten (name as given, new text); unchanged files are left out.
+    pub files: Vec<OverlayFile>,
+    /// One line per release whose facts changed.
+    pub changed: Vec<String>,
+    /// Releases whose facts could not be read, and why.
+    pub failed: Vec<String>,
+}
+
+/// The catalog keys `catalog import installability` owns in an entry of `file`.
+fn owned_keys(file: &str) -> &'static [&'static str] {
+    match file {
+        "torch.toml" => &["yanked", "glibc_floor", "triton"],
+        "vllm.toml" | "deepspeed.toml" | "extras.toml" => &["yanked", "glibc_floor"],
+        "cudnn.toml" | "nccl.toml" => &["yanked", "platforms"],
+        _ => &[],
+    }
+}
+
+/// A `key = "value"` line's value.
+fn line_str<'a>(lines: &[&'a str], key: &str) -> Option<&'a str> {
+    lines.iter().find_map(|l| {
+        let v = l.strip_prefix(key)?.trim_start().strip_prefix('=')?.trim();
+        v.strip_prefix('"')?.strip_suffix('"')
+    })
+}
+
+/// Recomputes the installability facts (`yanked`, `glibc_floor`, torch's `triton`, and
+/// for cuDNN/NCCL `platforms` of a release without Linux wheels) of every PyPI release in
+/// the catalog files given (`torch.toml`, `vllm.toml`, `deepspeed.toml`, `extras.toml`,
+/// `cudnn.toml`, `nccl.toml`; others are passed over) and rewrites those lines in place,
+/// leaving every other line as it was.
+pub fn refresh_installability(
+    fetch: &dyn Fetch,
+    base: &Catalog,
+    files: &[(String, String)],
+    opts: &PypiOptions,
+) -> Result<Refresh, ImportError> {
+    if let Some(d) = &opts.date {
+        check_date(d)?;
+    }
+    let mut ctx = Ctx {
+        fetch,
+        base,
+        opts,
+        pages: BTreeMap::new(),
+        entries: Vec::new(),
+        done: BTreeSet::new(),
+        queue: Vec::new(),
+    };
+    let mut out = Refresh::default();
+    for (name, text) in files {
+        let keys = owned_keys(name);
+        if keys.is_empty() {
+            continue;
+        }
+        let lines: Vec<&str> = text.lines().collect();
+        let mut new_text = String::new();
+        let mut i = 0;
+        while i < lines.len() {
+            let l = lines[i];
+            let is_entry = l == "[[release]]" || (name == "extras.toml" && l == "[[extra]]");
+            if !is_entry {
+                new_text.push_str(l);
+                new_text.push('\n');
+                i += 1;
+                continue;
+            }
+            let mut end = i + 1;
+            while end < lines.len() && !lines[end].starts_with('[') {
+                end += 1;
+            }
+            // Trailing blank lines and comments belong to what follows.
+            let mut body_end = end;
+            while body_end > i + 1
+                && (lines[body_end - 1].trim().is_empty() || lines[body_end - 1].starts_with('#'))
+            {
+                body_end -= 1;
+            }
+            let block = &lines[i..body_end];
+            let facts = match ctx.facts_of_entry(name, block) {
+                Ok(f) => f,
+                Err(e) => {
+                    out.failed.push(format!(
+                        "{name} `{}`: {e}",
+                        line_str(block, "version").unwrap_or("?")
+                    ));
+                    None
+                }
+            };
+            let rewritten = match &facts {
+                Some(f) => patch_block(block, keys, f),
+                None => block.iter().map(|l| format!("{l}\n")).collect(),
+            };
+            let old: String = block.iter().map(|l| format!("{l}\n")).collect();
+            if rewritten != old {
+                out.changed.push(format!(
+                    "{name} {}{}",
+                    line_str(block, "pypi_name").map_or(String::new(), |p| format!("{p} ")),
+                    line_str(block, "version").unwrap_or("?")
+                ));
+            }
+            new_text.push_str(&rewritten);
+            for l in &lines[body_end..end] {
+                new_text.push_str(l);
+                new_text.push('\n');
+            }
+            i = end;
+        }
+        if !text.ends_with('\n') {
+            new_text.pop();
+        }
+        if &new_text != text {
+            out.files.push(OverlayFile {
+                name: name.clone(),
+                contents: new_text,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The block with the owned keys' lines replaced by `f`'s, before `source`.
+fn patch_block(block: &[&str], keys: &[&str], f: &Entry) -> String {
+    let owned = |l: &str| {
+        keys.iter().any(|k| {
+            l.strip_prefix(k)
+                .is_some_and(|r| r.trim_start().starts_with('='))
+        })
+    };
+    let mut kept: Vec<String> = Vec::new();
+    let mut skipping = false;
+    for l in block {
+        if skipping {
+            if l.trim() == "]" {
+                skipping = false;
+            }
+            continue;
+        }
+        if owned(l) {
+            let v = l.split_once('=').map_or("", |(_, v)| v.trim());
+            skipping = v.starts_with('[') && !v.ends_with(']');
+            continue;
+        }
+        kept.push((*l).to_string());
+    }
+    let at = kept
+        .iter()
+        .position(|l| l.starts_with("source =") || l.starts_with("source="))
+        .unwrap_or(kept.len());
+    let mut new: Vec<String> = Vec::new();
+    for (k, v) in &f.fields {
+        if keys.contains(k) {
+            new.push(format!("{k} = {}", write_value(v)));
+        }
+    }
+    kept.splice(at..at, new);
+    kept.iter().map(|l| format!("{l}\n")).collect()
+}
+
+impl Ctx<'_> {
+    /// The installability facts of one catalog entry, as an entry whose fields hold them;
+    /// `None` for an entry not on PyPI (an extra from another index).
+    fn facts_of_entry(&mut self, file: &str, block: &[&str]) -> Result<Option<Entry>, ImportError> {
+        let version = line_str(block, "version").unwrap_or_default().to_string();
+        let mut e = Entry::new(
+            Family::Extra,
+            "release",
+            version.clone(),
+            Version::parse("0").expect("0"),
+        );
+        if let Some(stem) = match file {
+            "cudnn.toml" => Some("nvidia-cudnn-cu"),
+            "nccl.toml" => Some("nvidia-nccl-cu"),
+            _ => None,
+        } {
+            let before = self.entries.len();
+            match self.import_lib(stem == "nvidia-cudnn-cu", &version) {
+                Ok(()) => {}
+                Err(ImportError::NoRelease { .. }) => return Ok(None), // a tarball-only release
+                Err(err) => return Err(err),
+            }
+            let got = self.entries.split_off(before);
+            if let Some(g) = got.into_iter().next() {
+                e.fields = g.fields;
+            }
+            return Ok(Some(e));
+        }
+        let project = match file {
+            "torch.toml" => "torch".to_string(),
+            "vllm.toml" => "vllm".to_string(),
+            "deepspeed.toml" => "deepspeed".to_string(),
+            _ => {
+                let index = line_str(block, "index").unwrap_or("");
+                if !is_pypi(index) {
+                    return Ok(None);
+                }
+                line_str(block, "pypi_name").unwrap_or_default().to_string()
+            }
+        };
+        let fetch = self.fetch;
+        let Some(page) = self.page(&project)? else {
+            return Ok(None);
+        };
+        let rel = Ctx::release(page, &project, Some(&version))?;
+        let Some(md_file) = rel.metadata_file() else {
+            return Ok(None);
+        };
+        let rel_version = rel.version.clone();
+        let (md, _) = pypi::metadata_of(fetch, md_file)?;
+        let facts = self.install_facts(&project, &rel_version, Some(&md))?;
+        facts.write(&mut e, false);
+        if file == "torch.toml" {
+            let triton = md
+                .requires_dist
+                .iter()
+                .filter_map(|d| pypi::parse_requirement(d))
+                .find(|d| d.name == "triton" && install::applies(d, "x86_64"));
+            if let Some(req) = triton.and_then(|t| catalog_req(&t.specifier)) {
+                e.str("triton", req);
+            }
+        }
+        Ok(Some(e))
     }
 }
 
@@ -1260,6 +1700,20 @@ impl Pulled<'_> {
             None => r.missing.push("python".into()),
         }
         r.str("pypi_variant", variant);
+        let triton = md
+            .requires_dist
+            .iter()
+            .filter_map(|d| pypi::parse_requirement(d))
+            .find(|d| d.name == "triton" && install::applies(d, "x86_64"));
+        if let Some(t) = triton {
+            match catalog_req(&t.specifier) {
+                Some(req) => r.str("triton", req),
+                None => r.notes.push(format!(
+                    "Requires-Dist: triton{} (not representable)",
+                    t.specifier
+                )),
+            }
+        }
         r.source.clone_from(&self.source);
         if let Some(rp) = &md.requires_python {
             r.notes.push(format!(
@@ -1622,6 +2076,66 @@ mod tests {
              \n\
              incomplete (written commented out: fill in the fields and uncomment):\n  \
              vllm 9.9.9: needs cuda\n"
+        );
+    }
+
+    #[test]
+    fn installability_lines_are_replaced_in_place() {
+        let block = [
+            "[[release]]",
+            "version = \"2.9.0\"",
+            "python = \">=3.10\"",
+            "glibc_floor = [",
+            "  { cpu = \"x86_64\", glibc = \"2.17\", by = \"old\", source = \"old\" },",
+            "]",
+            "triton = \"==3.4.0\"",
+            "source = \"https://pypi.org/project/torch/2.9.0/\"",
+            "note = \"kept\"",
+        ];
+        let mut e = Entry::new(
+            Family::Torch,
+            "release",
+            "2.9.0".into(),
+            Version::parse("2.9.0").unwrap(),
+        );
+        e.set(
+            "glibc_floor",
+            Value::Tables(vec![vec![
+                ("cpu", "x86_64".into()),
+                ("glibc", "2.28".into()),
+                ("by", "new".into()),
+                ("source", "https://pypi.org/simple/torch/".into()),
+            ]]),
+        );
+        e.str("triton", "==3.5.0");
+        e.str("python", "ignored: not an owned key");
+        let out = patch_block(&block, owned_keys("torch.toml"), &e);
+        assert_eq!(
+            out,
+            "[[release]]\n\
+             version = \"2.9.0\"\n\
+             python = \">=3.10\"\n\
+             glibc_floor = [\n  { cpu = \"x86_64\", glibc = \"2.28\", by = \"new\", source = \"https://pypi.org/simple/torch/\" },\n]\n\
+             triton = \"==3.5.0\"\n\
+             source = \"https://pypi.org/project/torch/2.9.0/\"\n\
+             note = \"kept\"\n"
+        );
+        // Facts that no longer hold are removed (a release no longer yanked).
+        let cudnn = [
+            "[[release]]",
+            "version = \"9.1.0.70\"",
+            "yanked = { observed = \"2026-01-01\", source = \"x\" }",
+            "source = \"y\"",
+        ];
+        let none = Entry::new(
+            Family::Cudnn,
+            "release",
+            "x".into(),
+            Version::parse("1").unwrap(),
+        );
+        assert_eq!(
+            patch_block(&cudnn, owned_keys("cudnn.toml"), &none),
+            "[[release]]\nversion = \"9.1.0.70\"\nsource = \"y\"\n"
         );
     }
 

@@ -29,6 +29,9 @@ pub struct FamilyReport {
     /// The `catalog import pypi` arguments that add them (`nvidia-cudnn-cu12==9.28.1.4`,
     /// each with a project that has the release); empty for manifests.
     pub import: Vec<String>,
+    /// Releases the catalog offers (no `yanked` recorded) whose every file is yanked
+    /// upstream (PEP 592), with the reason when given: `9.25.0.15 (no reason given)`.
+    pub yanked: Vec<String>,
 }
 
 /// The whole report.
@@ -42,6 +45,39 @@ pub struct Report {
 
 fn newest(v: &BTreeSet<Version>) -> Option<String> {
     v.last().map(ToString::to_string)
+}
+
+/// The releases of `project` whose every file is yanked, with the reason when given.
+fn yanked(page: &pypi::Page, project: &str) -> BTreeMap<Version, Option<String>> {
+    let mut by: BTreeMap<Version, (bool, Option<String>)> = BTreeMap::new();
+    for f in &page.files {
+        let Some(n) = pypi::parse_filename(project, &f.filename) else {
+            continue;
+        };
+        let Ok(v) = Version::parse(&n.version) else {
+            continue;
+        };
+        let e = by.entry(v).or_insert((true, None));
+        e.0 &= f.yanked;
+        if e.1.is_none() {
+            e.1.clone_from(&f.yanked_reason);
+        }
+    }
+    by.into_iter()
+        .filter(|(_, (all, _))| *all)
+        .map(|(v, (_, r))| (v, r))
+        .collect()
+}
+
+/// `9.25.0.15 (reason)` for each release the catalog offers that upstream yanked.
+fn newly_yanked(
+    up: &BTreeMap<Version, Option<String>>,
+    offered: &BTreeSet<Version>,
+) -> Vec<String> {
+    up.iter()
+        .filter(|(v, _)| offered.contains(*v))
+        .map(|(v, r)| format!("{v} ({})", r.as_deref().unwrap_or("no reason given")))
+        .collect()
 }
 
 /// The final public releases of `project` installable on Linux x86_64.
@@ -85,6 +121,7 @@ fn compare(
         catalog_newest: newest(have),
         upstream_newest: up.keys().next_back().map(ToString::to_string),
         missing: missing.iter().map(|(v, _)| v.to_string()).collect(),
+        yanked: Vec::new(),
     }
 }
 
@@ -105,6 +142,9 @@ pub fn outdated(
     Ok(report)
 }
 
+/// A project's upstream versions, the source to cite, and its yanked releases.
+type Read = (BTreeSet<Version>, String, BTreeMap<Version, Option<String>>);
+
 /// Where the Python families' project pages are read.
 struct Pages<'a> {
     fetch: &'a dyn Fetch,
@@ -116,11 +156,7 @@ struct Pages<'a> {
 impl Pages<'_> {
     /// A project's upstream versions and the source to cite; a project the index does not
     /// have is recorded in `report`.
-    fn read(
-        &self,
-        project: &str,
-        report: &mut Report,
-    ) -> Result<Option<(BTreeSet<Version>, String)>, ImportError> {
+    fn read(&self, project: &str, report: &mut Report) -> Result<Option<Read>, ImportError> {
         match pypi::project_page(self.fetch, self.index, project)? {
             Some(p) => {
                 let d = self.date.map(str::to_string).or_else(|| p.date.clone());
@@ -128,7 +164,7 @@ impl Pages<'_> {
                     Some(d) => format!("{} (read {d})", p.url),
                     None => p.url.clone(),
                 };
-                Ok(Some((upstream(&p, project), src)))
+                Ok(Some((upstream(&p, project), src, yanked(&p, project))))
             }
             None => {
                 report.not_found.push(project.to_string());
@@ -148,49 +184,95 @@ fn python_families(
     base: &Catalog,
     report: &mut Report,
 ) -> Result<(), ImportError> {
-    let groups: Vec<(&str, Vec<String>, BTreeSet<Version>)> = vec![
+    let offered = |it: &mut dyn Iterator<Item = (&Version, bool)>| -> BTreeSet<Version> {
+        it.filter(|(_, y)| !y).map(|(v, _)| v.clone()).collect()
+    };
+    /// (family, projects, the catalog's releases, those it offers: not yanked)
+    type Group<'a> = (&'a str, Vec<String>, BTreeSet<Version>, BTreeSet<Version>);
+    let groups: Vec<Group<'_>> = vec![
         (
             "torch",
             vec!["torch".into()],
             set(base.torch_releases.iter().map(|r| &r.version)),
+            offered(
+                &mut base
+                    .torch_releases
+                    .iter()
+                    .map(|r| (&r.version, r.install.yanked.is_some())),
+            ),
         ),
         (
             "vllm",
             vec!["vllm".into()],
             set(base.vllm.iter().map(|r| &r.version)),
+            offered(
+                &mut base
+                    .vllm
+                    .iter()
+                    .map(|r| (&r.version, r.install.yanked.is_some())),
+            ),
         ),
         (
             "deepspeed",
             vec!["deepspeed".into()],
             set(base.deepspeed.iter().map(|r| &r.version)),
+            offered(
+                &mut base
+                    .deepspeed
+                    .iter()
+                    .map(|r| (&r.version, r.install.yanked.is_some())),
+            ),
         ),
         (
             "cudnn",
             (11..=13).map(|m| format!("nvidia-cudnn-cu{m}")).collect(),
             set(base.cudnn.iter().map(|r| &r.version)),
+            offered(
+                &mut base
+                    .cudnn
+                    .iter()
+                    .map(|r| (&r.version, r.install.yanked.is_some())),
+            ),
         ),
         (
             "nccl",
             (11..=13).map(|m| format!("nvidia-nccl-cu{m}")).collect(),
             set(base.nccl.iter().map(|r| &r.version)),
+            offered(
+                &mut base
+                    .nccl
+                    .iter()
+                    .map(|r| (&r.version, r.install.yanked.is_some())),
+            ),
         ),
     ];
-    for (family, projects, have) in groups {
+    for (family, projects, have, offer) in groups {
         let mut up = BTreeMap::new();
         let mut sources = Vec::new();
         let mut found = Vec::new();
+        // A release is yanked when every file of every project that has it is.
+        let mut gone: BTreeMap<Version, Option<String>> = BTreeMap::new();
+        let mut live: BTreeSet<Version> = BTreeSet::new();
         for p in &projects {
-            if let Some((v, s)) = pages.read(p, report)? {
+            if let Some((v, s, y)) = pages.read(p, report)? {
                 for v in v {
+                    live.insert(v.clone());
                     up.entry(v).or_insert_with(|| p.clone());
+                }
+                for (v, r) in y {
+                    let e = gone.entry(v).or_insert(None);
+                    if e.is_none() {
+                        *e = r;
+                    }
                 }
                 sources.push(s);
                 found.push(p.clone());
             }
         }
-        report
-            .families
-            .push(compare(family.to_string(), sources, found, &have, &up));
+        gone.retain(|v, _| !live.contains(v));
+        let mut r = compare(family.to_string(), sources, found, &have, &up);
+        r.yanked = newly_yanked(&gone, &offer);
+        report.families.push(r);
     }
     Ok(())
 }
@@ -201,27 +283,36 @@ fn extra_families(
     base: &Catalog,
     report: &mut Report,
 ) -> Result<(), ImportError> {
-    let mut extras: BTreeMap<String, (String, BTreeSet<Version>)> = BTreeMap::new();
+    type Have = (String, BTreeSet<Version>, BTreeSet<Version>);
+    let mut extras: BTreeMap<String, Have> = BTreeMap::new();
     for e in &base.extras {
         if e.index.trim_end_matches('/') != pages.index.trim_end_matches('/') {
             continue;
         }
-        extras
-            .entry(e.pypi_name.clone())
-            .or_insert_with(|| (e.component.name().to_string(), BTreeSet::new()))
-            .1
-            .insert(e.version.clone());
+        let row = extras.entry(e.pypi_name.clone()).or_insert_with(|| {
+            (
+                e.component.name().to_string(),
+                BTreeSet::new(),
+                BTreeSet::new(),
+            )
+        });
+        row.1.insert(e.version.clone());
+        if e.install.yanked.is_none() {
+            row.2.insert(e.version.clone());
+        }
     }
-    for (pypi_name, (component, have)) in extras {
-        if let Some((up, s)) = pages.read(&pypi_name, report)? {
+    for (pypi_name, (component, have, offer)) in extras {
+        if let Some((up, s, y)) = pages.read(&pypi_name, report)? {
             let up = up.into_iter().map(|v| (v, pypi_name.clone())).collect();
-            report.families.push(compare(
+            let mut r = compare(
                 format!("extra {component} ({pypi_name})"),
                 vec![s],
                 vec![pypi_name.clone()],
                 &have,
                 &up,
-            ));
+            );
+            r.yanked = newly_yanked(&y, &offer);
+            report.families.push(r);
         }
     }
     Ok(())
@@ -270,6 +361,14 @@ impl Report {
         for f in &self.families {
             let cat = f.catalog_newest.as_deref().unwrap_or("none");
             let up = f.upstream_newest.as_deref().unwrap_or("none");
+            if !f.yanked.is_empty() {
+                out.push_str(&format!(
+                    "{}: {} yanked upstream that the catalog still offers: {}\n  record it: gpustack catalog import installability\n",
+                    f.family,
+                    f.yanked.len(),
+                    f.yanked.join(", ")
+                ));
+            }
             if f.missing.is_empty() {
                 out.push_str(&format!(
                     "{}: up to date (catalog newest {cat}, upstream newest {up})\n",
@@ -309,6 +408,7 @@ impl Report {
                 "upstream_newest": f.upstream_newest,
                 "missing": f.missing,
                 "import": f.import,
+                "yanked": f.yanked,
             })).collect::<Vec<_>>(),
             "not_found": self.not_found,
         })

@@ -26,6 +26,10 @@ pub(crate) struct DistFile {
     /// PEP 658/714: the `.metadata` file exists; its sha256 when given.
     pub(crate) core_metadata: Option<Option<String>>,
     pub(crate) yanked: bool,
+    /// PEP 592: the reason the index gives for the yank, when it gives one.
+    pub(crate) yanked_reason: Option<String>,
+    /// PEP 700 `upload-time` (`2026-07-20T19:56:36.678707Z`), when the index gives it.
+    pub(crate) upload_time: Option<String>,
 }
 
 /// A project page, as read.
@@ -118,6 +122,12 @@ fn parse_json(url: &str, text: &str) -> Result<Vec<DistFile>, ImportError> {
             requires_python: f["requires-python"].as_str().map(str::to_string),
             core_metadata,
             yanked: f["yanked"].as_bool().unwrap_or(false) || f["yanked"].is_string(),
+            yanked_reason: f["yanked"]
+                .as_str()
+                .map(str::trim)
+                .filter(|r| !r.is_empty())
+                .map(str::to_string),
+            upload_time: f["upload-time"].as_str().map(str::to_string),
         });
     }
     Ok(out)
@@ -162,6 +172,12 @@ fn parse_html(url: &str, text: &str) -> Vec<DistFile> {
             requires_python: attrs.get("data-requires-python").cloned(),
             core_metadata,
             yanked: attrs.contains_key("data-yanked"),
+            yanked_reason: attrs
+                .get("data-yanked")
+                .map(|r| r.trim())
+                .filter(|r| !r.is_empty())
+                .map(str::to_string),
+            upload_time: None,
         });
     }
     out

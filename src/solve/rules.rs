@@ -94,6 +94,13 @@ pub(crate) struct Ctx<'c> {
 }
 
 /// A catalog entry's origin as an explanation cites it.
+/// The first URL of a source (the whole source when it has none).
+fn first_url(source: &str) -> &str {
+    source.find("https://").map_or(source, |i| {
+        source[i..].split_whitespace().next().unwrap_or(source)
+    })
+}
+
 fn fact_of(o: &Origin) -> Fact {
     Fact {
         file: o.file.clone(),
@@ -417,6 +424,15 @@ impl<'c> Ctx<'c> {
             Component::Torch => self.unary_torch_wheel(i),
             Component::Vllm => self.unary_vllm(i),
             Component::Cudnn | Component::Nccl => self.unary_lib(c, i),
+            Component::Deepspeed => {
+                let d = &self.cat.deepspeed[i];
+                self.wheel_installs(
+                    &[],
+                    &d.install,
+                    || format!("DeepSpeed {}", d.version),
+                    || d.origin.clone(),
+                )
+            }
             extra_pattern!() => self.unary_extra(c, i),
             _ => Ok(()),
         }
@@ -561,6 +577,7 @@ impl<'c> Ctx<'c> {
         let b = &self.cat.torch[i];
         self.wheel_installs(
             &b.platforms,
+            &b.install,
             || format!("torch {}", b.full),
             || b.release_origin.clone(),
         )?;
@@ -590,6 +607,7 @@ impl<'c> Ctx<'c> {
         let r = &self.cat.vllm[i];
         self.wheel_installs(
             &r.platforms,
+            &r.install,
             || format!("vLLM {}", r.version),
             || r.origin.clone(),
         )?;
@@ -618,6 +636,12 @@ impl<'c> Ctx<'c> {
         } else {
             &self.cat.nccl[i]
         };
+        self.wheel_installs(
+            &r.platforms,
+            &r.install,
+            || format!("{} {}", c.display(), r.version),
+            || r.origin.clone(),
+        )?;
         let floor = if c == Component::Cudnn {
             self.cudnn_floor
         } else {
@@ -666,6 +690,7 @@ impl<'c> Ctx<'c> {
         let e = &self.cat.extras[i];
         self.wheel_installs(
             &e.platforms,
+            &e.install,
             || format!("{} {}", c.display(), e.label()),
             || e.origin.clone(),
         )?;
@@ -781,21 +806,85 @@ impl<'c> Ctx<'c> {
         out
     }
 
-    /// [`Rule::WheelPlatform`]: some wheel of the release must install on the OS's glibc
-    /// and the hosts' CPU. Releases whose platform tags the catalog does not record pass.
+    /// Whether a PyPI release installs at all, and on the OS:
+    /// * [`Rule::Yanked`]: a release yanked on PyPI is never locked;
+    /// * [`Rule::WheelPlatform`]: a release with Windows/macOS wheels only is never locked,
+    ///   and with `[stack].os` some wheel must install on the OS's glibc and the hosts' CPU
+    ///   (releases whose platform tags the catalog does not record pass);
+    /// * [`Rule::DependencyGlibc`]: with `[stack].os`, the glibc floor of the release's
+    ///   install (its dependencies' wheels included), where recorded, must not be newer
+    ///   than the OS's glibc.
     fn wheel_installs(
         &self,
         platforms: &[crate::catalog::WheelPlatform],
-        what: impl FnOnce() -> String,
-        fact: impl FnOnce() -> Origin,
+        install: &crate::catalog::Installability,
+        what: impl Fn() -> String,
+        fact: impl Fn() -> Origin,
     ) -> Result<(), Violation> {
+        if let Some(y) = &install.yanked {
+            return Err(self.violation(
+                Rule::Yanked,
+                || {
+                    format!(
+                        "{} is yanked on PyPI (seen {}): {}",
+                        what(),
+                        y.observed,
+                        y.reason.as_deref().unwrap_or("no reason given")
+                    )
+                },
+                || vec![fact()],
+            ));
+        }
+        if !platforms.is_empty() && !platforms.iter().any(|p| p.is_linux()) {
+            return Err(self.violation(
+                Rule::WheelPlatform,
+                || {
+                    let tags: Vec<String> =
+                        platforms.iter().map(|p| format!("`{}`", p.tag)).collect();
+                    format!(
+                        "{} has no Linux wheel on PyPI, only {}",
+                        what(),
+                        tags.join(", ")
+                    )
+                },
+                || vec![fact()],
+            ));
+        }
         let Some((os, glibc)) = self.platform else {
             return Ok(());
         };
-        if platforms.is_empty() || platforms.iter().any(|p| p.installs_on(self.cpu, glibc)) {
-            return Ok(());
+        if !platforms.is_empty() && !platforms.iter().any(|p| p.installs_on(self.cpu, glibc)) {
+            return Err(self.platform_violation(platforms, &what, &fact, os, glibc));
         }
-        Err(self.violation(
+        if let Some(f) = install.floor_above(self.cpu, glibc) {
+            return Err(self.violation(
+                Rule::DependencyGlibc,
+                || {
+                    format!(
+                        "{} needs glibc ≥ {} on {}, and {os} ships glibc {glibc}: {} ({})",
+                        what(),
+                        f.glibc,
+                        f.cpu,
+                        f.by,
+                        first_url(&f.source)
+                    )
+                },
+                || vec![fact()],
+            ));
+        }
+        Ok(())
+    }
+
+    /// [`Rule::WheelPlatform`]: no wheel of the release installs on the OS and CPU.
+    fn platform_violation(
+        &self,
+        platforms: &[crate::catalog::WheelPlatform],
+        what: &impl Fn() -> String,
+        fact: &impl Fn() -> Origin,
+        os: &str,
+        glibc: &Version,
+    ) -> Violation {
+        self.violation(
             Rule::WheelPlatform,
             || {
                 let tags: Vec<String> = platforms.iter().map(|p| format!("`{}`", p.tag)).collect();
@@ -812,7 +901,7 @@ impl<'c> Ctx<'c> {
                 )
             },
             || vec![fact()],
-        ))
+        )
     }
 
     /// How a driver runs code built against CUDA `cuda` (major.minor or full release).
