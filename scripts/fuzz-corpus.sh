@@ -43,7 +43,7 @@ for t in "${targets[@]}"; do
     (cd fuzz && cargo +nightly fuzz run -s none -O "$t" "$work/$t" -- \
       -max_total_time="$seconds" -max_len="$max_len")
   fi
-  echo "== $t: minimizing $(ls "$work/$t" | wc -l) inputs into fuzz/corpus/$t"
+  echo "== $t: minimizing $(find "$work/$t" -type f | wc -l) inputs into fuzz/corpus/$t"
   fresh=$(mktemp -d)
   (cd fuzz && cargo +nightly fuzz run -s none -O "$t" "$fresh" "$work/$t" -- \
     -set_cover_merge=1)
@@ -51,5 +51,5 @@ for t in "${targets[@]}"; do
   mkdir -p fuzz/corpus/"$t"
   cp "$fresh"/* fuzz/corpus/"$t"/
   rm -rf "$fresh"
-  echo "== $t: $(ls fuzz/corpus/"$t" | wc -l) seeds ($(du -sh fuzz/corpus/"$t" | cut -f1))"
+  echo "== $t: $(find fuzz/corpus/"$t" -type f | wc -l) seeds ($(du -sh fuzz/corpus/"$t" | cut -f1))"
 done

@@ -12,6 +12,9 @@
 #    driver minimums, rules) are listed as "not derived".
 # 3. The overlay is loaded on top of the stock catalog and `catalog show` is diffed per
 #    family into OUT_DIR/catalog.diff.
+# 4. `gpustack catalog import installability` recomputes, in a copy of catalog/
+#    (OUT_DIR/catalog), every PyPI release's yanked status, glibc floor, torch's triton pin
+#    and cuDNN/NCCL platforms; the changes are in OUT_DIR/installability.diff.
 #
 # Nothing under catalog/ is changed: review the diff, fill in what was not derived, and
 # move the entries into catalog/*.toml by hand (then `cargo test --test cli`, see the
@@ -25,7 +28,7 @@ out=target/catalog-refresh
 while [ "$#" -gt 0 ]; do
   case "$1" in
     --redist) redist+=(--redist "$2"); shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) out=$1; shift ;;
   esac
 done
@@ -50,8 +53,16 @@ done < <(grep '^  import: gpustack catalog import pypi ' "$out/outdated.txt" || 
 manifests=()
 for ((i = 1; i < ${#redist[@]}; i += 2)); do manifests+=("${redist[$i]}"); done
 
+echo "== installability (yanked, glibc floor, triton, platforms) of the releases the catalog has"
+cp -r catalog "$out/catalog"
+"$GPUSTACK" catalog import installability --dir "$out/catalog" --date "$today" | tee "$out/installability.txt"
+diff -ru --label catalog --label "catalog (installability from PyPI today)" catalog "$out/catalog" >"$out/installability.diff" || true
+if [ -s "$out/installability.diff" ]; then
+  echo "== installability changed: review $out/installability.diff (cp $out/catalog/*.toml catalog/ to take it)"
+fi
+
 if [ "${#pypi_args[@]}" -eq 0 ] && [ "${#manifests[@]}" -eq 0 ]; then
-  echo "== the catalog is up to date"
+  echo "== no new releases upstream"
   exit 0
 fi
 mkdir -p "$out/overlay"

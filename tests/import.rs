@@ -787,6 +787,7 @@ fn refresh_workflow_script_and_ci_example() {
         "catalog outdated",
         "catalog import pypi",
         "catalog import redist",
+        "catalog import installability",
         "--out",
     ] {
         assert!(text.contains(needle), "{needle}");
@@ -814,6 +815,7 @@ fn refresh_workflow_script_and_ci_example() {
         &["catalog", "outdated", "--help"][..],
         &["catalog", "import", "pypi", "--help"][..],
         &["catalog", "import", "redist", "--help"][..],
+        &["catalog", "import", "installability", "--help"][..],
     ] {
         let out = run_in(&dir, args);
         assert_eq!(out.code, 0);
