@@ -73,12 +73,8 @@ pub(crate) enum Command {
         /// The date the report records as read (YYYY-MM-DD); default: the Date header
         #[arg(long, value_name = "YYYY-MM-DD")]
         date: Option<String>,
-        /// The run's time budget in seconds, every request together (default 600)
-        #[arg(long, value_name = "SECS")]
-        timeout: Option<u64>,
-        /// Fail instead of using the network
-        #[arg(long)]
-        offline: bool,
+        #[command(flatten)]
+        net: super::import::Network,
     },
 }
 
@@ -123,11 +119,10 @@ pub(crate) fn run(what: Command) -> Result<u8, Error> {
             redist,
             format,
             date,
-            offline,
-            timeout,
+            net,
         } => {
             let catalog = load_catalog(&catalogs)?;
-            let http = gpustack::import::Http::with_timeout(offline, timeout);
+            let http = net.client();
             let (manifests, _) = super::import::read_manifests(&http, &redist)?;
             if let Some(d) = &date {
                 gpustack::import::check_date(d)?;

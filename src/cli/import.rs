@@ -11,6 +11,24 @@ use gpustack::Error;
 use super::{load_catalog, read_text};
 use crate::stdout;
 
+/// The network flags of every command that reads upstream: one time budget, or no network.
+#[derive(clap::Args)]
+pub(crate) struct Network {
+    /// The run's time budget in seconds, every request together (default 600)
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<u64>,
+    /// Fail instead of using the network (local files still work)
+    #[arg(long)]
+    offline: bool,
+}
+
+impl Network {
+    /// The importers' client for this run.
+    pub(crate) fn client(&self) -> Http {
+        Http::with_timeout(self.offline, self.timeout)
+    }
+}
+
 #[derive(clap::Subcommand)]
 pub(crate) enum Command {
     /// Releases from a Python simple index (PEP 691/503 + PEP 658 metadata)
@@ -38,12 +56,8 @@ pub(crate) enum Command {
         /// Do not also import the cuDNN/NCCL/torch releases a pin names
         #[arg(long)]
         no_follow: bool,
-        /// The run's time budget in seconds, every request together (default 600)
-        #[arg(long, value_name = "SECS")]
-        timeout: Option<u64>,
-        /// Fail instead of using the network
-        #[arg(long)]
-        offline: bool,
+        #[command(flatten)]
+        net: Network,
     },
     /// Installability facts of every PyPI release in catalog files, rewritten in place:
     /// `yanked` (PEP 592), `glibc_floor` (the release's and its dependencies' wheels),
@@ -65,12 +79,8 @@ pub(crate) enum Command {
         /// Report what would change; write nothing
         #[arg(long)]
         check: bool,
-        /// The run's time budget in seconds, every request together (default 600)
-        #[arg(long, value_name = "SECS")]
-        timeout: Option<u64>,
-        /// Fail instead of using the network
-        #[arg(long)]
-        offline: bool,
+        #[command(flatten)]
+        net: Network,
     },
     /// CUDA and cuDNN releases from NVIDIA `redistrib_X.Y.Z.json` manifests
     Redist {
@@ -87,12 +97,8 @@ pub(crate) enum Command {
         /// URL, today for a file
         #[arg(long, value_name = "YYYY-MM-DD")]
         date: Option<String>,
-        /// The run's time budget in seconds, every request together (default 600)
-        #[arg(long, value_name = "SECS")]
-        timeout: Option<u64>,
-        /// Fail instead of using the network (files still work)
-        #[arg(long)]
-        offline: bool,
+        #[command(flatten)]
+        net: Network,
     },
     /// `nvidia/cuda` image tags from NVIDIA's doc/supported-tags.md and
     /// doc/unsupported-tags.md (gitlab.com/nvidia/container-images/cuda)
@@ -117,12 +123,8 @@ pub(crate) enum Command {
         /// URL, today for a file
         #[arg(long, value_name = "YYYY-MM-DD")]
         date: Option<String>,
-        /// The run's time budget in seconds, every request together (default 600)
-        #[arg(long, value_name = "SECS")]
-        timeout: Option<u64>,
-        /// Fail instead of using the network (files still work)
-        #[arg(long)]
-        offline: bool,
+        #[command(flatten)]
+        net: Network,
     },
 }
 
@@ -136,11 +138,10 @@ pub(crate) fn run(from: Command) -> Result<u8, Error> {
             catalogs,
             date,
             no_follow,
-            offline,
-            timeout,
+            net,
         } => {
             let base = load_catalog(&catalogs)?;
-            let http = Http::with_timeout(offline, timeout);
+            let http = net.client();
             let opts = gpustack::import::PypiOptions {
                 index,
                 record_index,
@@ -156,11 +157,10 @@ pub(crate) fn run(from: Command) -> Result<u8, Error> {
             index,
             date,
             check,
-            offline,
-            timeout,
+            net,
         } => {
             let base = load_catalog(std::slice::from_ref(&dir))?;
-            let http = Http::with_timeout(offline, timeout);
+            let http = net.client();
             let opts = gpustack::import::PypiOptions {
                 index,
                 record_index: None,
@@ -220,11 +220,10 @@ pub(crate) fn run(from: Command) -> Result<u8, Error> {
             out,
             catalogs,
             date,
-            offline,
-            timeout,
+            net,
         } => {
             let base = load_catalog(&catalogs)?;
-            let http = Http::with_timeout(offline, timeout);
+            let http = net.client();
             let (parsed, header_date) = read_manifests(&http, &manifests)?;
             let date = dated(date.or(header_date));
             let imp = gpustack::import::redist::import(&base, &parsed, &date)?;
@@ -237,8 +236,7 @@ pub(crate) fn run(from: Command) -> Result<u8, Error> {
             out,
             catalogs,
             date,
-            offline,
-            timeout,
+            net,
         } => {
             if urls.is_empty() && files.is_empty() {
                 return Err(ImportError::Usage(
@@ -247,7 +245,7 @@ pub(crate) fn run(from: Command) -> Result<u8, Error> {
                 .into());
             }
             let base = load_catalog(&catalogs)?;
-            let http = Http::with_timeout(offline, timeout);
+            let http = net.client();
             let mut lists = Vec::new();
             let mut header_date = None;
             for u in &urls {
