@@ -29,7 +29,7 @@ from xml.sax.saxutils import escape
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Colour-blind-safe palette (Okabe-Ito), in measurement order.
-COLOURS = ["#000000", "#E69F00", "#56B4E9", "#009E73", "#D55E00", "#0072B2", "#CC79A7", "#F0E442"]
+COLOURS = ["#000000", "#E69F00", "#56B4E9", "#009E73", "#D55E00", "#0072B2", "#CC79A7", "#F0E442", "#882255"]
 WIDTH, HEIGHT = 860, 540
 LEFT, RIGHT, TOP, BOTTOM = 80, 250, 60, 70
 
