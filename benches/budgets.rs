@@ -227,7 +227,7 @@ fn main() {
             };
             measured(&mut gen(), 0);
             for round in 0..runs {
-                let mut pair = || {
+                let pair = || {
                     let l = measured(
                         Command::new(bin)
                             .args(["lock", "--offline", "--spec"])
@@ -238,7 +238,7 @@ fn main() {
                     let g = measured(&mut gen(), 0);
                     (l.wall + g.wall, l.cpu + g.cpu)
                 };
-                let mut theirs_once = || {
+                let theirs_once = || {
                     let r = measured(
                         Command::new(&hpccm)
                             .arg("--recipe")

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 /// Minimum and median.
+#[allow(dead_code)] // not every bench reads both
 pub(crate) fn stats(mut v: Vec<Duration>) -> (Duration, Duration) {
     v.sort();
     (v[0], v[v.len() / 2])
