@@ -12,6 +12,9 @@
 //! * `lock <spec>`: parse, solve and build the lock of four example specs
 //!   (`gpustack::lock_spec`): a small stack, one with an installed driver and vLLM, one with
 //!   extras, and the largest (CUDA, cuDNN, NCCL, Python, torch, vLLM, DeepSpeed);
+//! * `gen h100-ib-train-serve`: plan and render every configured target of the lock that
+//!   spec gets at this factor, in memory (`gen` reads the lock only, so the catalog reaches
+//!   it through the lock);
 //! * `cold lock a100-pytorch`: a fresh `gpustack lock --catalog DIR --out -` process, with
 //!   the synthetic catalog's files written to `DIR` (an overlay over the embedded stock
 //!   catalog: its stock entries replace equal ones, its copies add; so the process parses
@@ -148,6 +151,25 @@ fn main() {
                 }),
             );
         }
+        // `gen` reads the lock only: the catalog's size reaches it through the lock alone.
+        if wanted("gen h100-ib-train-serve") {
+            let (_, text) = specs
+                .iter()
+                .find(|(n, _)| n == "h100-ib-train-serve")
+                .expect("the largest example spec");
+            let lock = gpustack::lock_spec(&catalog, "gpustack.toml", text).unwrap();
+            let targets = gpustack::plan::configured(&lock).render;
+            row(
+                "gen h100-ib-train-serve",
+                measure(runs, || {
+                    let t = Instant::now();
+                    let r = gpustack::plan::generate_many(&lock, &targets).unwrap();
+                    let d = t.elapsed();
+                    std::hint::black_box(r);
+                    d
+                }),
+            );
+        }
         if wanted("cold lock a100-pytorch") {
             let dir = std::env::temp_dir()
                 .join(format!("gpustack-bench-scale-{}", std::process::id()))
@@ -200,6 +222,117 @@ fn main() {
                 }),
             );
         }
+    }
+    std::fs::write(&csv_path, csv).expect("write the CSV");
+    println!("wrote {}", csv_path.display());
+    if std::env::var("GPUSTACK_SCALE_SHAPE").as_deref() != Ok("0") {
+        shape(runs, root);
+    }
+}
+
+/// GPU models of one stack, in the order the `gpus` axis adds them: x86_64 data-centre
+/// GPUs that every current CUDA release supports, so each spec resolves.
+const GPUS: &[&str] = &["a100", "h100", "l40s", "l4", "a10", "a30", "a40", "h200"];
+
+/// The other two axes of the scale curve, on the stock catalog, in-process: `lock` (parse,
+/// solve, build the lock) and `gen` (plan and render every configured target) against the
+/// number of GPU models in `[hardware].gpus` (1, 2, 4, 8), and `gen` of
+/// `h100-ib-train-serve`'s committed lock against the number of targets rendered (docker,
+/// then apptainer, packer, k8s, slurm added one at a time). Written to
+/// `book/src/scaling-shape.csv` (or `GPUSTACK_SCALE_SHAPE_CSV`); `GPUSTACK_SCALE_SHAPE=0`
+/// skips it.
+fn shape(runs: usize, root: &Path) {
+    use gpustack::plan::Target;
+    let csv_path = std::env::var("GPUSTACK_SCALE_SHAPE_CSV")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| root.join("book/src/scaling-shape.csv"));
+    let catalog = Catalog::stock().expect("the stock catalog");
+    let mut csv = String::from("axis,n,measurement,files,runs,min_ms,median_ms\n");
+    println!();
+    println!(
+        "{:<8} {:>3}  {:<32} {:>5} {:>5} {:>11} {:>11}",
+        "axis", "n", "measurement", "files", "runs", "min ms", "median ms"
+    );
+    let mut row = |axis: &str, n: usize, name: &str, files: usize, times: Vec<Duration>| {
+        let runs = times.len();
+        let (min, med) = stats(times);
+        println!(
+            "{axis:<8} {n:>3}  {name:<32} {files:>5} {runs:>5} {:>11.3} {:>11.3}",
+            ms(min),
+            ms(med)
+        );
+        let _ = writeln!(
+            csv,
+            "{axis},{n},{name},{files},{runs},{:.4},{:.4}",
+            ms(min),
+            ms(med)
+        );
+    };
+    for n in [1, 2, 4, 8] {
+        let gpus: Vec<String> = GPUS[..n].iter().map(|g| format!("\"{g}\"")).collect();
+        let spec = format!(
+            "[stack]\nname = \"gpus-{n}\"\nos = \"ubuntu22.04\"\n\n[hardware]\ngpus = [{}]\n\n[components]\ncuda = \"*\"\ncudnn = \"*\"\nnccl = \"*\"\npython = \"3.12\"\ntorch = \"*\"\n",
+            gpus.join(", ")
+        );
+        let lock = gpustack::lock_spec(&catalog, "gpustack.toml", &spec)
+            .unwrap_or_else(|e| panic!("{n} GPUs: {e}"));
+        row(
+            "gpus",
+            n,
+            "lock",
+            0,
+            measure(runs, || {
+                let t = Instant::now();
+                let l = gpustack::lock_spec(&catalog, "gpustack.toml", &spec).unwrap();
+                let d = t.elapsed();
+                std::hint::black_box(l);
+                d
+            }),
+        );
+        let targets = gpustack::plan::configured(&lock).render;
+        let files = gpustack::plan::generate_many(&lock, &targets)
+            .unwrap()
+            .iter()
+            .map(|(_, f)| f.len())
+            .sum();
+        row(
+            "gpus",
+            n,
+            "gen",
+            files,
+            measure(runs, || {
+                let t = Instant::now();
+                let r = gpustack::plan::generate_many(&lock, &targets).unwrap();
+                let d = t.elapsed();
+                std::hint::black_box(r);
+                d
+            }),
+        );
+    }
+    let text = std::fs::read_to_string(root.join("lockfiles/h100-ib-train-serve.lock"))
+        .expect("the example lock");
+    let lock = gpustack::Lock::parse("gpustack.lock", &text).expect("the example lock parses");
+    for n in 1..=Target::ALL.len() {
+        let targets = &Target::ALL[..n];
+        let files = gpustack::plan::generate_many(&lock, targets)
+            .unwrap()
+            .iter()
+            .map(|(_, f)| f.len())
+            .sum();
+        let name = targets.iter().map(|t| t.name()).collect::<Vec<_>>().join("+");
+        row(
+            "targets",
+            n,
+            &format!("gen {name}"),
+            files,
+            measure(runs, || {
+                let t = Instant::now();
+                let r = gpustack::plan::generate_many(&lock, targets).unwrap();
+                let d = t.elapsed();
+                std::hint::black_box(r);
+                d
+            }),
+        );
     }
     std::fs::write(&csv_path, csv).expect("write the CSV");
     println!("wrote {}", csv_path.display());

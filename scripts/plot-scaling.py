@@ -11,6 +11,11 @@ malformed file fails the script.
 
 Options: --csv PATH (default book/src/scaling.csv), --out PATH (default
 book/src/scaling.svg), --machine TEXT and --date TEXT (shown in the title).
+
+When book/src/scaling-shape.csv exists (--shape-csv; written by the same bench), a second
+plot, book/src/scaling-shape.svg (--shape-out), shows the other two axes on linear scales:
+lock and gen time against the number of GPU models in the spec, and gen time against the
+number of targets rendered. An ASCII version of both is printed, for the book's table.
 """
 
 import argparse
@@ -24,7 +29,7 @@ from xml.sax.saxutils import escape
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Colour-blind-safe palette (Okabe-Ito), in measurement order.
-COLOURS = ["#000000", "#E69F00", "#56B4E9", "#009E73", "#D55E00", "#0072B2", "#CC79A7", "#F0E442"]
+COLOURS = ["#000000", "#E69F00", "#56B4E9", "#009E73", "#D55E00", "#0072B2", "#CC79A7", "#F0E442", "#882255"]
 WIDTH, HEIGHT = 860, 540
 LEFT, RIGHT, TOP, BOTTOM = 80, 250, 60, 70
 
@@ -128,10 +133,124 @@ def plot(rows, names, title):
     return "\n".join(out) + "\n"
 
 
+def read_shape(path):
+    """Rows of the shape CSV (axis, n, measurement, files, runs, min_ms, median_ms)."""
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    need = {"axis", "n", "measurement", "files", "runs", "min_ms", "median_ms"}
+    if not rows or not need.issubset(rows[0].keys()):
+        sys.exit(f"{path}: expected the columns {sorted(need)}")
+    return rows
+
+
+def shape_series(rows):
+    """(panel title, x label, [(series name, [(n, ms)])]) per axis, in file order."""
+    panels = []
+    for axis, title, xlabel in (
+        ("gpus", "time against GPU models in [hardware].gpus", "GPU models"),
+        ("targets", "gen time against targets rendered (h100-ib-train-serve)", "targets"),
+    ):
+        mine = [r for r in rows if r["axis"] == axis]
+        names = []
+        for r in mine:
+            name = "gen" if axis == "targets" else r["measurement"]
+            if name not in names:
+                names.append(name)
+        series = []
+        for name in names:
+            pts = [
+                (int(r["n"]), float(r["median_ms"]))
+                for r in mine
+                if (axis == "targets" or r["measurement"] == name)
+            ]
+            series.append((name, sorted(pts)))
+        if series:
+            panels.append((title, xlabel, series))
+    return panels
+
+
+def plot_shape(panels, title):
+    """Side-by-side panels with linear axes from zero."""
+    width, height = 860, 400
+    pl, pr, pt, pb = 70, 30, 70, 60
+    gap = 60
+    pw = (width - pl - pr - gap * (len(panels) - 1)) / max(len(panels), 1)
+    ph = height - pt - pb
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
+        f"<title>{escape(title)}</title>",
+        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
+    ]
+    head, _, sub = title.partition(" — ")
+    out.append(f'<text x="{width / 2:.1f}" y="22" text-anchor="middle" font-size="15">{escape(head)}</text>')
+    if sub:
+        out.append(f'<text x="{width / 2:.1f}" y="40" text-anchor="middle" fill="#444444">{escape(sub)}</text>')
+    for i, (ptitle, xlabel, series) in enumerate(panels):
+        x_left = pl + i * (pw + gap)
+        xs = [n for _, pts in series for n, _ in pts]
+        ys = [t for _, pts in series for _, t in pts]
+        xmax = max(xs)
+        ymax = max(ys) * 1.15
+        step = 10 ** math.floor(math.log10(ymax))
+        if ymax / step < 3:
+            step /= 5
+        elif ymax / step < 6:
+            step /= 2
+
+        def px(n, x_left=x_left, xmax=xmax):
+            return x_left + n / xmax * pw
+
+        def py(t, ymax=ymax):
+            return pt + ph - t / ymax * ph
+
+        out.append(f'<text x="{x_left + pw / 2:.1f}" y="{pt - 10}" text-anchor="middle">{escape(ptitle)}</text>')
+        y = 0.0
+        while y <= ymax:
+            out.append(f'<line x1="{x_left:.1f}" y1="{py(y):.1f}" x2="{x_left + pw:.1f}" y2="{py(y):.1f}" stroke="#dddddd"/>')
+            out.append(f'<text x="{x_left - 6:.1f}" y="{py(y) + 4:.1f}" text-anchor="end">{fmt(y) if y else "0"}</text>')
+            y += step
+        for n in sorted(set(xs)):
+            out.append(f'<text x="{px(n):.1f}" y="{pt + ph + 16}" text-anchor="middle">{n}</text>')
+        out.append(f'<rect x="{x_left:.1f}" y="{pt}" width="{pw:.1f}" height="{ph}" fill="none" stroke="#000000"/>')
+        out.append(f'<text x="{x_left + pw / 2:.1f}" y="{height - 20}" text-anchor="middle">{escape(xlabel)}</text>')
+        if i == 0:
+            out.append(
+                f'<text transform="translate(18 {pt + ph / 2:.1f}) rotate(-90)" text-anchor="middle">'
+                "median time (ms), in-process</text>"
+            )
+        for j, (name, pts) in enumerate(series):
+            colour = COLOURS[j % len(COLOURS)]
+            coords = " ".join(f"{px(n):.1f},{py(t):.1f}" for n, t in pts)
+            out.append(
+                f'<polyline class="measurement" data-name="{escape(name)}" points="{coords}" '
+                f'fill="none" stroke="{colour}" stroke-width="2"/>'
+            )
+            for n, t in pts:
+                out.append(f'<circle cx="{px(n):.1f}" cy="{py(t):.1f}" r="3" fill="{colour}"/>')
+            out.append(f'<line x1="{x_left + 10:.1f}" y1="{pt + 14 + j * 18}" x2="{x_left + 30:.1f}" y2="{pt + 14 + j * 18}" stroke="{colour}" stroke-width="2"/>')
+            out.append(f'<text x="{x_left + 36:.1f}" y="{pt + 18 + j * 18}">{escape(name)}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def ascii_shape(rows):
+    """The shape CSV as text bars, one line per row (for a terminal or the book)."""
+    top = max(float(r["median_ms"]) for r in rows)
+    lines = []
+    for r in rows:
+        t = float(r["median_ms"])
+        bar = "#" * max(1, round(t / top * 40))
+        lines.append(f'{r["axis"]:<8} {r["n"]:>2} {r["measurement"]:<36} {t:8.3f} ms {bar}')
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--csv", default=os.path.join(ROOT, "book/src/scaling.csv"))
     ap.add_argument("--out", default=os.path.join(ROOT, "book/src/scaling.svg"))
+    ap.add_argument("--shape-csv", default=os.path.join(ROOT, "book/src/scaling-shape.csv"))
+    ap.add_argument("--shape-out", default=os.path.join(ROOT, "book/src/scaling-shape.svg"))
     ap.add_argument("--machine", default="", help="the machine the figures come from")
     ap.add_argument("--date", default="", help="the date of the run")
     a = ap.parse_args()
@@ -145,6 +264,17 @@ def main():
     with open(a.out, "w", encoding="utf-8") as f:
         f.write(svg)
     print(f"wrote {os.path.relpath(a.out, ROOT)} ({len(names)} measurements, {len(rows)} points)")
+    if os.path.exists(a.shape_csv):
+        shape_rows = read_shape(a.shape_csv)
+        title = "gpustack: time against GPU models and targets (stock catalog, in-process, median)"
+        if extra:
+            title += f" — {extra}"
+        svg = plot_shape(shape_series(shape_rows), title)
+        xml.dom.minidom.parseString(svg.encode("utf-8"))
+        with open(a.shape_out, "w", encoding="utf-8") as f:
+            f.write(svg)
+        print(f"wrote {os.path.relpath(a.shape_out, ROOT)} ({len(shape_rows)} points)")
+        print(ascii_shape(shape_rows))
 
 
 if __name__ == "__main__":

@@ -194,7 +194,10 @@ pub fn lock_spec_keeping(
     // Offline resolution never fails: it records where each digest and pin came from.
     let _ = resolve::resolve(&mut lock, &resolve::http::Offline, None);
     let targets = plan::configured(&lock).render;
-    if let Err(Error::Invalid(diags)) = plan::generate_many(&lock, &targets) {
+    // The typed plans of every configured target, without the templates: what `gen`
+    // would refuse is refused by a plan, never by a template's escaping filter on data
+    // the spec and catalog validation let through.
+    if let Err(Error::Invalid(diags)) = render::plans_only(|| plan::generate_many(&lock, &targets)) {
         return Err(Error::Invalid(
             diags
                 .into_iter()

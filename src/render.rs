@@ -15,6 +15,7 @@
 //!
 //! `tests/templates.rs` checks that no interpolation goes without one of them.
 
+use std::cell::Cell;
 use std::sync::OnceLock;
 
 use minijinja::{Environment, Error as JinjaError, ErrorKind, UndefinedBehavior, Value};
@@ -204,6 +205,33 @@ fn env() -> &'static Environment<'static> {
     ENV.get_or_init(environment)
 }
 
+thread_local! {
+    /// Set while [`plans_only`] runs: templates are neither compiled nor rendered.
+    static PLANS_ONLY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` (a [`crate::plan::generate_many`]) with the templates left out: every typed
+/// plan is built and every check outside the templates runs (the plans' refusals, the
+/// scripts built in Rust, the output paths), but each templated file comes back empty.
+/// What `gpustack lock` checks a lock with, so that a lock `gen` would refuse is refused
+/// without rendering every file twice (book/src/performance.md, "Cold lock").
+pub(crate) fn plans_only<T>(f: impl FnOnce() -> T) -> T {
+    /// Turns the flag back off, also when `f` panics.
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            PLANS_ONLY.with(|p| p.set(false));
+        }
+    }
+    PLANS_ONLY.with(|p| p.set(true));
+    let _reset = Reset;
+    f()
+}
+
+fn templates_off() -> bool {
+    PLANS_ONLY.with(Cell::get)
+}
+
 /// Renders template `name` (relative to `generators/`) with `ctx`.
 pub fn render(name: &str, ctx: &impl Serialize) -> Result<String, Error> {
     render_with(name, &Context::new(ctx))
@@ -216,12 +244,18 @@ pub struct Context(Value);
 impl Context {
     /// Converts `ctx` for the templates.
     pub fn new(ctx: &impl Serialize) -> Context {
+        if templates_off() {
+            return Context(Value::UNDEFINED);
+        }
         Context(Value::from_serialize(ctx))
     }
 }
 
 /// Renders template `name` with a context converted beforehand.
 pub fn render_with(name: &str, ctx: &Context) -> Result<String, Error> {
+    if templates_off() {
+        return Ok(String::new());
+    }
     let t = env().get_template(name).map_err(|e| internal(name, &e))?;
     t.render(ctx.0.clone()).map_err(|e| internal(name, &e))
 }

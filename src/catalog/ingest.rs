@@ -93,6 +93,7 @@ fn origin(path: &str, (line, canonical): (usize, Canonical), source: &str) -> Or
         line,
         source: source.to_string(),
         canonical,
+        canonical_text: std::sync::OnceLock::new(),
     }))
 }
 

@@ -37,7 +37,7 @@ mod validate;
 mod wire;
 
 pub use gpu_names::{gpu_key, GpuName, GpuNameKind};
-pub(crate) use model::{digest_of, hex, pep503};
+pub(crate) use model::{digest_of, hex, pep503, push_hex};
 pub use model::{
     short_source, Bandwidth, BaseImage, BranchKind, Catalog, CloudSettings, CmakeArchs,
     CudaRelease, DeepspeedRelease, DeepspeedTorchMinimum, DigestKind, DigestObservation,

@@ -28,6 +28,8 @@ pub struct OriginInner {
     /// Produces the canonical text of the entry, for the catalog digest (computed only for
     /// the entries a lock uses).
     pub(super) canonical: Box<dyn Fn() -> String + Send + Sync>,
+    /// That text, once produced: a lock's solve and its lock build digest the same entries.
+    pub(super) canonical_text: std::sync::OnceLock<String>,
 }
 
 /// A long source in a message: its first URL, or its first 100 characters; the full text
@@ -86,8 +88,9 @@ impl Origin {
     }
 
     /// The canonical text of the entry.
-    pub(crate) fn canonical(&self) -> String {
-        (self.0.canonical)()
+    /// Produced on first use and kept.
+    pub(crate) fn canonical(&self) -> &str {
+        self.0.canonical_text.get_or_init(|| (self.0.canonical)())
     }
 }
 
@@ -1161,7 +1164,7 @@ impl Catalog {
 
 /// sha256 over the canonical text of the given origins, sorted: `sha256:…`.
 pub(crate) fn digest_of<'a>(origins: impl IntoIterator<Item = &'a Origin>) -> String {
-    let mut texts: Vec<String> = origins.into_iter().map(Origin::canonical).collect();
+    let mut texts: Vec<&str> = origins.into_iter().map(Origin::canonical).collect();
     texts.sort_unstable();
     texts.dedup();
     let mut h = Sha256::new();
@@ -1173,10 +1176,17 @@ pub(crate) fn digest_of<'a>(origins: impl IntoIterator<Item = &'a Origin>) -> St
 }
 
 pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
     let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
+    push_hex(&mut s, bytes);
     s
+}
+
+/// Appends `bytes` in lowercase hex (what `{:02x}` prints for each), without formatting
+/// machinery: digests are written for every table of every lock.
+pub(crate) fn push_hex(s: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
 }

@@ -18,19 +18,29 @@ use crate::spec::Spec;
 impl Lock {
     /// Parses a lock. `file` is used in messages only.
     pub fn parse(file: &str, text: &str) -> Result<Lock, Error> {
-        let (version, revision) = peek(file, text)?;
+        // The text is parsed once; the version peek and the wire types both read the
+        // parsed document (`toml::from_str` is this parse followed by the deserialization).
+        let root = toml::de::DeTable::parse(text).map_err(|e| {
+            toml_diagnostic(Stage::Lock, file, text, &e)
+                .hint("the lock is generated; regenerate it with `gpustack lock` instead of editing it")
+        })?;
+        let (version, revision) = peek(file, text, &root)?;
         // A newer revision of this version only adds keys an older reader may skip
         // (the module's evolution policy): read its `[request]` tolerantly.
         if version == LOCK_VERSION && revision > LOCK_REVISION {
-            wire::<true>(file, text)?.into_lock(file, text)
+            wire::<true>(file, text, root)?.into_lock(file, text)
         } else {
-            wire::<false>(file, text)?.into_lock(file, text)
+            wire::<false>(file, text, root)?.into_lock(file, text)
         }
     }
 }
 
-fn wire<const TOLERANT: bool>(file: &str, text: &str) -> Result<LockWire<TOLERANT>, Error> {
-    toml::from_str(text).map_err(|e| {
+fn wire<'i, const TOLERANT: bool>(
+    file: &str,
+    text: &str,
+    root: toml::Spanned<toml::de::DeTable<'i>>,
+) -> Result<LockWire<TOLERANT>, Error> {
+    LockWire::deserialize(toml::de::Deserializer::from(root)).map_err(|e| {
         toml_diagnostic(Stage::Lock, file, text, &e)
             .hint("regenerate the lock with `gpustack lock`")
             .into()
@@ -39,13 +49,25 @@ fn wire<const TOLERANT: bool>(file: &str, text: &str) -> Result<LockWire<TOLERAN
 
 /// The lock's `version` and `revision` (0 when absent), checked before anything else is
 /// read: a version this gpustack does not read is refused by name.
-fn peek(file: &str, text: &str) -> Result<(u32, u32), Error> {
+fn peek(
+    file: &str,
+    text: &str,
+    root: &toml::Spanned<toml::de::DeTable<'_>>,
+) -> Result<(u32, u32), Error> {
     #[derive(Deserialize)]
     struct Peek {
         version: Option<toml::Value>,
         revision: Option<toml::Value>,
     }
-    let peek: Peek = toml::from_str(text).map_err(|e| {
+    // Only the two keys are copied out of the parsed document.
+    let mut keys = toml::de::DeTable::new();
+    for key in ["version", "revision"] {
+        if let Some((k, v)) = root.get_ref().get_key_value(key) {
+            keys.insert(k.clone(), v.clone());
+        }
+    }
+    let keys = toml::Spanned::new(root.span(), keys);
+    let peek = Peek::deserialize(toml::de::Deserializer::from(keys)).map_err(|e| {
         toml_diagnostic(Stage::Lock, file, text, &e)
             .hint("the lock is generated; regenerate it with `gpustack lock` instead of editing it")
     })?;

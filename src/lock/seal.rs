@@ -1,7 +1,7 @@
 //! Digests and seals: `spec-digest`, layer closure hashes, the `[integrity]` table.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
 
 use sha2::{Digest, Sha256};
 
@@ -9,24 +9,46 @@ use super::{
     request_toml, Hardware, Lock, LockedComponent, LockedFact, LockedLayer, LockedPackage,
     Mismatch, PythonLock, Seal, LOCK_VERSION, SEALED_SINCE,
 };
-use crate::catalog::hex;
+use crate::catalog::{hex, push_hex};
 use crate::core::{Field, Layer};
 use crate::error::{Diagnostic, Stage};
 use crate::spec::Spec;
 
 impl Seal {
     pub(super) fn of(table: &str, text: &str) -> Seal {
-        let mut h = Sha256::new();
-        h.update(b"gpustack-table-v1\n");
-        h.update(text.as_bytes());
-        let mut lines = String::new();
-        for l in text.lines() {
-            let d = Sha256::digest(l.as_bytes());
-            let _ = write!(lines, "{:02x}{:02x}", d[0], d[1]);
+        thread_local! {
+            /// The digest and line checksums of each table text sealed so far. One
+            /// `gpustack lock` seals the same tables several times (after the solve, after
+            /// each resolution step, when writing) and a SHA-256 per line is most of it.
+            static SEALED: RefCell<HashMap<String, (String, String)>> =
+                RefCell::new(HashMap::new());
         }
+        let (digest, lines) = SEALED.with(|sealed| {
+            if let Some(hit) = sealed.borrow().get(text) {
+                return hit.clone();
+            }
+            let mut h = Sha256::new();
+            h.update(b"gpustack-table-v1\n");
+            h.update(text.as_bytes());
+            let mut lines = String::with_capacity(4 * text.lines().count());
+            for l in text.lines() {
+                let d = Sha256::digest(l.as_bytes());
+                push_hex(&mut lines, &d[..2]);
+            }
+            let mut digest = String::with_capacity(71);
+            digest.push_str("sha256:");
+            push_hex(&mut digest, &h.finalize());
+            let mut sealed = sealed.borrow_mut();
+            // Bounded: a long-lived process (a fuzzer, the matrix) seals many locks.
+            if sealed.len() >= 4096 {
+                sealed.clear();
+            }
+            sealed.insert(text.to_string(), (digest.clone(), lines.clone()));
+            (digest, lines)
+        });
         Seal {
             table: table.to_string(),
-            digest: format!("sha256:{}", hex(&h.finalize())),
+            digest,
             lines,
         }
     }

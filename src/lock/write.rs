@@ -44,7 +44,10 @@ impl Lock {
             // still gets its own seal.
             let n = out
                 .iter()
-                .filter(|(i, _)| i == &id || i.starts_with(&format!("{id} #")))
+                .filter(|(i, _)| {
+                    i.strip_prefix(id.as_str())
+                        .is_some_and(|rest| rest.is_empty() || rest.starts_with(" #"))
+                })
                 .count();
             let id = if n == 0 {
                 id
@@ -417,6 +420,18 @@ fn resolve_toml(o: &mut String, d: &crate::spec::deploy::Deploy) {
 /// always writes basic strings, whatever the value, so that its layout does not depend
 /// on the text it holds.
 pub(crate) fn quote(s: &str) -> String {
+    // Nearly every value needs no escape: toml_writer writes such a basic string as it is,
+    // between quotes, after measuring it for every other encoding first. Same bytes.
+    if s
+        .bytes()
+        .all(|b| b >= 0x20 && b != b'"' && b != b'\\' && b != 0x7f)
+    {
+        let mut o = String::with_capacity(s.len() + 2);
+        o.push('"');
+        o.push_str(s);
+        o.push('"');
+        return o;
+    }
     let mut o = String::with_capacity(s.len() + 2);
     let _ = toml_writer::TomlStringBuilder::new(s)
         .as_basic()

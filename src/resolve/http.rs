@@ -338,7 +338,13 @@ impl Http {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .tls_config(
                 ureq::tls::TlsConfig::builder()
-                    .root_certs(root_certs())
+                    // An offline client never connects: reading and parsing the system's
+                    // CA bundle (most of a cold offline `lock`'s client set-up) is skipped.
+                    .root_certs(if offline {
+                        ureq::tls::RootCerts::WebPki
+                    } else {
+                        root_certs()
+                    })
                     .build(),
             )
             .proxy(ureq::Proxy::try_from_env())

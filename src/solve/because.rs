@@ -370,8 +370,7 @@ fn driver_fits(ctx: &Ctx<'_>, c: Component, k: Cand, out: &mut Vec<String>) {
 /// when arc consistency says so: with `c` held to it, the component whose every candidate
 /// is then ruled out, and the rule that rules out its best one.
 fn deeper_reason(ctx: &Ctx<'_>, c: Component, other: Cand) -> Option<String> {
-    let members = super::members(ctx.spec);
-    let mut p = super::Problem::new(ctx, &members);
+    let mut p = super::Problem::initial(ctx);
     if p.wiped.is_some() {
         return None;
     }

@@ -473,6 +473,15 @@ pub(crate) struct Removal {
     pub(crate) against: Option<Component>,
 }
 
+/// What [`Problem::new`] computes from a context alone, kept by the context
+/// ([`Ctx::initial`]).
+pub(crate) struct Initial {
+    order: Vec<Component>,
+    domains: BTreeMap<Component, Vec<Cand>>,
+    removed: BTreeMap<Component, Vec<Removal>>,
+    wiped: Option<Component>,
+}
+
 pub(crate) struct Problem<'a, 'c> {
     pub(crate) ctx: &'a Ctx<'c>,
     /// Members in decision order.
@@ -538,6 +547,29 @@ impl<'a, 'c> Problem<'a, 'c> {
             p.arc_consistency();
         }
         p
+    }
+
+    /// [`Problem::new`] for `ctx` and the members of its spec, computed once per context:
+    /// a copy of the kept result.
+    pub(crate) fn initial(ctx: &'a Ctx<'c>) -> Problem<'a, 'c> {
+        let init = ctx.initial.get_or_init(|| {
+            let p = Problem::new(ctx, &members(ctx.spec));
+            Initial {
+                order: p.order,
+                domains: p.domains,
+                removed: p.removed,
+                wiped: p.wiped,
+            }
+        });
+        Problem {
+            ctx,
+            order: init.order.clone(),
+            domains: init.domains.clone(),
+            removed: init.removed.clone(),
+            wiped: init.wiped,
+            deepest: None,
+            steps: 0,
+        }
     }
 
     fn pair(&self, ca: Component, a: Cand, cb: Component, b: Cand) -> Result<(), Violation> {

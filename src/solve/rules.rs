@@ -91,6 +91,10 @@ pub(crate) struct Ctx<'c> {
     /// A torch source build's arch list (the request's `archs`, else the GPUs' list);
     /// `None` for wheels.
     pub(crate) source_archs: Option<Vec<Target>>,
+    /// The problem as the unary rules and arc consistency leave it before any search
+    /// ([`super::Problem::initial`]): `because` starts each deeper reason from it. Filled
+    /// on first use, after `locked` and `fresh` are set.
+    pub(crate) initial: std::sync::OnceLock<super::Initial>,
 }
 
 /// A catalog entry's origin as an explanation cites it.
@@ -209,6 +213,7 @@ impl<'c> Ctx<'c> {
             runtimes,
             imaged,
             supported_images,
+            initial: std::sync::OnceLock::new(),
         }
     }
 
