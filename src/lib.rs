@@ -199,7 +199,8 @@ pub fn lock_spec_keeping(
     // The typed plans of every configured target, without the templates: what `gen`
     // would refuse is refused by a plan, never by a template's escaping filter on data
     // the spec and catalog validation let through.
-    if let Err(Error::Invalid(diags)) = render::plans_only(|| plan::generate_many(&lock, &targets)) {
+    if let Err(Error::Invalid(diags)) = render::plans_only(|| plan::generate_many(&lock, &targets))
+    {
         return Err(Error::Invalid(
             diags
                 .into_iter()
