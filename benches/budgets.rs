@@ -94,7 +94,8 @@ fn main() {
     let scratch =
         std::env::temp_dir().join(format!("gpustack-bench-budgets-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).unwrap();
-    let mut worst: [(Duration, String); 3] = std::array::from_fn(|_| (Duration::ZERO, String::new()));
+    let mut worst: [(Duration, String); 3] =
+        std::array::from_fn(|_| (Duration::ZERO, String::new()));
     let mut rss: [(u64, String); 3] = std::array::from_fn(|_| (0, String::new()));
     for spec in &specs {
         let name = spec.file_stem().unwrap().to_string_lossy().into_owned();

@@ -319,7 +319,11 @@ fn shape(runs: usize, root: &Path) {
             .iter()
             .map(|(_, f)| f.len())
             .sum();
-        let name = targets.iter().map(|t| t.name()).collect::<Vec<_>>().join("+");
+        let name = targets
+            .iter()
+            .map(|t| t.name())
+            .collect::<Vec<_>>()
+            .join("+");
         row(
             "targets",
             n,

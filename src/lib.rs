@@ -113,11 +113,13 @@ pub use version::{Version, VersionReq};
 /// # Ok::<(), gpustack::Error>(())
 /// ```
 ///
-/// A lock it returns renders for every target the spec configures
+/// A lock it returns has a plan for every target the spec configures
 /// ([`deploy::Deploy::configures`]): what a generator would refuse is refused here,
 /// at the spec's line when [`Spec::parse`] knows it, and otherwise (a safety net) with the
 /// generator's message, so `gpustack lock` never writes a lock that `gpustack gen` then
-/// refuses.
+/// refuses. The safety net builds the typed plans without rendering their templates
+/// (`render::plans_only`); the templates' escaping filters, a second line of defence
+/// behind spec and catalog validation, run at `gen`.
 pub fn lock_spec(catalog: &Catalog, spec_path: &str, spec_text: &str) -> Result<Lock, Error> {
     lock_spec_keeping(catalog, spec_path, spec_text, None, &Upgrade::All)
 }
@@ -197,7 +199,8 @@ pub fn lock_spec_keeping(
     // The typed plans of every configured target, without the templates: what `gen`
     // would refuse is refused by a plan, never by a template's escaping filter on data
     // the spec and catalog validation let through.
-    if let Err(Error::Invalid(diags)) = render::plans_only(|| plan::generate_many(&lock, &targets)) {
+    if let Err(Error::Invalid(diags)) = render::plans_only(|| plan::generate_many(&lock, &targets))
+    {
         return Err(Error::Invalid(
             diags
                 .into_iter()

@@ -21,8 +21,9 @@ impl Lock {
         // The text is parsed once; the version peek and the wire types both read the
         // parsed document (`toml::from_str` is this parse followed by the deserialization).
         let root = toml::de::DeTable::parse(text).map_err(|e| {
-            toml_diagnostic(Stage::Lock, file, text, &e)
-                .hint("the lock is generated; regenerate it with `gpustack lock` instead of editing it")
+            toml_diagnostic(Stage::Lock, file, text, &e).hint(
+                "the lock is generated; regenerate it with `gpustack lock` instead of editing it",
+            )
         })?;
         let (version, revision) = peek(file, text, &root)?;
         // A newer revision of this version only adds keys an older reader may skip

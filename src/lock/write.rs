@@ -422,8 +422,7 @@ fn resolve_toml(o: &mut String, d: &crate::spec::deploy::Deploy) {
 pub(crate) fn quote(s: &str) -> String {
     // Nearly every value needs no escape: toml_writer writes such a basic string as it is,
     // between quotes, after measuring it for every other encoding first. Same bytes.
-    if s
-        .bytes()
+    if s.bytes()
         .all(|b| b >= 0x20 && b != b'"' && b != b'\\' && b != 0x7f)
     {
         let mut o = String::with_capacity(s.len() + 2);
@@ -467,6 +466,34 @@ fn list(o: &mut String, k: &str, v: &[String]) {
 #[cfg(test)]
 mod tests {
     use super::quote;
+    use toml_writer::WriteTomlValue as _;
+
+    /// The fast path (no escape needed) writes what `toml_writer` writes, byte for byte.
+    #[test]
+    fn quoting_matches_toml_writer_on_every_path() {
+        for v in [
+            "",
+            "plain",
+            "12.4.1",
+            "sha256:0123abcd",
+            "https://example.com/a b?c=d&e#f",
+            "ünïcode ✓ 中文",
+            "\u{80}\u{9f} C1 controls",
+            "'single' quotes",
+            "tab\there",
+            "quote \" inside",
+            "back\\slash",
+            "del \u{7f}",
+            "nul \u{0}",
+            "line\nbreak",
+        ] {
+            let mut expected = String::new();
+            let _ = toml_writer::TomlStringBuilder::new(v)
+                .as_basic()
+                .write_toml_value(&mut expected);
+            assert_eq!(quote(v), expected, "{v:?}");
+        }
+    }
 
     #[test]
     fn quoted_values_keep_their_bytes_and_round_trip() {
