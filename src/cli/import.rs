@@ -158,63 +158,7 @@ pub(crate) fn run(from: Command) -> Result<u8, Error> {
             date,
             check,
             net,
-        } => {
-            let base = load_catalog(std::slice::from_ref(&dir))?;
-            let http = net.client();
-            let opts = gpustack::import::PypiOptions {
-                index,
-                record_index: None,
-                date,
-                follow_pins: false,
-            };
-            let mut files = Vec::new();
-            for name in [
-                "cudnn.toml",
-                "deepspeed.toml",
-                "extras.toml",
-                "nccl.toml",
-                "torch.toml",
-                "vllm.toml",
-            ] {
-                if !only.is_empty() && !only.iter().any(|o| o == name) {
-                    continue;
-                }
-                let p = dir.join(name);
-                if p.is_file() {
-                    let text = read_text(
-                        &p,
-                        Stage::Usage,
-                        "catalog file",
-                        "pass --dir DIR, a catalog directory",
-                    )?;
-                    files.push((name.to_string(), text));
-                }
-            }
-            let r = gpustack::import::refresh_installability(&http, &base, &files, &opts)?;
-            let mut text = String::new();
-            for f in &r.files {
-                let p = dir.join(&f.name);
-                if !check {
-                    gpustack::emit::write_atomic(&p, f.contents.as_bytes())?;
-                }
-                text.push_str(&format!(
-                    "{} {}\n",
-                    if check { "would rewrite" } else { "rewrote" },
-                    p.display()
-                ));
-            }
-            for c in &r.changed {
-                text.push_str(&format!("  changed: {c}\n"));
-            }
-            for f in &r.failed {
-                text.push_str(&format!("  not read: {f}\n"));
-            }
-            if !check && !r.files.is_empty() {
-                load_catalog(std::slice::from_ref(&dir))?;
-            }
-            let _ = stdout(&text);
-            Ok(u8::from(check && !r.files.is_empty()))
-        }
+        } => installability(&dir, &only, index, date, check, &net),
         Command::Redist {
             manifests,
             out,
@@ -272,6 +216,74 @@ pub(crate) fn run(from: Command) -> Result<u8, Error> {
             write_import(&imp, &out, &catalogs)
         }
     }
+}
+
+/// `catalog import installability`: the installability lines of the catalog files in
+/// `dir` recomputed from the index and rewritten in place (`check`: only reported, exit 1
+/// when a file would change).
+fn installability(
+    dir: &Path,
+    only: &[String],
+    index: String,
+    date: Option<String>,
+    check: bool,
+    net: &Network,
+) -> Result<u8, Error> {
+    let base = load_catalog(&[dir.to_path_buf()])?;
+    let http = net.client();
+    let opts = gpustack::import::PypiOptions {
+        index,
+        record_index: None,
+        date,
+        follow_pins: false,
+    };
+    let mut files = Vec::new();
+    for name in [
+        "cudnn.toml",
+        "deepspeed.toml",
+        "extras.toml",
+        "nccl.toml",
+        "torch.toml",
+        "vllm.toml",
+    ] {
+        if !only.is_empty() && !only.iter().any(|o| o == name) {
+            continue;
+        }
+        let p = dir.join(name);
+        if p.is_file() {
+            let text = read_text(
+                &p,
+                Stage::Usage,
+                "catalog file",
+                "pass --dir DIR, a catalog directory",
+            )?;
+            files.push((name.to_string(), text));
+        }
+    }
+    let r = gpustack::import::refresh_installability(&http, &base, &files, &opts)?;
+    let mut text = String::new();
+    for f in &r.files {
+        let p = dir.join(&f.name);
+        if !check {
+            gpustack::emit::write_atomic(&p, f.contents.as_bytes())?;
+        }
+        text.push_str(&format!(
+            "{} {}\n",
+            if check { "would rewrite" } else { "rewrote" },
+            p.display()
+        ));
+    }
+    for c in &r.changed {
+        text.push_str(&format!("  changed: {c}\n"));
+    }
+    for f in &r.failed {
+        text.push_str(&format!("  not read: {f}\n"));
+    }
+    if !check && !r.files.is_empty() {
+        load_catalog(&[dir.to_path_buf()])?;
+    }
+    let _ = stdout(&text);
+    Ok(u8::from(check && !r.files.is_empty()))
 }
 
 /// The date given, else today (said on standard error).
