@@ -32,7 +32,7 @@ pub(super) fn owned_keys(file: &str) -> &'static [&'static str] {
 }
 
 /// A `key = "value"` line's value.
-pub(super) fn line_str<'a>(lines: &[&'a str], key: &str) -> Option<&'a str> {
+fn line_str<'a>(lines: &[&'a str], key: &str) -> Option<&'a str> {
     lines.iter().find_map(|l| {
         let v = l.strip_prefix(key)?.trim_start().strip_prefix('=')?.trim();
         v.strip_prefix('"')?.strip_suffix('"')
@@ -175,11 +175,7 @@ pub(super) fn patch_block(block: &[&str], keys: &[&str], f: &Entry) -> String {
 impl Ctx<'_> {
     /// The installability facts of one catalog entry, as an entry whose fields hold them;
     /// `None` for an entry not on PyPI (an extra from another index).
-    pub(super) fn facts_of_entry(
-        &mut self,
-        file: &str,
-        block: &[&str],
-    ) -> Result<Option<Entry>, ImportError> {
+    fn facts_of_entry(&mut self, file: &str, block: &[&str]) -> Result<Option<Entry>, ImportError> {
         let version = line_str(block, "version").unwrap_or_default().to_string();
         let mut e = Entry::new(
             Family::Extra,

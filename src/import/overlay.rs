@@ -68,7 +68,7 @@ pub(super) fn write_value(v: &Value) -> String {
     }
 }
 
-pub(super) fn inline_table(t: &[(&'static str, String)]) -> String {
+fn inline_table(t: &[(&'static str, String)]) -> String {
     let parts: Vec<String> = t
         .iter()
         .map(|(k, v)| format!("{k} = {}", quote(v)))

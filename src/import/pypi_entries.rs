@@ -43,7 +43,7 @@ impl Release<'_> {
     }
 
     /// `files = [...]` rows: the Linux x86_64 wheels with a sha256.
-    pub(super) fn file_rows(&self, index: &str, public: &str, with_version: bool) -> Vec<FileOut> {
+    fn file_rows(&self, index: &str, public: &str, with_version: bool) -> Vec<FileOut> {
         let mut wheels = self.linux_wheels();
         let minor = |n: &pypi::FileName| {
             n.wheel
@@ -67,7 +67,7 @@ impl Release<'_> {
     }
 
     /// `>=3.9, <3.13` from the `cpXY` tags of the Linux x86_64 wheels.
-    pub(super) fn python_from_tags(&self) -> Option<String> {
+    fn python_from_tags(&self) -> Option<String> {
         let minors: BTreeSet<u64> = self
             .linux_wheels()
             .iter()
@@ -78,7 +78,7 @@ impl Release<'_> {
         Some(format!(">=3.{lo}, <3.{}", hi + 1))
     }
 
-    pub(super) fn date(&self, opts: &PypiOptions) -> String {
+    fn date(&self, opts: &PypiOptions) -> String {
         opts.date
             .clone()
             .or_else(|| self.page.date.clone())
@@ -136,22 +136,22 @@ pub(super) struct Pulled<'a> {
 }
 
 /// The facts of one torch wheel build, for [`Pulled::torch_wheel`].
-pub(super) struct TorchWheel<'a> {
-    pub(super) variant: String,
-    pub(super) cuda: String,
+struct TorchWheel<'a> {
+    variant: String,
+    cuda: String,
     /// The base catalog's build of this release and variant.
-    pub(super) build: Option<&'a TorchBuild>,
+    build: Option<&'a TorchBuild>,
     /// Whether the base catalog has this release's `[[release]]` entry.
-    pub(super) has_release: bool,
+    has_release: bool,
     /// Whether the wheel pins a CUDA runtime wheel.
-    pub(super) runtime_pinned: bool,
+    runtime_pinned: bool,
     /// A PyPI-default build (no `+cuXYZ` label).
-    pub(super) from_pypi: bool,
+    from_pypi: bool,
 }
 
 impl Pulled<'_> {
     /// The exact pin of the first requirement whose name starts with `name_prefix`.
-    pub(super) fn pin(&self, name_prefix: &str) -> Option<(String, String)> {
+    fn pin(&self, name_prefix: &str) -> Option<(String, String)> {
         self.reqs
             .iter()
             .find(|r| r.name.starts_with(name_prefix))
@@ -226,7 +226,7 @@ impl Pulled<'_> {
     }
 
     /// The `[[release]]` entry of the PyPI-default torch build.
-    pub(super) fn torch_release(&self, variant: &str) -> Entry {
+    fn torch_release(&self, variant: &str) -> Entry {
         let (rel, md, public, sort) = (self.rel, self.md, &self.public, &self.sort);
         let python = rel
             .python_from_tags()
@@ -268,11 +268,7 @@ impl Pulled<'_> {
 
     /// The `[[wheel]]` entry of one torch build; pins of cuDNN and NCCL the base catalog
     /// lacks go to `follow`.
-    pub(super) fn torch_wheel(
-        &self,
-        t: &TorchWheel<'_>,
-        follow: &mut Vec<(String, Option<String>)>,
-    ) -> Entry {
+    fn torch_wheel(&self, t: &TorchWheel<'_>, follow: &mut Vec<(String, Option<String>)>) -> Entry {
         let (rel, public, sort, base, opts) =
             (self.rel, &self.public, &self.sort, self.base, self.opts);
         let variant = &t.variant;

@@ -12,7 +12,7 @@ use super::*;
 
 /// What a requested project is, for the catalog.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Kind {
+enum Kind {
     Torch,
     Vllm,
     Deepspeed,
@@ -21,7 +21,7 @@ pub(super) enum Kind {
     Extra(Component),
 }
 
-pub(super) fn kind_of(base: &Catalog, project: &str) -> Option<Kind> {
+fn kind_of(base: &Catalog, project: &str) -> Option<Kind> {
     let p = pypi::normalize(project);
     match p.as_str() {
         "torch" => return Some(Kind::Torch),
@@ -189,9 +189,9 @@ pub(super) struct Ctx<'a> {
 /// `glibc_floor`, as written.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Facts {
-    pub(super) yanked: Option<Vec<(&'static str, String)>>,
-    pub(super) platforms: Vec<String>,
-    pub(super) floors: Vec<Vec<(&'static str, String)>>,
+    yanked: Option<Vec<(&'static str, String)>>,
+    platforms: Vec<String>,
+    floors: Vec<Vec<(&'static str, String)>>,
 }
 
 impl Facts {
@@ -384,11 +384,7 @@ impl Ctx<'_> {
         })
     }
 
-    pub(super) fn import_one(
-        &mut self,
-        project: &str,
-        version: Option<&str>,
-    ) -> Result<(), ImportError> {
+    fn import_one(&mut self, project: &str, version: Option<&str>) -> Result<(), ImportError> {
         let kind = kind_of(self.base, project)
             .ok_or_else(|| ImportError::UnknownProject(project.to_string()))?;
         if let Kind::Lib(cudnn) = kind {
