@@ -1,5 +1,6 @@
-//! One PyPI release turned into catalog entries, one kind of project each (torch wheels
-//! and their CUDA builds, vLLM, DeepSpeed, cuDNN/NCCL, extras).
+//! One PyPI release (its files on a page) turned into catalog entries, one kind of project
+//! each (torch wheels and their CUDA builds, vLLM, DeepSpeed, cuDNN/NCCL, extras), with
+//! requirements normalized to the catalog's syntax.
 
 use std::collections::BTreeSet;
 
