@@ -324,7 +324,7 @@ fn every_nccl_cuda_build_is_a_known_cuda_minor_and_cited() {
 
 /// `catalog validate --sources`: every `source` line of the stock catalog is one fact,
 /// counted once by its first citation's kind; the facts listed as citing only pages the
-/// public tools cannot open cite nothing else (the CUDA release notes' Table 3 rows among
+/// public tools cannot open cite nothing else (the forward-compatibility matrix among
 /// them).
 #[test]
 fn validate_sources_counts_every_fact_and_lists_the_closed_ones() {
@@ -357,7 +357,7 @@ fn validate_sources_counts_every_fact_and_lists_the_closed_ones() {
     }
     assert!(r
         .closed_only()
-        .any(|f| f.file == "catalog/cuda.toml" && f.source.contains("(Table 3, CUDA 11.8 GA)")));
+        .any(|f| f.file == "catalog/cuda.toml" && f.source.contains("forward-compatibility.html")));
 
     let out = run_in(&root(), &["catalog", "validate", "--sources"]);
     assert_eq!(out.code, 0, "{}", out.stderr);

@@ -490,62 +490,16 @@ impl Ctx<'_> {
                 "`{version}` is not a version the catalog can hold"
             )));
         };
-        let mut majors = Vec::new();
-        let mut urls = Vec::new();
-        let mut notes = Vec::new();
-        let mut date = None;
-        // Majors with only non-Linux wheels (8.9.5.29: `win_amd64`), and whether every file
-        // of every major is yanked.
-        let mut other_majors = Vec::new();
-        let mut other_urls = Vec::new();
-        let mut other_tags: Vec<String> = Vec::new();
-        let mut all_files: Vec<pypi::DistFile> = Vec::new();
-        for major in [11u64, 12, 13] {
-            let project = format!("{stem}{major}");
-            let opts = self.opts;
-            let Some(page) = self.page(&project)? else {
-                continue;
-            };
-            let files: Vec<(&pypi::DistFile, pypi::FileName)> = page
-                .files
-                .iter()
-                .filter_map(|f| pypi::parse_filename(&project, &f.filename).map(|n| (f, n)))
-                .filter(|(_, n)| n.version == version && n.wheel.is_some())
-                .collect();
-            if files.is_empty() {
-                continue;
-            }
-            all_files.extend(files.iter().map(|(f, _)| (*f).clone()));
-            let linux: Vec<&(&pypi::DistFile, pypi::FileName)> = files
-                .iter()
-                .filter(|(_, n)| n.wheel.as_ref().is_some_and(pypi::WheelTags::linux_x86_64))
-                .collect();
-            let page_date = opts.date.clone().or_else(|| page.date.clone());
-            if linux.is_empty() {
-                other_majors.push(major);
-                other_urls.push(page.url.clone());
-                let w = install::wheels_of(&files, (9, 14));
-                for t in w.other {
-                    if !other_tags.contains(&t) {
-                        other_tags.push(t);
-                    }
-                }
-                if date.is_none() {
-                    date = page_date;
-                }
-                continue;
-            }
-            majors.push(major);
-            urls.push(page.url.clone());
-            if date.is_none() {
-                date = page_date;
-            }
-            for (f, _) in linux {
-                if let Some(h) = &f.sha256 {
-                    notes.push(format!("{} sha256 {h}", f.filename));
-                }
-            }
-        }
+        let LibWheels {
+            mut majors,
+            mut urls,
+            mut notes,
+            date,
+            other_majors,
+            other_urls,
+            mut other_tags,
+            all_files,
+        } = self.lib_wheels(stem, version)?;
         let windows_only = majors.is_empty() && !other_majors.is_empty();
         if windows_only {
             majors = other_majors;
@@ -610,4 +564,95 @@ impl Ctx<'_> {
         self.entries.push(e);
         Ok(())
     }
+
+    /// Which `{stem}11`, `{stem}12` and `{stem}13` projects have wheels of exactly
+    /// `version`: those with a Linux x86_64 wheel, and those with other wheels only.
+    fn lib_wheels(&mut self, stem: &str, version: &str) -> Result<LibWheels, ImportError> {
+        let mut majors = Vec::new();
+        let mut urls = Vec::new();
+        let mut notes = Vec::new();
+        let mut date = None;
+        // Majors with only non-Linux wheels (8.9.5.29: `win_amd64`), and whether every file
+        // of every major is yanked.
+        let mut other_majors = Vec::new();
+        let mut other_urls = Vec::new();
+        let mut other_tags: Vec<String> = Vec::new();
+        let mut all_files: Vec<pypi::DistFile> = Vec::new();
+        for major in [11u64, 12, 13] {
+            let project = format!("{stem}{major}");
+            let opts = self.opts;
+            let Some(page) = self.page(&project)? else {
+                continue;
+            };
+            let files: Vec<(&pypi::DistFile, pypi::FileName)> = page
+                .files
+                .iter()
+                .filter_map(|f| pypi::parse_filename(&project, &f.filename).map(|n| (f, n)))
+                .filter(|(_, n)| n.version == version && n.wheel.is_some())
+                .collect();
+            if files.is_empty() {
+                continue;
+            }
+            all_files.extend(files.iter().map(|(f, _)| (*f).clone()));
+            let linux: Vec<&(&pypi::DistFile, pypi::FileName)> = files
+                .iter()
+                .filter(|(_, n)| n.wheel.as_ref().is_some_and(pypi::WheelTags::linux_x86_64))
+                .collect();
+            let page_date = opts.date.clone().or_else(|| page.date.clone());
+            if linux.is_empty() {
+                other_majors.push(major);
+                other_urls.push(page.url.clone());
+                let w = install::wheels_of(&files, (9, 14));
+                for t in w.other {
+                    if !other_tags.contains(&t) {
+                        other_tags.push(t);
+                    }
+                }
+                if date.is_none() {
+                    date = page_date;
+                }
+                continue;
+            }
+            majors.push(major);
+            urls.push(page.url.clone());
+            if date.is_none() {
+                date = page_date;
+            }
+            for (f, _) in linux {
+                if let Some(h) = &f.sha256 {
+                    notes.push(format!("{} sha256 {h}", f.filename));
+                }
+            }
+        }
+        Ok(LibWheels {
+            majors,
+            urls,
+            notes,
+            date,
+            other_majors,
+            other_urls,
+            other_tags,
+            all_files,
+        })
+    }
+}
+
+/// The wheels of one cuDNN or NCCL version across the CUDA majors' projects.
+struct LibWheels {
+    /// Majors with a Linux x86_64 wheel.
+    majors: Vec<u64>,
+    /// Their project pages.
+    urls: Vec<String>,
+    /// One `file sha256 …` note per Linux wheel.
+    notes: Vec<String>,
+    /// The date the pages were read.
+    date: Option<String>,
+    /// Majors with only non-Linux wheels (8.9.5.29: `win_amd64`).
+    other_majors: Vec<u64>,
+    /// Their project pages.
+    other_urls: Vec<String>,
+    /// Those wheels' platform tags.
+    other_tags: Vec<String>,
+    /// Every file of the version, for its yanked status.
+    all_files: Vec<pypi::DistFile>,
 }
