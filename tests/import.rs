@@ -598,20 +598,27 @@ fn outdated_lists_what_the_catalog_lacks() {
     }
 }
 
-/// On a catalog with one DeepSpeed release, every later one on the recorded page is
-/// reported, oldest first, with the arguments that import it; older ones are not.
-#[test]
-fn outdated_starts_at_the_catalogs_oldest_release() {
+/// `catalog outdated` against the recorded index (the server, still serving), on the
+/// bare catalog plus one file.
+fn outdated_on_bare(name: &str, toml: &str) -> (Server, import::outdated::Report) {
     let server = Server::start();
     let mut layer = bare();
-    layer.push((
-        "bare/deepspeed.toml".into(),
-        "family = \"deepspeed\"\n[[release]]\nversion = \"0.14.0\"\nsource = \"https://pypi.org/project/deepspeed/0.14.0/\"\n".into(),
-    ));
+    layer.push((name.into(), toml.into()));
     let base = Catalog::from_layers(&[layer]).unwrap();
     let report =
         import::outdated::outdated(&Http::new(false), &base, &server.index(), &[], Some(DATE))
             .unwrap();
+    (server, report)
+}
+
+/// On a catalog with one DeepSpeed release, every later one on the recorded page is
+/// reported, oldest first, with the arguments that import it; older ones are not.
+#[test]
+fn outdated_starts_at_the_catalogs_oldest_release() {
+    let (server, report) = outdated_on_bare(
+        "bare/deepspeed.toml",
+        "family = \"deepspeed\"\n[[release]]\nversion = \"0.14.0\"\nsource = \"https://pypi.org/project/deepspeed/0.14.0/\"\n",
+    );
     let ds = report
         .families
         .iter()
@@ -1434,16 +1441,10 @@ fn glibc_floor_counts_the_dependencies_wheels() {
 /// `catalog outdated` reports a release the catalog still offers that PyPI has yanked.
 #[test]
 fn outdated_reports_newly_yanked_releases() {
-    let server = Server::start();
-    let mut layer = bare();
-    layer.push((
-        "bare/cudnn.toml".into(),
-        "family = \"cudnn\"\n[[release]]\nversion = \"9.25.0.15\"\ncuda_majors = [12, 13]\nsource = \"https://pypi.org/project/nvidia-cudnn-cu12/9.25.0.15/\"\n".into(),
-    ));
-    let base = Catalog::from_layers(&[layer]).unwrap();
-    let report =
-        import::outdated::outdated(&Http::new(false), &base, &server.index(), &[], Some(DATE))
-            .unwrap();
+    let (server, report) = outdated_on_bare(
+        "bare/cudnn.toml",
+        "family = \"cudnn\"\n[[release]]\nversion = \"9.25.0.15\"\ncuda_majors = [12, 13]\nsource = \"https://pypi.org/project/nvidia-cudnn-cu12/9.25.0.15/\"\n",
+    );
     let cudnn = report
         .families
         .iter()

@@ -1,8 +1,6 @@
 //! `catalog import installability`: rewrites the installability keys of existing catalog
 //! entries in place from PyPI, leaving every other line as it was.
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use crate::catalog::Catalog;
 use crate::core::version::Version;
 
@@ -53,15 +51,7 @@ pub fn refresh_installability(
     if let Some(d) = &opts.date {
         check_date(d)?;
     }
-    let mut ctx = Ctx {
-        fetch,
-        base,
-        opts,
-        pages: BTreeMap::new(),
-        entries: Vec::new(),
-        done: BTreeSet::new(),
-        queue: Vec::new(),
-    };
+    let mut ctx = Ctx::new(fetch, base, opts);
     let mut out = Refresh::default();
     for (name, text) in files {
         let keys = owned_keys(name);

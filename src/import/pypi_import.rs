@@ -130,15 +130,7 @@ pub fn import_pypi(
         }
         queue.push((name.to_string(), version));
     }
-    let mut ctx = Ctx {
-        fetch,
-        base,
-        opts,
-        pages: BTreeMap::new(),
-        entries: Vec::new(),
-        done: BTreeSet::new(),
-        queue: Vec::new(),
-    };
+    let mut ctx = Ctx::new(fetch, base, opts);
     let mut i = 0;
     while i < queue.len() {
         let (name, version) = queue[i].clone();
@@ -183,6 +175,21 @@ pub(super) struct Ctx<'a> {
     pub(super) done: BTreeSet<(String, String)>,
     /// Pins to follow, filled by `import_one`.
     pub(super) queue: Vec<(String, Option<String>)>,
+}
+
+impl<'a> Ctx<'a> {
+    /// A run over `base` with nothing read yet.
+    pub(super) fn new(fetch: &'a dyn Fetch, base: &'a Catalog, opts: &'a PypiOptions) -> Self {
+        Ctx {
+            fetch,
+            base,
+            opts,
+            pages: BTreeMap::new(),
+            entries: Vec::new(),
+            done: BTreeSet::new(),
+            queue: Vec::new(),
+        }
+    }
 }
 
 /// What [`Ctx::install_facts`] found: the catalog's `yanked`, `platforms` and
