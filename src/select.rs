@@ -38,7 +38,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::catalog::{Catalog, DigestKind, DigestObservation, Origin, Package};
+use crate::catalog::{Catalog, DigestKind, DigestObservation, ImageStatus, Origin, Package};
 use crate::core::version::Version;
 use crate::core::Fabric;
 use crate::core::{Component, Field, Layer};
@@ -417,10 +417,17 @@ fn base_image(sel: &mut Sel<'_>, r: &Resolution) {
             Some(os) => cat.image(&cuda.version, os).map(|i| {
                 (
                     i,
-                    format!(
-                        "`nvidia/cuda` tags NVIDIA lists for CUDA {} on {os}",
-                        cuda.version
-                    ),
+                    if i.status == ImageStatus::Observed {
+                        format!(
+                            "`nvidia/cuda` tags for CUDA {} on {os} observed in public files",
+                            cuda.version
+                        )
+                    } else {
+                        format!(
+                            "`nvidia/cuda` tags NVIDIA lists for CUDA {} on {os}",
+                            cuda.version
+                        )
+                    },
                 )
             }),
             None => {
@@ -428,6 +435,7 @@ fn base_image(sel: &mut Sel<'_>, r: &Resolution) {
                     .images
                     .iter()
                     .filter(|i| i.cuda == cuda.version && i.os.starts_with("ubuntu"))
+                    .filter(|i| i.has_base_tags())
                     .collect();
                 ubuntu.sort_by(|a, b| {
                     let v = |x: &str| Version::parse(x.trim_start_matches("ubuntu")).ok();
@@ -448,14 +456,7 @@ fn base_image(sel: &mut Sel<'_>, r: &Resolution) {
             let mut f = BTreeMap::new();
             f.insert("repository".into(), s("nvidia/cuda"));
             f.insert("os".into(), s(i.os.clone()));
-            f.insert(
-                "status".into(),
-                s(if i.supported {
-                    "supported"
-                } else {
-                    "unsupported"
-                }),
-            );
+            f.insert("status".into(), s(i.status.name()));
             let mut because = vec![why];
             let mut unpinned = Vec::new();
             // An aarch64 (Grace) host pulls the arm64 image: only a digest known to name
@@ -483,8 +484,13 @@ fn base_image(sel: &mut Sel<'_>, r: &Resolution) {
                     unpinned.join("`, `")
                 ));
             }
-            if !i.supported {
-                because.push("NVIDIA lists these tags as unsupported (they may be deleted)".into());
+            match i.status {
+                ImageStatus::Unsupported => because
+                    .push("NVIDIA lists these tags as unsupported (they may be deleted)".into()),
+                ImageStatus::Observed => because.push(
+                    "the tags are observed in public files (the catalog's copy of NVIDIA's tag lists predates this release): NVIDIA's support of them is not known".into(),
+                ),
+                _ => {}
             }
             let origin = i.origin.clone();
             sel.push(

@@ -478,11 +478,7 @@ fn images(o: &mut String, c: &Catalog) {
             "nvidia/cuda {} on {} ({}): {}",
             i.cuda,
             i.os,
-            if i.supported {
-                "supported"
-            } else {
-                "unsupported"
-            },
+            i.status.name(),
             i.tags.join(", ")
         );
         src(o, &i.origin);

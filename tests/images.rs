@@ -642,3 +642,132 @@ fn a_rocky_node_gets_the_operators_rocky_driver_container() {
         "{text}"
     );
 }
+
+/// A spec for one H100 stack on `os` (none: the solver takes an Ubuntu), pinning CUDA to
+/// `cuda`, with `driver` as the installed driver when given.
+fn cuda_spec(os: Option<&str>, cuda: &str, driver: Option<&str>) -> String {
+    let os = os.map(|o| format!("os = \"{o}\"\n")).unwrap_or_default();
+    let driver = driver
+        .map(|d| format!("driver = \"{d}\"\n"))
+        .unwrap_or_default();
+    format!(
+        "[stack]\nname = \"cuda-x\"\n{os}[hardware]\ngpus = [\"h100\"]\n{driver}[components]\ncuda = \"{cuda}\"\n"
+    )
+}
+
+/// Issue 33: CUDA 13.3 locks on Ubuntu 24.04 from `nvidia/cuda` tags observed in public
+/// files (status `observed`, NVIDIA's list copy predates 13.3). 13.3.1 has only its devel
+/// tag recorded there, so 13.3.0 is locked, with the runtime image pinned by its dated
+/// observation and the lock saying where the tags come from.
+#[test]
+fn cuda_13_3_locks_on_ubuntu_24_04_from_observed_tags() {
+    let lock = gpustack::lock_spec(
+        catalog(),
+        "s",
+        &cuda_spec(Some("ubuntu24.04"), "13.3", None),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let cuda = lock.component(gpustack::Component::Cuda).unwrap();
+    assert_eq!(cuda.version.to_string(), "13.3.0");
+    assert!(
+        cuda.because.iter().any(|b| b.contains(
+            "not 13.3.1: the catalog records `nvidia/cuda` tags for CUDA 13.3.1 on ubuntu24.04, but not both the runtime and devel tags every target builds on"
+        )),
+        "{:?}",
+        cuda.because
+    );
+    let image = lock.package("cuda-image").unwrap();
+    assert_eq!(image.version, "13.3.0");
+    assert_eq!(image.get("status"), Some("observed"));
+    assert_eq!(image.get("runtime-tag"), Some("13.3.0-runtime-ubuntu24.04"));
+    assert_eq!(image.get("devel-tag"), Some("13.3.0-devel-ubuntu24.04"));
+    assert_eq!(
+        image.get("runtime-digest"),
+        Some("sha256:789e629e49401647e22b7054ae9c6c4f6427dba68010ba428deb4cc6b063676e")
+    );
+    assert!(image.get("devel-digest").is_none());
+    assert!(
+        image
+            .because
+            .iter()
+            .any(|b| b.contains("observed in public files")
+                && b.contains("NVIDIA's support of them is not known")),
+        "{:?}",
+        image.because
+    );
+    assert!(image.source.contains("NVIDIA/TensorRT-Model-Connect/blob/"));
+    // The generators build on both tags.
+    let files = generate_many(&lock, &[Target::Docker]).unwrap();
+    let dockerfile = &files[0]
+        .1
+        .iter()
+        .find(|f| f.path.ends_with("Dockerfile"))
+        .unwrap()
+        .contents;
+    assert!(
+        dockerfile.contains("FROM nvidia/cuda:13.3.0-runtime-ubuntu24.04@sha256:789e629e"),
+        "{dockerfile}"
+    );
+    assert!(dockerfile.contains("nvidia/cuda:13.3.0-devel-ubuntu24.04"));
+
+    // With no OS the newest Ubuntu whose entry has both tags serves 13.3.1: 22.04.
+    let lock = gpustack::lock_spec(catalog(), "s", &cuda_spec(None, "13.3.1", None))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let image = lock.package("cuda-image").unwrap();
+    assert_eq!(image.get("os"), Some("ubuntu22.04"));
+    assert_eq!(image.get("runtime-tag"), Some("13.3.1-runtime-ubuntu22.04"));
+    // The observed releases rank after those whose images NVIDIA supports: an open CUDA
+    // request keeps its 13.2 pick.
+    let lock = gpustack::lock_spec(catalog(), "s", &cuda_spec(Some("ubuntu24.04"), "13", None))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        lock.component(gpustack::Component::Cuda)
+            .unwrap()
+            .version
+            .to_string(),
+        "13.2.1"
+    );
+}
+
+/// CUDA 13.4 is not locked from the stock catalog: 13.4.1 has only its devel tag tied to a
+/// public file, 13.4.2 none. A site that mirrors the images adds the tags (an overlay):
+/// then 13.4.1 locks through minor-version compatibility only, as its notes give no
+/// full-support driver minimum, and a driver below R580 is refused saying so.
+#[test]
+fn cuda_13_4_is_refused_for_its_images_and_has_no_driver_minimum() {
+    let e = gpustack::lock_spec(
+        catalog(),
+        "s",
+        &cuda_spec(Some("ubuntu24.04"), "13.4", None),
+    )
+    .expect_err("13.4 has no runtime tag in the stock catalog")
+    .to_string();
+    assert!(
+        e.contains("13.4.1: the catalog records `nvidia/cuda` tags for CUDA 13.4.1 on ubuntu24.04, but not both the runtime and devel tags every target builds on"),
+        "{e}"
+    );
+    assert!(
+        e.contains("13.4.2: the catalog records no `nvidia/cuda` image tags for CUDA 13.4.2 on ubuntu24.04"),
+        "{e}"
+    );
+    let overlay = "family = \"image\"\n[[image]]\ncuda = \"13.4.1\"\nos = \"ubuntu24.04\"\ntags = [\"13.4.1-runtime-ubuntu24.04\", \"13.4.1-devel-ubuntu24.04\"]\nstatus = \"observed\"\nsource = \"https://example.org/site-mirror\"\n";
+    let cat = gpustack::Catalog::stock_with(&[vec![("site/images.toml".into(), overlay.into())]])
+        .unwrap();
+    let lock = gpustack::lock_spec(&cat, "s", &cuda_spec(Some("ubuntu24.04"), "13.4", None))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let cuda = lock.component(gpustack::Component::Cuda).unwrap();
+    assert_eq!(cuda.version.to_string(), "13.4.1");
+    assert_eq!(cuda.get("compat"), Some("minor-version"));
+    assert!(cuda.get("driver-min").is_none(), "{:?}", cuda.fields);
+    let e = gpustack::lock_spec(
+        &cat,
+        "s",
+        &cuda_spec(Some("ubuntu24.04"), "13.4", Some("575.57.08")),
+    )
+    .expect_err("a driver below R580 runs no CUDA 13.4")
+    .to_string();
+    assert!(
+        e.contains("CUDA 13.4.1 has no published full-support driver minimum"),
+        "{e}"
+    );
+}

@@ -116,16 +116,15 @@ fn images(v: &mut V<'_>, c: &mut Catalog, image: BTreeMap<String, (ImageWire, Or
                 format!("image for OS `{}`, which `os.toml` does not list", i.os),
             );
         }
-        let supported = match i.status.as_str() {
-            "supported" => true,
-            "unsupported" => false,
-            other => {
-                v.fail(
-                    &o,
-                    format!("image status `{other}` is not `supported` or `unsupported`"),
-                );
-                continue;
-            }
+        let Some(status) = ImageStatus::parse(&i.status) else {
+            v.fail(
+                &o,
+                format!(
+                    "image status `{}` is not `supported`, `unsupported` or `observed`",
+                    i.status
+                ),
+            );
+            continue;
         };
         for t in &i.tags {
             if !safe_word(t) || !t.starts_with(&i.cuda) || !t.ends_with(&i.os) {
@@ -161,7 +160,7 @@ fn images(v: &mut V<'_>, c: &mut Catalog, image: BTreeMap<String, (ImageWire, Or
             cuda,
             os: i.os.clone(),
             tags: i.tags.clone(),
-            supported,
+            status,
             cudnn,
             digests,
             origin: o,

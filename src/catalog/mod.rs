@@ -42,8 +42,8 @@ pub use model::{
     short_source, Bandwidth, BaseImage, BranchKind, Catalog, CloudSettings, CmakeArchs,
     CudaRelease, DeepspeedRelease, DeepspeedTorchMinimum, DigestKind, DigestObservation,
     DriverBranch, DriverRelease, EnvVar, ExtraRelease, FileRef, ForwardCompat, Generation,
-    GlibcFloor, Gpu, GpuSupport, Installability, Instance, KernelModules, LibRelease, MinorCompat,
-    OpenModules, Origin, OriginInner, Os, OsImage, OsRelease, Package, PythonRelease,
+    GlibcFloor, Gpu, GpuSupport, ImageStatus, Installability, Instance, KernelModules, LibRelease,
+    MinorCompat, OpenModules, Origin, OriginInner, Os, OsImage, OsRelease, Package, PythonRelease,
     StockIdentity, TargetSet, Tested, TorchBuild, TorchRelease, TorchSource, VllmRelease,
     WheelPlatform, Yank, FABRICS,
 };

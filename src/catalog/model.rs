@@ -874,10 +874,11 @@ pub struct BaseImage {
     pub cuda: Version,
     /// The OS id.
     pub os: String,
-    /// Every tag NVIDIA lists for the pair.
+    /// Every tag NVIDIA lists for the pair (for [`ImageStatus::Observed`]: every tag seen
+    /// in the cited public files).
     pub tags: Vec<String>,
-    /// Listed as supported (not in NVIDIA's unsupported-tags list).
-    pub supported: bool,
+    /// Where the tags come from: NVIDIA's supported or unsupported list, or public files.
+    pub status: ImageStatus,
     /// The cuDNN inside the `cudnn` tags, where sourced.
     pub cudnn: Option<Version>,
     /// Digests sources showed the tags carrying, each with its date (several per tag when
@@ -888,6 +889,16 @@ pub struct BaseImage {
 }
 
 impl BaseImage {
+    /// Lists the `<cuda>-runtime-<os>` and `<cuda>-devel-<os>` tags, which every target
+    /// builds on.
+    pub fn has_base_tags(&self) -> bool {
+        ["runtime", "devel"].iter().all(|f| {
+            self.tags
+                .iter()
+                .any(|t| *t == format!("{}-{f}-{}", self.cuda, self.os))
+        })
+    }
+
     /// The observation of `tag`'s digest a lock may pin the image by: the newest one that
     /// is not known to name a single platform's manifest (a `FROM` by such a digest pulls
     /// on that platform only); the first listed among equally new ones.
@@ -899,6 +910,43 @@ impl BaseImage {
                 Some(b) if b.observed >= d.observed => Some(b),
                 _ => Some(d),
             })
+    }
+}
+
+/// The `status` of an `[[image]]`: which of NVIDIA's tag lists files the tags, or that
+/// none was read for them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum ImageStatus {
+    /// In NVIDIA's `supported-tags.md`.
+    Supported,
+    /// In NVIDIA's `unsupported-tags.md`: the tags may contain critical vulnerabilities
+    /// and may be deleted.
+    Unsupported,
+    /// Not read from NVIDIA's lists (the copy the catalog cites predates the release):
+    /// the tags are observed in public files that pull them, each cited. NVIDIA's
+    /// support of them is not known.
+    Observed,
+}
+
+impl ImageStatus {
+    /// The catalog's and the lock's word: `supported`, `unsupported`, `observed`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ImageStatus::Supported => "supported",
+            ImageStatus::Unsupported => "unsupported",
+            ImageStatus::Observed => "observed",
+        }
+    }
+
+    /// From the catalog's word.
+    pub fn parse(s: &str) -> Option<ImageStatus> {
+        match s {
+            "supported" => Some(ImageStatus::Supported),
+            "unsupported" => Some(ImageStatus::Unsupported),
+            "observed" => Some(ImageStatus::Observed),
+            _ => None,
+        }
     }
 }
 

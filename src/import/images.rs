@@ -303,11 +303,7 @@ fn kind_name(k: DigestKind) -> &'static str {
 /// How a listed pair differs from the catalog's entry, for review.
 fn differences(label: &str, k: &BaseImage, status: Status, tags: &[String]) -> Vec<String> {
     let mut out = Vec::new();
-    let was = if k.supported {
-        "supported"
-    } else {
-        "unsupported"
-    };
+    let was = k.status.name();
     if was != status.name() {
         out.push(format!("{label}: status {was} -> {}", status.name()));
     }

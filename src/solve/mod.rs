@@ -417,7 +417,7 @@ pub(crate) fn solve_assignment(
 
 /// Orders CUDA candidates: with an installed driver, fully supported releases first; then
 /// releases whose `nvidia/cuda` images NVIDIA still supports (a pick should pass `check
-/// --strict`); then the release matching torch's CUDA major.minor; then newest (catalog
+/// --strict`; images only observed in public files rank with the unsupported); then the release matching torch's CUDA major.minor; then newest (catalog
 /// order). (A release
 /// without an `nvidia/cuda` image for the OS is not a candidate: rule `os.cuda-images`.) Of `assign` it reads torch's CUDA major.minor only; [`matrix`] caches the
 /// order per major.minor and relies on that.
@@ -946,6 +946,11 @@ fn ranked_after(
             let supported = |v: &Version| ctx.supported_images.contains(v);
             if full(pa.driver_min.as_ref()) && !full(pb.driver_min.as_ref()) {
                 format!("the installed driver runs it only through compatibility, {pick} with full support, which ranks first")
+            } else if supported(&pa.version)
+                && !supported(&pb.version)
+                && ctx.observed_images.contains(&pb.version)
+            {
+                format!("its `nvidia/cuda` tags are only observed in public files, not read from NVIDIA's supported list (catalog/images.toml); {pick}'s are in that list, which ranks first")
             } else if supported(&pa.version) && !supported(&pb.version) {
                 format!("NVIDIA lists its `nvidia/cuda` images as unsupported (catalog/images.toml), {pick}'s as supported, which ranks first")
             } else if same(&pa.version) && !same(&pb.version) {

@@ -133,8 +133,9 @@ fn stack(catalog: &Catalog) -> Value {
         &[],
         false,
         "An OS id from the catalog, case-insensitive. When set, gpustack picks only CUDA \
-         releases that NVIDIA publishes `nvidia/cuda` images for on that OS (rule \
-         `os.cuda-images`). `gpustack catalog show os` lists the ids.",
+         releases whose `nvidia/cuda` runtime and devel tags the catalog records for that OS \
+         (from NVIDIA's tag lists, or observed in public files; rule `os.cuda-images`). \
+         `gpustack catalog show os` lists the ids.",
     );
     if let Some(first) = os.first() {
         os_schema["examples"] = json!([first]);

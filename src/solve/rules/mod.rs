@@ -78,13 +78,17 @@ pub(crate) struct Ctx<'c> {
     /// computed once here instead of scanning the CUDA releases on each check.
     runtimes: BTreeMap<(u64, u64), (Option<&'c Version>, &'c Origin)>,
     /// The CUDA releases with an `nvidia/cuda` image for the requested OS (an Ubuntu one
-    /// when none is requested: the image `select::base_image` then takes), for rule
-    /// `os.cuda-images`.
+    /// when none is requested: the image `select::base_image` then takes) that lists the
+    /// runtime and devel tags, for rule `os.cuda-images`.
     imaged: std::collections::BTreeSet<&'c Version>,
     /// Of those, the releases with an image NVIDIA still supports (its supported-tags
     /// list), which rank before releases whose images are all unsupported: a pick should
     /// pass `check --strict` (`unsafe-version`) on the stock catalog.
     pub(crate) supported_images: std::collections::BTreeSet<&'c Version>,
+    /// Of those imaged, the releases whose images no NVIDIA list files (status `observed`:
+    /// tags seen in public files only). They rank with the unsupported ones, after the
+    /// supported.
+    pub(crate) observed_images: std::collections::BTreeSet<&'c Version>,
     /// Each requested GPU with its architecture's driver support, when the catalog has it.
     generations: Vec<(&'c crate::catalog::Gpu, &'c crate::catalog::Generation)>,
     /// The newest-GPU floor for cuDNN and NCCL: the release every GPU of the stack needs
@@ -152,18 +156,35 @@ impl<'c> Ctx<'c> {
             Some(os) => im.os == os,
             None => im.os.starts_with("ubuntu"),
         };
+        // Every target builds on the runtime and devel images: an entry without both tags
+        // does not make its release lockable.
         let imaged = cat
             .images
             .iter()
             .filter(for_os)
+            .filter(|im| im.has_base_tags())
             .map(|im| &im.cuda)
             .collect();
         let supported_images = cat
             .images
             .iter()
             .filter(for_os)
-            .filter(|im| im.supported)
+            .filter(|im| im.status == crate::catalog::ImageStatus::Supported)
             .map(|im| &im.cuda)
+            .collect();
+        let listed: std::collections::BTreeSet<&Version> = cat
+            .images
+            .iter()
+            .filter(for_os)
+            .filter(|im| im.status != crate::catalog::ImageStatus::Observed)
+            .map(|im| &im.cuda)
+            .collect();
+        let observed_images = cat
+            .images
+            .iter()
+            .filter(for_os)
+            .map(|im| &im.cuda)
+            .filter(|v| !listed.contains(v))
             .collect();
         let generations = gpus
             .iter()
@@ -213,6 +234,7 @@ impl<'c> Ctx<'c> {
             runtimes,
             imaged,
             supported_images,
+            observed_images,
             initial: std::sync::OnceLock::new(),
         }
     }

@@ -87,6 +87,22 @@ impl<'c> Ctx<'c> {
             .iter()
             .find(|o| Some(&o.id) == self.spec.os.as_ref())
             .map_or(&r.origin, |o| &o.origin);
+        // An entry without the runtime and devel tags (public files observed only other
+        // flavours): say so, and cite the entry.
+        let partial = self.cat.images.iter().find(|im| {
+            im.cuda == r.version
+                && match self.spec.os.as_deref() {
+                    Some(id) => im.os == id,
+                    None => im.os.starts_with("ubuntu"),
+                }
+        });
+        if let Some(im) = partial {
+            return Err(self.violation(
+                Rule::OsImages,
+                || format!("the catalog records `nvidia/cuda` tags for CUDA {} on {}, but not both the runtime and devel tags every target builds on (catalog/images.toml)", r.version, im.os),
+                || vec![im.origin.clone()],
+            ));
+        }
         Err(self.violation(
             Rule::OsImages,
             || format!("the catalog records no `nvidia/cuda` image tags for CUDA {} on {os} (catalog/images.toml), and every target builds on one", r.version),
