@@ -10,6 +10,9 @@ use clap::{Parser, Subcommand};
 
 use gpustack::{Catalog, Error};
 
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// A line on standard error, escaped for the terminal; a closed stderr is ignored.
 macro_rules! note {
     ($($t:tt)*) => {{

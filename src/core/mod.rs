@@ -12,6 +12,7 @@ pub mod field;
 pub mod fs;
 pub mod kinds;
 pub mod names;
+pub(crate) mod par;
 pub mod url;
 pub mod version;
 
