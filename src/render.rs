@@ -200,18 +200,9 @@ fn environment() -> Environment<'static> {
     env
 }
 
-/// The environment that compiles and renders template `name`: one per generator directory
-/// (`docker/`, `k8s/`, …). minijinja compiles a template on its first use while holding
-/// its environment's lock, so targets rendered side by side ([`crate::plan::generate_many`])
-/// each need their own environment, or they would wait for each other's compilation.
-fn env(name: &str) -> &'static Environment<'static> {
-    const DIRS: [&str; 5] = ["apptainer/", "docker/", "k8s/", "packer/", "slurm/"];
-    static ENVS: [OnceLock<Environment<'static>>; 6] = [const { OnceLock::new() }; 6];
-    let i = DIRS
-        .iter()
-        .position(|d| name.starts_with(d))
-        .unwrap_or(DIRS.len());
-    ENVS[i].get_or_init(environment)
+fn env() -> &'static Environment<'static> {
+    static ENV: OnceLock<Environment<'static>> = OnceLock::new();
+    ENV.get_or_init(environment)
 }
 
 thread_local! {
@@ -241,21 +232,6 @@ fn templates_off() -> bool {
     PLANS_ONLY.with(Cell::get)
 }
 
-/// Runs `f` as [`plans_only`] if `off`, else as it is: how work moved to another thread
-/// keeps the calling thread's setting.
-pub(crate) fn templates_as<T>(off: bool, f: impl FnOnce() -> T) -> T {
-    if off {
-        plans_only(f)
-    } else {
-        f()
-    }
-}
-
-/// Whether the calling thread runs inside [`plans_only`].
-pub(crate) fn templates_are_off() -> bool {
-    templates_off()
-}
-
 /// Renders template `name` (relative to `generators/`) with `ctx`.
 pub fn render(name: &str, ctx: &impl Serialize) -> Result<String, Error> {
     render_with(name, &Context::new(ctx))
@@ -280,9 +256,7 @@ pub fn render_with(name: &str, ctx: &Context) -> Result<String, Error> {
     if templates_off() {
         return Ok(String::new());
     }
-    let t = env(name)
-        .get_template(name)
-        .map_err(|e| internal(name, &e))?;
+    let t = env().get_template(name).map_err(|e| internal(name, &e))?;
     t.render(ctx.0.clone()).map_err(|e| internal(name, &e))
 }
 

@@ -495,20 +495,14 @@ pub(crate) struct Decoded {
     pub(crate) entries: Vec<(usize, usize)>,
 }
 
-/// Encodes parsed files: (display path, source text, parsed file). The layout: the number
-/// of files, where each file's encoding starts (so that [`decode_file`] can decode the files
-/// side by side), then the files one after another.
+/// Encodes parsed files: (display path, source text, parsed file).
 pub(crate) fn encode_files(files: &[(String, String, FileWire)]) -> Vec<u8> {
     let mut out = Writer {
         buf: Vec::new(),
         spans: Vec::new(),
     };
     put_len(files.len(), &mut out);
-    let table = out.buf.len();
-    out.buf.resize(table + 4 * files.len(), 0);
-    for (i, (path, text, file)) in files.iter().enumerate() {
-        let start = u32::try_from(out.buf.len()).expect("catalog larger than 4 GiB");
-        out.buf[table + 4 * i..table + 4 * i + 4].copy_from_slice(&start.to_le_bytes());
+    for (path, text, file) in files {
         path.enc(&mut out);
         out.spans.clear();
         file.enc(&mut out);
@@ -529,52 +523,32 @@ pub(crate) fn encode_files(files: &[(String, String, FileWire)]) -> Vec<u8> {
     out.buf
 }
 
-/// Where each file of an [`encode_files`] buffer starts and ends; `None` when the table is
-/// malformed (offsets out of order or out of bounds).
-pub(crate) fn file_spans(buf: &[u8]) -> Option<Vec<(usize, usize)>> {
+/// Decodes what [`encode_files`] wrote; `None` when the buffer is malformed.
+pub(crate) fn decode_files(buf: &[u8]) -> Option<Vec<Decoded>> {
     let mut r = Reader::at(buf, 0);
     let n = r.len()?;
-    if n > r.remaining() / 4 {
-        return None;
+    let mut files = Vec::with_capacity(n.min(buf.len()));
+    for _ in 0..n {
+        let path = String::dec(&mut r)?;
+        r.marks.clear();
+        let file = FileWire::dec(&mut r)?;
+        let marks = std::mem::take(&mut r.marks);
+        let lines = Vec::<u32>::dec(&mut r)?;
+        if lines.len() != marks.len() {
+            return None;
+        }
+        let entries = marks
+            .into_iter()
+            .zip(lines)
+            .map(|(m, l)| Some((m, usize::try_from(l).ok()?)))
+            .collect::<Option<_>>()?;
+        files.push(Decoded {
+            path,
+            file,
+            entries,
+        });
     }
-    let starts: Vec<usize> = (0..n).map(|_| r.len()).collect::<Option<_>>()?;
-    let mut ends: Vec<usize> = starts.iter().skip(1).copied().collect();
-    ends.push(buf.len());
-    let spans: Vec<(usize, usize)> = starts.into_iter().zip(ends).collect();
-    let first = spans.first().map_or(buf.len(), |s| s.0);
-    (first == r.pos && spans.iter().all(|(s, e)| s <= e)).then_some(spans)
-}
-
-/// Decodes the file of an [`encode_files`] buffer that spans `span` ([`file_spans`]);
-/// `None` when it is malformed or does not end where the next file starts.
-pub(crate) fn decode_file(buf: &[u8], span: (usize, usize)) -> Option<Decoded> {
-    let mut r = Reader::at(&buf[..span.1], span.0);
-    let path = String::dec(&mut r)?;
-    let file = FileWire::dec(&mut r)?;
-    let marks = std::mem::take(&mut r.marks);
-    let lines = Vec::<u32>::dec(&mut r)?;
-    if lines.len() != marks.len() || r.remaining() != 0 {
-        return None;
-    }
-    let entries = marks
-        .into_iter()
-        .zip(lines)
-        .map(|(m, l)| Some((m, usize::try_from(l).ok()?)))
-        .collect::<Option<_>>()?;
-    Some(Decoded {
-        path,
-        file,
-        entries,
-    })
-}
-
-/// Decodes every file of what [`encode_files`] wrote, in order; `None` when the buffer is
-/// malformed.
-pub(crate) fn decode_files(buf: &[u8]) -> Option<Vec<Decoded>> {
-    file_spans(buf)?
-        .into_iter()
-        .map(|span| decode_file(buf, span))
-        .collect()
+    (r.remaining() == 0).then_some(files)
 }
 
 /// Decodes one value again, from where [`Decoded::entries`] says it starts.

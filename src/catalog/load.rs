@@ -184,35 +184,15 @@ fn read_overlay(dir: &Path, diags: &mut Vec<Diagnostic>) -> Vec<(String, String)
 
 /// The stock catalog's files, from the blob the build script wrote (falling back to parsing
 /// the embedded TOML should the blob not match it, which the tests rule out).
-///
-/// The files are decoded and filed side by side, each into a layer of its own, then merged
-/// in file order. A key filed by two stock files would not be reported as a duplicate here
-/// (an overlay's are); `catalog::tests::stock_equals_the_toml_catalog` parses the stock files
-/// as one layer, so such a key never ships.
 fn stock_layer(out: &mut Layers, diags: &mut Vec<Diagnostic>) {
-    let spans = codec::file_spans(STOCK_BLOB).filter(|s| s.len() == STOCK.len());
-    // The largest files first, so that the threads finish together.
-    let mut order: Vec<usize> = (0..STOCK.len()).collect();
-    if let Some(spans) = &spans {
-        order.sort_by_key(|&i| std::cmp::Reverse(spans[i].1 - spans[i].0));
-    }
-    let filed = spans.as_ref().map(|spans| {
-        crate::core::par::map(&order, crate::core::par::cpus(), |&i| {
-            let (path, text) = STOCK[i];
-            let d = codec::decode_file(STOCK_BLOB, spans[i]).filter(|d| d.path == path)?;
-            let mut layer = Layers::default();
-            let mut found = Vec::new();
-            let entries = Entries::Stock(d.entries.iter());
-            ingest(path, text, d.file, entries, &mut layer, &mut found);
-            Some((i, layer, found))
-        })
-    });
-    match filed.and_then(|f| f.into_iter().collect::<Option<Vec<_>>>()) {
-        Some(mut filed) => {
-            filed.sort_by_key(|(i, _, _)| *i);
-            for (_, layer, found) in filed {
-                merge(out, layer);
-                diags.extend(found);
+    match codec::decode_files(STOCK_BLOB) {
+        Some(files)
+            if files.len() == STOCK.len()
+                && files.iter().zip(STOCK).all(|(d, (p, _))| d.path == *p) =>
+        {
+            for (d, (path, text)) in files.into_iter().zip(STOCK) {
+                let entries = Entries::Stock(d.entries.iter());
+                ingest(path, text, d.file, entries, out, diags);
             }
         }
         _ => {

@@ -12,7 +12,6 @@ pub mod field;
 pub mod fs;
 pub mod kinds;
 pub mod names;
-pub(crate) mod par;
 pub mod url;
 pub mod version;
 

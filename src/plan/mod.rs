@@ -28,7 +28,7 @@ use crate::core::{Component, Layer};
 use crate::core::{Fabric, StorageRef};
 use crate::error::{Diagnostic, Error, Stage};
 use crate::lock::Lock;
-use crate::render::{self, RenderedFile};
+use crate::render::RenderedFile;
 
 /// Where AWS's EFA installer puts libfabric (with the EFA provider).
 pub const EFA_LIBFABRIC: &str = "/opt/amazon/efa";
@@ -210,16 +210,10 @@ pub fn generate_many(
     targets: &[Target],
 ) -> Result<Vec<(Target, Vec<RenderedFile>)>, Error> {
     let common = Common::new(lock)?;
-    // The targets render side by side, each with its own template environment
-    // (`render::env`); the results, and so the first error, come back in target order.
-    let off = render::templates_are_off();
-    crate::core::par::map(targets, crate::core::par::cpus(), |t| {
-        render::templates_as(off, || generate_with(lock, &common, *t))
-    })
-    .into_iter()
-    .zip(targets)
-    .map(|(files, t)| Ok((*t, files?)))
-    .collect()
+    targets
+        .iter()
+        .map(|t| Ok((*t, generate_with(lock, &common, *t)?)))
+        .collect()
 }
 
 /// Renders `target` with shared values already derived by [`Common::new`]: what

@@ -450,7 +450,7 @@ fn fetch_all(
         }
     }
     let queries: Vec<Query> = queries.into_values().collect();
-    let answers = crate::core::par::map(&queries, IN_FLIGHT, |q| match q {
+    let answers = concurrently(&queries, IN_FLIGHT, |q| match q {
         Query::Image(r) => Answer::Image(registry.resolve(r)),
         Query::Apt(m) => Answer::Apt(apt::fetch_index(transport, m)),
         Query::Dnf(m) => Answer::Dnf(dnf::fetch_index(transport, m)),
@@ -475,6 +475,38 @@ fn fetch_all(
         }
     }
     out
+}
+
+/// `f` over `jobs` on at most `threads` scoped threads; the results in the order of `jobs`.
+/// One job runs on the calling thread.
+pub fn concurrently<T: Sync, R: Send>(
+    jobs: &[T],
+    threads: usize,
+    f: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    if jobs.len() <= 1 || threads <= 1 {
+        return jobs.iter().map(f).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let done: Mutex<Vec<Option<R>>> = Mutex::new(jobs.iter().map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..threads.min(jobs.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(job) = jobs.get(i) else { break };
+                let r = f(job);
+                done.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)[i] = Some(r);
+            });
+        }
+    });
+    done.into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .into_iter()
+        .map(|r| r.expect("every job ran"))
+        .collect()
 }
 
 /// NCCL's packages exist once per CUDA build (`libnccl2=2.29.7-1+cuda12.9`). Where the
