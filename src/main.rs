@@ -10,11 +10,6 @@ use clap::{Parser, Subcommand};
 
 use gpustack::{Catalog, Error};
 
-/// mimalloc: fewer page faults and a cheaper allocation storm at catalog load than glibc's
-/// malloc (book/src/performance.md, "Fast again").
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// A line on standard error, escaped for the terminal; a closed stderr is ignored.
 macro_rules! note {
     ($($t:tt)*) => {{
