@@ -1,6 +1,7 @@
 //! The CUDA toolkit and cuDNN/NCCL against each other and against torch (wheels and
 //! source builds).
 
+use crate::catalog::LibRelease;
 use crate::core::arch::Target;
 use crate::core::Component;
 
@@ -14,34 +15,31 @@ impl<'c> Ctx<'c> {
         cb: Component,
         ib: usize,
     ) -> Result<(), Violation> {
-        use Component as C;
         let cu = &self.cat.cuda[ia];
-        let lib = if cb == C::Cudnn {
-            &self.cat.cudnn[ib]
-        } else {
-            &self.cat.nccl[ib]
-        };
-        if lib.cuda_majors.contains(&cu.version.major()) {
-            Ok(())
-        } else {
-            Err(self.violation(
-                Rule::LibCudaMajor,
-                || {
-                    format!(
-                        "{} {} ships builds for CUDA {} only, not CUDA {}",
-                        cb.display(),
-                        lib.version,
-                        lib.cuda_majors
-                            .iter()
-                            .map(ToString::to_string)
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        cu.version.major()
-                    )
-                },
-                || vec![lib.origin.clone()],
-            ))
+        self.lib_has_major(cb, self.lib(cb, ib), cu.version.major())
+    }
+
+    /// cuDNN or NCCL `lib` ships a build for CUDA `major`.
+    fn lib_has_major(&self, c: Component, lib: &LibRelease, major: u64) -> Result<(), Violation> {
+        if lib.cuda_majors.contains(&major) {
+            return Ok(());
         }
+        Err(self.violation(
+            Rule::LibCudaMajor,
+            || {
+                format!(
+                    "{} {} ships builds for CUDA {} only, not CUDA {major}",
+                    c.display(),
+                    lib.version,
+                    lib.cuda_majors
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                )
+            },
+            || vec![lib.origin.clone()],
+        ))
     }
 
     /// The toolkit and a torch source build: the same CUDA minor, and nvcc accepts every arch.
@@ -124,31 +122,9 @@ impl<'c> Ctx<'c> {
         ib: usize,
     ) -> Result<(), Violation> {
         use Component as C;
-        let lib = if ca == C::Cudnn {
-            &self.cat.cudnn[ia]
-        } else {
-            &self.cat.nccl[ia]
-        };
+        let lib = self.lib(ca, ia);
         let t = &self.cat.torch[ib];
-        if !lib.cuda_majors.contains(&t.cuda.major()) {
-            return Err(self.violation(
-                Rule::LibCudaMajor,
-                || {
-                    format!(
-                        "{} {} ships builds for CUDA {} only, not CUDA {}",
-                        ca.display(),
-                        lib.version,
-                        lib.cuda_majors
-                            .iter()
-                            .map(ToString::to_string)
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        t.cuda.major()
-                    )
-                },
-                || vec![lib.origin.clone()],
-            ));
-        }
+        self.lib_has_major(ca, lib, t.cuda.major())?;
         match self.cat.torch_source(&t.version) {
             Some(src) if ca == C::Cudnn && lib.version < src.cudnn_min => Err(self.violation(
                 Rule::TorchSourceCudnn,
@@ -172,11 +148,7 @@ impl<'c> Ctx<'c> {
         ib: usize,
     ) -> Result<(), Violation> {
         use Component as C;
-        let lib = if ca == C::Cudnn {
-            &self.cat.cudnn[ia]
-        } else {
-            &self.cat.nccl[ia]
-        };
+        let lib = self.lib(ca, ia);
         let t = &self.cat.torch[ib];
         let pin = if ca == C::Cudnn { &t.cudnn } else { &t.nccl };
         let rule = if ca == C::Cudnn {

@@ -690,7 +690,8 @@ impl<'c> Ctx<'c> {
         }
     }
 
-    fn lib(&self, c: Component, i: usize) -> &'c crate::catalog::LibRelease {
+    /// The cuDNN (`c` is [`Component::Cudnn`]) or NCCL release at index `i`.
+    pub(super) fn lib(&self, c: Component, i: usize) -> &'c crate::catalog::LibRelease {
         if c == Component::Cudnn {
             &self.cat.cudnn[i]
         } else {

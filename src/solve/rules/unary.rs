@@ -217,11 +217,7 @@ impl<'c> Ctx<'c> {
 
     /// cuDNN or NCCL: kernels for every GPU.
     pub(super) fn unary_lib(&self, c: Component, i: usize) -> Result<(), Violation> {
-        let r = if c == Component::Cudnn {
-            &self.cat.cudnn[i]
-        } else {
-            &self.cat.nccl[i]
-        };
+        let r = self.lib(c, i);
         self.wheel_installs(
             &r.platforms,
             &r.install,
