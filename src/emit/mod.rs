@@ -412,24 +412,24 @@ impl Unsynced {
 
 /// `fsync` of each file (or of each directory, opened here), from up to 16 threads.
 fn sync_all_concurrently(items: &[(&Path, Option<&std::fs::File>)]) -> Result<(), Diagnostic> {
-    if items.is_empty() {
-        return Ok(());
+    let sync = |(p, f): &(&Path, Option<&std::fs::File>)| -> Result<(), Diagnostic> {
+        let r = match f {
+            Some(f) => f.sync_all(),
+            None => sync_dir(p),
+        };
+        r.map_err(io_err(format!("cannot sync `{}`", shown(p))))
+    };
+    // One item (a lock file, its directory) is synced here: a thread would cost more
+    // than it overlaps.
+    if items.len() <= 1 {
+        return items.iter().try_for_each(sync);
     }
     let chunk = items.len().div_ceil(16);
     std::thread::scope(|s| {
         let handles: Vec<_> = items
             .chunks(chunk)
             .map(|part| {
-                s.spawn(move || -> Result<(), Diagnostic> {
-                    for (p, f) in part {
-                        let r = match f {
-                            Some(f) => f.sync_all(),
-                            None => sync_dir(p),
-                        };
-                        r.map_err(io_err(format!("cannot sync `{}`", shown(p))))?;
-                    }
-                    Ok(())
-                })
+                s.spawn(move || -> Result<(), Diagnostic> { part.iter().try_for_each(sync) })
             })
             .collect();
         handles

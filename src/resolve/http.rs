@@ -250,6 +250,12 @@ pub trait Transport: Sync {
     /// The spec's `[resolve].timeout`: the run's budget in seconds, unless the command
     /// line set one. Transports without a budget ignore it.
     fn budget_secs(&self, _secs: u64) {}
+
+    /// Whether every request is answered at once without I/O ([`Offline`]): then queries
+    /// are not worth a thread each.
+    fn answers_locally(&self) -> bool {
+        false
+    }
 }
 
 /// A transport that sends nothing: every request is [`FetchError::Offline`]. What
@@ -261,6 +267,10 @@ impl Transport for Offline {
         Err(FetchError::Offline {
             url: req.url.clone(),
         })
+    }
+
+    fn answers_locally(&self) -> bool {
+        true
     }
 }
 

@@ -450,7 +450,14 @@ fn fetch_all(
         }
     }
     let queries: Vec<Query> = queries.into_values().collect();
-    let answers = concurrently(&queries, IN_FLIGHT, |q| match q {
+    // Offline every answer is immediate: threads would only cost their start (16 of them
+    // were most of an offline lock's system calls).
+    let in_flight = if transport.answers_locally() {
+        1
+    } else {
+        IN_FLIGHT
+    };
+    let answers = concurrently(&queries, in_flight, |q| match q {
         Query::Image(r) => Answer::Image(registry.resolve(r)),
         Query::Apt(m) => Answer::Apt(apt::fetch_index(transport, m)),
         Query::Dnf(m) => Answer::Dnf(dnf::fetch_index(transport, m)),

@@ -392,6 +392,7 @@ fn deeper_reason(ctx: &Ctx<'_>, c: Component, other: Cand) -> Option<String> {
         p.removed.get(&w)?.last()?
     };
     let y = if w == c { r.against? } else { w };
+    let broken = r.reason(ctx, w);
     // The candidates of `y` that would go with `other` were ruled out before: say by what.
     let fits = |k: Cand| {
         if c < y {
@@ -410,16 +411,17 @@ fn deeper_reason(ctx: &Ctx<'_>, c: Component, other: Cand) -> Option<String> {
     let mut text = format!(
         "with it no {} fits: {} [{}]",
         y.display(),
-        r.violation.message,
-        r.violation.rule.id()
+        broken.message,
+        broken.rule.id()
     );
     for q in gone {
+        let why = q.reason(ctx, y);
         text.push_str(&format!(
             "; {} {}, which would, is ruled out: {} [{}]",
             y.display(),
             ctx.label(y, q.cand),
-            q.violation.message,
-            q.violation.rule.id()
+            why.message,
+            why.rule.id()
         ));
     }
     Some(text)

@@ -331,13 +331,18 @@ pub fn solve_locked(
     locked: &BTreeMap<Component, Version>,
 ) -> Result<Resolution, Error> {
     let members = members(spec);
-    let found = {
+    // Arc consistency runs once, quietly: the search starts from its result, and so does
+    // every deeper reason `because` gives (which words the removals it names itself).
+    let (found, initial) = {
         let mut quiet = Ctx::quiet(catalog, spec);
         quiet.locked.clone_from(locked);
-        Problem::new(&quiet, &members).search()
+        let mut p = Problem::new(&quiet, &members);
+        let found = p.search();
+        (found, p.into_initial())
     };
     let mut ctx = Ctx::new(catalog, spec);
     ctx.locked.clone_from(locked);
+    let _ = ctx.initial.set(initial);
     // What a fresh lock takes, so that a kept pick's explanation can say so.
     let fresh = if locked.is_empty() || found.is_none() {
         None
@@ -468,9 +473,50 @@ pub(crate) fn sort_cuda(ctx: &Ctx<'_>, d: &mut [Cand], assign: &[(Component, Can
 #[derive(Clone, Debug)]
 pub(crate) struct Removal {
     pub(crate) cand: Cand,
+    /// The broken rule; its message and facts are empty when a quiet context removed it
+    /// ([`Removal::reason`] builds them again).
     pub(crate) violation: Violation,
     /// The neighbour whose every candidate rejects it, for AC removals.
     pub(crate) against: Option<Component>,
+    /// For an AC removal, the neighbour's candidate whose rejection is reported (the
+    /// first of its domain then); `None` when that domain was empty.
+    pub(crate) with: Option<Cand>,
+}
+
+impl Removal {
+    /// The violation of this removal of a candidate of `c`, with its message and facts
+    /// built in `ctx`: the same check that removed it, asked again. Arc consistency is run
+    /// once per lock, quietly ([`solve_locked`]); only the few removals an explanation
+    /// names are worded.
+    pub(crate) fn reason(&self, ctx: &Ctx<'_>, c: Component) -> Violation {
+        let asked = match (self.against, self.with) {
+            (Some(y), Some(b)) => if c < y {
+                ctx.check_pair(c, self.cand, y, b)
+            } else {
+                ctx.check_pair(y, b, c, self.cand)
+            }
+            .and_then(|()| Err(empty_neighbour(y))),
+            (Some(y), None) => Err(empty_neighbour(y)),
+            (None, _) => match ctx.check_unary(c, self.cand) {
+                Ok(()) => match (&ctx.host_driver, self.cand) {
+                    (Some(h), Cand::Host) => ctx.driver_fits_gpus(h),
+                    _ => Ok(()),
+                },
+                e => e,
+            },
+        };
+        // The same check fails again; should it not, the recorded rule still stands.
+        asked.err().unwrap_or_else(|| self.violation.clone())
+    }
+}
+
+/// The violation of an AC removal whose neighbour had no candidate left.
+fn empty_neighbour(y: Component) -> Violation {
+    Violation {
+        rule: Rule::Request,
+        message: format!("no {} is left to go with it", y.display()),
+        facts: vec![],
+    }
 }
 
 /// What [`Problem::new`] computes from a context alone, kept by the context
@@ -514,6 +560,7 @@ impl<'a, 'c> Problem<'a, 'c> {
                         cand: k,
                         violation: v,
                         against: None,
+                        with: None,
                     }),
                 }
             }
@@ -525,6 +572,7 @@ impl<'a, 'c> Problem<'a, 'c> {
                             cand: Cand::Host,
                             violation: v,
                             against: None,
+                            with: None,
                         });
                     }
                 }
@@ -549,18 +597,22 @@ impl<'a, 'c> Problem<'a, 'c> {
         p
     }
 
+    /// What [`Problem::new`] computed, without the context (the search changes none of it).
+    fn into_initial(self) -> Initial {
+        Initial {
+            order: self.order,
+            domains: self.domains,
+            removed: self.removed,
+            wiped: self.wiped,
+        }
+    }
+
     /// [`Problem::new`] for `ctx` and the members of its spec, computed once per context:
     /// a copy of the kept result.
     pub(crate) fn initial(ctx: &'a Ctx<'c>) -> Problem<'a, 'c> {
-        let init = ctx.initial.get_or_init(|| {
-            let p = Problem::new(ctx, &members(ctx.spec));
-            Initial {
-                order: p.order,
-                domains: p.domains,
-                removed: p.removed,
-                wiped: p.wiped,
-            }
-        });
+        let init = ctx
+            .initial
+            .get_or_init(|| Problem::new(ctx, &members(ctx.spec)).into_initial());
         Problem {
             ctx,
             order: init.order.clone(),
@@ -638,15 +690,12 @@ impl<'a, 'c> Problem<'a, 'c> {
                         // Every candidate of `y` rejects `a`: the first one's reason.
                         let violation = first
                             .and_then(|b| self.pair(x, a, y, b).err())
-                            .unwrap_or_else(|| Violation {
-                                rule: Rule::Request,
-                                message: format!("no {} is left to go with it", y.display()),
-                                facts: vec![],
-                            });
+                            .unwrap_or_else(|| empty_neighbour(y));
                         self.removed.entry(x).or_default().push(Removal {
                             cand: a,
                             violation,
                             against: Some(y),
+                            with: first,
                         });
                         changed = true;
                     }

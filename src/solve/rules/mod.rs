@@ -104,8 +104,9 @@ pub(crate) struct Ctx<'c> {
     /// `None` for wheels.
     pub(crate) source_archs: Option<Vec<Target>>,
     /// The problem as the unary rules and arc consistency leave it before any search
-    /// ([`super::Problem::initial`]): `because` starts each deeper reason from it. Filled
-    /// on first use, after `locked` and `fresh` are set.
+    /// ([`super::Problem::initial`]): `because` starts each deeper reason from it. Set by
+    /// [`super::solve_locked`] from its quiet search (removals unworded: see
+    /// [`super::Removal::reason`]), else filled on first use.
     pub(crate) initial: std::sync::OnceLock<super::Initial>,
 }
 
