@@ -9,7 +9,7 @@ use super::deploy::{build_deploy, DeployLayers};
 use super::extras::build_extras;
 use super::ingest::Layers;
 use super::model::*;
-use super::validate::{is_sha256_hex, newest_first, safe_url, valid_id, V};
+use super::validate::{has_control, is_sha256_hex, newest_first, safe_url, valid_id, V};
 use super::wire::*;
 use crate::core::arch::{Suffix, Target};
 use crate::core::version::Version;
@@ -758,7 +758,7 @@ fn host_compiler(
         },
         ..HostCompiler::default()
     };
-    let sourced = |s: &str| !s.trim().is_empty() && !s.chars().any(char::is_control);
+    let sourced = |s: &str| !s.trim().is_empty() && !has_control(s);
     if !w
         .nvcc_host_gcc
         .iter()
@@ -801,7 +801,7 @@ fn cmake_archs(v: &mut V<'_>, o: &Origin, w: &TorchSourceWire) -> Option<Option<
     let Some(a) = &w.cmake_archs else {
         return Some(None);
     };
-    if a.source.trim().is_empty() || a.source.chars().any(char::is_control) {
+    if a.source.trim().is_empty() || has_control(&a.source) {
         v.fail(
             o,
             "`[source.cmake_archs]` of a torch source needs a one-line `source`".into(),
@@ -1035,7 +1035,7 @@ fn os_releases(v: &mut V<'_>, o: &Origin, os: &OsWire) -> (Vec<OsRelease>, Vec<O
                 format!("{id} {version}: vault `{u}` is not an https URL"),
             );
         }
-        if r.source.trim().is_empty() || r.source.chars().any(char::is_control) {
+        if r.source.trim().is_empty() || has_control(&r.source) {
             v.fail(
                 o,
                 format!("{id} {version}: every release needs a source on one line"),
@@ -1099,7 +1099,7 @@ fn os_releases(v: &mut V<'_>, o: &Origin, os: &OsWire) -> (Vec<OsRelease>, Vec<O
                 ),
             );
         }
-        if !i.source.starts_with("https://") || i.source.chars().any(char::is_control) {
+        if !i.source.starts_with("https://") || has_control(&i.source) {
             v.fail(
                 o,
                 format!(

@@ -661,3 +661,19 @@ fn os_releases_and_images_are_validated() {
         assert!(e.contains("overlay/os.toml:"), "{e}");
     }
 }
+
+/// `has_control` reads the bytes; it agrees with `char::is_control` on every scalar value,
+/// alone and between other text.
+#[test]
+fn has_control_is_char_is_control() {
+    for c in (0..=0x10_FFFFu32).filter_map(char::from_u32) {
+        let alone = c.to_string();
+        assert_eq!(validate::has_control(&alone), c.is_control(), "{c:?}");
+        let within = format!("ä{c}—x");
+        assert_eq!(
+            validate::has_control(&within),
+            c.is_control(),
+            "{c:?} within text"
+        );
+    }
+}
