@@ -30,10 +30,16 @@ use std::str::FromStr;
 #[derive(Clone, Debug)]
 pub struct Version {
     text: Box<str>,
-    parts: Box<[u64]>,
+    /// The release parts, `len` of them, held inline: the catalog parses thousands of
+    /// versions at every start, and a heap slice each was a seventh of a lock's allocations.
+    parts: [u64; MAX_PARTS],
+    len: u8,
     phase: Phase,
     local: Option<Box<str>>,
 }
+
+/// The most release parts a version may have.
+const MAX_PARTS: usize = 6;
 
 /// Pre-, final or post-release marker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -102,7 +108,8 @@ impl Version {
         };
         let bytes = main.as_bytes();
         let mut i = 0;
-        let mut parts = Vec::new();
+        let mut parts = [0u64; MAX_PARTS];
+        let mut len = 0usize;
         loop {
             let start = i;
             while i < bytes.len() && bytes[i].is_ascii_digit() {
@@ -114,11 +121,14 @@ impl Version {
             if i - start > 12 {
                 return Err(err("a number has more than 12 digits"));
             }
-            parts.push(
-                main[start..i]
-                    .parse::<u64>()
-                    .map_err(|_| err("a number is too large"))?,
-            );
+            let n = main[start..i]
+                .parse::<u64>()
+                .map_err(|_| err("a number is too large"))?;
+            // Past the sixth part only counted: the error below names the count.
+            if let Some(slot) = parts.get_mut(len) {
+                *slot = n;
+            }
+            len += 1;
             if i < bytes.len()
                 && bytes[i] == b'.'
                 && bytes.get(i + 1).is_some_and(u8::is_ascii_digit)
@@ -128,7 +138,7 @@ impl Version {
             }
             break;
         }
-        if parts.len() > 6 {
+        if len > MAX_PARTS {
             return Err(err("more than 6 dotted parts"));
         }
         let rest = &main[i..];
@@ -137,7 +147,8 @@ impl Version {
         })?;
         Ok(Version {
             text: text.into(),
-            parts: parts.into(),
+            parts,
+            len: len as u8,
             phase,
             local,
         })
@@ -145,7 +156,7 @@ impl Version {
 
     /// The numeric release parts: `[12, 4, 1]` for `12.4.1`.
     pub fn parts(&self) -> &[u64] {
-        &self.parts
+        &self.parts[..usize::from(self.len)]
     }
 
     /// The first part.
@@ -155,7 +166,7 @@ impl Version {
 
     /// The second part, 0 when absent.
     pub fn minor(&self) -> u64 {
-        self.parts.get(1).copied().unwrap_or(0)
+        self.parts().get(1).copied().unwrap_or(0)
     }
 
     /// The local label without `+`: `cu124` for `2.5.1+cu124`.
@@ -184,19 +195,20 @@ impl Version {
     /// `12.4.1`; `12.4` is not a prefix of `12.40`). The phase must be final unless the
     /// prefix has one too.
     pub fn has_prefix(&self, prefix: &Version) -> bool {
-        prefix.parts.len() <= self.parts.len()
-            && self.parts[..prefix.parts.len()] == *prefix.parts
+        let (mine, theirs) = (self.parts(), prefix.parts());
+        theirs.len() <= mine.len()
+            && mine[..theirs.len()] == *theirs
             && (prefix.phase == Phase::Final
-                || (prefix.parts.len() == self.parts.len() && prefix.phase == self.phase))
+                || (theirs.len() == mine.len() && prefix.phase == self.phase))
     }
 
     /// Release-and-phase comparison used by requirements (ignores the local label and
     /// trailing zeros).
     pub fn cmp_release(&self, other: &Version) -> Ordering {
-        let n = self.parts.len().max(other.parts.len());
-        for k in 0..n {
-            let a = self.parts.get(k).copied().unwrap_or(0);
-            let b = other.parts.get(k).copied().unwrap_or(0);
+        // Both padded with zeros to the longer: the inline arrays already are.
+        let n = self.len.max(other.len);
+        for k in 0..usize::from(n) {
+            let (a, b) = (self.parts[k], other.parts[k]);
             match a.cmp(&b) {
                 Ordering::Equal => {}
                 o => return o,
@@ -262,7 +274,7 @@ impl Ord for Version {
     fn cmp(&self, other: &Self) -> Ordering {
         self.cmp_release(other)
             .then_with(|| self.local.cmp(&other.local))
-            .then_with(|| self.parts.len().cmp(&other.parts.len()))
+            .then_with(|| self.len.cmp(&other.len))
     }
 }
 
@@ -282,14 +294,15 @@ impl Eq for Version {}
 
 impl std::hash::Hash for Version {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        let mut n = self.parts.len();
-        while n > 1 && self.parts[n - 1] == 0 {
+        let parts = self.parts();
+        let mut n = parts.len();
+        while n > 1 && parts[n - 1] == 0 {
             n -= 1;
         }
-        self.parts[..n].hash(state);
+        parts[..n].hash(state);
         self.phase.hash(state);
         self.local.hash(state);
-        self.parts.len().hash(state);
+        parts.len().hash(state);
     }
 }
 

@@ -555,23 +555,23 @@ impl<'c> Ctx<'c> {
         let i = idx(k)?;
         let cat = self.cat;
         let req_text = |r: &'c Option<VersionReq>| Req(r.as_ref());
-        let parts = match (c, other) {
+        let parts: PairKey<'c> = match (c, other) {
             // What a driver check reads of CUDA code: its major.minor (the full-support
             // minimum of the minor, minor-version and forward compatibility), the release's
             // own minimum, and whether PTX JIT is needed.
             (C::Cuda, C::Driver) => {
                 let r = &cat.cuda[i];
                 let m = r.driver_min.as_ref().map_or(Num(u64::MAX), Ver);
-                vec![Num(r.version.major()), Num(r.version.minor()), m]
+                key([Num(r.version.major()), Num(r.version.minor()), m])
             }
             (C::Torch, C::Driver) => {
                 let t = &cat.torch[i];
                 let ptx = u64::from(self.needs_ptx(self.torch_archs(i)));
-                vec![Num(t.cuda.major()), Num(t.cuda.minor()), Num(ptx)]
+                key([Num(t.cuda.major()), Num(t.cuda.minor()), Num(ptx)])
             }
             (C::Vllm, C::Driver) => {
                 let r = &cat.vllm[i];
-                vec![Num(r.cuda.major()), Num(r.cuda.minor())]
+                key([Num(r.cuda.major()), Num(r.cuda.minor())])
             }
             (C::Cuda, C::Torch) if self.source_archs.is_some() => {
                 // The source rules also read the release's nvcc targets.
@@ -581,11 +581,11 @@ impl<'c> Ctx<'c> {
                     .iter()
                     .position(|t| t.cuda.matches(&r.version))
                     .map_or(u64::MAX, |p| p as u64);
-                vec![Num(r.version.major()), Num(r.version.minor()), Num(ts)]
+                key([Num(r.version.major()), Num(r.version.minor()), Num(ts)])
             }
             (C::Cuda, C::Cudnn | C::Nccl | C::Torch) => {
                 let r = &cat.cuda[i];
-                vec![Num(r.version.major()), Num(r.version.minor())]
+                key([Num(r.version.major()), Num(r.version.minor())])
             }
             (C::Cudnn | C::Nccl, C::Cuda) => {
                 let l = self.lib(c, i);
@@ -593,51 +593,46 @@ impl<'c> Ctx<'c> {
             }
             (C::Torch, C::Cuda) => {
                 let t = &cat.torch[i];
-                vec![Num(t.cuda.major()), Num(t.cuda.minor())]
+                key([Num(t.cuda.major()), Num(t.cuda.minor())])
             }
             (C::Torch, C::Cudnn | C::Nccl) if self.source_archs.is_some() => {
                 // The source rules read the release (its cuDNN minimum) and the CUDA major.
                 let t = &cat.torch[i];
-                vec![Ver(&t.version), Num(t.cuda.major())]
+                key([Ver(&t.version), Num(t.cuda.major())])
             }
             (C::Torch, C::Cudnn | C::Nccl) => {
                 let t = &cat.torch[i];
                 let pin = if other == C::Cudnn { &t.cudnn } else { &t.nccl };
-                vec![pin.as_ref().map_or(Num(u64::MAX), Ver), Num(t.cuda.major())]
+                key([pin.as_ref().map_or(Num(u64::MAX), Ver), Num(t.cuda.major())])
             }
-            (C::Torch, C::Python) => vec![Req(Some(&cat.torch[i].python))],
-            (C::Vllm, C::Python) => vec![Req(Some(&cat.vllm[i].python))],
-            (C::Deepspeed, C::Python) => vec![req_text(&cat.deepspeed[i].python)],
-            (extra_pattern!(), C::Python) => vec![req_text(&cat.extras[i].python)],
+            (C::Torch, C::Python) => key([Req(Some(&cat.torch[i].python))]),
+            (C::Vllm, C::Python) => key([Req(Some(&cat.vllm[i].python))]),
+            (C::Deepspeed, C::Python) => key([req_text(&cat.deepspeed[i].python)]),
+            (extra_pattern!(), C::Python) => key([req_text(&cat.extras[i].python)]),
             (C::Deepspeed, C::Torch) => {
                 let r = &cat.deepspeed[i];
-                let mut v = vec![req_text(&r.torch)];
                 // Which torch minors' minimums it meets.
-                v.extend(
-                    cat.deepspeed_torch_minimum
-                        .iter()
-                        .map(|m| Num(u64::from(r.version >= m.deepspeed))),
-                );
-                v
+                let met = cat
+                    .deepspeed_torch_minimum
+                    .iter()
+                    .map(|m| Num(u64::from(r.version >= m.deepspeed)));
+                std::iter::once(req_text(&r.torch)).chain(met).collect()
             }
             (extra_pattern!(), C::Torch) => {
                 let e = &cat.extras[i];
-                let mut v = vec![req_text(&e.torch)];
-                if let Some(m) = &e.cuda_majors {
-                    v.extend(m.iter().map(|m| Num(*m)));
-                }
-                v
+                let majors = e.cuda_majors.iter().flatten().map(|m| Num(*m));
+                std::iter::once(req_text(&e.torch)).chain(majors).collect()
             }
             (C::Torch, extra_pattern!() | C::Deepspeed) => {
                 let t = &cat.torch[i];
-                vec![Ver(&t.version), Num(t.cuda.major())]
+                key([Ver(&t.version), Num(t.cuda.major())])
             }
-            (C::Python, _) => vec![Ver(&cat.python[i].version)],
+            (C::Python, _) => key([Ver(&cat.python[i].version)]),
             // No rule between the two: every candidate behaves alike.
-            (a, b) if !has_rule(a, b) => Vec::new(),
+            (a, b) if !has_rule(a, b) => PairKey::default(),
             _ => return None,
         };
-        Some(PairKey(parts))
+        Some(parts)
     }
 
     /// A necessary condition of the exact pins among the pairwise rules, as a key: a
@@ -652,16 +647,21 @@ impl<'c> Ctx<'c> {
         let cat = self.cat;
         // Releases equal under `cmp_release` have equal numeric parts once trailing zeros
         // are dropped (the phase is left to the check itself).
+        // Keys are zero-padded to a fixed length (a version has at most six parts): equal
+        // keys are equal versions, as before, without an allocation per candidate.
         let release = |v: &Version, tag: u64| {
             let p = v.parts();
-            let n = p.iter().rposition(|x| *x != 0).map_or(0, |n| n + 1);
-            let mut key = vec![tag];
-            key.extend_from_slice(&p[..n]);
+            let mut key = [0; 8];
+            key[0] = tag;
+            key[1..=p.len()].copy_from_slice(p);
             Join::Key(key)
         };
         let exact = |v: &Version| {
-            let mut key = vec![u64::MAX, v.parts().len() as u64];
-            key.extend_from_slice(v.parts());
+            let p = v.parts();
+            let mut key = [0; 8];
+            key[0] = u64::MAX;
+            key[1] = p.len() as u64;
+            key[2..2 + p.len()].copy_from_slice(p);
             Join::Key(key)
         };
         match (c, other) {
@@ -809,9 +809,57 @@ impl PartialOrd for KeyPart<'_> {
     }
 }
 
-/// See [`Ctx::pair_key`].
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct PairKey<'c>(Vec<KeyPart<'c>>);
+/// See [`Ctx::pair_key`]: a sequence of parts, compared as one (lexicographically). The
+/// first four are held inline (arc consistency builds a key per candidate and neighbour, and
+/// nearly every key is one to three parts long); a longer key keeps the rest on the heap.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PairKey<'c> {
+    head: [Option<KeyPart<'c>>; 4],
+    tail: Vec<KeyPart<'c>>,
+}
+
+impl<'c> PairKey<'c> {
+    fn parts(&self) -> impl Iterator<Item = &KeyPart<'c>> {
+        self.head.iter().map_while(Option::as_ref).chain(&self.tail)
+    }
+}
+
+impl<'c> FromIterator<KeyPart<'c>> for PairKey<'c> {
+    fn from_iter<I: IntoIterator<Item = KeyPart<'c>>>(parts: I) -> PairKey<'c> {
+        let mut key = PairKey::default();
+        let mut parts = parts.into_iter();
+        for (slot, part) in key.head.iter_mut().zip(parts.by_ref()) {
+            *slot = Some(part);
+        }
+        key.tail.extend(parts);
+        key
+    }
+}
+
+/// A [`PairKey`] of the given parts.
+fn key<const N: usize>(parts: [KeyPart<'_>; N]) -> PairKey<'_> {
+    parts.into_iter().collect()
+}
+
+impl PartialEq for PairKey<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts().eq(other.parts())
+    }
+}
+
+impl Eq for PairKey<'_> {}
+
+impl Ord for PairKey<'_> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.parts().cmp(other.parts())
+    }
+}
+
+impl PartialOrd for PairKey<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 
 /// See [`Ctx::join`].
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -819,7 +867,7 @@ pub(crate) enum Join {
     /// May pass against any candidate.
     Any,
     /// Passes only against candidates with the same key, or [`Join::Any`].
-    Key(Vec<u64>),
+    Key([u64; 8]),
 }
 
 /// Whether [`Ctx::check_pair`] has a rule between two components (in either order).
