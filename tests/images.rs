@@ -655,47 +655,55 @@ fn cuda_spec(os: Option<&str>, cuda: &str, driver: Option<&str>) -> String {
     )
 }
 
-/// Issue 33: CUDA 13.3 locks on Ubuntu 24.04 from `nvidia/cuda` tags observed in public
-/// files (status `observed`, NVIDIA's list copy predates 13.3). 13.3.1 has only its devel
-/// tag recorded there, so 13.3.0 is locked, with the runtime image pinned by its dated
-/// observation and the lock saying where the tags come from.
+/// Issue 33: CUDA 13.3 locks from NVIDIA's own tag lists at mirror commit 44b13941 (the
+/// newest copy found), not from tags observed in public files: 13.3.1 is supported on
+/// Ubuntu 22.04 and 24.04, 13.3.0 unsupported there. A pin to 13.3.0 still locks, its
+/// runtime image pinned by the dated observation kept from public files.
 #[test]
-fn cuda_13_3_locks_on_ubuntu_24_04_from_observed_tags() {
+fn cuda_13_3_locks_from_nvidias_lists_at_the_newer_mirror_commit() {
+    let at = "pranavmishra90/nvidia-container-images-cuda/blob/44b139413eb3dfcb3fc30d0868479deedce72255/doc/";
+    for os in ["ubuntu24.04", "ubuntu22.04"] {
+        let lock = gpustack::lock_spec(catalog(), "s", &cuda_spec(Some(os), "13.3", None))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let cuda = lock.component(gpustack::Component::Cuda).unwrap();
+        assert_eq!(cuda.version.to_string(), "13.3.1", "{os}");
+        let image = lock.package("cuda-image").unwrap();
+        assert_eq!(image.get("status"), Some("supported"), "{os}");
+        assert_eq!(
+            image.get("runtime-tag"),
+            Some(format!("13.3.1-runtime-{os}").as_str())
+        );
+        assert!(
+            image.source.contains(&format!("{at}supported-tags.md")),
+            "{}",
+            image.source
+        );
+    }
+    // With no OS the newest Ubuntu with both tags serves it: 24.04.
+    let lock = gpustack::lock_spec(catalog(), "s", &cuda_spec(None, "13.3.1", None))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let image = lock.package("cuda-image").unwrap();
+    assert_eq!(image.get("os"), Some("ubuntu24.04"));
+
     let lock = gpustack::lock_spec(
         catalog(),
         "s",
-        &cuda_spec(Some("ubuntu24.04"), "13.3", None),
+        &cuda_spec(Some("ubuntu24.04"), "13.3.0", None),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let cuda = lock.component(gpustack::Component::Cuda).unwrap();
-    assert_eq!(cuda.version.to_string(), "13.3.0");
-    assert!(
-        cuda.because.iter().any(|b| b.contains(
-            "not 13.3.1: the catalog records `nvidia/cuda` tags for CUDA 13.3.1 on ubuntu24.04, but not both the runtime and devel tags every target builds on"
-        )),
-        "{:?}",
-        cuda.because
-    );
     let image = lock.package("cuda-image").unwrap();
     assert_eq!(image.version, "13.3.0");
-    assert_eq!(image.get("status"), Some("observed"));
-    assert_eq!(image.get("runtime-tag"), Some("13.3.0-runtime-ubuntu24.04"));
-    assert_eq!(image.get("devel-tag"), Some("13.3.0-devel-ubuntu24.04"));
+    assert_eq!(image.get("status"), Some("unsupported"));
     assert_eq!(
         image.get("runtime-digest"),
         Some("sha256:789e629e49401647e22b7054ae9c6c4f6427dba68010ba428deb4cc6b063676e")
     );
     assert!(image.get("devel-digest").is_none());
     assert!(
-        image
-            .because
-            .iter()
-            .any(|b| b.contains("observed in public files")
-                && b.contains("NVIDIA's support of them is not known")),
-        "{:?}",
-        image.because
+        image.source.contains(&format!("{at}unsupported-tags.md")),
+        "{}",
+        image.source
     );
-    assert!(image.source.contains("NVIDIA/TensorRT-Model-Connect/blob/"));
     // The generators build on both tags.
     let files = generate_many(&lock, &[Target::Docker]).unwrap();
     let dockerfile = &files[0]
@@ -709,28 +717,11 @@ fn cuda_13_3_locks_on_ubuntu_24_04_from_observed_tags() {
         "{dockerfile}"
     );
     assert!(dockerfile.contains("nvidia/cuda:13.3.0-devel-ubuntu24.04"));
-
-    // With no OS the newest Ubuntu whose entry has both tags serves 13.3.1: 22.04.
-    let lock = gpustack::lock_spec(catalog(), "s", &cuda_spec(None, "13.3.1", None))
-        .unwrap_or_else(|e| panic!("{e}"));
-    let image = lock.package("cuda-image").unwrap();
-    assert_eq!(image.get("os"), Some("ubuntu22.04"));
-    assert_eq!(image.get("runtime-tag"), Some("13.3.1-runtime-ubuntu22.04"));
-    // The observed releases rank after those whose images NVIDIA supports: an open CUDA
-    // request keeps its 13.2 pick.
-    let lock = gpustack::lock_spec(catalog(), "s", &cuda_spec(Some("ubuntu24.04"), "13", None))
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(
-        lock.component(gpustack::Component::Cuda)
-            .unwrap()
-            .version
-            .to_string(),
-        "13.2.1"
-    );
 }
 
-/// CUDA 13.4 is not locked from the stock catalog: 13.4.1 has only its devel tag tied to a
-/// public file, 13.4.2 none. A site that mirrors the images adds the tags (an overlay):
+/// CUDA 13.4 is not locked from the stock catalog: it is newer than every copy of NVIDIA's
+/// tag lists found, and its `[[no_image]]` entries say so; the refusal quotes the reason.
+/// A site that mirrors the images adds the tags (an overlay), which settles the open gap:
 /// then 13.4.1 locks through minor-version compatibility only, as its notes give no
 /// full-support driver minimum, and a driver below R580 is refused saying so.
 #[test]
@@ -742,14 +733,13 @@ fn cuda_13_4_is_refused_for_its_images_and_has_no_driver_minimum() {
     )
     .expect_err("13.4 has no runtime tag in the stock catalog")
     .to_string();
-    assert!(
-        e.contains("13.4.1: the catalog records `nvidia/cuda` tags for CUDA 13.4.1 on ubuntu24.04, but not both the runtime and devel tags every target builds on"),
-        "{e}"
-    );
-    assert!(
-        e.contains("13.4.2: the catalog records no `nvidia/cuda` image tags for CUDA 13.4.2 on ubuntu24.04"),
-        "{e}"
-    );
+    for v in ["13.4.1", "13.4.2"] {
+        assert!(
+            e.contains(&format!("{v}: whether NVIDIA publishes `nvidia/cuda` images of CUDA {v} is not known (newer than every copy of NVIDIA's lists found; ")),
+            "{e}"
+        );
+    }
+    assert!(e.contains("os.cuda-images"), "{e}");
     let overlay = "family = \"image\"\n[[image]]\ncuda = \"13.4.1\"\nos = \"ubuntu24.04\"\ntags = [\"13.4.1-runtime-ubuntu24.04\", \"13.4.1-devel-ubuntu24.04\"]\nstatus = \"observed\"\nsource = \"https://example.org/site-mirror\"\n";
     let cat = gpustack::Catalog::stock_with(&[vec![("site/images.toml".into(), overlay.into())]])
         .unwrap();
@@ -758,6 +748,18 @@ fn cuda_13_4_is_refused_for_its_images_and_has_no_driver_minimum() {
     let cuda = lock.component(gpustack::Component::Cuda).unwrap();
     assert_eq!(cuda.version.to_string(), "13.4.1");
     assert_eq!(cuda.get("compat"), Some("minor-version"));
+    // Tags observed in public files (not NVIDIA's lists): the lock says so.
+    let image = lock.package("cuda-image").unwrap();
+    assert_eq!(image.get("status"), Some("observed"));
+    assert!(
+        image
+            .because
+            .iter()
+            .any(|b| b.contains("observed in public files")
+                && b.contains("NVIDIA's support of them is not known")),
+        "{:?}",
+        image.because
+    );
     assert!(cuda.get("driver-min").is_none(), "{:?}", cuda.fields);
     let e = gpustack::lock_spec(
         &cat,
@@ -768,6 +770,137 @@ fn cuda_13_4_is_refused_for_its_images_and_has_no_driver_minimum() {
     .to_string();
     assert!(
         e.contains("CUDA 13.4.1 has no published full-support driver minimum"),
+        "{e}"
+    );
+}
+
+/// Issue 33, "every CUDA release in the catalog has its image tags": each release of
+/// cuda.toml has runtime and devel tags on some OS, or a `[[no_image]]` entry with a source
+/// saying NVIDIA published none or why it is an open gap. `catalog validate` fails
+/// otherwise, naming the release, and the stock catalog's `unknown` entries are not stale.
+#[test]
+fn every_cuda_release_has_image_tags_or_says_why_not() {
+    let cat = catalog();
+    assert!(cat.coverage().is_empty(), "{:?}", cat.coverage());
+    let gaps: Vec<String> = cat
+        .no_images
+        .iter()
+        .map(|n| format!("{} {}", n.cuda, n.status.name()))
+        .collect();
+    assert_eq!(
+        gaps,
+        [
+            "13.5.0 unknown",
+            "13.4.2 unknown",
+            "13.4.1 unknown",
+            "13.2.2 unknown",
+            "12.2.1 unpublished"
+        ]
+    );
+    for n in &cat.no_images {
+        assert!(
+            !cat.images
+                .iter()
+                .any(|i| i.cuda == n.cuda && i.has_base_tags()),
+            "CUDA {} has runtime and devel tags: drop its `[[no_image]]`",
+            n.cuda
+        );
+        assert!(n.origin.source.contains("/blob/") || n.origin.source.contains("/commits/"));
+        if n.status == gpustack::catalog::NoImageStatus::Unknown {
+            assert!(n.note.is_some(), "{}", n.cuda);
+        }
+    }
+
+    // A release with neither: validate names it and the way out.
+    let dir = tempdir("no-image-gap");
+    let overlay = dir.join("overlay");
+    std::fs::create_dir_all(&overlay).unwrap();
+    std::fs::write(
+        overlay.join("cuda.toml"),
+        "family = \"cuda\"\n[[release]]\nversion = \"13.5.1\"\nsource = \"https://example.org/notes\"\n",
+    )
+    .unwrap();
+    let out = run_in(
+        &dir,
+        &[
+            "catalog",
+            "validate",
+            "--catalog",
+            overlay.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("CUDA `13.5.1` has no `nvidia/cuda` runtime and devel tags on any OS in images.toml, and no `[[no_image]]` entry saying why"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("cuda.toml:2"), "{}", out.stderr);
+    // A statement settles it.
+    std::fs::write(
+        overlay.join("images.toml"),
+        "family = \"image\"\n[[no_image]]\ncuda = \"13.5.1\"\nstatus = \"unknown\"\nsource = \"https://example.org/lists\"\nnote = \"newer than the lists\"\n",
+    )
+    .unwrap();
+    let out = run_in(
+        &dir,
+        &[
+            "catalog",
+            "validate",
+            "--catalog",
+            overlay.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+}
+
+/// `[[no_image]]` is checked where it is loaded: a listed release, a known status, a note
+/// for `unknown`, no unknown field, and no tags for an `unpublished` release.
+#[test]
+fn no_image_entries_are_checked() {
+    let load = |text: &str| {
+        gpustack::Catalog::stock_with(&[vec![("site/images.toml".into(), text.into())]])
+            .map(|_| ())
+            .unwrap_err()
+            .to_string()
+    };
+    let e = load("family = \"image\"\n[[no_image]]\ncuda = \"9.9.9\"\nstatus = \"unpublished\"\nsource = \"https://example.org\"\n");
+    assert!(
+        e.contains("no_image for CUDA `9.9.9`, which `cuda.toml` does not list"),
+        "{e}"
+    );
+    let e = load("family = \"image\"\n[[no_image]]\ncuda = \"12.2.1\"\nstatus = \"gone\"\nsource = \"https://example.org\"\n");
+    assert!(
+        e.contains("no_image status `gone` is not `unpublished` or `unknown`"),
+        "{e}"
+    );
+    let e = load("family = \"image\"\n[[no_image]]\ncuda = \"12.2.1\"\nstatus = \"unknown\"\nsource = \"https://example.org\"\n");
+    assert!(
+        e.contains("no_image for CUDA `12.2.1` is `unknown` without a `note`"),
+        "{e}"
+    );
+    let e = load("family = \"image\"\n[[no_image]]\ncuda = \"12.2.1\"\nstatus = \"unpublished\"\nsource = \"https://example.org\"\nwhy = \"x\"\n");
+    assert!(e.contains("unknown field `why`"), "{e}");
+    let e = load("family = \"image\"\n[[no_image]]\ncuda = \"12.4.1\"\nstatus = \"unpublished\"\nsource = \"https://example.org\"\n");
+    assert!(
+        e.contains("no_image says NVIDIA published no images of CUDA `12.4.1`, but images.toml has tags of it for"),
+        "{e}"
+    );
+}
+
+/// Rule `os.cuda-images` says why a release without tags is refused: NVIDIA published none,
+/// per the cited lists.
+#[test]
+fn a_release_nvidia_never_imaged_is_refused_with_the_source() {
+    let e = gpustack::lock_spec(catalog(), "s", &cuda_spec(None, "==12.2.1", None))
+        .expect_err("12.2.1 has no images")
+        .to_string();
+    assert!(
+        e.contains("NVIDIA published no `nvidia/cuda` images of CUDA 12.2.1: its tag lists (supported and unsupported) at the cited commit, which list later releases, have no tag of it"),
+        "{e}"
+    );
+    assert!(
+        e.contains("nvidia-container-images-cuda/commits/60a1c892"),
         "{e}"
     );
 }

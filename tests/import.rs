@@ -1044,8 +1044,11 @@ fn a_failed_import_leaves_the_overlay_as_it_was() {
     assert!(!nv.join("cudnn-redist.toml").exists());
 }
 
-/// The mirror commit `catalog/images.toml` cites for its tag lists.
+/// The mirror commit `catalog/images.toml` cites for most of its tag lists.
 const IMAGES_AT: &str = "https://github.com/pranavmishra90/nvidia-container-images-cuda/blob/181367a60650bee1a0d32f52b0e96d83d982de0d/doc";
+/// The newest mirror commit found (13.3.1), which `catalog/images.toml` cites for the
+/// ubuntu22.04 and ubuntu24.04 entries new or changed there.
+const IMAGES_AT_44: &str = "https://github.com/pranavmishra90/nvidia-container-images-cuda/blob/44b139413eb3dfcb3fc30d0868479deedce72255/doc";
 
 /// NVIDIA's tag lists at `commit` (fixtures/import/images/<commit>/), imported against the
 /// stock catalog.
@@ -1100,32 +1103,112 @@ fn catalog_images() -> BTreeMap<(String, String), (Vec<String>, String)> {
         .collect()
 }
 
-/// The importer reproduces `catalog/images.toml` from the lists it cites (181367a6, the
-/// ubuntu24.04 sections recorded): the same tags and status for every release listed, and
-/// the same source URL, for every entry, the three redist-only releases' included.
+/// The importer reproduces `catalog/images.toml` from the newest lists it cites (44b13941:
+/// the ubuntu24.04 sections, the unsupported ubuntu22.04 section and the supported one down
+/// to 12.5.1 recorded): the same tags for every pair listed and the same status but for
+/// 12.9.1 (held back as supported, see catalog/images.toml's description), every ubuntu24.04
+/// entry read from NVIDIA's lists among them, and every entry that cites 44b13941 citing the
+/// list the import read it from.
 #[test]
 fn image_lists_reproduce_the_catalogs_tags_at_the_cited_commit() {
-    let imp = import_images("181367a6", IMAGES_AT);
+    let imp = import_images("44b13941", IMAGES_AT_44);
     let got = image_table(&imp);
     let want = catalog_images();
     let mut only_import = Vec::new();
     for (k, v) in &got {
         match want.get(k) {
+            Some(w) if k.0 == "12.9.1" => assert_eq!(v.0, w.0, "{k:?}"),
             Some(w) => assert_eq!(v, w, "{k:?}"),
             None => only_import.push(format!("{} {}", k.0, k.1)),
         }
     }
     assert!(only_import.is_empty(), "{only_import:?}");
-    // Every ubuntu24.04 entry of the catalog read from NVIDIA's lists is in the recorded
-    // section (the `observed` ones come from public files, for releases after it).
+    let oldest_supported_22 = gpustack::version::Version::parse("12.5.1").unwrap();
     let missing: Vec<_> = want
         .iter()
-        .filter(|((_, os), (_, status))| os == "ubuntu24.04" && status != "observed")
+        .filter(|((cuda, os), (_, status))| {
+            status != "observed"
+                && (os == "ubuntu24.04"
+                    || (os == "ubuntu22.04"
+                        && (status == "unsupported"
+                            || gpustack::version::Version::parse(cuda).unwrap()
+                                >= oldest_supported_22)))
+        })
         .map(|(k, _)| k)
         .filter(|k| !got.contains_key(*k))
         .collect();
     assert!(missing.is_empty(), "{missing:?}");
-    // The entries cite the same file as the catalog's.
+    let cat = Catalog::stock().unwrap();
+    let cites_44: Vec<_> = cat
+        .images
+        .iter()
+        .filter(|i| i.origin.source.starts_with(IMAGES_AT_44))
+        .collect();
+    assert_eq!(cites_44.len(), 9);
+    for i in cites_44 {
+        let e = imp
+            .entries
+            .iter()
+            .find(|e| {
+                i.cuda.to_string() == e.field("cuda").unwrap() && i.os == e.field("os").unwrap()
+            })
+            .unwrap_or_else(|| panic!("{} {} is not in the import", i.cuda, i.os));
+        // The same list, read on another day.
+        let list = |s: &str| s.rsplit_once(", read ").map(|(l, _)| l.to_string());
+        assert_eq!(
+            list(&e.source),
+            list(&i.origin.source),
+            "{} {}",
+            i.cuda,
+            i.os
+        );
+    }
+    assert_eq!(
+        imp.changed,
+        [
+            "image 12.9.1 ubuntu22.04: status supported -> unsupported",
+            "image 12.9.1 ubuntu24.04: status supported -> unsupported"
+        ]
+    );
+    assert_eq!(
+        imp.not_written,
+        ["OS ubuntu26.04 (2 CUDA releases): not an OS in os.toml"]
+    );
+}
+
+/// The lists the catalog cites for its other entries (181367a6, the ubuntu24.04 sections
+/// recorded) agree with it on every tag and status (12.9.1 included: the catalog holds back
+/// its move to the unsupported list at 44b13941), and the pairs they lack are the releases
+/// after them. Each pair it imports cites 181367a6 in the catalog, or 44b13941
+/// where that commit's lists are newer.
+#[test]
+fn image_lists_at_the_older_cited_commit_agree_on_tags() {
+    let imp = import_images("181367a6", IMAGES_AT);
+    let got = image_table(&imp);
+    let want = catalog_images();
+    let mut moved = Vec::new();
+    for (k, (tags, status)) in &got {
+        let (wtags, wstatus) = want.get(k).unwrap_or_else(|| panic!("{k:?}"));
+        assert_eq!(tags, wtags, "{k:?}");
+        if status != wstatus {
+            moved.push(format!("{} {} {status} -> {wstatus}", k.0, k.1));
+        }
+    }
+    assert!(moved.is_empty(), "{moved:?}");
+    let newer: Vec<_> = want
+        .iter()
+        .filter(|((_, os), (_, status))| os == "ubuntu24.04" && status != "observed")
+        .map(|(k, _)| format!("{} {}", k.0, k.1))
+        .filter(|k| !got.keys().any(|g| format!("{} {}", g.0, g.1) == *k))
+        .collect();
+    assert_eq!(
+        newer,
+        [
+            "12.9.2 ubuntu24.04",
+            "13.3.0 ubuntu24.04",
+            "13.3.1 ubuntu24.04"
+        ]
+    );
     let cat = Catalog::stock().unwrap();
     for e in &imp.entries {
         let i = cat
@@ -1134,22 +1217,21 @@ fn image_lists_reproduce_the_catalogs_tags_at_the_cited_commit() {
             .find(|i| {
                 i.cuda.to_string() == e.field("cuda").unwrap() && i.os == e.field("os").unwrap()
             })
-            .unwrap_or_else(|| panic!("{} is not in the catalog", e.label));
+            .unwrap();
         let url = e.source.split(' ').next().unwrap();
         assert!(
-            i.origin.source.starts_with(url),
+            i.origin.source.starts_with(url) || i.origin.source.starts_with(IMAGES_AT_44),
             "{} vs {}",
             e.source,
             i.origin.source
         );
     }
-    assert!(imp.changed.is_empty(), "{:?}", imp.changed);
 }
 
 /// The whole lists of an earlier commit (60a1c892, 2025-08-18): every release they share
 /// with the catalog has the catalog's tags. Status has moved since, exactly for 12.8.1 and
-/// 13.0.0 (supported then, unsupported at the commit the catalog cites); the catalog's
-/// pairs these lists lack are the releases after 13.0.0 and the later 12.8.2 re-spin.
+/// 13.0.0 (supported then, unsupported at the commit the catalog cites); the catalog's pairs these lists lack are the releases
+/// after 13.0.0 and the later 12.8.2 and 12.9.2 re-spins.
 #[test]
 fn whole_image_lists_of_an_earlier_commit_agree_on_tags() {
     let imp = import_images("60a1c892", import::images::UPSTREAM_DOC);
@@ -1179,7 +1261,7 @@ fn whole_image_lists_of_an_earlier_commit_agree_on_tags() {
     for k in want.keys().filter(|k| !got.contains_key(*k)) {
         let v = gpustack::version::Version::parse(&k.0).unwrap();
         assert!(
-            v > newer || k.0 == "12.8.2",
+            v > newer || k.0 == "12.8.2" || k.0 == "12.9.2",
             "{k:?} is in the catalog but not in the 60a1c892 lists"
         );
     }

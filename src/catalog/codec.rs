@@ -195,6 +195,7 @@ codec_struct!(FileWire {
     release,
     extra,
     image,
+    no_image,
     package,
     instance,
     cloud,
@@ -224,6 +225,12 @@ codec_struct!(ImageWire {
     cudnn,
     digests,
     digest,
+    source,
+    note,
+});
+codec_struct!(NoImageWire {
+    cuda,
+    status,
     source,
     note,
 });

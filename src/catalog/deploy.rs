@@ -12,6 +12,7 @@ use crate::core::Component;
 
 pub(super) struct DeployLayers {
     pub(super) image: BTreeMap<String, (ImageWire, Origin)>,
+    pub(super) no_image: BTreeMap<String, (NoImageWire, Origin)>,
     pub(super) package: BTreeMap<String, (PackageWire, Origin)>,
     pub(super) instance: BTreeMap<String, (InstanceWire, Origin)>,
     pub(super) cloud: BTreeMap<String, (CloudWire, Origin)>,
@@ -24,6 +25,7 @@ pub(super) struct DeployLayers {
 pub(super) fn build_deploy(v: &mut V<'_>, c: &mut Catalog, l: DeployLayers) {
     env_vars(v, c, l.env);
     images(v, c, l.image);
+    no_images(v, c, l.no_image);
     packages(v, c, l.package);
     instances(v, c, l.instance);
     clouds(v, c, l.cloud);
@@ -168,6 +170,62 @@ fn images(v: &mut V<'_>, c: &mut Catalog, image: BTreeMap<String, (ImageWire, Or
     }
     c.images
         .sort_by(|a, b| b.cuda.cmp(&a.cuda).then_with(|| a.os.cmp(&b.os)));
+}
+
+/// `[[no_image]]`: a CUDA release `cuda.toml` lists, `unpublished` or `unknown`, a source,
+/// and for `unknown` the reason. An `unpublished` release has no `[[image]]` entry; tags an
+/// overlay records for an `unknown` one settle it (the rule reads the tags first), and the
+/// stock catalog's own are checked by a test.
+fn no_images(v: &mut V<'_>, c: &mut Catalog, no_image: BTreeMap<String, (NoImageWire, Origin)>) {
+    for (_, (n, o)) in no_image {
+        v.source(&o);
+        let Some(cuda) = v.version(&o, "cuda", &n.cuda) else {
+            continue;
+        };
+        if !c.cuda.iter().any(|r| r.version == cuda) {
+            v.fail(
+                &o,
+                format!("no_image for CUDA `{cuda}`, which `cuda.toml` does not list"),
+            );
+        }
+        let Some(status) = NoImageStatus::parse(&n.status) else {
+            v.fail(
+                &o,
+                format!(
+                    "no_image status `{}` is not `unpublished` or `unknown`",
+                    n.status
+                ),
+            );
+            continue;
+        };
+        let note = n.note.clone().filter(|s| !s.trim().is_empty());
+        if status == NoImageStatus::Unknown && note.is_none() {
+            v.fail_hint(
+                &o,
+                format!("no_image for CUDA `{cuda}` is `unknown` without a `note`"),
+                "say why it is an open gap: which public copy of NVIDIA's tag lists is the newest found, and why it does not settle the release".into(),
+            );
+        }
+        if status == NoImageStatus::Unpublished {
+            if let Some(i) = c.images.iter().find(|i| i.cuda == cuda) {
+                v.fail_hint(
+                    &o,
+                    format!(
+                        "no_image says NVIDIA published no images of CUDA `{cuda}`, but images.toml has tags of it for {} ({}:{})",
+                        i.os, i.origin.file, i.origin.line
+                    ),
+                    "correct one of them: drop the `[[no_image]]` entry, or the `[[image]]` entry".into(),
+                );
+            }
+        }
+        c.no_images.push(NoImage {
+            cuda,
+            status,
+            note,
+            origin: o,
+        });
+    }
+    c.no_images.sort_by(|a, b| b.cuda.cmp(&a.cuda));
 }
 
 /// Fabric, MPI and cluster packages, by name and newest first.

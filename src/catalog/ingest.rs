@@ -56,6 +56,8 @@ pub(super) struct Layers {
     /// `cupy-cuda13x`).
     pub(super) extra: BTreeMap<(String, String, String), (ExtraWire, Origin)>,
     pub(super) image: BTreeMap<String, (ImageWire, Origin)>,
+    /// `[[no_image]]`, keyed by CUDA release.
+    pub(super) no_image: BTreeMap<String, (NoImageWire, Origin)>,
     pub(super) package: BTreeMap<String, (PackageWire, Origin)>,
     pub(super) instance: BTreeMap<String, (InstanceWire, Origin)>,
     pub(super) cloud: BTreeMap<String, (CloudWire, Origin)>,
@@ -225,7 +227,7 @@ fn check_placement(
         "driver" | "gpu" | "os" | "image" | "package" | "instance" | "bandwidth" | "env"
     );
     // (entry kind, how many, whether a `fam` file holds them), in the order reported.
-    let placed: [(&str, usize, bool); 22] = [
+    let placed: [(&str, usize, bool); 23] = [
         ("branch", file.branch.len(), fam == "driver"),
         ("minor_compat", file.minor_compat.len(), fam == "cuda"),
         ("forward_compat", file.forward_compat.len(), fam == "cuda"),
@@ -251,6 +253,7 @@ fn check_placement(
         ("release", file.release.len(), fam != "extra"),
         ("extra", file.extra.len(), fam == "extra"),
         ("image", file.image.len(), fam == "image"),
+        ("no_image", file.no_image.len(), fam == "image"),
         ("package", file.package.len(), fam == "package"),
         ("instance", file.instance.len(), fam == "instance"),
         ("cloud", file.cloud.len(), fam == "instance"),
@@ -448,6 +451,7 @@ fn file_deploy(f: &mut Filing<'_, '_>, file: FileWire) {
         "{}/{}",
         v.cuda, v.os
     ));
+    file_keyed!(f, file.no_image, no_image, |v: &NoImageWire| v.cuda.clone());
     file_keyed!(f, file.package, package, |v: &PackageWire| {
         let mut key = format!(
             "{}/{}/{}",
@@ -607,6 +611,7 @@ pub(super) fn merge(into: &mut Layers, layer: Layers) {
     into.release.extend(layer.release);
     into.extra.extend(layer.extra);
     into.image.extend(layer.image);
+    into.no_image.extend(layer.no_image);
     into.package.extend(layer.package);
     into.instance.extend(layer.instance);
     into.cloud.extend(layer.cloud);

@@ -43,9 +43,9 @@ pub use model::{
     CudaRelease, DeepspeedRelease, DeepspeedTorchMinimum, DigestKind, DigestObservation,
     DriverBranch, DriverRelease, EnvVar, ExtraRelease, FileRef, ForwardCompat, Generation,
     GlibcFloor, Gpu, GpuSupport, ImageStatus, Installability, Instance, KernelModules, LibRelease,
-    MinorCompat, OpenModules, Origin, OriginInner, Os, OsImage, OsRelease, Package, PythonRelease,
-    StockIdentity, TargetSet, Tested, TorchBuild, TorchRelease, TorchSource, VllmRelease,
-    WheelPlatform, Yank, FABRICS,
+    MinorCompat, NoImage, NoImageStatus, OpenModules, Origin, OriginInner, Os, OsImage, OsRelease,
+    Package, PythonRelease, StockIdentity, TargetSet, Tested, TorchBuild, TorchRelease,
+    TorchSource, VllmRelease, WheelPlatform, Yank, FABRICS,
 };
 pub(crate) use validate::valid_id;
 

@@ -855,6 +855,9 @@ pub struct Catalog {
     pub extras: Vec<ExtraRelease>,
     /// `nvidia/cuda` images, by CUDA (newest first) then OS.
     pub images: Vec<BaseImage>,
+    /// CUDA releases without runtime and devel tags on any OS, and why (`[[no_image]]`),
+    /// newest first.
+    pub no_images: Vec<NoImage>,
     /// Packages by name, newest first.
     pub packages: Vec<Package>,
     /// Cloud instance types, by GPU then cloud.
@@ -910,6 +913,52 @@ impl BaseImage {
                 Some(b) if b.observed >= d.observed => Some(b),
                 _ => Some(d),
             })
+    }
+}
+
+/// `[[no_image]]`: why a CUDA release has no `nvidia/cuda` runtime and devel tags in the
+/// catalog, on any OS.
+#[derive(Clone, Debug)]
+pub struct NoImage {
+    /// The CUDA release.
+    pub cuda: Version,
+    /// NVIDIA published none, or whether it did is not known.
+    pub status: NoImageStatus,
+    /// Why, for [`NoImageStatus::Unknown`] (required there).
+    pub note: Option<String>,
+    /// Where this comes from: NVIDIA's tag lists at a commit.
+    pub origin: Origin,
+}
+
+/// The `status` of a `[[no_image]]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NoImageStatus {
+    /// NVIDIA's tag lists at the cited commit, which list a later release of the same
+    /// series, have no tag of it (supported or unsupported), and NVIDIA's `dist/` tree
+    /// has no directory for it.
+    Unpublished,
+    /// No public copy of NVIDIA's tag lists covers the release (they predate it, or public
+    /// files disagree): an open gap, with the reason in the note.
+    Unknown,
+}
+
+impl NoImageStatus {
+    /// The catalog's word: `unpublished`, `unknown`.
+    pub fn name(self) -> &'static str {
+        match self {
+            NoImageStatus::Unpublished => "unpublished",
+            NoImageStatus::Unknown => "unknown",
+        }
+    }
+
+    /// From the catalog's word.
+    pub fn parse(s: &str) -> Option<NoImageStatus> {
+        match s {
+            "unpublished" => Some(NoImageStatus::Unpublished),
+            "unknown" => Some(NoImageStatus::Unknown),
+            _ => None,
+        }
     }
 }
 
@@ -1140,6 +1189,57 @@ impl Catalog {
     /// The `nvidia/cuda` image entry for a CUDA release on an OS.
     pub fn image(&self, cuda: &Version, os: &str) -> Option<&BaseImage> {
         self.images.iter().find(|i| &i.cuda == cuda && i.os == os)
+    }
+
+    /// Why a CUDA release has no `nvidia/cuda` runtime and devel tags, where the catalog
+    /// says (`[[no_image]]`).
+    pub fn no_image(&self, cuda: &Version) -> Option<&NoImage> {
+        self.no_images.iter().find(|n| &n.cuda == cuda)
+    }
+
+    /// CUDA releases the catalog neither has runtime and devel tags for on some OS nor
+    /// says why (`[[no_image]]`), oldest first: each one a gap `catalog validate` reports.
+    pub fn cuda_without_images(&self) -> Vec<&CudaRelease> {
+        let mut out: Vec<&CudaRelease> = self
+            .cuda
+            .iter()
+            .filter(|r| {
+                self.no_image(&r.version).is_none()
+                    && !self
+                        .images
+                        .iter()
+                        .any(|i| i.cuda == r.version && i.has_base_tags())
+            })
+            .collect();
+        out.sort_by(|a, b| a.version.cmp(&b.version));
+        out
+    }
+
+    /// What `catalog validate` checks beyond loading: every CUDA release has runtime and
+    /// devel tags on some OS, or a `[[no_image]]` saying why not. One diagnostic per gap,
+    /// at the release's entry in `cuda.toml`.
+    pub fn coverage(&self) -> Vec<crate::error::Diagnostic> {
+        self.cuda_without_images()
+            .into_iter()
+            .map(|r| {
+                crate::error::Diagnostic::new(
+                    crate::error::Stage::Catalog,
+                    format!(
+                        "CUDA `{}` has no `nvidia/cuda` runtime and devel tags on any OS in images.toml, and no `[[no_image]]` entry saying why",
+                        r.version
+                    ),
+                )
+                .at(crate::error::Location {
+                    file: r.origin.file.clone(),
+                    line: r.origin.line,
+                    col: 0,
+                })
+                .hint(format!(
+                    "add its tags (`gpustack catalog import images` on NVIDIA's lists), or a `[[no_image]]` with `cuda = \"{}\"`, `status = \"unpublished\"` (NVIDIA's lists at a cited commit have none) or `\"unknown\"` (with a `note` saying why), and a `source`",
+                    r.version
+                ))
+            })
+            .collect()
     }
 
     /// Packages named `name`, newest first.

@@ -46,6 +46,7 @@ pub(super) fn build(l: Layers, diags: &mut Vec<Diagnostic>) -> Catalog {
         &mut c,
         DeployLayers {
             image: l.image,
+            no_image: l.no_image,
             package: l.package,
             instance: l.instance,
             cloud: l.cloud,

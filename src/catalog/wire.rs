@@ -74,6 +74,8 @@ pub(crate) struct FileWire {
     // images.toml
     #[serde(default)]
     pub(crate) image: Vec<Spanned<ImageWire>>,
+    #[serde(default)]
+    pub(crate) no_image: Vec<Spanned<NoImageWire>>,
     // packages.toml
     #[serde(default)]
     pub(crate) package: Vec<Spanned<PackageWire>>,
@@ -660,6 +662,22 @@ pub(crate) struct ImageWire {
     /// `[[image.digest]]`: digests a source showed a tag carrying, each with its date.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) digest: Vec<DigestWire>,
+    pub(crate) source: String,
+    #[serde(default)]
+    pub(crate) note: Option<String>,
+}
+
+/// `[[no_image]]` in `images.toml`: why a CUDA release of `cuda.toml` has no `[[image]]`
+/// entry with its runtime and devel tags.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NoImageWire {
+    /// The CUDA release, exactly as in `cuda.toml`: `12.2.1`.
+    pub(crate) cuda: String,
+    /// `unpublished`: NVIDIA's tag lists at the cited commit, newer than the release, list
+    /// no tag of it. `unknown`: no public copy of the lists covers it; `note` says why.
+    pub(crate) status: String,
+    /// The tag lists (or the newest copy of them found) at a commit.
     pub(crate) source: String,
     #[serde(default)]
     pub(crate) note: Option<String>,

@@ -96,6 +96,10 @@ pub(crate) fn run(what: Command) -> Result<u8, Error> {
         Command::Import { from } => super::import::run(from),
         Command::Validate { catalogs, sources } => {
             let catalog = load_catalog(&catalogs)?;
+            let gaps = catalog.coverage();
+            if !gaps.is_empty() {
+                return Err(Error::Invalid(gaps));
+            }
             let mut text = format!(
                 "catalog valid: {} CUDA releases, {} torch builds, {} images\n",
                 catalog.cuda.len(),

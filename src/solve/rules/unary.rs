@@ -1,7 +1,7 @@
 //! Rules on one candidate alone: a CUDA release's redistrib status, GPU support and images,
 //! a torch wheel's or source build's toolchain, vLLM, cuDNN/NCCL and extras on their own.
 
-use crate::catalog::CudaRelease;
+use crate::catalog::{CudaRelease, NoImageStatus};
 use crate::core::arch::{best_way, Target};
 use crate::core::Component;
 
@@ -80,6 +80,17 @@ impl<'c> Ctx<'c> {
             return Ok(());
         }
         let os = self.spec.os.as_deref().unwrap_or("Ubuntu");
+        // The catalog says why the release has no tags on any OS: cite that.
+        if let Some(n) = self.cat.no_image(&r.version) {
+            return Err(self.violation(
+                Rule::OsImages,
+                || match n.status {
+                    NoImageStatus::Unpublished => format!("NVIDIA published no `nvidia/cuda` images of CUDA {}: its tag lists (supported and unsupported) at the cited commit, which list later releases, have no tag of it (catalog/images.toml `[[no_image]]`)", r.version),
+                    _ => format!("whether NVIDIA publishes `nvidia/cuda` images of CUDA {} is not known ({}), so the catalog records no runtime and devel tags of it (catalog/images.toml `[[no_image]]`)", r.version, n.note.as_deref().unwrap_or("no public copy of NVIDIA's tag lists covers it")),
+                },
+                || vec![n.origin.clone()],
+            ));
+        }
         // The OS entry is where the catalog says which images NVIDIA publishes for it.
         let origin = self
             .cat
