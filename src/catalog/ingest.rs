@@ -390,21 +390,39 @@ fn file_hardware(f: &mut Filing<'_, '_>, file: &mut FileWire) {
     file_keyed!(f, take(&mut file.os), os, |v: &OsWire| v.id.clone());
 }
 
+/// Files one torch wheel entry (its `torch` one release) under `<torch>+<variant>`.
+fn file_wheel(
+    f: &mut Filing<'_, '_>,
+    one: TorchWheelWire,
+    o: &Origin,
+    span: &std::ops::Range<usize>,
+) {
+    let key = format!("{}+{}", one.torch[0], one.variant);
+    if let Some((_, first)) = f.out.wheel.get(&key) {
+        duplicate(f.fam, f.path, f.text, &key, span, first, f.diags);
+    }
+    f.out.wheel.insert(key, (one, o.clone()));
+}
+
 /// Torch wheels (one entry per release it serves) and sources, every family's
 /// `[[release]]` entries, and extras.
 fn file_torch_and_releases(f: &mut Filing<'_, '_>, file: &mut FileWire) {
     for w in take(&mut file.wheel) {
         let span = w.span();
-        let v = w.into_inner();
+        let mut v = w.into_inner();
         let o = origin(f.path, f.entries.next(&span, "wheel", &v), &v.source);
-        for t in &v.torch {
-            let key = format!("{t}+{}", v.variant);
-            if let Some((_, first)) = f.out.wheel.get(&key) {
-                duplicate(f.fam, f.path, f.text, &key, &span, first, f.diags);
-            }
+        // One entry per torch release the wheel serves: copies for all but the last, which
+        // takes the entry itself.
+        let mut torches = std::mem::take(&mut v.torch);
+        let last = torches.pop();
+        for t in torches {
             let mut one = v.clone();
-            one.torch = vec![t.clone()];
-            f.out.wheel.insert(key, (one, o.clone()));
+            one.torch = vec![t];
+            file_wheel(f, one, &o, &span);
+        }
+        if let Some(t) = last {
+            v.torch = vec![t];
+            file_wheel(f, v, &o, &span);
         }
     }
     // Taken after `wheel` and before `release`: the stock blob records entries in

@@ -895,11 +895,18 @@ impl BaseImage {
     /// Lists the `<cuda>-runtime-<os>` and `<cuda>-devel-<os>` tags, which every target
     /// builds on.
     pub fn has_base_tags(&self) -> bool {
-        ["runtime", "devel"].iter().all(|f| {
-            self.tags
-                .iter()
-                .any(|t| *t == format!("{}-{f}-{}", self.cuda, self.os))
-        })
+        // `<cuda>-<flavour>-<os>`, matched piece by piece (the solver asks this of every
+        // image at every start).
+        let is = |t: &str, f: &str| {
+            t.strip_prefix(self.cuda.as_str())
+                .and_then(|r| r.strip_prefix('-'))
+                .and_then(|r| r.strip_prefix(f))
+                .and_then(|r| r.strip_prefix('-'))
+                == Some(self.os.as_str())
+        };
+        ["runtime", "devel"]
+            .iter()
+            .all(|f| self.tags.iter().any(|t| is(t, f)))
     }
 
     /// The observation of `tag`'s digest a lock may pin the image by: the newest one that

@@ -420,22 +420,26 @@ fn resolve_toml(o: &mut String, d: &crate::spec::deploy::Deploy) {
 /// always writes basic strings, whatever the value, so that its layout does not depend
 /// on the text it holds.
 pub(crate) fn quote(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 2);
+    push_quoted(&mut o, s);
+    o
+}
+
+/// [`quote`], appended to `o`: the lock writer's values go straight into the lock's text.
+fn push_quoted(o: &mut String, s: &str) {
     // Nearly every value needs no escape: toml_writer writes such a basic string as it is,
     // between quotes, after measuring it for every other encoding first. Same bytes.
     if s.bytes()
         .all(|b| b >= 0x20 && b != b'"' && b != b'\\' && b != 0x7f)
     {
-        let mut o = String::with_capacity(s.len() + 2);
         o.push('"');
         o.push_str(s);
         o.push('"');
-        return o;
+        return;
     }
-    let mut o = String::with_capacity(s.len() + 2);
     let _ = toml_writer::TomlStringBuilder::new(s)
         .as_basic()
-        .write_toml_value(&mut o);
-    o
+        .write_toml_value(o);
 }
 
 fn write_fields(o: &mut String, fields: &BTreeMap<String, Field>, because: &[String]) {
@@ -448,19 +452,31 @@ fn write_fields(o: &mut String, fields: &BTreeMap<String, Field>, because: &[Str
     if !because.is_empty() {
         o.push_str("because = [\n");
         for b in because {
-            let _ = writeln!(o, "    {},", quote(b));
+            o.push_str("    ");
+            push_quoted(o, b);
+            o.push_str(",\n");
         }
         o.push_str("]\n");
     }
 }
 
 fn kv(o: &mut String, k: &str, v: &str) {
-    let _ = writeln!(o, "{k} = {}", quote(v));
+    o.push_str(k);
+    o.push_str(" = ");
+    push_quoted(o, v);
+    o.push('\n');
 }
 
 fn list(o: &mut String, k: &str, v: &[String]) {
-    let items: Vec<String> = v.iter().map(|s| quote(s)).collect();
-    let _ = writeln!(o, "{k} = [{}]", items.join(", "));
+    o.push_str(k);
+    o.push_str(" = [");
+    for (i, s) in v.iter().enumerate() {
+        if i > 0 {
+            o.push_str(", ");
+        }
+        push_quoted(o, s);
+    }
+    o.push_str("]\n");
 }
 
 #[cfg(test)]

@@ -455,7 +455,9 @@ fn lost(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)], out:
             .cmp(ctx.version(c, b.1))
             .then(a.0.cmp(&b.0))
     });
-    let mut groups: Vec<(Vec<String>, String)> = Vec::new();
+    // (labels, text, the text's shape): candidates whose reasons differ only in versions
+    // share a line.
+    let mut groups: Vec<(Vec<String>, String, String)> = Vec::new();
     let mut deeper_left = 1usize;
     for (rank, other) in newer {
         let reason = ctx.check_unary(c, other).err().or_else(|| {
@@ -501,15 +503,13 @@ fn lost(ctx: &Ctx<'_>, c: Component, k: Cand, assign: &[(Component, Cand)], out:
             }
         };
         let v = ctx.label(c, other);
-        match groups
-            .iter_mut()
-            .find(|(_, t)| explain::shape(t) == explain::shape(&text))
-        {
-            Some((vs, _)) => vs.push(v),
-            None => groups.push((vec![v], text)),
+        let shape = explain::shape(&text);
+        match groups.iter_mut().find(|(_, _, s)| *s == shape) {
+            Some((vs, _, _)) => vs.push(v),
+            None => groups.push((vec![v], text, shape)),
         }
     }
-    for (vs, text) in groups.into_iter().take(4) {
+    for (vs, text, _) in groups.into_iter().take(4) {
         let head = if vs.len() > 3 {
             format!("{} and {} more", vs[..3].join(", "), vs.len() - 3)
         } else {

@@ -153,16 +153,18 @@ fn same_shape(a: &Violation, b: &Violation) -> bool {
 /// A message with every word that holds a digit replaced by `#`: messages that differ only
 /// in versions have the same shape.
 pub(crate) fn shape(s: &str) -> String {
-    s.split(char::is_whitespace)
-        .map(|w| {
-            if w.chars().any(|c| c.is_ascii_digit()) {
-                "#"
-            } else {
-                w
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+    let mut out = String::with_capacity(s.len());
+    for (i, w) in s.split(char::is_whitespace).enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(if w.bytes().any(|c| c.is_ascii_digit()) {
+            "#"
+        } else {
+            w
+        });
+    }
+    out
 }
 
 fn summary<V: fmt::Display>(assign: &BTreeMap<Component, V>, focus: &[Component]) -> String {
