@@ -140,7 +140,7 @@ impl Sel<'_> {
             version,
             layer,
             source: origin.source.clone(),
-            catalog: origin.lock_name.clone(),
+            catalog: origin.lock_name.to_string(),
             fields,
             because,
         });
@@ -1550,7 +1550,7 @@ fn push_fact(
         kind: kind.to_string(),
         key: key.to_string(),
         source: origin.source.clone(),
-        catalog: origin.lock_name.clone(),
+        catalog: origin.lock_name.to_string(),
         fields,
         because,
     });

@@ -83,15 +83,29 @@ impl LineIndex {
 
 type Canonical = Box<dyn Fn() -> String + Send + Sync>;
 
-fn origin(path: &str, (line, canonical): (usize, Canonical), source: &str) -> Origin {
+/// A file's display path and the name locks record for it (`catalog/cuda.toml`, or
+/// `overlay/<file name>`), made once per file and shared by its entries' origins.
+fn names(path: &str) -> (Arc<str>, Arc<str>) {
+    let file: Arc<str> = Arc::from(path);
     let lock_name = if path.starts_with("catalog/") {
-        path.to_string()
+        Arc::clone(&file)
     } else {
-        format!("overlay/{}", path.rsplit('/').next().unwrap_or(path))
+        Arc::from(format!(
+            "overlay/{}",
+            path.rsplit('/').next().unwrap_or(path)
+        ))
     };
+    (file, lock_name)
+}
+
+fn origin(
+    (file, lock_name): &(Arc<str>, Arc<str>),
+    (line, canonical): (usize, Canonical),
+    source: &str,
+) -> Origin {
     Origin(Arc::new(OriginInner {
-        lock_name,
-        file: path.to_string(),
+        lock_name: Arc::clone(lock_name),
+        file: Arc::clone(file),
         line,
         source: source.to_string(),
         canonical,
@@ -185,6 +199,7 @@ pub(super) fn ingest(
     check_placement(fam, &file, path, text, diags);
     let mut f = Filing {
         path,
+        names: names(path),
         text,
         fam,
         entries,
@@ -277,6 +292,8 @@ fn check_placement(
 /// Where one file's entries go: the layer being filled, and the file for locations.
 struct Filing<'a, 'e> {
     path: &'a str,
+    /// [`names`] of `path`.
+    names: (Arc<str>, Arc<str>),
     text: &'a str,
     fam: &'static str,
     entries: Entries<'e>,
@@ -309,7 +326,7 @@ macro_rules! file_keyed {
             let span = e.span();
             let v = e.into_inner();
             let o = origin(
-                $f.path,
+                &$f.names,
                 $f.entries.next(&span, stringify!($field), &v),
                 &v.source,
             );
@@ -327,7 +344,7 @@ fn file_hardware(f: &mut Filing<'_, '_>, file: &mut FileWire) {
     for b in take(&mut file.branch) {
         let span = b.span();
         let o = origin(
-            f.path,
+            &f.names,
             f.entries.next(&span, "branch", b.get_ref()),
             &b.get_ref().source,
         );
@@ -410,7 +427,7 @@ fn file_torch_and_releases(f: &mut Filing<'_, '_>, file: &mut FileWire) {
     for w in take(&mut file.wheel) {
         let span = w.span();
         let mut v = w.into_inner();
-        let o = origin(f.path, f.entries.next(&span, "wheel", &v), &v.source);
+        let o = origin(&f.names, f.entries.next(&span, "wheel", &v), &v.source);
         // One entry per torch release the wheel serves: copies for all but the last, which
         // takes the entry itself.
         let mut torches = std::mem::take(&mut v.torch);
@@ -433,7 +450,7 @@ fn file_torch_and_releases(f: &mut Filing<'_, '_>, file: &mut FileWire) {
     for r in take(&mut file.release) {
         let span = r.span();
         let v = r.into_inner();
-        let o = origin(f.path, f.entries.next(&span, f.fam, &v), &v.source);
+        let o = origin(&f.names, f.entries.next(&span, f.fam, &v), &v.source);
         check_release_fields(f.fam, &v, f.path, f.text, &span, f.diags);
         let key = (f.fam.to_string(), v.version.clone());
         if let Some((_, first)) = f.out.release.get(&key) {
@@ -444,7 +461,7 @@ fn file_torch_and_releases(f: &mut Filing<'_, '_>, file: &mut FileWire) {
     for e in take(&mut file.extra) {
         let span = e.span();
         let v = e.into_inner();
-        let o = origin(f.path, f.entries.next(&span, "extra", &v), &v.source);
+        let o = origin(&f.names, f.entries.next(&span, "extra", &v), &v.source);
         let key = (v.name.clone(), v.version.clone(), v.pypi_name.clone());
         if f.out.extra.contains_key(&key) {
             f.diags.push(

@@ -17,10 +17,11 @@ pub struct Origin(pub(super) Arc<OriginInner>);
 /// The data behind an [`Origin`].
 pub struct OriginInner {
     /// `catalog/cuda.toml` for the stock catalog; the overlay path as given otherwise.
-    pub file: String,
+    /// (Shared by the file's entries.)
+    pub file: Arc<str>,
     /// The file's name as locks record it: `catalog/cuda.toml`, or `overlay/<file name>` for
     /// an overlay (never an absolute or user-typed path).
-    pub lock_name: String,
+    pub lock_name: Arc<str>,
     /// 1-based line of the entry.
     pub line: usize,
     /// The upstream source a reader can open.
@@ -1237,7 +1238,7 @@ impl Catalog {
                     ),
                 )
                 .at(crate::error::Location {
-                    file: r.origin.file.clone(),
+                    file: r.origin.file.to_string(),
                     line: r.origin.line,
                     col: 0,
                 })

@@ -26,7 +26,7 @@ impl V<'_> {
         self.diags.push(
             Diagnostic::new(Stage::Catalog, msg)
                 .at(Location {
-                    file: o.file.clone(),
+                    file: o.file.to_string(),
                     line: o.line,
                     col: 0,
                 })

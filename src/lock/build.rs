@@ -131,7 +131,7 @@ fn locked_component(r: &Resolution, p: &Pick) -> Result<LockedComponent, Error> 
         catalog: p
             .origin
             .as_ref()
-            .map_or_else(|| "host".to_string(), |o| o.lock_name.clone()),
+            .map_or_else(|| "host".to_string(), |o| o.lock_name.to_string()),
         fields,
         because: p.because.clone(),
     })

@@ -112,7 +112,7 @@ pub(crate) struct Ctx<'c> {
 
 fn fact_of(o: &Origin) -> Fact {
     Fact {
-        file: o.file.clone(),
+        file: o.file.to_string(),
         line: o.line,
         source: o.source.clone(),
     }
