@@ -820,15 +820,18 @@ fn every_cuda_release_has_image_tags_or_says_why_not() {
         "family = \"cuda\"\n[[release]]\nversion = \"13.5.1\"\nsource = \"https://example.org/notes\"\n",
     )
     .unwrap();
-    let out = run_in(
-        &dir,
-        &[
-            "catalog",
-            "validate",
-            "--catalog",
-            overlay.to_str().unwrap(),
-        ],
-    );
+    let validate = || {
+        run_in(
+            &dir,
+            &[
+                "catalog",
+                "validate",
+                "--catalog",
+                overlay.to_str().unwrap(),
+            ],
+        )
+    };
+    let out = validate();
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
     assert!(
         out.stderr.contains("CUDA `13.5.1` has no `nvidia/cuda` runtime and devel tags on any OS in images.toml, and no `[[no_image]]` entry saying why"),
@@ -842,15 +845,7 @@ fn every_cuda_release_has_image_tags_or_says_why_not() {
         "family = \"image\"\n[[no_image]]\ncuda = \"13.5.1\"\nstatus = \"unknown\"\nsource = \"https://example.org/lists\"\nnote = \"newer than the lists\"\n",
     )
     .unwrap();
-    let out = run_in(
-        &dir,
-        &[
-            "catalog",
-            "validate",
-            "--catalog",
-            overlay.to_str().unwrap(),
-        ],
-    );
+    let out = validate();
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
 }
 
