@@ -899,3 +899,64 @@ fn a_release_nvidia_never_imaged_is_refused_with_the_source() {
         "{e}"
     );
 }
+
+/// Rule `cuda.redist-only`: no release of the stock catalog is `redist_only` (12.8.2,
+/// 12.9.2, 13.0.3 and 13.1.2 are updates of their own and lock), but a release an overlay
+/// marks so (what `catalog import redist` writes for a manifest release the catalog lacks)
+/// is refused by name, with the update before it as the nearest that works.
+#[test]
+fn a_redist_only_release_is_never_locked() {
+    let cat = gpustack::Catalog::stock().unwrap();
+    let respins = ["12.8.2", "12.9.2", "13.0.3", "13.1.2"];
+    for c in &cat.cuda {
+        assert!(!c.redist_only, "CUDA {} is `redist_only`", c.version);
+        if respins.contains(&c.version.to_string().as_str()) {
+            assert!(
+                c.driver_min.is_some(),
+                "CUDA {} has no driver_min",
+                c.version
+            );
+        }
+    }
+    let dir = tempdir("redist-only");
+    let site = dir.join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    std::fs::write(
+        site.join("cuda.toml"),
+        "family = \"cuda\"\n[[release]]\nversion = \"12.8.2\"\nredist_only = true\nsource = \"https://example.org/redistrib_12.8.2.json\"\n",
+    )
+    .unwrap();
+    let spec = "[stack]\nname = \"cuda-1282\"\n[hardware]\ngpus = [\"h100\"]\n[components]\ncuda = \"==12.8.2\"\n";
+    std::fs::write(dir.join("spec.toml"), spec).unwrap();
+    let out = run_in(
+        &dir,
+        &[
+            "lock",
+            "--spec",
+            "spec.toml",
+            "--catalog",
+            site.to_str().unwrap(),
+            "--out",
+            "-",
+        ],
+    );
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr
+            .contains("CUDA 12.8.2 is known only from NVIDIA's redistrib manifest")
+            && out.stderr.contains("rule `cuda.redist-only`")
+            && out
+                .stderr
+                .contains("the nearest CUDA the catalog has, 12.8.1, works"),
+        "{}",
+        out.stderr
+    );
+    // Without the overlay the same request locks 12.8.2.
+    let out = run_in(&dir, &["lock", "--spec", "spec.toml", "--out", "-"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("version = \"12.8.2\""),
+        "{}",
+        out.stdout
+    );
+}

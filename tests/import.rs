@@ -1105,10 +1105,10 @@ fn catalog_images() -> BTreeMap<(String, String), (Vec<String>, String)> {
 
 /// The importer reproduces `catalog/images.toml` from the newest lists it cites (44b13941:
 /// the ubuntu24.04 sections, the unsupported ubuntu22.04 section and the supported one down
-/// to 12.5.1 recorded): the same tags for every pair listed and the same status but for
-/// 12.9.1 (held back as supported, see catalog/images.toml's description), every ubuntu24.04
-/// entry read from NVIDIA's lists among them, and every entry that cites 44b13941 citing the
-/// list the import read it from.
+/// to 12.5.1 recorded): the same tags and status for every pair listed (12.9.1 unsupported,
+/// as NVIDIA moved it when 12.9.2 replaced it), every ubuntu24.04 entry read from NVIDIA's
+/// lists among them, and every entry that cites 44b13941 citing the list the import read it
+/// from. The import differs from the catalog nowhere.
 #[test]
 fn image_lists_reproduce_the_catalogs_tags_at_the_cited_commit() {
     let imp = import_images("44b13941", IMAGES_AT_44);
@@ -1117,7 +1117,6 @@ fn image_lists_reproduce_the_catalogs_tags_at_the_cited_commit() {
     let mut only_import = Vec::new();
     for (k, v) in &got {
         match want.get(k) {
-            Some(w) if k.0 == "12.9.1" => assert_eq!(v.0, w.0, "{k:?}"),
             Some(w) => assert_eq!(v, w, "{k:?}"),
             None => only_import.push(format!("{} {}", k.0, k.1)),
         }
@@ -1144,7 +1143,7 @@ fn image_lists_reproduce_the_catalogs_tags_at_the_cited_commit() {
         .iter()
         .filter(|i| i.origin.source.starts_with(IMAGES_AT_44))
         .collect();
-    assert_eq!(cites_44.len(), 9);
+    assert_eq!(cites_44.len(), 11);
     for i in cites_44 {
         let e = imp
             .entries
@@ -1163,13 +1162,7 @@ fn image_lists_reproduce_the_catalogs_tags_at_the_cited_commit() {
             i.os
         );
     }
-    assert_eq!(
-        imp.changed,
-        [
-            "image 12.9.1 ubuntu22.04: status supported -> unsupported",
-            "image 12.9.1 ubuntu24.04: status supported -> unsupported"
-        ]
-    );
+    assert!(imp.changed.is_empty(), "{:?}", imp.changed);
     assert_eq!(
         imp.not_written,
         ["OS ubuntu26.04 (2 CUDA releases): not an OS in os.toml"]
@@ -1177,9 +1170,9 @@ fn image_lists_reproduce_the_catalogs_tags_at_the_cited_commit() {
 }
 
 /// The lists the catalog cites for its other entries (181367a6, the ubuntu24.04 sections
-/// recorded) agree with it on every tag and status (12.9.1 included: the catalog holds back
-/// its move to the unsupported list at 44b13941), and the pairs they lack are the releases
-/// after them. Each pair it imports cites 181367a6 in the catalog, or 44b13941
+/// recorded) agree with it on every tag, and on every status but 12.9.1's (unsupported in
+/// the catalog, which cites 44b13941 for it: NVIDIA moved it there), and the pairs they lack
+/// are the releases after them. Each pair it imports cites 181367a6 in the catalog, or 44b13941
 /// where that commit's lists are newer.
 #[test]
 fn image_lists_at_the_older_cited_commit_agree_on_tags() {
@@ -1194,7 +1187,7 @@ fn image_lists_at_the_older_cited_commit_agree_on_tags() {
             moved.push(format!("{} {} {status} -> {wstatus}", k.0, k.1));
         }
     }
-    assert!(moved.is_empty(), "{moved:?}");
+    assert_eq!(moved, ["12.9.1 ubuntu24.04 supported -> unsupported"]);
     let newer: Vec<_> = want
         .iter()
         .filter(|((_, os), (_, status))| os == "ubuntu24.04" && status != "observed")
@@ -1229,9 +1222,10 @@ fn image_lists_at_the_older_cited_commit_agree_on_tags() {
 }
 
 /// The whole lists of an earlier commit (60a1c892, 2025-08-18): every release they share
-/// with the catalog has the catalog's tags. Status has moved since, exactly for 12.8.1 and
-/// 13.0.0 (supported then, unsupported at the commit the catalog cites); the catalog's pairs these lists lack are the releases
-/// after 13.0.0 and the later 12.8.2 and 12.9.2 re-spins.
+/// with the catalog has the catalog's tags. Status has moved since, exactly for 12.8.1,
+/// 13.0.0 and 12.9.1 on Ubuntu 22.04/24.04 (supported then, unsupported at the commit the
+/// catalog cites); the catalog's pairs these lists lack are the releases after 13.0.0 and the
+/// later 12.8.2 and 12.9.2 updates.
 #[test]
 fn whole_image_lists_of_an_earlier_commit_agree_on_tags() {
     let imp = import_images("60a1c892", import::images::UPSTREAM_DOC);
@@ -1253,6 +1247,8 @@ fn whole_image_lists_of_an_earlier_commit_agree_on_tags() {
             "12.8.1 ubuntu20.04 supported -> unsupported",
             "12.8.1 ubuntu22.04 supported -> unsupported",
             "12.8.1 ubuntu24.04 supported -> unsupported",
+            "12.9.1 ubuntu22.04 supported -> unsupported",
+            "12.9.1 ubuntu24.04 supported -> unsupported",
             "13.0.0 ubuntu22.04 supported -> unsupported",
             "13.0.0 ubuntu24.04 supported -> unsupported",
         ]
