@@ -222,11 +222,17 @@ mod tests {
         assert!(parse("x.json", "[").is_err());
     }
 
-    /// A release the stock catalog lists as known only from its manifest keeps
-    /// `redist_only` when it is imported again, so an overlay cannot make it lockable.
+    /// A release the catalog lists as known only from its manifest keeps `redist_only` when
+    /// it is imported again, so an overlay cannot make it lockable. (No stock release is
+    /// `redist_only` since 12.8.2 and its like turned out to be updates of their own; a
+    /// site overlay marks one here.)
     #[test]
     fn a_redist_only_release_stays_redist_only() {
-        let cat = Catalog::stock().unwrap();
+        let site = vec![(
+            "site/cuda.toml".to_string(),
+            "family = \"cuda\"\n[[release]]\nversion = \"12.8.2\"\nredist_only = true\nsource = \"https://example.org/redistrib_12.8.2.json\"\n".to_string(),
+        )];
+        let cat = Catalog::stock_with(&[site]).unwrap();
         let text = r#"{"release_date": "2026-04-21", "release_label": "12.8.2", "release_product": "cuda",
             "cuda_cudart": {"name": "CUDA Runtime (cudart)", "version": "12.8.90",
               "linux-x86_64": {"relative_path": "cuda_cudart/linux-x86_64/cuda_cudart-linux-x86_64-12.8.90-archive.tar.xz"}}}"#;
@@ -243,7 +249,7 @@ mod tests {
         assert!(
             kept.kept_from
                 .as_deref()
-                .is_some_and(|k| k.starts_with("catalog/cuda.toml:")),
+                .is_some_and(|k| k.starts_with("site/cuda.toml:")),
             "{kept:?}"
         );
     }
