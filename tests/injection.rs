@@ -742,18 +742,23 @@ fn field(
                     run(&shadow).is_ok_and(|(m, f)| m == base.0 && skeletons(&f, &shadow) == got)
                 };
                 // A value the parser normalizes (GPU names are matched without case, spaces,
-                // hyphens or underscores: `gpustack::error::name_key`) renders as the
-                // normalized value: compare with that in its place.
+                // hyphens or underscores, `gpustack::error::name_key`, and the catalog's GPU
+                // lookup ignores every separator, `gpustack::catalog::gpu_key`: `a100,` is
+                // the A100) renders as the normalized value: compare with that in its place.
                 let as_normalized = || {
-                    [h.trim().to_ascii_lowercase(), gpustack::error::name_key(&h)]
-                        .iter()
-                        .any(|normalized| {
-                            *normalized != h
-                                && !normalized.is_empty()
-                                && benign
-                                    .iter()
-                                    .any(|(_, s)| *s == skeletons(&files, normalized))
-                        })
+                    [
+                        h.trim().to_ascii_lowercase(),
+                        gpustack::error::name_key(&h),
+                        gpustack::catalog::gpu_key(&h),
+                    ]
+                    .iter()
+                    .any(|normalized| {
+                        *normalized != h
+                            && !normalized.is_empty()
+                            && benign
+                                .iter()
+                                .any(|(_, s)| *s == skeletons(&files, normalized))
+                    })
                 };
                 if !benign.iter().any(|(_, s)| *s == got) && !shadowed() && !as_normalized() {
                     let (b, want) = &benign[0];
