@@ -223,13 +223,12 @@ pub fn generate_with(
     common: &Common,
     target: Target,
 ) -> Result<Vec<RenderedFile>, Error> {
-    let common = common.clone();
     let files = match target {
-        Target::Docker => docker::render(lock, &common),
-        Target::Apptainer => apptainer::render(lock, &common),
-        Target::Packer => packer::render(lock, &common),
-        Target::K8s => k8s::render(lock, &common),
-        Target::Slurm => slurm::render(lock, &common),
+        Target::Docker => docker::render(lock, common),
+        Target::Apptainer => apptainer::render(lock, common),
+        Target::Packer => packer::render(lock, common),
+        Target::K8s => k8s::render(lock, common),
+        Target::Slurm => slurm::render(lock, common),
     }?;
     // Every path stays inside the target's directory, whatever the lock holds: checked
     // here, before anything is written, so a bad path fails the whole run.
