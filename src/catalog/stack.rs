@@ -9,7 +9,7 @@ use super::deploy::{build_deploy, DeployLayers};
 use super::extras::build_extras;
 use super::ingest::Layers;
 use super::model::*;
-use super::validate::{has_control, is_sha256_hex, newest_first, safe_url, valid_id, V};
+use super::validate::{has_control, is_sha256_hex, newest_first, safe_url, unsourced, valid_id, V};
 use super::wire::*;
 use crate::core::arch::{Suffix, Target};
 use crate::core::version::Version;
@@ -759,7 +759,7 @@ fn host_compiler(
         },
         ..HostCompiler::default()
     };
-    let sourced = |s: &str| !s.trim().is_empty() && !has_control(s);
+    let sourced = |s: &str| !unsourced(s);
     if !w
         .nvcc_host_gcc
         .iter()
@@ -802,7 +802,7 @@ fn cmake_archs(v: &mut V<'_>, o: &Origin, w: &TorchSourceWire) -> Option<Option<
     let Some(a) = &w.cmake_archs else {
         return Some(None);
     };
-    if a.source.trim().is_empty() || has_control(&a.source) {
+    if unsourced(&a.source) {
         v.fail(
             o,
             "`[source.cmake_archs]` of a torch source needs a one-line `source`".into(),
@@ -1036,7 +1036,7 @@ fn os_releases(v: &mut V<'_>, o: &Origin, os: &OsWire) -> (Vec<OsRelease>, Vec<O
                 format!("{id} {version}: vault `{u}` is not an https URL"),
             );
         }
-        if r.source.trim().is_empty() || has_control(&r.source) {
+        if unsourced(&r.source) {
             v.fail(
                 o,
                 format!("{id} {version}: every release needs a source on one line"),

@@ -106,7 +106,7 @@ impl V<'_> {
                 );
                 return None;
             }
-            if y.source.trim().is_empty() || has_control(&y.source) {
+            if unsourced(&y.source) {
                 self.fail(o, "`yanked.source` must be one non-empty line".into());
                 return None;
             }
@@ -128,7 +128,7 @@ impl V<'_> {
                 );
                 continue;
             }
-            if f.source.trim().is_empty() || has_control(&f.source) {
+            if unsourced(&f.source) {
                 self.fail(o, "`glibc_floor` rows need a `source` on one line".into());
                 continue;
             }
@@ -320,6 +320,12 @@ pub(super) fn safe_url(s: &str) -> bool {
         i += 1;
     }
     safe_word(&plain)
+}
+
+/// A `source` that cannot stand: empty, or holding a control character (which would forge
+/// lines where sources are shown and copied).
+pub(crate) fn unsourced(s: &str) -> bool {
+    s.trim().is_empty() || has_control(s)
 }
 
 /// Whether `s` holds a control character (`char::is_control`, Unicode's Cc: U+0000–U+001F
