@@ -12,8 +12,10 @@
 //! `Option` a `0`/`1` byte, then the value; a `Vec` its length, then the items; a `bool` one
 //! byte; a `Spanned` its start and end byte offsets, then the value; a struct its fields in
 //! declaration order. A stock blob is the number of files, then for each file its display
-//! path, its [`FileWire`], and the 1-based source line of each of its entries (a `Vec` of
-//! `u32`, in field order), so that loading needs neither the TOML parser nor a line scan.
+//! path, its [`FileWire`], the 1-based source line of each of its entries (a `Vec` of
+//! `u32`, in field order), and the canonical body of each entry (a `Vec` of strings: what
+//! `toml::to_string` writes for it, the text the catalog digest of a lock hashes), so that
+//! loading needs neither the TOML parser nor a line scan, and a lock serializes no entry.
 
 // The encoder half is used by the build script and the tests, the decoder half by the
 // library: each compilation uses one of them.
@@ -27,8 +29,8 @@ use super::wire::*;
 pub(crate) struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
-    /// Where each [`Spanned`] value (a catalog entry) starts, in decoding order.
-    marks: Vec<usize>,
+    /// How many [`Spanned`] values (catalog entries) were decoded.
+    entries: usize,
 }
 
 impl<'a> Reader<'a> {
@@ -37,7 +39,7 @@ impl<'a> Reader<'a> {
         Reader {
             buf,
             pos,
-            marks: Vec::new(),
+            entries: 0,
         }
     }
     fn remaining(&self) -> usize {
@@ -58,12 +60,19 @@ impl<'a> Reader<'a> {
     fn len(&mut self) -> Option<usize> {
         usize::try_from(self.u32()?).ok()
     }
+    /// A string in place, borrowed from the buffer.
+    fn str(&mut self) -> Option<&'a str> {
+        let n = self.len()?;
+        std::str::from_utf8(self.bytes(n)?).ok()
+    }
 }
 
 /// Collects the encoding, and where each [`Spanned`] value's source text starts.
 pub(crate) struct Writer {
     buf: Vec<u8>,
     spans: Vec<usize>,
+    /// The canonical body (`toml::to_string`) of each [`Spanned`] value, in encoding order.
+    bodies: Vec<String>,
 }
 
 /// A value with a binary form.
@@ -147,18 +156,20 @@ impl<T: Codec> Codec for Vec<T> {
     }
 }
 
-impl<T: Codec> Codec for Spanned<T> {
+impl<T: Codec + serde::Serialize> Codec for Spanned<T> {
     fn enc(&self, out: &mut Writer) {
         let span = self.span();
         put_len(span.start, out);
         put_len(span.end, out);
         out.spans.push(span.start);
+        out.bodies
+            .push(toml::to_string(self.get_ref()).unwrap_or_default());
         self.get_ref().enc(out);
     }
     fn dec(r: &mut Reader<'_>) -> Option<Spanned<T>> {
         let start = r.len()?;
         let end = r.len()?;
-        r.marks.push(r.pos);
+        r.entries += 1;
         Some(Spanned::new(start..end, T::dec(r)?))
     }
 }
@@ -493,13 +504,14 @@ codec_struct!(FileRefWire {
 });
 
 /// A decoded catalog file.
-pub(crate) struct Decoded {
+pub(crate) struct Decoded<'a> {
     /// Display path (`catalog/cuda.toml`).
     pub(crate) path: String,
     pub(crate) file: FileWire,
-    /// For each entry, in [`FileWire`] field order: where its value starts in the buffer
-    /// (to decode it again with [`decode_at`]) and its 1-based line in the source text.
-    pub(crate) entries: Vec<(usize, usize)>,
+    /// For each entry, in [`FileWire`] field order: its canonical body (what
+    /// `toml::to_string` writes for it, computed at build time and borrowed from the
+    /// buffer) and its 1-based line in the source text.
+    pub(crate) entries: Vec<(&'a str, usize)>,
 }
 
 /// Encodes parsed files: (display path, source text, parsed file).
@@ -507,13 +519,16 @@ pub(crate) fn encode_files(files: &[(String, String, FileWire)]) -> Vec<u8> {
     let mut out = Writer {
         buf: Vec::new(),
         spans: Vec::new(),
+        bodies: Vec::new(),
     };
     put_len(files.len(), &mut out);
     for (path, text, file) in files {
         path.enc(&mut out);
         out.spans.clear();
+        out.bodies.clear();
         file.enc(&mut out);
         let starts = std::mem::take(&mut out.spans);
+        let bodies = std::mem::take(&mut out.bodies);
         let lines: Vec<u32> = starts
             .iter()
             .map(|&at| {
@@ -526,29 +541,29 @@ pub(crate) fn encode_files(files: &[(String, String, FileWire)]) -> Vec<u8> {
             })
             .collect();
         lines.enc(&mut out);
+        bodies.enc(&mut out);
     }
     out.buf
 }
 
 /// Decodes what [`encode_files`] wrote; `None` when the buffer is malformed.
-pub(crate) fn decode_files(buf: &[u8]) -> Option<Vec<Decoded>> {
+pub(crate) fn decode_files(buf: &[u8]) -> Option<Vec<Decoded<'_>>> {
     let mut r = Reader::at(buf, 0);
     let n = r.len()?;
     let mut files = Vec::with_capacity(n.min(buf.len()));
     for _ in 0..n {
         let path = String::dec(&mut r)?;
-        r.marks.clear();
+        r.entries = 0;
         let file = FileWire::dec(&mut r)?;
-        let marks = std::mem::take(&mut r.marks);
         let lines = Vec::<u32>::dec(&mut r)?;
-        if lines.len() != marks.len() {
+        let n = r.len()?;
+        if lines.len() != r.entries || n != r.entries {
             return None;
         }
-        let entries = marks
-            .into_iter()
-            .zip(lines)
-            .map(|(m, l)| Some((m, usize::try_from(l).ok()?)))
-            .collect::<Option<_>>()?;
+        let mut entries = Vec::with_capacity(n);
+        for l in lines {
+            entries.push((r.str()?, usize::try_from(l).ok()?));
+        }
         files.push(Decoded {
             path,
             file,
@@ -556,9 +571,4 @@ pub(crate) fn decode_files(buf: &[u8]) -> Option<Vec<Decoded>> {
         });
     }
     (r.remaining() == 0).then_some(files)
-}
-
-/// Decodes one value again, from where [`Decoded::entries`] says it starts.
-pub(crate) fn decode_at<T: Codec>(buf: &[u8], at: usize) -> Option<T> {
-    T::dec(&mut Reader::at(buf, at))
 }

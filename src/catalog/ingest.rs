@@ -8,10 +8,8 @@ use std::sync::Arc;
 
 use toml::Spanned;
 
-use super::codec;
-use super::model::{Origin, OriginInner};
+use super::model::{Canonical, Origin, OriginInner};
 use super::wire::*;
-use super::STOCK_BLOB;
 use crate::error::{toml_diagnostic, Diagnostic, Stage};
 
 const FAMILIES: &[&str] = &[
@@ -81,8 +79,6 @@ impl LineIndex {
     }
 }
 
-type Canonical = Box<dyn Fn() -> String + Send + Sync>;
-
 /// A file's display path and the name locks record for it (`catalog/cuda.toml`, or
 /// `overlay/<file name>`), made once per file and shared by its entries' origins.
 fn names(path: &str) -> (Arc<str>, Arc<str>) {
@@ -101,13 +97,13 @@ fn names(path: &str) -> (Arc<str>, Arc<str>) {
 fn origin(
     (file, lock_name): &(Arc<str>, Arc<str>),
     (line, canonical): (usize, Canonical),
-    source: &str,
+    source: String,
 ) -> Origin {
     Origin(Arc::new(OriginInner {
         lock_name: Arc::clone(lock_name),
         file: Arc::clone(file),
         line,
-        source: source.to_string(),
+        source,
         canonical,
         canonical_text: std::sync::OnceLock::new(),
     }))
@@ -121,10 +117,9 @@ fn canon_text<T: serde::Serialize>(family: &str, v: &T) -> String {
 pub(super) enum Entries<'a> {
     /// Parsed TOML: lines from the text, canonical text from a copy of the entry.
     Toml(LineIndex),
-    /// The pre-parsed stock catalog: (offset in [`STOCK_BLOB`], line) of each entry in
-    /// [`FileWire`] field order, recorded at build time; the canonical text decodes the entry
-    /// again from the blob, only when a lock needs it.
-    Stock(std::slice::Iter<'a, (usize, usize)>),
+    /// The pre-parsed stock catalog: (canonical body, line) of each entry in [`FileWire`]
+    /// field order, both recorded at build time.
+    Stock(std::slice::Iter<'a, (&'static str, usize)>),
 }
 
 impl Entries<'_> {
@@ -136,26 +131,21 @@ impl Entries<'_> {
         v: &T,
     ) -> (usize, Canonical)
     where
-        T: codec::Codec + serde::Serialize + Clone + Send + Sync + 'static,
+        T: serde::Serialize + Clone + Send + Sync + 'static,
     {
         match self {
             Entries::Toml(lines) => {
                 let v = v.clone();
                 (
                     lines.line(span.start),
-                    Box::new(move || canon_text(family, &v)),
+                    Canonical::Parsed(Box::new(move || canon_text(family, &v))),
                 )
             }
             Entries::Stock(marks) => {
-                let (at, line) = *marks
+                let (body, line) = *marks
                     .next()
                     .expect("the stock blob records one line per entry");
-                let canonical = move || {
-                    codec::decode_at::<T>(STOCK_BLOB, at)
-                        .map(|v| canon_text(family, &v))
-                        .unwrap_or_default()
-                };
-                (line, Box::new(canonical))
+                (line, Canonical::Stock { family, body })
             }
         }
     }
@@ -324,11 +314,12 @@ macro_rules! file_keyed {
     ($f:ident, $items:expr, $field:ident, $key:expr) => {
         for e in $items {
             let span = e.span();
-            let v = e.into_inner();
+            let mut v = e.into_inner();
+            // The entry's source moves into its origin (nothing reads it from the entry).
             let o = origin(
                 &$f.names,
                 $f.entries.next(&span, stringify!($field), &v),
-                &v.source,
+                take(&mut v.source),
             );
             let key: String = $key(&v);
             if let Some((_, first)) = $f.out.$field.get(&key) {
@@ -341,12 +332,12 @@ macro_rules! file_keyed {
 
 /// Driver branches, CUDA's compatibility entries, GPUs and their facts, operating systems.
 fn file_hardware(f: &mut Filing<'_, '_>, file: &mut FileWire) {
-    for b in take(&mut file.branch) {
+    for mut b in take(&mut file.branch) {
         let span = b.span();
         let o = origin(
             &f.names,
             f.entries.next(&span, "branch", b.get_ref()),
-            &b.get_ref().source,
+            take(&mut b.get_mut().source),
         );
         let key = b.get_ref().branch.clone();
         if let Some((_, first)) = f.out.branch.get(&key) {
@@ -427,7 +418,11 @@ fn file_torch_and_releases(f: &mut Filing<'_, '_>, file: &mut FileWire) {
     for w in take(&mut file.wheel) {
         let span = w.span();
         let mut v = w.into_inner();
-        let o = origin(&f.names, f.entries.next(&span, "wheel", &v), &v.source);
+        let o = origin(
+            &f.names,
+            f.entries.next(&span, "wheel", &v),
+            take(&mut v.source),
+        );
         // One entry per torch release the wheel serves: copies for all but the last, which
         // takes the entry itself.
         let mut torches = std::mem::take(&mut v.torch);
@@ -449,8 +444,12 @@ fn file_torch_and_releases(f: &mut Filing<'_, '_>, file: &mut FileWire) {
         .clone());
     for r in take(&mut file.release) {
         let span = r.span();
-        let v = r.into_inner();
-        let o = origin(&f.names, f.entries.next(&span, f.fam, &v), &v.source);
+        let mut v = r.into_inner();
+        let o = origin(
+            &f.names,
+            f.entries.next(&span, f.fam, &v),
+            take(&mut v.source),
+        );
         check_release_fields(f.fam, &v, f.path, f.text, &span, f.diags);
         let key = (f.fam.to_string(), v.version.clone());
         if let Some((_, first)) = f.out.release.get(&key) {
@@ -460,8 +459,12 @@ fn file_torch_and_releases(f: &mut Filing<'_, '_>, file: &mut FileWire) {
     }
     for e in take(&mut file.extra) {
         let span = e.span();
-        let v = e.into_inner();
-        let o = origin(&f.names, f.entries.next(&span, "extra", &v), &v.source);
+        let mut v = e.into_inner();
+        let o = origin(
+            &f.names,
+            f.entries.next(&span, "extra", &v),
+            take(&mut v.source),
+        );
         let key = (v.name.clone(), v.version.clone(), v.pypi_name.clone());
         if f.out.extra.contains_key(&key) {
             f.diags.push(

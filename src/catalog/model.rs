@@ -26,11 +26,23 @@ pub struct OriginInner {
     pub line: usize,
     /// The upstream source a reader can open.
     pub source: String,
-    /// Produces the canonical text of the entry, for the catalog digest (computed only for
-    /// the entries a lock uses).
-    pub(super) canonical: Box<dyn Fn() -> String + Send + Sync>,
+    /// Where the canonical text of the entry comes from, for the catalog digest (made only
+    /// for the entries a lock uses).
+    pub(super) canonical: Canonical,
     /// That text, once produced: a lock's solve and its lock build digest the same entries.
     pub(super) canonical_text: std::sync::OnceLock<String>,
+}
+
+/// Where an entry's canonical text (`[family]` and the entry as `toml::to_string` writes
+/// it) comes from.
+pub(crate) enum Canonical {
+    /// A stock entry: the body was written at build time, into the stock blob.
+    Stock {
+        family: &'static str,
+        body: &'static str,
+    },
+    /// An overlay entry: serialized from a copy of the parsed entry, on first use.
+    Parsed(Box<dyn Fn() -> String + Send + Sync>),
 }
 
 /// A long source in a message: its first URL, or its first 100 characters; the full text
@@ -91,7 +103,12 @@ impl Origin {
     /// The canonical text of the entry.
     /// Produced on first use and kept.
     pub(crate) fn canonical(&self) -> &str {
-        self.0.canonical_text.get_or_init(|| (self.0.canonical)())
+        self.0
+            .canonical_text
+            .get_or_init(|| match &self.0.canonical {
+                Canonical::Stock { family, body } => format!("[{family}]\n{body}"),
+                Canonical::Parsed(make) => make(),
+            })
     }
 }
 
