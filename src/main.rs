@@ -35,6 +35,10 @@ pub(crate) use info;
 mod cli;
 mod show;
 
+/// Small blocks from per-thread size classes ([`cli::alloc`]).
+#[global_allocator]
+static ALLOC: cli::alloc::Small = cli::alloc::Small;
+
 /// `-q`: progress lines (`wrote …`, `locked …`), notes and warnings are left out.
 static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -54,6 +58,15 @@ Exit codes: 0 ok, 1 no compatible stack, 2 invalid input or usage, 3 a network f
     after_help = "Examples:\n  gpustack init --gpu h100 --driver 550.54.15\n  gpustack lock\n  gpustack why torch\n  gpustack catalog show torch"
 )]
 struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The options every subcommand takes.
+#[derive(clap::Args)]
+struct Global {
     /// Print nothing on success but the requested output: errors only (no progress
     /// lines, notes or warnings)
     #[arg(short, long, global = true, conflicts_with = "verbose")]
@@ -62,8 +75,6 @@ struct Cli {
     /// conflicts)
     #[arg(short, long, global = true)]
     verbose: bool,
-    #[command(subcommand)]
-    command: Command,
 }
 
 #[derive(Subcommand)]
@@ -138,11 +149,49 @@ fn command() -> clap::Command {
     Cli::command().version(&*Box::leak(version.into_boxed_str()))
 }
 
+/// Adds a subcommand's arguments to its (empty) command.
+type Augment = fn(clap::Command) -> clap::Command;
+
+/// The subcommands [`quick_matches`] parses on their own.
+const QUICK: &[(&str, Augment)] = {
+    use clap::Args;
+    &[
+        ("lock", cli::lock::Args::augment_args),
+        ("gen", cli::gen::Args::augment_args),
+        ("check", cli::check::Args::augment_args),
+        ("diff", cli::diff::Args::augment_args),
+        ("matrix", cli::matrix::Args::augment_args),
+        ("probe", cli::probe::Args::augment_args),
+        ("why", cli::why::Args::augment_args),
+        ("init", cli::init::Args::augment_args),
+    ]
+};
+
+/// `argv` parsed against the global options and the one subcommand it names, when that
+/// parse succeeds: building clap's whole command tree (every subcommand's arguments and
+/// help) was a third of a millisecond of every start. Anything else (help, a usage
+/// error, `--version`, a subcommand named after an option) is `None`, and the whole tree
+/// parses it, so that every message is the whole tree's.
+fn quick_matches(argv: &[std::ffi::OsString]) -> Option<clap::ArgMatches> {
+    use clap::Args;
+    let name = argv.get(1)?.to_str()?;
+    let (name, augment) = QUICK.iter().find(|(n, _)| *n == name)?;
+    Global::augment_args(clap::Command::new("gpustack"))
+        .subcommand(augment(clap::Command::new(*name)))
+        .subcommand_required(true)
+        .try_get_matches_from(argv)
+        .ok()
+}
+
 fn main() -> ExitCode {
     use clap::FromArgMatches;
-    let parsed = command()
-        .try_get_matches()
-        .and_then(|m| Cli::from_arg_matches(&m));
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let parsed = match quick_matches(&argv).and_then(|m| Cli::from_arg_matches(&m).ok()) {
+        Some(cli) => Ok(cli),
+        None => command()
+            .try_get_matches_from(&argv)
+            .and_then(|m| Cli::from_arg_matches(&m)),
+    };
     let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
@@ -152,7 +201,7 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    let verbose = cli.verbose;
+    let verbose = cli.global.verbose;
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
@@ -173,8 +222,8 @@ fn main() -> ExitCode {
 
 /// Runs the parsed command: its exit code, or the error `main` prints.
 fn run(cli: Cli) -> Result<u8, Error> {
-    QUIET.store(cli.quiet, std::sync::atomic::Ordering::Relaxed);
-    let verbose = cli.verbose;
+    QUIET.store(cli.global.quiet, std::sync::atomic::Ordering::Relaxed);
+    let verbose = cli.global.verbose;
     match cli.command {
         Command::Lock(args) => cli::lock::run(args, verbose),
         Command::Gen(args) => cli::gen::run(args),
@@ -212,4 +261,70 @@ pub(crate) fn stdout_stream(
     write(&mut w)
         .and_then(|()| w.flush())
         .map_err(|_| ClosedPipe)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+
+    fn argv(line: &str) -> Vec<OsString> {
+        line.split(' ').map(OsString::from).collect()
+    }
+
+    /// The quick parse takes the everyday command lines, and what it takes, the subcommand
+    /// and the global options read the same as from the whole command tree; what it does
+    /// not take (help, errors) the whole tree answers.
+    #[test]
+    fn quick_parse_agrees_with_the_whole_tree() {
+        let taken = [
+            "gpustack lock",
+            "gpustack lock --offline --spec fixtures/specs/a100-pytorch.toml --out -",
+            "gpustack lock -q --upgrade-package torch",
+            "gpustack lock -v --check --out gpustack.lock",
+            "gpustack gen all",
+            "gpustack gen docker --lock gpustack.lock --out out/",
+            "gpustack gen k8s slurm --check",
+            "gpustack check --format json --strict",
+            "gpustack check --strict --allow eol-driver",
+            "gpustack check --hardware node.toml -v",
+            "gpustack diff a.lock b.lock",
+            "gpustack why torch",
+            "gpustack why driver --lock lockfiles/h100-ib-train-serve.lock",
+            "gpustack init --gpu a100 --driver 535.104.05",
+            "gpustack probe",
+        ];
+        for line in taken {
+            let quick = super::quick_matches(&argv(line))
+                .unwrap_or_else(|| panic!("the quick parse does not take `{line}`"));
+            let full = super::command()
+                .try_get_matches_from(argv(line))
+                .unwrap_or_else(|e| panic!("`{line}`: {e}"));
+            assert_eq!(
+                format!("{:?}", quick.subcommand()),
+                format!("{:?}", full.subcommand()),
+                "`{line}`"
+            );
+            for flag in ["quiet", "verbose"] {
+                assert_eq!(quick.get_flag(flag), full.get_flag(flag), "`{line}` {flag}");
+            }
+        }
+        for line in [
+            "gpustack",
+            "gpustack --version",
+            "gpustack -q lock",
+            "gpustack lock --help",
+            "gpustack lock --version",
+            "gpustack lock --no-such-flag",
+            "gpustack lock -q -v",
+            "gpustack gen",
+            "gpustack gen nowhere",
+            "gpustack catalog list",
+            "gpustack help lock",
+        ] {
+            assert!(
+                super::quick_matches(&argv(line)).is_none(),
+                "the quick parse takes `{line}`"
+            );
+        }
+    }
 }

@@ -13,6 +13,7 @@ use gpustack::emit::limits;
 use gpustack::error::Stage;
 use gpustack::{Catalog, Error};
 
+pub(crate) mod alloc;
 pub(crate) mod catalog;
 pub(crate) mod check;
 pub(crate) mod completions;
