@@ -153,6 +153,17 @@ pub fn lock_spec_keeping(
     previous: Option<&Lock>,
     upgrade: &Upgrade,
 ) -> Result<Lock, Error> {
+    keeping(catalog, spec_path, spec_text, previous, upgrade).map(|(lock, _)| lock)
+}
+
+/// [`lock_spec_keeping`], with the report of the offline resolution it ran.
+fn keeping(
+    catalog: &Catalog,
+    spec_path: &str,
+    spec_text: &str,
+    previous: Option<&Lock>,
+    upgrade: &Upgrade,
+) -> Result<(Lock, resolve::Report), Error> {
     let spec = Spec::parse(spec_path, spec_text, catalog)?;
     let mut keep: std::collections::BTreeMap<Component, Version> = match (previous, upgrade) {
         (Some(prev), Upgrade::Nothing | Upgrade::Packages(_)) => prev
@@ -194,7 +205,7 @@ pub fn lock_spec_keeping(
     let resolution = solve::solve_locked(catalog, &spec, &keep)?;
     let mut lock = Lock::from_resolution(catalog, &resolution)?;
     // Offline resolution never fails: it records where each digest and pin came from.
-    let _ = resolve::resolve(&mut lock, &resolve::http::Offline, None);
+    let offline = resolve::resolve(&mut lock, &resolve::http::Offline, None).unwrap_or_default();
     let targets = plan::configured(&lock).render;
     // The typed plans of every configured target, without the templates: what `gen`
     // would refuse is refused by a plan, never by a template's escaping filter on data
@@ -216,7 +227,7 @@ pub fn lock_spec_keeping(
                 .collect(),
         ));
     }
-    Ok(lock)
+    Ok((lock, offline))
 }
 
 /// [`lock_spec`], then lock-time resolution ([`resolve::resolve`]) over `transport`: image
@@ -259,7 +270,12 @@ pub fn lock_spec_upgrading(
     previous: Option<&Lock>,
     upgrade: &Upgrade,
 ) -> Result<(Lock, resolve::Report), Error> {
-    let mut lock = lock_spec_keeping(catalog, spec_path, spec_text, previous, upgrade)?;
+    let (mut lock, offline) = keeping(catalog, spec_path, spec_text, previous, upgrade)?;
+    // Offline, with no previous lock to take digests from: the resolution `keeping` ran
+    // is this one.
+    if transport.offline() && previous.is_none() {
+        return Ok((lock, offline));
+    }
     if let Some(secs) = lock.request.deploy.resolve.as_ref().and_then(|r| r.timeout) {
         transport.budget_secs(secs);
     }

@@ -256,6 +256,12 @@ pub trait Transport: Sync {
     fn answers_locally(&self) -> bool {
         false
     }
+
+    /// Whether this is [`Offline`]: every request fails as offline, so a resolution over
+    /// it is the offline one.
+    fn offline(&self) -> bool {
+        false
+    }
 }
 
 /// A transport that sends nothing: every request is [`FetchError::Offline`]. What
@@ -270,6 +276,10 @@ impl Transport for Offline {
     }
 
     fn answers_locally(&self) -> bool {
+        true
+    }
+
+    fn offline(&self) -> bool {
         true
     }
 }
