@@ -633,26 +633,37 @@ fn check_release_fields(
 }
 
 pub(super) fn merge(into: &mut Layers, layer: Layers) {
-    into.branch.extend(layer.branch);
-    into.minor_compat.extend(layer.minor_compat);
-    into.forward_compat.extend(layer.forward_compat);
-    into.targets.extend(layer.targets);
-    into.gpu.extend(layer.gpu);
-    into.kernel_modules.extend(layer.kernel_modules);
-    into.generation.extend(layer.generation);
-    into.gpu_support.extend(layer.gpu_support);
-    into.torch_minimum.extend(layer.torch_minimum);
-    into.tested.extend(layer.tested);
-    into.os.extend(layer.os);
-    into.wheel.extend(layer.wheel);
-    into.source.extend(layer.source);
-    into.release.extend(layer.release);
-    into.extra.extend(layer.extra);
-    into.image.extend(layer.image);
-    into.no_image.extend(layer.no_image);
-    into.package.extend(layer.package);
-    into.instance.extend(layer.instance);
-    into.cloud.extend(layer.cloud);
-    into.bandwidth.extend(layer.bandwidth);
-    into.env.extend(layer.env);
+    absorb(&mut into.branch, layer.branch);
+    absorb(&mut into.minor_compat, layer.minor_compat);
+    absorb(&mut into.forward_compat, layer.forward_compat);
+    absorb(&mut into.targets, layer.targets);
+    absorb(&mut into.gpu, layer.gpu);
+    absorb(&mut into.kernel_modules, layer.kernel_modules);
+    absorb(&mut into.generation, layer.generation);
+    absorb(&mut into.gpu_support, layer.gpu_support);
+    absorb(&mut into.torch_minimum, layer.torch_minimum);
+    absorb(&mut into.tested, layer.tested);
+    absorb(&mut into.os, layer.os);
+    absorb(&mut into.wheel, layer.wheel);
+    absorb(&mut into.source, layer.source);
+    absorb(&mut into.release, layer.release);
+    absorb(&mut into.extra, layer.extra);
+    absorb(&mut into.image, layer.image);
+    absorb(&mut into.no_image, layer.no_image);
+    absorb(&mut into.package, layer.package);
+    absorb(&mut into.instance, layer.instance);
+    absorb(&mut into.cloud, layer.cloud);
+    absorb(&mut into.bandwidth, layer.bandwidth);
+    absorb(&mut into.env, layer.env);
+}
+
+/// `into.extend(from)`: an entry of `from` replaces the one with its key. Into an empty map
+/// (the stock layer, merged first) the map moves whole instead of being rebuilt entry by
+/// entry.
+fn absorb<K: Ord, V>(into: &mut BTreeMap<K, V>, from: BTreeMap<K, V>) {
+    if into.is_empty() {
+        *into = from;
+    } else {
+        into.extend(from);
+    }
 }
