@@ -249,6 +249,17 @@ impl Context {
         }
         Context(Value::from_serialize(ctx))
     }
+
+    /// This context with `name` (also when it is set already) bound to `value`: a file
+    /// rendered once per item of a plan shares the plan's converted value instead of
+    /// converting the whole plan again for each item.
+    pub fn with(&self, name: &'static str, value: &impl Serialize) -> Context {
+        if templates_off() {
+            return Context(Value::UNDEFINED);
+        }
+        let item = Value::from_iter([(name, Value::from_serialize(value))]);
+        Context(minijinja::value::merge_maps([item, self.0.clone()]))
+    }
 }
 
 /// Renders template `name` with a context converted beforehand.

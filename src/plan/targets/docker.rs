@@ -278,11 +278,6 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
         return Ok(files);
     }
     if !plan.install.compiled.is_empty() {
-        #[derive(Serialize)]
-        struct Ctx<'a> {
-            plan: &'a DockerPlan,
-            stage: PyStage,
-        }
         let compiled = PyStage {
             name: "compiled".into(),
             from: String::new(),
@@ -304,12 +299,9 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
         if !compiled.requirements.is_empty() {
             files.push(RenderedFile::new(
                 "requirements-compiled.lock",
-                crate::render::render(
+                crate::render::render_with(
                     "docker/requirements.lock.j2",
-                    &Ctx {
-                        plan: &plan,
-                        stage: compiled,
-                    },
+                    &top.with("stage", &compiled),
                 )?,
             ));
         }
@@ -328,24 +320,13 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
         };
         files.push(RenderedFile::new(
             "requirements-build.lock",
-            crate::render::render("docker/requirements.lock.j2", &Ctx { plan: &plan, stage })?,
+            crate::render::render_with("docker/requirements.lock.j2", &top.with("stage", &stage))?,
         ));
     }
     for s in &plan.install.stages {
-        #[derive(Serialize)]
-        struct Ctx<'a> {
-            plan: &'a DockerPlan,
-            stage: &'a PyStage,
-        }
         files.push(RenderedFile::new(
             s.requirements_file.clone(),
-            crate::render::render(
-                "docker/requirements.lock.j2",
-                &Ctx {
-                    plan: &plan,
-                    stage: s,
-                },
-            )?,
+            crate::render::render_with("docker/requirements.lock.j2", &top.with("stage", s))?,
         ));
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));

@@ -437,7 +437,7 @@ pub fn render(lock: &Lock, common: &Common) -> Result<Vec<RenderedFile>, Error> 
     }
     files.extend(render_pod_networks(&plan)?);
     for ns in &plan.namespaces {
-        let top = crate::render::Context::new(&Top { plan: &plan, ns });
+        let top = top.with("ns", ns);
         let mut names = vec!["namespace", "nccl-env", "resourcequota"];
         if plan.queue.is_some() {
             names.push("kueue/local-queue");

@@ -331,17 +331,17 @@ pub(super) fn fabric_device_given(common: &Common) -> Result<(), Error> {
 /// `network/<network>.yaml` and `network/<pool>.yaml` for each secondary network.
 pub(super) fn render_pod_networks(plan: &K8sPlan) -> Result<Vec<RenderedFile>, Error> {
     #[derive(Serialize)]
-    struct One<'a> {
+    struct Base<'a> {
         plan: &'a K8sPlan,
         nets: &'a PodNetworksPlan,
-        net: &'a crate::plan::network::PodNetwork,
     }
     let mut files = Vec::new();
     let Some(nets) = &plan.pod_networks else {
         return Ok(files);
     };
+    let base = crate::render::Context::new(&Base { plan, nets });
     for net in &nets.networks {
-        let ctx = crate::render::Context::new(&One { plan, nets, net });
+        let ctx = base.with("net", net);
         for (file, template) in [(&net.name, "pod-network"), (&net.pool, "ippool")] {
             files.push(RenderedFile::new(
                 format!("network/{file}.yaml"),
