@@ -258,7 +258,8 @@ impl Context {
             return Context(Value::UNDEFINED);
         }
         let item = Value::from_iter([(name, Value::from_serialize(value))]);
-        Context(minijinja::value::merge_maps([item, self.0.clone()]))
+        // The last map that has a key answers for it (minijinja's `MergeDict`).
+        Context(minijinja::value::merge_maps([self.0.clone(), item]))
     }
 }
 
@@ -291,4 +292,32 @@ pub fn template_names() -> impl Iterator<Item = &'static str> {
 /// The source of an embedded template.
 pub fn template_source(name: &str) -> Option<&'static str> {
     TEMPLATES.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Context;
+
+    /// `with` binds its name over the converted context, also over a name the context
+    /// already has; the rest of the context stays.
+    #[test]
+    fn with_binds_over_the_context() {
+        let base = Context::new(&serde_json::json!({ "plan": { "x": 1 }, "ns": "first" }));
+        for ns in ["first", "second"] {
+            let ctx = base.with("ns", &ns);
+            assert_eq!(ctx.0.get_attr("ns").unwrap().as_str(), Some(ns));
+            assert_eq!(
+                ctx.0
+                    .get_attr("plan")
+                    .unwrap()
+                    .get_attr("x")
+                    .unwrap()
+                    .as_i64(),
+                Some(1)
+            );
+        }
+        let item = base.with("stage", &"build");
+        assert_eq!(item.0.get_attr("stage").unwrap().as_str(), Some("build"));
+        assert_eq!(item.0.get_attr("ns").unwrap().as_str(), Some("first"));
+    }
 }
