@@ -67,6 +67,12 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// An entry's canonical body, what the catalog digest hashes after its `[family]` line: the
+/// build script writes it for stock entries, the library makes it for overlay entries.
+pub(crate) fn canonical_body<T: serde::Serialize>(v: &T) -> String {
+    toml::to_string(v).unwrap_or_default()
+}
+
 /// Collects the encoding, and where each [`Spanned`] value's source text starts.
 pub(crate) struct Writer {
     buf: Vec<u8>,
@@ -162,8 +168,7 @@ impl<T: Codec + serde::Serialize> Codec for Spanned<T> {
         put_len(span.start, out);
         put_len(span.end, out);
         out.spans.push(span.start);
-        out.bodies
-            .push(toml::to_string(self.get_ref()).unwrap_or_default());
+        out.bodies.push(canonical_body(self.get_ref()));
         self.get_ref().enc(out);
     }
     fn dec(r: &mut Reader<'_>) -> Option<Spanned<T>> {

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use toml::Spanned;
 
-use super::model::{Canonical, Origin, OriginInner};
+use super::codec;
+use super::model::{canonical_text, Canonical, Origin, OriginInner};
 use super::wire::*;
 use crate::error::{toml_diagnostic, Diagnostic, Stage};
 
@@ -110,7 +111,7 @@ fn origin(
 }
 
 fn canon_text<T: serde::Serialize>(family: &str, v: &T) -> String {
-    format!("[{family}]\n{}", toml::to_string(v).unwrap_or_default())
+    canonical_text(family, &codec::canonical_body(v))
 }
 
 /// Where a file's entries get their line and canonical text.

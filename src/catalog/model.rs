@@ -45,6 +45,12 @@ pub(crate) enum Canonical {
     Parsed(Box<dyn Fn() -> String + Send + Sync>),
 }
 
+/// An entry's canonical text: its family, then its canonical body
+/// ([`super::codec::canonical_body`]).
+pub(super) fn canonical_text(family: &str, body: &str) -> String {
+    format!("[{family}]\n{body}")
+}
+
 /// A long source in a message: its first URL, or its first 100 characters; the full text
 /// is for `--verbose` and `gpustack catalog show`.
 ///
@@ -106,7 +112,7 @@ impl Origin {
         self.0
             .canonical_text
             .get_or_init(|| match &self.0.canonical {
-                Canonical::Stock { family, body } => format!("[{family}]\n{body}"),
+                Canonical::Stock { family, body } => canonical_text(family, body),
                 Canonical::Parsed(make) => make(),
             })
     }
