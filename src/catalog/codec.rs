@@ -1,9 +1,11 @@
 //! A compact binary form of parsed catalog files, so the stock catalog loads without TOML
 //! parsing.
 //!
-//! The build script (`src/catalog/build.rs`) parses `catalog/*.toml` into the wire types of
-//! [`super::wire`] and encodes them here; the library decodes them back into the very same
-//! values (spans included), then validates them exactly as it validates TOML. This file is
+//! The build script (`src/build.rs`) parses `catalog/*.toml` into the wire types of
+//! [`super::wire`] and encodes them here; it and the library decode them back into the very
+//! same values (spans included) and validate them exactly as TOML is validated: the build
+//! script to write the validated catalog (`snapshot.rs`), the library when overlays are
+//! merged on top of the stock files. This file is
 //! compiled into both, so the two halves cannot disagree on the layout: every wire struct is
 //! listed once, with all its fields in order (the struct literal in `dec` makes a missing
 //! field a compile error).
@@ -23,6 +25,7 @@
 
 use toml::Spanned;
 
+use super::model::Origin;
 use super::wire::*;
 
 /// Reads values back from an encoded buffer; `None` on malformed input.
@@ -31,6 +34,8 @@ pub(crate) struct Reader<'a> {
     pos: usize,
     /// How many [`Spanned`] values (catalog entries) were decoded.
     entries: usize,
+    /// The origins a stock snapshot's values refer to by number (`snapshot.rs`).
+    pub(super) origins: Vec<Origin>,
 }
 
 impl<'a> Reader<'a> {
@@ -40,12 +45,13 @@ impl<'a> Reader<'a> {
             buf,
             pos,
             entries: 0,
+            origins: Vec::new(),
         }
     }
-    fn remaining(&self) -> usize {
+    pub(super) fn remaining(&self) -> usize {
         self.buf.len().saturating_sub(self.pos)
     }
-    fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
+    pub(super) fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
         if n > self.remaining() {
             return None;
         }
@@ -53,15 +59,15 @@ impl<'a> Reader<'a> {
         self.pos += n;
         Some(b)
     }
-    fn u32(&mut self) -> Option<u32> {
+    pub(super) fn u32(&mut self) -> Option<u32> {
         let b = self.bytes(4)?;
         Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
-    fn len(&mut self) -> Option<usize> {
+    pub(super) fn len(&mut self) -> Option<usize> {
         usize::try_from(self.u32()?).ok()
     }
     /// A string in place, borrowed from the buffer.
-    fn str(&mut self) -> Option<&'a str> {
+    pub(super) fn str(&mut self) -> Option<&'a str> {
         let n = self.len()?;
         std::str::from_utf8(self.bytes(n)?).ok()
     }
@@ -79,6 +85,25 @@ pub(crate) struct Writer {
     spans: Vec<usize>,
     /// The canonical body (`toml::to_string`) of each [`Spanned`] value, in encoding order.
     bodies: Vec<String>,
+    /// A stock snapshot's origins, each numbered where it is first met (`snapshot.rs`), by
+    /// the address of what it shares.
+    pub(super) origins: Vec<Origin>,
+    pub(super) origin_ids: std::collections::BTreeMap<usize, u32>,
+}
+
+impl Writer {
+    pub(super) fn new() -> Writer {
+        Writer {
+            buf: Vec::new(),
+            spans: Vec::new(),
+            bodies: Vec::new(),
+            origins: Vec::new(),
+            origin_ids: std::collections::BTreeMap::new(),
+        }
+    }
+    pub(super) fn into_bytes(self) -> Vec<u8> {
+        self.buf
+    }
 }
 
 /// A value with a binary form.
@@ -87,7 +112,7 @@ pub(crate) trait Codec: Sized {
     fn dec(r: &mut Reader<'_>) -> Option<Self>;
 }
 
-fn put_len(n: usize, out: &mut Writer) {
+pub(super) fn put_len(n: usize, out: &mut Writer) {
     let n = u32::try_from(n).expect("catalog value larger than 4 GiB");
     out.buf.extend_from_slice(&n.to_le_bytes());
 }
@@ -98,6 +123,44 @@ impl Codec for u32 {
     }
     fn dec(r: &mut Reader<'_>) -> Option<u32> {
         r.u32()
+    }
+}
+
+impl Codec for u8 {
+    fn enc(&self, out: &mut Writer) {
+        out.buf.push(*self);
+    }
+    fn dec(r: &mut Reader<'_>) -> Option<u8> {
+        r.bytes(1).map(|b| b[0])
+    }
+}
+
+impl Codec for u64 {
+    fn enc(&self, out: &mut Writer) {
+        out.buf.extend_from_slice(&self.to_le_bytes());
+    }
+    fn dec(r: &mut Reader<'_>) -> Option<u64> {
+        let b: [u8; 8] = r.bytes(8)?.try_into().ok()?;
+        Some(u64::from_le_bytes(b))
+    }
+}
+
+impl Codec for usize {
+    fn enc(&self, out: &mut Writer) {
+        u64::try_from(*self).expect("usize fits u64").enc(out);
+    }
+    fn dec(r: &mut Reader<'_>) -> Option<usize> {
+        usize::try_from(u64::dec(r)?).ok()
+    }
+}
+
+impl<A: Codec, B: Codec> Codec for (A, B) {
+    fn enc(&self, out: &mut Writer) {
+        self.0.enc(out);
+        self.1.enc(out);
+    }
+    fn dec(r: &mut Reader<'_>) -> Option<(A, B)> {
+        Some((A::dec(r)?, B::dec(r)?))
     }
 }
 
@@ -191,6 +254,7 @@ macro_rules! codec_struct {
         }
     };
 }
+pub(super) use codec_struct;
 
 codec_struct!(FileWire {
     family,
@@ -521,11 +585,7 @@ pub(crate) struct Decoded<'a> {
 
 /// Encodes parsed files: (display path, source text, parsed file).
 pub(crate) fn encode_files(files: &[(String, String, FileWire)]) -> Vec<u8> {
-    let mut out = Writer {
-        buf: Vec::new(),
-        spans: Vec::new(),
-        bodies: Vec::new(),
-    };
+    let mut out = Writer::new();
     put_len(files.len(), &mut out);
     for (path, text, file) in files {
         path.enc(&mut out);

@@ -146,7 +146,13 @@ impl Entries<'_> {
                 let (body, line) = *marks
                     .next()
                     .expect("the stock blob records one line per entry");
-                (line, Canonical::Stock { family, body })
+                (
+                    line,
+                    Canonical::Stock {
+                        family,
+                        body: body.as_bytes(),
+                    },
+                )
             }
         }
     }
@@ -172,6 +178,26 @@ pub(super) fn parse_file(path: &str, text: &str, out: &mut Layers, diags: &mut V
         out,
         diags,
     );
+}
+
+/// Checks and files the stock catalog's entries from their build-time encoding
+/// ([`codec::decode_files`]), each file with its source text (`texts`, in the same order).
+pub(super) fn ingest_stock<'t>(
+    files: Vec<codec::Decoded<'static>>,
+    texts: impl Iterator<Item = (&'t str, &'t str)>,
+    out: &mut Layers,
+    diags: &mut Vec<Diagnostic>,
+) {
+    for (d, (path, text)) in files.into_iter().zip(texts) {
+        ingest(
+            path,
+            text,
+            d.file,
+            Entries::Stock(d.entries.iter()),
+            out,
+            diags,
+        );
+    }
 }
 
 /// Checks and files the entries of one parsed catalog file (`text` is its source, for

@@ -4,10 +4,10 @@
 
 use std::path::Path;
 
-use super::ingest::{ingest, merge, parse_file, Entries, Layers};
+use super::ingest::{ingest_stock, merge, parse_file, Layers};
 use super::model::{Catalog, StockIdentity};
 use super::stack::build;
-use super::{codec, STOCK, STOCK_BLOB, STOCK_DATE, STOCK_DIGEST};
+use super::{codec, snapshot, STOCK, STOCK_BLOB, STOCK_DATE, STOCK_DIGEST, STOCK_MODEL};
 use crate::core::fs::{limits, read_bounded, ReadError};
 use crate::error::{Diagnostic, Error, Location, Stage};
 
@@ -92,6 +92,11 @@ impl Catalog {
     /// `stock` is set. The stock layer comes pre-parsed (no TOML parsing at run time) and is
     /// then validated like any other layer.
     fn assemble(stock: bool, layers: &[Vec<(String, String)>]) -> Result<Catalog, Error> {
+        if stock && layers.is_empty() {
+            if let Some(catalog) = stock_model() {
+                return Ok(catalog);
+            }
+        }
         let mut diags = Vec::new();
         let mut merged = Layers::default();
         if stock {
@@ -182,6 +187,20 @@ fn read_overlay(dir: &Path, diags: &mut Vec<Diagnostic>) -> Vec<(String, String)
     out
 }
 
+/// The stock catalog as the build script validated it (`snapshot.rs`); none when it did
+/// not validate there, and the stock files are then validated here, to report why.
+fn stock_model() -> Option<Catalog> {
+    if STOCK_MODEL.is_empty() {
+        return None;
+    }
+    let catalog = snapshot::decode(STOCK_MODEL, STOCK_BLOB);
+    debug_assert!(
+        catalog.is_some(),
+        "the stock catalog's snapshot does not decode"
+    );
+    catalog
+}
+
 /// The stock catalog's files, from the blob the build script wrote (falling back to parsing
 /// the embedded TOML should the blob not match it, which the tests rule out).
 fn stock_layer(out: &mut Layers, diags: &mut Vec<Diagnostic>) {
@@ -190,10 +209,7 @@ fn stock_layer(out: &mut Layers, diags: &mut Vec<Diagnostic>) {
             if files.len() == STOCK.len()
                 && files.iter().zip(STOCK).all(|(d, (p, _))| d.path == *p) =>
         {
-            for (d, (path, text)) in files.into_iter().zip(STOCK) {
-                let entries = Entries::Stock(d.entries.iter());
-                ingest(path, text, d.file, entries, out, diags);
-            }
+            ingest_stock(files, STOCK.iter().copied(), out, diags);
         }
         _ => {
             debug_assert!(false, "the pre-parsed stock catalog does not decode");

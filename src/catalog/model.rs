@@ -36,10 +36,11 @@ pub struct OriginInner {
 /// Where an entry's canonical text (`[family]` and the entry as `toml::to_string` writes
 /// it) comes from.
 pub(crate) enum Canonical {
-    /// A stock entry: the body was written at build time, into the stock blob.
+    /// A stock entry: the body was written at build time, into the stock blob (UTF-8,
+    /// checked when the text is made: most entries are never digested).
     Stock {
         family: &'static str,
-        body: &'static str,
+        body: &'static [u8],
     },
     /// An overlay entry: serialized from a copy of the parsed entry, on first use.
     Parsed(Box<dyn Fn() -> String + Send + Sync>),
@@ -112,7 +113,9 @@ impl Origin {
         self.0
             .canonical_text
             .get_or_init(|| match &self.0.canonical {
-                Canonical::Stock { family, body } => canonical_text(family, body),
+                Canonical::Stock { family, body } => {
+                    canonical_text(family, &String::from_utf8_lossy(body))
+                }
                 Canonical::Parsed(make) => make(),
             })
     }

@@ -85,6 +85,39 @@ fn stock_equals_the_toml_catalog() {
     assert_eq!(digest_of(a.iter().copied()), digest_of(b.iter().copied()));
 }
 
+/// The snapshot the build script wrote (`snapshot.rs`) is the stock catalog validated
+/// from its encoded files at run time, as an overlay's stock layer is: the same values,
+/// origins and canonical texts, and the very same bytes when encoded again.
+#[test]
+fn snapshot_is_the_validated_stock_catalog() {
+    assert!(
+        !STOCK_MODEL.is_empty(),
+        "the build script wrote no snapshot"
+    );
+    let snap = snapshot::decode(STOCK_MODEL, STOCK_BLOB).expect("the snapshot decodes");
+    // An empty overlay layer takes the run-time path: the encoded files ingested and
+    // validated.
+    let run = Catalog::stock_with(&[Vec::new()]).unwrap();
+    assert_eq!(format!("{snap:?}"), format!("{run:?}"));
+    let (a, b) = (origins(&snap), origins(&run));
+    assert_eq!(a.len(), b.len());
+    for (a, b) in a.iter().zip(&b) {
+        assert_eq!(
+            (&a.file, &a.lock_name, a.line, &a.source),
+            (&b.file, &b.lock_name, b.line, &b.source)
+        );
+        assert_eq!(a.canonical(), b.canonical(), "{}", a.location());
+    }
+    let again = snapshot::encode(&run, STOCK_BLOB).expect("every value is a stock one");
+    assert!(
+        again == STOCK_MODEL,
+        "the snapshot differs from the catalog validated now"
+    );
+    // A truncated snapshot is refused, not misread.
+    let cut: &'static [u8] = &STOCK_MODEL[..STOCK_MODEL.len() - 1];
+    assert!(snapshot::decode(cut, STOCK_BLOB).is_none());
+}
+
 /// An overlay still goes through TOML, with `file:line:col` diagnostics, on top of the
 /// pre-parsed stock layer.
 #[test]
