@@ -36,6 +36,9 @@ pub(crate) struct Reader<'a> {
     entries: usize,
     /// The origins a stock snapshot's values refer to by number (`snapshot.rs`).
     pub(super) origins: Vec<Origin>,
+    /// A stock snapshot's strings, checked as UTF-8 once (`snapshot.rs`): each string is
+    /// then its offset and length in them.
+    pub(super) strings: Option<&'a str>,
 }
 
 impl<'a> Reader<'a> {
@@ -46,6 +49,7 @@ impl<'a> Reader<'a> {
             pos,
             entries: 0,
             origins: Vec::new(),
+            strings: None,
         }
     }
     pub(super) fn remaining(&self) -> usize {
@@ -66,8 +70,12 @@ impl<'a> Reader<'a> {
     pub(super) fn len(&mut self) -> Option<usize> {
         usize::try_from(self.u32()?).ok()
     }
-    /// A string in place, borrowed from the buffer.
+    /// A string in place, borrowed from the buffer (or from the strings, when it has them).
     pub(super) fn str(&mut self) -> Option<&'a str> {
+        if let Some(strings) = self.strings {
+            let at = self.len()?;
+            return strings.get(at..at.checked_add(self.len()?)?);
+        }
         let n = self.len()?;
         std::str::from_utf8(self.bytes(n)?).ok()
     }
@@ -89,6 +97,8 @@ pub(crate) struct Writer {
     /// the address of what it shares.
     pub(super) origins: Vec<Origin>,
     pub(super) origin_ids: std::collections::BTreeMap<usize, u32>,
+    /// A stock snapshot's strings, each written once, and where each starts.
+    pub(super) strings: Option<(String, std::collections::BTreeMap<String, usize>)>,
 }
 
 impl Writer {
@@ -99,6 +109,7 @@ impl Writer {
             bodies: Vec::new(),
             origins: Vec::new(),
             origin_ids: std::collections::BTreeMap::new(),
+            strings: None,
         }
     }
     pub(super) fn into_bytes(self) -> Vec<u8> {
@@ -179,12 +190,20 @@ impl Codec for bool {
 
 impl Codec for String {
     fn enc(&self, out: &mut Writer) {
+        if let Some((all, at)) = &mut out.strings {
+            let start = *at.entry(self.clone()).or_insert_with(|| {
+                all.push_str(self);
+                all.len() - self.len()
+            });
+            put_len(start, out);
+        }
         put_len(self.len(), out);
-        out.buf.extend_from_slice(self.as_bytes());
+        if out.strings.is_none() {
+            out.buf.extend_from_slice(self.as_bytes());
+        }
     }
     fn dec(r: &mut Reader<'_>) -> Option<String> {
-        let n = r.len()?;
-        std::str::from_utf8(r.bytes(n)?).ok().map(str::to_owned)
+        r.str().map(str::to_owned)
     }
 }
 

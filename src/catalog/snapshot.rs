@@ -5,11 +5,12 @@
 //!
 //! This file is compiled into both the build script and the library, like `codec.rs`, whose
 //! primitives it uses: every model type is listed once below with all its fields, so a
-//! field added to a model type and not here is a compile error. Versions and requirements
-//! are written as their text and parsed again (the parse is what gives their order); enums
-//! as their position.
+//! field added to a model type and not here is a compile error. Versions are written as
+//! their parsed parts, so loading parses none; requirements as their text, parsed again;
+//! enums as their position. Strings are written once each, together, and checked as UTF-8
+//! in one pass; a value names its string by offset and length.
 //!
-//! Layout: the origins first, then the [`Catalog`], whose values name their origin by
+//! Layout: the strings, then the origins, then the [`Catalog`], whose values name their origin by
 //! number (an origin shared by several values, as a torch release's is by its builds, stays
 //! shared). The origins are the files' display and lock names, then each origin's file,
 //! line, source, family (the catalog field its entry is in), and where its canonical body lies in the stock blob (the wire
@@ -19,22 +20,25 @@
 // The encoder is used by the build script and the tests, the decoder by the library.
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::codec::{codec_struct, put_len, Codec, Reader, Writer};
 use super::model::*;
 use crate::core::arch::{Cc, Suffix, Target};
-use crate::core::version::{Version, VersionReq};
+use crate::core::version::{RawVersion, Version, VersionReq};
 use crate::core::{Component, Layer};
 
 /// Encodes a stock catalog; `None` when a value does not come from the stock blob `blob`
 /// (an overlay entry), which a snapshot cannot hold.
 pub(crate) fn encode(catalog: &Catalog, blob: &[u8]) -> Option<Vec<u8>> {
     let mut body = Writer::new();
+    body.strings = Some((String::new(), BTreeMap::new()));
     catalog.enc(&mut body);
     let origins = std::mem::take(&mut body.origins);
     let mut files: Vec<(&str, &str)> = Vec::new();
     let mut head = Writer::new();
+    head.strings = body.strings.take();
     let mut rows = Vec::with_capacity(origins.len());
     for o in &origins {
         let Canonical::Stock { family, body: text } = &o.canonical else {
@@ -67,7 +71,12 @@ pub(crate) fn encode(catalog: &Catalog, blob: &[u8]) -> Option<Vec<u8>> {
         put_len(at, &mut head);
         put_len(len, &mut head);
     }
-    let mut out = head.into_bytes();
+    let (strings, _) = head.strings.take()?;
+    let mut out = Writer::new();
+    put_len(strings.len(), &mut out);
+    let mut out = out.into_bytes();
+    out.extend_from_slice(strings.as_bytes());
+    out.extend_from_slice(&head.into_bytes());
     out.extend_from_slice(&body.into_bytes());
     Some(out)
 }
@@ -76,6 +85,8 @@ pub(crate) fn encode(catalog: &Catalog, blob: &[u8]) -> Option<Vec<u8>> {
 /// blob it was encoded against); `None` when `buf` is malformed.
 pub(crate) fn decode(buf: &'static [u8], blob: &'static [u8]) -> Option<Catalog> {
     let mut r = Reader::at(buf, 0);
+    let n = r.len()?;
+    r.strings = Some(std::str::from_utf8(r.bytes(n)?).ok()?);
     let n = r.len()?;
     let mut files = Vec::with_capacity(n.min(buf.len()));
     for _ in 0..n {
@@ -127,10 +138,23 @@ impl Codec for Origin {
 
 impl Codec for Version {
     fn enc(&self, out: &mut Writer) {
-        self.as_str().to_string().enc(out);
+        let raw = self.raw();
+        raw.text.to_string().enc(out);
+        raw.parts.to_vec().enc(out);
+        raw.phase.enc(out);
+        raw.local.map(str::to_string).enc(out);
     }
     fn dec(r: &mut Reader<'_>) -> Option<Version> {
-        Version::parse(r.str()?).ok()
+        let text = r.str()?;
+        let parts = Vec::<u64>::dec(r)?;
+        let phase = <(u8, u64)>::dec(r)?;
+        let local = Option::<String>::dec(r)?;
+        Version::from_raw(RawVersion {
+            text,
+            parts: &parts,
+            phase,
+            local: local.as_deref(),
+        })
     }
 }
 

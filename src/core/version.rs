@@ -42,6 +42,16 @@ pub struct Version {
 const MAX_PARTS: usize = 6;
 
 /// Pre-, final or post-release marker.
+/// A parsed version's pieces, as the stock catalog's snapshot stores them
+/// (`catalog/snapshot.rs`), so that loading the catalog parses no version. The phase is a
+/// tag (`dev`, `a`, `b`, `rc`, final, `post`: 0 to 5) and its number.
+pub(crate) struct RawVersion<'a> {
+    pub(crate) text: &'a str,
+    pub(crate) parts: &'a [u64],
+    pub(crate) phase: (u8, u64),
+    pub(crate) local: Option<&'a str>,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Phase {
     Dev(u64),
@@ -151,6 +161,50 @@ impl Version {
             len: len as u8,
             phase,
             local,
+        })
+    }
+
+    /// The pieces of this version ([`RawVersion`]).
+    pub(crate) fn raw(&self) -> RawVersion<'_> {
+        let phase = match self.phase {
+            Phase::Dev(n) => (0, n),
+            Phase::Alpha(n) => (1, n),
+            Phase::Beta(n) => (2, n),
+            Phase::Rc(n) => (3, n),
+            Phase::Final => (4, 0),
+            Phase::Post(n) => (5, n),
+        };
+        RawVersion {
+            text: &self.text,
+            parts: self.parts(),
+            phase,
+            local: self.local.as_deref(),
+        }
+    }
+
+    /// The version [`Version::raw`] took apart; none for pieces no parse gives (too many
+    /// or no parts, an unknown phase tag).
+    pub(crate) fn from_raw(raw: RawVersion<'_>) -> Option<Version> {
+        if raw.parts.is_empty() || raw.parts.len() > MAX_PARTS {
+            return None;
+        }
+        let mut parts = [0u64; MAX_PARTS];
+        parts[..raw.parts.len()].copy_from_slice(raw.parts);
+        let phase = match raw.phase {
+            (0, n) => Phase::Dev(n),
+            (1, n) => Phase::Alpha(n),
+            (2, n) => Phase::Beta(n),
+            (3, n) => Phase::Rc(n),
+            (4, 0) => Phase::Final,
+            (5, n) => Phase::Post(n),
+            _ => return None,
+        };
+        Some(Version {
+            text: raw.text.into(),
+            parts,
+            len: u8::try_from(raw.parts.len()).ok()?,
+            phase,
+            local: raw.local.map(Into::into),
         })
     }
 
@@ -656,6 +710,40 @@ impl fmt::Display for VersionReq {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `raw` takes apart, `from_raw` puts back as it was, every field (the stock
+    /// catalog's snapshot stores versions so); pieces no parse gives are refused.
+    #[test]
+    fn raw_pieces_round_trip() {
+        for text in [
+            "12.4.1",
+            "1.0rc2",
+            "2.0.post1",
+            "1.0.dev3",
+            "2.5.1+cu124",
+            "1a1",
+            "3b2",
+            "550.54.15",
+            "1-2",
+        ] {
+            let v = Version::parse(text).unwrap();
+            let back = Version::from_raw(v.raw()).unwrap();
+            assert_eq!(format!("{back:?}"), format!("{v:?}"), "{text}");
+        }
+        let v = Version::parse("1.2").unwrap();
+        fn bad(phase: (u8, u64), parts: &[u64]) -> RawVersion<'_> {
+            RawVersion {
+                text: "x",
+                parts,
+                phase,
+                local: None,
+            }
+        }
+        assert!(Version::from_raw(bad((6, 0), v.parts())).is_none());
+        assert!(Version::from_raw(bad((4, 1), v.parts())).is_none());
+        assert!(Version::from_raw(bad((4, 0), &[])).is_none());
+        assert!(Version::from_raw(bad((4, 0), &[1; 7])).is_none());
+    }
 
     fn v(s: &str) -> Version {
         s.parse().unwrap()
