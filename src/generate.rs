@@ -43,18 +43,40 @@ pub struct LockFile {
     pub text: String,
     /// The parsed lock, its Python closure's `pylock.*.toml` files loaded.
     pub lock: Lock,
+    /// The text is exactly what the lock writes ([`Lock::parse_canonical`]), so its
+    /// `[integrity]` seals are those of its tables.
+    canonical: bool,
 }
 
 impl LockFile {
+    /// A lock already read (`text` is the file's text, `lock` parsed from it). Its seals
+    /// are checked in full by [`LockFile::untouched`].
+    pub fn new(shown: String, text: String, lock: Lock) -> LockFile {
+        LockFile {
+            shown,
+            text,
+            lock,
+            canonical: false,
+        }
+    }
+
     /// Reads and parses the lock at `path`, then the `pylock.*.toml` files it names, from
     /// its directory; each must match the digest the lock records. `hint` follows a "not
     /// found" or "cannot read" message.
     pub fn read(path: &Path, hint: &str) -> Result<LockFile, Error> {
         let shown = emit::shown(path);
         let text = emit::read_text(path, Stage::Lock, "lock", hint, limits::LOCK)?;
-        let mut lock = Lock::parse(&shown, &text)?;
+        let (mut lock, canonical) = match Lock::parse_canonical(&shown, &text) {
+            Some(lock) => (lock, true),
+            None => (Lock::parse_toml(&shown, &text)?, false),
+        };
         load_pylocks(path, &mut lock)?;
-        Ok(LockFile { shown, text, lock })
+        Ok(LockFile {
+            shown,
+            text,
+            lock,
+            canonical,
+        })
     }
 
     /// Refuses a lock whose digests do not match its content: it was edited by hand, and
@@ -63,7 +85,14 @@ impl LockFile {
     /// one whose `version` was lowered.
     pub fn untouched(&self) -> Result<(), Diagnostic> {
         self.lock.require_seals(&self.shown, &self.text)?;
-        let Some(m) = self.lock.verify().into_iter().next() else {
+        // A lock read in its canonical form has the seals of its tables by construction;
+        // its digests over `[request]` and the layers are still recomputed.
+        let mismatches = if self.canonical {
+            self.lock.verify_content()
+        } else {
+            self.lock.verify()
+        };
+        let Some(m) = mismatches.into_iter().next() else {
             return Ok(());
         };
         let mut d = Diagnostic::new(

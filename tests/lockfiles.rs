@@ -52,11 +52,8 @@ fn v1_v2_and_v3_corpus_still_parses() {
         // An unsealed lock (versions 1 to 3) is not rendered or checked: nothing tells it
         // from a sealed lock whose `version` was lowered (issue 32). `gen` and `check`
         // refuse it, naming its version and the re-lock.
-        let file = gpustack::generate::LockFile {
-            shown: "gpustack.lock".into(),
-            text: text.clone(),
-            lock: lock.clone(),
-        };
+        let file =
+            gpustack::generate::LockFile::new("gpustack.lock".into(), text.clone(), lock.clone());
         let e = file.untouched().unwrap_err().to_string();
         assert!(
             e.contains("has no `[integrity]` seals") && e.contains("gpustack lock"),
@@ -335,12 +332,68 @@ fn gate(text: &str) -> Option<String> {
         Ok(l) => l,
         Err(e) => return Some(e.to_string()),
     };
-    let file = gpustack::generate::LockFile {
-        shown: "gpustack.lock".into(),
-        text: text.to_string(),
-        lock,
-    };
+    let file = gpustack::generate::LockFile::new("gpustack.lock".into(), text.to_string(), lock);
     file.untouched().err().map(|d| d.to_string())
+}
+
+/// `gen` reads a lock in its canonical form without the `toml` parser and without
+/// computing its seals again (`src/lock/canonical.rs`): that must refuse exactly what the
+/// full check refuses. Every value line edited alone, as left and re-sealed as a forger
+/// would (`to_toml` over the edited content), is read from disk as `gen` reads it and
+/// judged as by the full check.
+#[test]
+fn the_canonical_read_refuses_what_the_full_check_refuses() {
+    let name = "h100-ib-train-serve";
+    let text =
+        std::fs::read_to_string(root().join("lockfiles").join(format!("{name}.lock"))).unwrap();
+    let dir = tempdir("canonical-read");
+    let path = dir.join("gpustack.lock");
+    let via_read = |t: &str| {
+        std::fs::write(&path, t).unwrap();
+        gpustack::generate::LockFile::read(&path, "")
+            .map_err(|e| e.to_string())
+            .and_then(|f| f.untouched().map_err(|d| d.to_string()))
+    };
+    let full = |t: &str| {
+        Lock::parse("gpustack.lock", t)
+            .map_err(|e| e.to_string())
+            .and_then(|l| {
+                gpustack::generate::LockFile::new("gpustack.lock".into(), t.to_string(), l)
+                    .untouched()
+                    .map_err(|d| d.to_string())
+            })
+    };
+    assert!(via_read(&text).is_ok());
+    let lines: Vec<&str> = text.lines().collect();
+    let (mut edits, mut resealed_kept) = (0, 0);
+    for (i, line) in lines.iter().enumerate() {
+        if *line == "[integrity]" {
+            break;
+        }
+        let Some(edited) = mutate(line) else { continue };
+        let mut all = lines.clone();
+        all[i] = &edited;
+        let tampered = format!("{}\n", all.join("\n"));
+        let mut cases = vec![tampered.clone()];
+        if let Ok(l) = Lock::parse("gpustack.lock", &tampered) {
+            cases.push(l.to_toml());
+        }
+        for t in cases {
+            edits += 1;
+            let (a, b) = (via_read(&t), full(&t));
+            assert_eq!(
+                a.is_ok(),
+                b.is_ok(),
+                "line {}: `{line}` → `{edited}`: read {a:?}, full {b:?}",
+                i + 1
+            );
+            resealed_kept += usize::from(a.is_ok());
+        }
+    }
+    assert!(edits > 200, "only {edits} edits");
+    // Re-sealing hides an edit only from the seals: the spec digest and the layer hashes
+    // still catch every edit of what they cover.
+    assert!(resealed_kept < edits / 2, "{resealed_kept} of {edits} kept");
 }
 
 /// Issue 32, "a lock that cannot be made to lie": every value line of a sealed lock,

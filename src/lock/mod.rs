@@ -84,6 +84,7 @@
 //!   old files.
 
 mod build;
+mod canonical;
 mod read;
 mod seal;
 mod tolerant;

@@ -18,6 +18,15 @@ use crate::spec::Spec;
 impl Lock {
     /// Parses a lock. `file` is used in messages only.
     pub fn parse(file: &str, text: &str) -> Result<Lock, Error> {
+        match Lock::parse_canonical(file, text) {
+            Some(lock) => Ok(lock),
+            None => Lock::parse_toml(file, text),
+        }
+    }
+
+    /// [`Lock::parse`] with the `toml` parser, whatever the text: what reads a lock that is
+    /// not in its canonical form (an older revision, a hand edit), and says what is wrong.
+    pub(crate) fn parse_toml(file: &str, text: &str) -> Result<Lock, Error> {
         // The text is parsed once; the version peek and the wire types both read the
         // parsed document (`toml::from_str` is this parse followed by the deserialization).
         let root = toml::de::DeTable::parse(text).map_err(|e| {
@@ -127,7 +136,7 @@ fn peek(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct LockWire<const TOLERANT: bool> {
+pub(super) struct LockWire<const TOLERANT: bool> {
     version: u32,
     #[serde(default)]
     revision: u32,
@@ -788,7 +797,7 @@ impl Cx<'_> {
 }
 
 impl<const TOLERANT: bool> LockWire<TOLERANT> {
-    fn into_lock(self, file: &str, text: &str) -> Result<Lock, Error> {
+    pub(super) fn into_lock(self, file: &str, text: &str) -> Result<Lock, Error> {
         let cx = Cx { file, text };
         cx.stack_name(&self.request.name)?;
         cx.digest("`spec-digest`", &self.inputs.spec_digest)?;
