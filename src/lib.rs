@@ -203,7 +203,9 @@ fn keeping(
         }
     }
     let resolution = solve::solve_locked(catalog, &spec, &keep)?;
-    let mut lock = Lock::from_resolution(catalog, &resolution)?;
+    // Resolution re-seals the lock (`resolve::resolve` ends with `Lock::rehash`), so the
+    // seals are not made twice.
+    let mut lock = Lock::from_resolution_unsealed(catalog, &resolution)?;
     // Offline resolution never fails: it records where each digest and pin came from.
     let offline = resolve::resolve(&mut lock, &resolve::http::Offline, None).unwrap_or_default();
     let targets = plan::configured(&lock).render;
@@ -331,7 +333,8 @@ pub enum PythonOutcome {
 
 /// Locks the Python closure of `lock` ([`resolve::python`]): one `pylock.<layer>.toml`
 /// per layer and platform, by uv, recorded in `lock.python` (contents included) and
-/// folded into the layer hashes. `previous` is the lock being replaced with its pylock
+/// folded into the layer hashes (a lock that had no closure and gets none is left as it
+/// is: its hashes and seals already say so). `previous` is the lock being replaced with its pylock
 /// contents loaded: files whose inputs did not change are reused without running uv.
 ///
 /// Offline (`offline`), only reuse is possible: a lock that had a closure and now needs
@@ -354,9 +357,16 @@ pub fn lock_python(
     fetch: &dyn resolve::http::Transport,
 ) -> Result<PythonOutcome, Error> {
     use resolve::python::{self as py, ClosureError};
-    lock.python = None;
+    // A lock without a closure that stays without one keeps its hashes and seals (they
+    // already say so); one that loses or gains a closure is re-sealed.
+    let had = lock.python.take().is_some();
+    let reseal = |lock: &mut Lock| {
+        if had {
+            lock.rehash();
+        }
+    };
     if lock.component(spec::Component::Torch).is_none() {
-        lock.rehash();
+        reseal(lock);
         return Ok(PythonOutcome::None);
     }
     let os = lock.os().unwrap_or_default().to_string();
@@ -366,7 +376,7 @@ pub fn lock_python(
         .find(|o| o.id == os)
         .and_then(|o| o.glibc.clone());
     let Some(glibc) = glibc else {
-        lock.rehash();
+        reseal(lock);
         return Ok(PythonOutcome::Open(format!(
             "the catalog has no glibc for `{os}`, so no manylinux platform to resolve for"
         )));
@@ -404,7 +414,7 @@ pub fn lock_python(
         ) {
             Ok(u) => Some(u),
             Err(e @ ClosureError::Uv { .. }) if prev.is_none() => {
-                lock.rehash();
+                reseal(lock);
                 return Ok(PythonOutcome::Open(format!("{e}; {}", e.hint())));
             }
             Err(e) => {
@@ -446,7 +456,7 @@ pub fn lock_python(
             Ok(PythonOutcome::Closed { resolved })
         }
         Err(ClosureError::Offline { detail }) if prev.is_none() => {
-            lock.rehash();
+            reseal(lock);
             Ok(PythonOutcome::Open(format!(
                 "offline, and no closure to reuse ({detail})"
             )))

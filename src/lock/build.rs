@@ -25,6 +25,18 @@ impl Lock {
     /// A resolution without a driver pick, or with a catalog component's pick that carries
     /// no record of its kind and version (only a hand-built resolution can be either).
     pub fn from_resolution(catalog: &Catalog, r: &Resolution) -> Result<Lock, Error> {
+        let mut lock = Lock::from_resolution_unsealed(catalog, r)?;
+        lock.integrity = lock.sorted_seals();
+        Ok(lock)
+    }
+
+    /// [`Lock::from_resolution`] without the `[integrity]` seals, for a caller that
+    /// re-seals it ([`Lock::rehash`]) before anyone reads them: lock-time resolution
+    /// always does, and sealing builds the text of every table.
+    pub(crate) fn from_resolution_unsealed(
+        catalog: &Catalog,
+        r: &Resolution,
+    ) -> Result<Lock, Error> {
         let spec = &r.spec;
         let driver = r
             .pick(Component::Driver)
@@ -58,7 +70,7 @@ impl Lock {
             &facts,
             LOCK_VERSION,
         );
-        let mut lock = Lock {
+        let lock = Lock {
             spec_digest: spec_digest(spec),
             catalog_digest,
             request: spec.clone(),
@@ -72,7 +84,6 @@ impl Lock {
             revision: LOCK_REVISION,
             integrity: Vec::new(),
         };
-        lock.integrity = lock.sorted_seals();
         Ok(lock)
     }
 }
