@@ -336,6 +336,29 @@ fn gate(text: &str) -> Option<String> {
     file.untouched().err().map(|d| d.to_string())
 }
 
+/// Each value line of a lock's tables (up to `[integrity]`) edited alone
+/// ([`mutate`]): (0-based line, the line, its edit, the whole edited text).
+fn content_edits(text: &str) -> Vec<(usize, String, String, String)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        // The `[integrity]` table's own edits are `every_hand_edit_is_refused_at_its_line`'s.
+        if *line == "[integrity]" {
+            break;
+        }
+        let Some(edited) = mutate(line) else { continue };
+        let mut all = lines.clone();
+        all[i] = &edited;
+        out.push((
+            i,
+            line.to_string(),
+            edited.clone(),
+            format!("{}\n", all.join("\n")),
+        ));
+    }
+    out
+}
+
 /// `gen` reads a lock in its canonical form without the `toml` parser and without
 /// computing its seals again (`src/lock/canonical.rs`): that must refuse exactly what the
 /// full check refuses. Every value line edited alone, as left and re-sealed as a forger
@@ -364,16 +387,8 @@ fn the_canonical_read_refuses_what_the_full_check_refuses() {
             })
     };
     assert!(via_read(&text).is_ok());
-    let lines: Vec<&str> = text.lines().collect();
     let (mut edits, mut resealed_kept) = (0, 0);
-    for (i, line) in lines.iter().enumerate() {
-        if *line == "[integrity]" {
-            break;
-        }
-        let Some(edited) = mutate(line) else { continue };
-        let mut all = lines.clone();
-        all[i] = &edited;
-        let tampered = format!("{}\n", all.join("\n"));
+    for (i, line, edited, tampered) in content_edits(&text) {
         let mut cases = vec![tampered.clone()];
         if let Ok(l) = Lock::parse("gpustack.lock", &tampered) {
             cases.push(l.to_toml());
@@ -418,22 +433,14 @@ fn a_single_field_edit_is_refused_at_every_version() {
                 );
             }
         }
-        let lines: Vec<&str> = text.lines().collect();
         let mut edits = 0;
         let mut passed = Vec::new();
-        for (i, line) in lines.iter().enumerate() {
+        // Only the rendered content: the `[integrity]` table itself is deleted by the
+        // downgrade.
+        for (i, line, edited, tampered) in content_edits(&text) {
             if line.starts_with("version = ") || line.starts_with("revision = ") {
                 continue;
             }
-            // Only the rendered content: the `[integrity]` table itself is deleted by the
-            // downgrade (its own edits are `every_hand_edit_is_refused_at_its_line`'s).
-            if *line == "[integrity]" {
-                break;
-            }
-            let Some(edited) = mutate(line) else { continue };
-            let mut all = lines.clone();
-            all[i] = &edited;
-            let tampered = format!("{}\n", all.join("\n"));
             // Version 4 with its seals is `every_hand_edit_is_refused_at_its_line`'s (each
             // edit refused at its line), and an older version that keeps its seals is
             // refused by the reader whatever its content (above): the downgrades remain.
