@@ -16,7 +16,8 @@
 //!   `lock`, `gen all` and `check` on every example project, reported (no budget).
 //!
 //! Medians of `GPUSTACK_BENCH_RUNS` runs (default 30), wall and CPU (user + system: the
-//! figure machine load disturbs least). The machine's load average is printed first and
+//! figure machine load disturbs least), taken round-robin over the projects, so that a
+//! slow minute of the machine falls on every project alike. The machine's load average is printed first and
 //! last: a budget missed under load says little; `book/src/performance.md` records the
 //! figures with the machine, date and load. `GPUSTACK_BENCH_ENFORCE=1` makes a missed
 //! budget exit 1 (for a quiet machine; never in CI).
@@ -97,68 +98,85 @@ fn main() {
     let mut worst: [(Duration, String); 3] =
         std::array::from_fn(|_| (Duration::ZERO, String::new()));
     let mut rss: [(u64, String); 3] = std::array::from_fn(|_| (0, String::new()));
-    for spec in &specs {
-        let name = spec.file_stem().unwrap().to_string_lossy().into_owned();
-        let lock_path = root.join(format!("lockfiles/{name}.lock"));
-        let gen_out = scratch.join(format!("gen-{name}"));
-        let lock: Vec<Run> = (0..runs)
-            .map(|_| {
-                measured(
-                    Command::new(bin)
-                        .args(["lock", "--offline", "--spec"])
-                        .arg(spec)
-                        .args(["--out", "-"]),
-                    0,
-                )
-            })
-            .collect();
-        let gen_cmd = || {
-            let mut c = Command::new(bin);
-            c.args(["gen", "all", "--lock"])
+    // Every project's commands, primed; then the measured runs round-robin over the
+    // projects (one `lock`, `gen all` and re-lock of each per round), so that a slow
+    // minute of this VM (its speed drifts by 15-20 %) falls on every project alike
+    // instead of on the few measured then.
+    struct Project {
+        name: String,
+        lock: Command,
+        gen: Command,
+        relock: Command,
+        check: Run,
+        runs: [Vec<Run>; 3],
+    }
+    let cache = scratch.join("cache");
+    let mut projects: Vec<Project> = specs
+        .iter()
+        .map(|spec| {
+            let name = spec.file_stem().unwrap().to_string_lossy().into_owned();
+            let lock_path = root.join(format!("lockfiles/{name}.lock"));
+            let mut lock = Command::new(bin);
+            lock.args(["lock", "--offline", "--spec"])
+                .arg(spec)
+                .args(["--out", "-"]);
+            let mut gen = Command::new(bin);
+            gen.args(["gen", "all", "--lock"])
                 .arg(&lock_path)
                 .arg("--out")
-                .arg(&gen_out);
-            c
-        };
-        // The first run writes; the measured ones find every file up to date, as a re-run
-        // in CI does (book/src/performance.md, "What durability costs").
-        measured(&mut gen_cmd(), 0);
-        let gen: Vec<Run> = (0..runs).map(|_| measured(&mut gen_cmd(), 0)).collect();
-        let existing = scratch.join(format!("{name}.lock"));
-        let cache = scratch.join("cache");
-        let relock = || {
-            let mut c = Command::new(bin);
-            c.args(["lock", "--offline", "--spec"])
+                .arg(scratch.join(format!("gen-{name}")));
+            // The first run writes; the measured ones find every file up to date, as a
+            // re-run in CI does (book/src/performance.md, "What durability costs").
+            measured(&mut gen, 0);
+            let mut relock = Command::new(bin);
+            relock
+                .args(["lock", "--offline", "--spec"])
                 .arg(spec)
                 .arg("--out")
-                .arg(&existing)
+                .arg(scratch.join(format!("{name}.lock")))
                 .env("GPUSTACK_CACHE_DIR", &cache);
-            c
-        };
-        // Writes the lock, then records the cache entry the measured runs answer from.
-        measured(&mut relock(), 0);
-        measured(&mut relock(), 0);
-        let fast: Vec<Run> = (0..runs).map(|_| measured(&mut relock(), 0)).collect();
-        let check = measured(
-            Command::new(bin)
-                .arg("check")
-                .arg("--spec")
-                .arg(spec)
-                .arg("--lock")
-                .arg(&lock_path)
-                .arg("--out")
-                .arg(root.join(format!("fixtures/gen/{name}"))),
-            0,
-        );
-        let (lw, lc, lr) = summary(&lock);
-        let (gw, gc, gr) = summary(&gen);
-        let (fw, fc, _) = summary(&fast);
+            // Writes the lock, then records the cache entry the measured runs answer from.
+            measured(&mut relock, 0);
+            measured(&mut relock, 0);
+            let check = measured(
+                Command::new(bin)
+                    .arg("check")
+                    .arg("--spec")
+                    .arg(spec)
+                    .arg("--lock")
+                    .arg(&lock_path)
+                    .arg("--out")
+                    .arg(root.join(format!("fixtures/gen/{name}"))),
+                0,
+            );
+            Project {
+                name,
+                lock,
+                gen,
+                relock,
+                check,
+                runs: [Vec::new(), Vec::new(), Vec::new()],
+            }
+        })
+        .collect();
+    for _ in 0..runs {
+        for p in &mut projects {
+            p.runs[0].push(measured(&mut p.lock, 0));
+            p.runs[1].push(measured(&mut p.gen, 0));
+            p.runs[2].push(measured(&mut p.relock, 0));
+        }
+    }
+    for p in &projects {
+        let name = &p.name;
+        let (lw, lc, lr) = summary(&p.runs[0]);
+        let (gw, gc, gr) = summary(&p.runs[1]);
+        let (fw, fc, _) = summary(&p.runs[2]);
         for (i, w) in [lw, gw, fw].into_iter().enumerate() {
             if w > worst[i].0 {
                 worst[i] = (w, name.clone());
             }
         }
-        for (i, r) in [lr, gr, check.max_rss_kib].into_iter().enumerate() {
+        for (i, r) in [lr, gr, p.check.max_rss_kib].into_iter().enumerate() {
             if r > rss[i].0 {
                 rss[i] = (r, name.clone());
             }
@@ -174,7 +192,7 @@ fn main() {
             ms(fc),
             mib(lr),
             mib(gr),
-            mib(check.max_rss_kib)
+            mib(p.check.max_rss_kib)
         );
     }
     let _ = std::fs::remove_dir_all(&scratch);
