@@ -334,8 +334,8 @@ pub enum PythonOutcome {
 /// Locks the Python closure of `lock` ([`resolve::python`]): one `pylock.<layer>.toml`
 /// per layer and platform, by uv, recorded in `lock.python` (contents included) and
 /// folded into the layer hashes (a lock that had no closure and gets none is left as it
-/// is: its hashes and seals already say so). `previous` is the lock being replaced with its pylock
-/// contents loaded: files whose inputs did not change are reused without running uv.
+/// is: its hashes and seals already say so). `previous` is the lock being replaced with its
+/// pylock contents loaded: files whose inputs did not change are reused without running uv.
 ///
 /// Offline (`offline`), only reuse is possible: a lock that had a closure and now needs
 /// a new one is an error; one that never had one stays open. Online, the pinned uv is

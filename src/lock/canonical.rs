@@ -11,7 +11,7 @@
 //!
 //! The result is kept only when writing it again gives the very text read: then the text
 //! is the canonical form of that lock, which the `toml` parser reads to the same lock (the
-//! writer and the reader round-trip: `tests/lockfile.rs`), so this reader can never read a
+//! writer and the reader round-trip: `tests/lockfiles.rs`), so this reader can never read a
 //! lock differently. It also means the `[integrity]` seals are those of the lock's
 //! content, by construction ([`Lock::parse_canonical`]).
 
